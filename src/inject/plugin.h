@@ -1,0 +1,52 @@
+// Plugin interface of the injected library: one plugin per kind of process state (CRIU's one module per
+// kernel object, DMTCP's event hooks). See docs/contracts.md for the rules each event runs under.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+namespace revive::inject {
+
+// Append-only sink for a plugin's image section. Backed by mmap'ed memory, so usable while user threads
+// are suspended (no malloc). write() returns false only when memory cannot be mapped.
+class SectionWriter {
+ public:
+  virtual bool write(const void* data, size_t len) = 0;
+
+ protected:
+  ~SectionWriter() = default;
+};
+
+// Reader over a plugin's image section, as saved. read() returns false, reading nothing, when fewer than
+// len bytes remain (a truncated or foreign section): the plugin must then fail with a message.
+class SectionReader {
+ public:
+  virtual bool read(void* data, size_t len) = 0;
+  virtual size_t remaining() const = 0;
+
+ protected:
+  ~SectionReader() = default;
+};
+
+struct Plugin {
+  const char* name;  // unique, [a-z0-9_]+; also the image section name
+  uint32_t version;  // schema version of the section; restore refuses any other
+  // Library load, single-threaded, before main. May allocate and dlsym. 0 or -errno.
+  int (*init)();
+  // Checkpoint thread, user threads suspended: no malloc, stdio, locks. 0 or -errno.
+  int (*save)(SectionWriter& out);
+  // Original process, after the image is durable (ok) or the checkpoint failed (!ok), before user threads run.
+  void (*resume)(bool ok);
+  // Restored process, memory back, user threads held. Same restrictions as save. 0 or -errno; on error writes
+  // a nul-terminated message naming the object (fd number, path, signal...) and the reason into msg.
+  int (*restore)(SectionReader& in, char* msg, size_t msg_len);
+};
+
+// The checkpoint signal owned by the engine (default SIGRTMAX-2, REVIVE_SIGNAL overrides).
+int checkpoint_signal();
+
+// All plugins, in the order their events run (restore runs in the same order). Defined in plugin_list.cpp.
+extern const Plugin* const kPlugins[];
+extern const size_t kPluginCount;
+
+}  // namespace revive::inject
