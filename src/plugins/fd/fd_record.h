@@ -1,0 +1,42 @@
+// The fd plugin's section: tag "RVFD", u32 count, then per descriptor an FdRecord, its path
+// (length-prefixed) and, for a deleted regular file, its contents (content_len bytes).
+#pragma once
+
+#include <stdint.h>
+
+namespace revive::plugins {
+
+constexpr char kFdTag[] = "RVFD";
+
+enum class FdKind : uint32_t {
+  kRegular = 1,   // reopened by path, offset restored, size policy applied
+  kDeleted = 2,   // regular file unlinked while open: contents saved, recreated as an unlinked file
+  kDirectory = 3, // reopened by path
+  kCharDev = 4,   // /dev/null, /dev/zero, /dev/urandom...: reopened by path
+  kTerminal = 5,  // tty/pty: left alone on 0/1/2, else reopened by path or /dev/null
+  kPipe = 6,      // type only (data: distributed issue); 0/1/2 left alone, else /dev/null
+  kSocket = 7,
+  kFifo = 8,
+  kOther = 9,     // eventfd, epoll, inotify, signalfd, timerfd, block devices...: /dev/null + warning
+};
+
+struct FdRecord {
+  int32_t fd;
+  uint32_t kind;       // FdKind
+  int32_t flags;       // F_GETFL, masked to what open() can set again
+  int32_t fd_flags;    // F_GETFD (FD_CLOEXEC)
+  int64_t offset;      // -1 when the descriptor has none (pipes, O_PATH...)
+  int64_t size;        // st_size at checkpoint
+  int64_t mtime_sec;
+  int64_t mtime_nsec;
+  uint32_t mode;       // st_mode
+  uint32_t pad;
+  int64_t content_len; // kDeleted only
+};
+
+// Deleted-but-open files up to this size are saved in the image; a larger one fails the checkpoint.
+constexpr int64_t kMaxDeletedBytes = 16 << 20;
+
+const char* fd_kind_name(uint32_t kind);
+
+}  // namespace revive::plugins

@@ -1,0 +1,230 @@
+// fd plugin, restore side: reopens every saved descriptor at its number with its flags and offset, and
+// applies the documented policies (docs/plugins.md) for files that changed or vanished and for kinds whose
+// state is not (yet) saved.
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "plugins/common/msg.h"
+#include "plugins/common/section_io.h"
+#include "plugins/fd/fd_internal.h"
+#include "plugins/fd/fd_record.h"
+#include "plugins/plugins.h"
+
+namespace revive::plugins {
+namespace {
+
+struct Ctx {
+  In& in;
+  char* msg;
+  size_t cap;
+  char line[PATH_MAX + 200];
+};
+
+// Puts the freshly opened descriptor `tmp` at number `fd` with the saved close-on-exec flag.
+int place(Ctx& c, int tmp, const FdRecord& rec) {
+  int cloexec = rec.fd_flags & FD_CLOEXEC;
+  if (tmp == rec.fd) {
+    if (fcntl(tmp, F_SETFD, cloexec) == 0) return 0;
+  } else if (dup3(tmp, rec.fd, cloexec ? O_CLOEXEC : 0) >= 0) {
+    close(tmp);
+    return 0;
+  }
+  int e = errno;
+  close(tmp);
+  return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(": cannot place descriptor: ").err(e), e);
+}
+
+int seek(Ctx& c, int fd, const FdRecord& rec, const char* path) {
+  if (rec.offset < 0 || lseek(fd, rec.offset, SEEK_SET) == rec.offset) return 0;
+  int e = errno;
+  close(fd);
+  return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(": cannot seek '").s(path).s("' to ")
+      .i(rec.offset).s(": ").err(e), e);
+}
+
+// Regular file: same path, flags, offset. A file open for writing that grew since the checkpoint is cut
+// back to its checkpoint size (what the program wrote after the checkpoint is written again after restart,
+// so appended output comes out identical); a file that shrank or vanished is an error naming it.
+int reopen_regular(Ctx& c, const FdRecord& rec, const char* path) {
+  int fd = open(path, rec.flags | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(": cannot reopen '").s(path)
+        .s("'").s(e == ENOENT ? " (vanished since the checkpoint)" : "").s(": ").err(e), e);
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(": '").s(path)
+        .s("' is no longer a regular file"), EINVAL);
+  }
+  bool writable = (rec.flags & O_ACCMODE) != O_RDONLY;
+  if (st.st_size < rec.size) {
+    close(fd);
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(": file '").s(path).s("' shrank from ")
+        .i(rec.size).s(" to ").i(st.st_size).s(" bytes since the checkpoint"), ESTALE);
+  }
+  if (st.st_size > rec.size && writable) {
+    if (ftruncate(fd, rec.size) != 0) {
+      int e = errno;
+      close(fd);
+      return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(": cannot truncate '").s(path)
+          .s("' back to its checkpoint size ").i(rec.size).s(": ").err(e), e);
+    }
+  } else if (st.st_size != rec.size || st.st_mtim.tv_sec != rec.mtime_sec || st.st_mtim.tv_nsec != rec.mtime_nsec) {
+    if (!writable) {
+      warn(Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(": read-only file '").s(path)
+          .s("' was modified since the checkpoint; reading on from the saved offset").c_str());
+    }
+  }
+  int rc = seek(c, fd, rec, path);
+  return rc ? rc : place(c, fd, rec);
+}
+
+// Deleted-but-open file: recreated as an unlinked file (memfd for memfds, else O_TMPFILE in its old
+// directory or /tmp) holding the saved contents, then reopened with the saved flags.
+int recreate_deleted(Ctx& c, const FdRecord& rec, const char* path) {
+  char dir[PATH_MAX];
+  size_t n = strlen(path);
+  constexpr size_t kSuffix = sizeof " (deleted)" - 1;
+  memcpy(dir, path, n + 1);
+  if (n >= kSuffix) dir[n - kSuffix] = '\0';
+  int tmp = -1;
+  if (strncmp(dir, "/memfd:", 7) == 0) {
+    tmp = memfd_create(dir + 7, MFD_CLOEXEC);
+  } else {
+    char* slash = strrchr(dir, '/');
+    if (slash && slash != dir) *slash = '\0';
+    tmp = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, rec.mode & 07777);
+    if (tmp < 0) tmp = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, rec.mode & 07777);
+  }
+  if (tmp < 0) {
+    int e = errno;
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(": cannot recreate deleted file '")
+        .s(path).s("': ").err(e), e);
+  }
+  char buf[8192];
+  for (int64_t left = rec.content_len; left > 0;) {
+    size_t want = static_cast<size_t>(left < (int64_t)sizeof buf ? left : (int64_t)sizeof buf);
+    if (!c.in.bytes(buf, want)) {
+      close(tmp);
+      return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd section: truncated in the contents of fd ").i(rec.fd), EINVAL);
+    }
+    for (size_t off = 0; off < want;) {
+      ssize_t w = write(tmp, buf + off, want - off);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        int e = errno ? errno : EIO;
+        close(tmp);
+        return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(": cannot write deleted file '")
+            .s(path).s("' back: ").err(e), e);
+      }
+      off += static_cast<size_t>(w);
+    }
+    left -= static_cast<int64_t>(want);
+  }
+  // Reopen through /proc to get the saved access mode and O_APPEND on the same inode.
+  char link[32];
+  Msg(link, sizeof link).s("/proc/self/fd/").i(tmp);
+  int fd = open(link, rec.flags | O_CLOEXEC);
+  int e = errno;
+  close(tmp);
+  if (fd < 0) {
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(": cannot reopen recreated '")
+        .s(path).s("': ").err(e), e);
+  }
+  int rc = seek(c, fd, rec, path);
+  return rc ? rc : place(c, fd, rec);
+}
+
+int reopen_path(Ctx& c, const FdRecord& rec, const char* path, int extra) {
+  int fd = open(path, rec.flags | extra | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(": cannot reopen ")
+        .s(fd_kind_name(rec.kind)).s(" '").s(path).s("': ").err(e), e);
+  }
+  if (rec.kind == static_cast<uint32_t>(FdKind::kDirectory) && rec.offset > 0) {
+    lseek(fd, rec.offset, SEEK_SET);  // best effort: a directory cookie need not survive
+  }
+  return place(c, fd, rec);
+}
+
+// Kinds whose state is not saved: a /dev/null stand-in at the same number, so the program's reads see EOF
+// and its writes vanish instead of hitting EBADF or, worse, another file reusing the number.
+int stand_in(Ctx& c, const FdRecord& rec, const char* path) {
+  warn(Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(" (").s(fd_kind_name(rec.kind)).s(" ").s(path)
+      .s(") cannot be restored yet; replaced by /dev/null").c_str());
+  int fd = open("/dev/null", O_RDWR | O_CLOEXEC | (rec.flags & O_NONBLOCK));
+  if (fd < 0) {
+    int e = errno;
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(": cannot open /dev/null: ").err(e), e);
+  }
+  return place(c, fd, rec);
+}
+
+int restore_one(Ctx& c, const FdRecord& rec, const char* path) {
+  auto kind = static_cast<FdKind>(rec.kind);
+  bool stdio = rec.fd <= 2;
+  switch (kind) {
+    case FdKind::kRegular: return reopen_regular(c, rec, path);
+    case FdKind::kDeleted: return recreate_deleted(c, rec, path);
+    case FdKind::kDirectory: return reopen_path(c, rec, path, O_DIRECTORY);
+    case FdKind::kCharDev: return reopen_path(c, rec, path, 0);
+    case FdKind::kTerminal: {
+      if (stdio) return 0;  // connected to the terminal of `revive restart`
+      int fd = open(path, rec.flags | O_NOCTTY | O_CLOEXEC);
+      if (fd >= 0) return place(c, fd, rec);
+      return stand_in(c, rec, path);
+    }
+    case FdKind::kPipe:
+    case FdKind::kSocket:
+    case FdKind::kFifo:
+    case FdKind::kOther:
+      // 0/1/2 stay connected to whatever `revive restart` got (its terminal, pipe or socket).
+      return stdio ? 0 : stand_in(c, rec, path);
+  }
+  return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd section: fd ").i(rec.fd).s(" has unknown kind ").u(rec.kind), EINVAL);
+}
+
+}  // namespace
+
+int fd_restore(inject::SectionReader& r, char* msg, size_t cap) {
+  In in(r);
+  Ctx c{in, msg, cap, {}};
+  if (!in.tag(kFdTag)) return fail(msg, cap, Msg(c.line, sizeof c.line).s("fd section: bad tag (not an fd section)"), EINVAL);
+  uint32_t count = in.u32();
+  if (!in.ok()) return fail(msg, cap, Msg(c.line, sizeof c.line).s("fd section: truncated header"), EINVAL);
+  int prev = -1;
+  for (uint32_t k = 0; k < count; ++k) {
+    FdRecord rec;
+    char path[PATH_MAX];
+    in.bytes(&rec, sizeof rec);
+    in.str(path, sizeof path);
+    if (!in.ok()) {
+      return fail(msg, cap, Msg(c.line, sizeof c.line).s("fd section: truncated at record ").u(k).s(" of ").u(count), EINVAL);
+    }
+    bool deleted = rec.kind == static_cast<uint32_t>(FdKind::kDeleted);
+    if (rec.fd <= prev || (rec.flags & ~kReopenFlags) != 0 || rec.kind < 1 || rec.kind > 9 ||
+        rec.content_len < 0 || rec.content_len > kMaxDeletedBytes || (!deleted && rec.content_len != 0) ||
+        rec.content_len > static_cast<int64_t>(in.remaining())) {
+      return fail(msg, cap, Msg(c.line, sizeof c.line).s("fd section: malformed record for fd ").i(rec.fd), EINVAL);
+    }
+    prev = rec.fd;
+    if (inject::fd_reserved(rec.fd)) {
+      return fail(msg, cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(" ('").s(path)
+          .s("') is held by the restart engine in the restored process"), EBUSY);
+    }
+    int rc = restore_one(c, rec, path);
+    if (rc != 0) return rc;
+  }
+  if (in.remaining() != 0) return fail(msg, cap, Msg(c.line, sizeof c.line).s("fd section: ").u(in.remaining()).s(" trailing bytes"), EINVAL);
+  return 0;
+}
+
+}  // namespace revive::plugins

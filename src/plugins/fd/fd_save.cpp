@@ -1,0 +1,185 @@
+// fd plugin, checkpoint side: lists /proc/self/fd with getdents64 (opendir would malloc) and records each
+// descriptor's kind, path, flags, offset, size and mtime.
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "plugins/common/msg.h"
+#include "plugins/common/section_io.h"
+#include "plugins/fd/fd_record.h"
+#include "plugins/fd/fd_internal.h"
+#include "plugins/plugins.h"
+
+namespace revive::plugins {
+
+// The flags open() can set again (F_GETFL also reports internal bits such as O_LARGEFILE/FMODE ones).
+// O_ASYNC is left out: it needs F_SETOWN, which is not tracked.
+const int kReopenFlags = O_ACCMODE | O_APPEND | O_NONBLOCK | O_DSYNC | O_SYNC | O_DIRECT | O_NOATIME | O_PATH;
+
+namespace {
+
+constexpr char kDeletedSuffix[] = " (deleted)";
+
+bool has_prefix(const char* s, const char* p) { return strncmp(s, p, strlen(p)) == 0; }
+
+FdKind classify(int fd, const struct stat& st, const char* path) {
+  if (S_ISREG(st.st_mode)) {
+    size_t n = strlen(path), k = sizeof kDeletedSuffix - 1;
+    bool deleted = st.st_nlink == 0 && n > k && strcmp(path + n - k, kDeletedSuffix) == 0;
+    return deleted ? FdKind::kDeleted : FdKind::kRegular;
+  }
+  if (S_ISDIR(st.st_mode)) return FdKind::kDirectory;
+  if (S_ISFIFO(st.st_mode)) return has_prefix(path, "pipe:") ? FdKind::kPipe : FdKind::kFifo;
+  if (S_ISSOCK(st.st_mode)) return FdKind::kSocket;
+  if (S_ISCHR(st.st_mode)) return isatty(fd) ? FdKind::kTerminal : FdKind::kCharDev;
+  return FdKind::kOther;  // anon inodes (eventfd, epoll...) report mode 0; block devices land here too
+}
+
+// Copies a deleted file's contents into the section with pread (the descriptor's offset is untouched).
+bool save_contents(Out& out, int fd, int64_t size) {
+  char buf[8192];
+  int64_t off = 0;
+  while (off < size) {
+    size_t want = static_cast<size_t>(size - off < (int64_t)sizeof buf ? size - off : (int64_t)sizeof buf);
+    ssize_t n = pread(fd, buf, want, off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    if (!out.bytes(buf, static_cast<size_t>(n))) return false;
+    off += n;
+  }
+  return true;
+}
+
+// Saves one descriptor. Returns 0, or -errno with a warning on stderr naming it (save has no message
+// channel of its own).
+int save_one(Out& out, int fd) {
+  char link[32];
+  Msg(link, sizeof link).s("/proc/self/fd/").i(fd);
+  char path[PATH_MAX];
+  ssize_t plen = readlink(link, path, sizeof path - 1);
+  if (plen < 0) return -errno;  // user threads are suspended: the fd cannot have gone
+  path[plen] = '\0';
+  struct stat st;
+  if (fstat(fd, &st) != 0) return -errno;
+  int fl = fcntl(fd, F_GETFL);
+  int fdf = fcntl(fd, F_GETFD);
+  if (fl < 0 || fdf < 0) return -errno;
+
+  FdRecord rec{};
+  rec.fd = fd;
+  FdKind kind = classify(fd, st, path);
+  rec.kind = static_cast<uint32_t>(kind);
+  rec.flags = fl & kReopenFlags;
+  rec.fd_flags = fdf & FD_CLOEXEC;
+  off_t o = (fl & O_PATH) ? -1 : lseek(fd, 0, SEEK_CUR);
+  rec.offset = o < 0 ? -1 : o;
+  rec.size = st.st_size;
+  rec.mtime_sec = st.st_mtim.tv_sec;
+  rec.mtime_nsec = st.st_mtim.tv_nsec;
+  rec.mode = st.st_mode;
+  if (kind == FdKind::kDeleted) {
+    if (st.st_size > kMaxDeletedBytes) {
+      char line[PATH_MAX + 160];
+      Msg(line, sizeof line).s("checkpoint refused: fd ").i(fd).s(" is the deleted file '").s(path).s("' of ")
+          .i(st.st_size).s(" bytes; deleted-but-open files are saved only up to ").i(kMaxDeletedBytes).s(" bytes");
+      warn(line);
+      return -EFBIG;
+    }
+    rec.content_len = st.st_size;
+  }
+  out.bytes(&rec, sizeof rec);
+  out.str(path, static_cast<size_t>(plen));
+  if (kind == FdKind::kDeleted && !save_contents(out, fd, rec.content_len)) {
+    char line[PATH_MAX + 80];
+    Msg(line, sizeof line).s("checkpoint failed: fd ").i(fd).s(": cannot read deleted file '").s(path).s("'");
+    warn(line);
+    return -EIO;
+  }
+  return out.ok() ? 0 : -ENOMEM;
+}
+
+// Collects the open descriptor numbers (ascending) into fds; returns the count or -errno.
+int list_fds(int* fds, int cap, int skip) {
+  int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return -errno;
+  int n = 0;
+  alignas(8) char buf[4096];
+  for (;;) {
+    long got = syscall(SYS_getdents64, dir, buf, sizeof buf);
+    if (got < 0) {
+      int e = errno;
+      close(dir);
+      return -e;
+    }
+    if (got == 0) break;
+    for (long pos = 0; pos < got;) {
+      auto* d = reinterpret_cast<struct dirent64*>(buf + pos);
+      pos += d->d_reclen;
+      if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
+      int fd = 0;
+      for (const char* c = d->d_name; *c; ++c) fd = fd * 10 + (*c - '0');
+      if (fd == dir || fd == skip) continue;
+      if (n == cap) {
+        close(dir);
+        return -EMFILE;
+      }
+      fds[n++] = fd;
+    }
+  }
+  close(dir);
+  // getdents order is not numeric: insertion sort (few hundred fds at most in practice).
+  for (int i = 1; i < n; ++i)
+    for (int j = i; j > 0 && fds[j - 1] > fds[j]; --j) {
+      int t = fds[j];
+      fds[j] = fds[j - 1];
+      fds[j - 1] = t;
+    }
+  return n;
+}
+
+}  // namespace
+
+const char* fd_kind_name(uint32_t kind) {
+  switch (static_cast<FdKind>(kind)) {
+    case FdKind::kRegular: return "regular file";
+    case FdKind::kDeleted: return "deleted file";
+    case FdKind::kDirectory: return "directory";
+    case FdKind::kCharDev: return "character device";
+    case FdKind::kTerminal: return "terminal";
+    case FdKind::kPipe: return "pipe";
+    case FdKind::kSocket: return "socket";
+    case FdKind::kFifo: return "fifo";
+    case FdKind::kOther: return "other";
+  }
+  return "unknown";
+}
+
+int fd_save(inject::SectionWriter& w) {
+  // No allocation allowed here, and the checkpoint thread's stack may be small: a static table (only the
+  // checkpoint thread ever runs save).
+  constexpr int kMaxFds = 4096;
+  static int fds[kMaxFds];
+  int n = list_fds(fds, kMaxFds, -1);
+  if (n < 0) {
+    warn(n == -EMFILE ? "checkpoint refused: more than 4096 open descriptors" : "checkpoint failed: cannot list /proc/self/fd");
+    return n;
+  }
+  uint32_t count = 0;
+  for (int k = 0; k < n; ++k) count += inject::fd_reserved(fds[k]) ? 0 : 1;
+  Out out(w);
+  out.tag(kFdTag);
+  out.u32(count);
+  for (int k = 0; k < n; ++k) {
+    if (inject::fd_reserved(fds[k])) continue;
+    int rc = save_one(out, fds[k]);
+    if (rc != 0) return rc;
+  }
+  return out.ok() ? 0 : -ENOMEM;
+}
+
+}  // namespace revive::plugins

@@ -1,0 +1,32 @@
+// The process-state plugins linked into librevive_inject.so (target `revive_plugins`). The engine lists
+// them in src/inject/plugin_list.cpp. Recommended order (restore runs in list order):
+//   &kProcPlugin    rlimits first: RLIMIT_NOFILE must allow the fd numbers the fd plugin reopens
+//   &kFdPlugin
+//   &kSignalPlugin  dispositions before pending signals are re-raised and before timers can fire
+//   &kTimerPlugin
+// See docs/plugins.md for what each saves and its policies.
+#pragma once
+
+#include <signal.h>
+
+#include "inject/plugin.h"
+
+namespace revive::inject {
+
+extern const Plugin kProcPlugin;
+extern const Plugin kFdPlugin;
+extern const Plugin kSignalPlugin;
+extern const Plugin kTimerPlugin;
+
+// Implemented by the engine: true for a descriptor the engine itself owns (coordinator socket, image
+// file, log...). The fd plugin neither saves such an fd nor lets a restored fd replace it (restore fails
+// naming the fd). A weak default returning false lives in the fd plugin, so the plugins link (and their
+// tests run) without the engine; the engine's strong definition replaces it.
+bool fd_reserved(int fd);
+
+// The signal plugin interposes sigaction() for the whole process, the engine's own calls included (they
+// bind to the exported wrapper). The engine installs its checkpoint-signal handler with this instead:
+// libc's real sigaction, untouched by the wrapper. Returns like sigaction(2).
+int real_sigaction(int sig, const struct sigaction* act, struct sigaction* old);
+
+}  // namespace revive::inject

@@ -1,0 +1,105 @@
+// proc plugin: resource limits, working directory and umask. The environment needs nothing: environ and
+// its strings live in ordinary memory, which the image restores.
+#include <errno.h>
+#include <limits.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "plugins/common/msg.h"
+#include "plugins/common/section_io.h"
+#include "plugins/plugins.h"
+
+namespace revive::plugins {
+namespace {
+
+constexpr char kTag[] = "RVPR";
+
+const char* const kLimitNames[] = {
+    "RLIMIT_CPU",    "RLIMIT_FSIZE", "RLIMIT_DATA",    "RLIMIT_STACK",   "RLIMIT_CORE",    "RLIMIT_RSS",
+    "RLIMIT_NPROC",  "RLIMIT_NOFILE", "RLIMIT_MEMLOCK", "RLIMIT_AS",     "RLIMIT_LOCKS",   "RLIMIT_SIGPENDING",
+    "RLIMIT_MSGQUEUE", "RLIMIT_NICE", "RLIMIT_RTPRIO", "RLIMIT_RTTIME"};
+constexpr uint32_t kNumLimits = sizeof kLimitNames / sizeof kLimitNames[0];
+static_assert(kNumLimits == RLIM_NLIMITS, "limit names out of date");
+
+// prlimit64 via syscall: the raw 64-bit form, no libc translation of RLIM_INFINITY.
+struct Rlim64 {
+  uint64_t cur, max;
+};
+int get_limit(uint32_t res, Rlim64* out) { return static_cast<int>(syscall(SYS_prlimit64, 0, res, nullptr, out)); }
+int set_limit(uint32_t res, const Rlim64* in) { return static_cast<int>(syscall(SYS_prlimit64, 0, res, in, nullptr)); }
+
+int init() { return 0; }
+
+int save(inject::SectionWriter& w) {
+  Out out(w);
+  out.tag(kTag);
+  out.u32(kNumLimits);
+  for (uint32_t r = 0; r < kNumLimits; ++r) {
+    Rlim64 l{};
+    if (get_limit(r, &l) != 0) return -errno;
+    out.bytes(&l, sizeof l);
+  }
+  char cwd[PATH_MAX];
+  long n = syscall(SYS_getcwd, cwd, sizeof cwd);  // raw: returns the length incl. the nul
+  if (n <= 0) return n < 0 ? -errno : -ENOENT;
+  out.str(cwd, static_cast<size_t>(n - 1));
+  mode_t mask = umask(0);  // the only way to read it besides /proc; user threads are suspended
+  umask(mask);
+  out.u32(mask);
+  return out.ok() ? 0 : -ENOMEM;
+}
+
+void resume(bool) {}
+
+// Limits that cannot be restored (raising a hard limit needs CAP_SYS_RESOURCE) are lowered to what the
+// new process may have, with a warning: the program keeps running, perhaps with less headroom.
+void restore_limit(uint32_t r, const Rlim64& want) {
+  if (set_limit(r, &want) == 0) return;
+  int e = errno;
+  Rlim64 now{};
+  if (get_limit(r, &now) == 0) {
+    Rlim64 best{want.cur < now.max ? want.cur : now.max, want.max < now.max ? want.max : now.max};
+    set_limit(r, &best);
+  }
+  char line[200];
+  Msg(line, sizeof line).s(kLimitNames[r]).s(": cannot restore soft ").u(want.cur).s(" hard ").u(want.max)
+      .s(" (").err(e).s("); kept the restart process's hard limit");
+  warn(line);
+}
+
+int restore(inject::SectionReader& r, char* msg, size_t cap) {
+  char tmp[PATH_MAX + 80];
+  In in(r);
+  if (!in.tag(kTag)) return fail(msg, cap, Msg(tmp, sizeof tmp).s("proc section: bad tag (not a proc section)"), EINVAL);
+  uint32_t n = in.u32();
+  if (!in.ok() || n != kNumLimits)
+    return fail(msg, cap, Msg(tmp, sizeof tmp).s("proc section: expected ").u(kNumLimits).s(" limits, got ").u(n), EINVAL);
+  Rlim64 lim[kNumLimits];
+  in.bytes(lim, sizeof lim);
+  char cwd[PATH_MAX];
+  in.str(cwd, sizeof cwd);
+  uint32_t mask = in.u32();
+  if (!in.ok()) return fail(msg, cap, Msg(tmp, sizeof tmp).s("proc section: truncated"), EINVAL);
+  if (in.remaining() != 0 || mask > 0777)
+    return fail(msg, cap, Msg(tmp, sizeof tmp).s("proc section: malformed (trailing bytes or bad umask)"), EINVAL);
+  for (uint32_t k = 0; k < kNumLimits; ++k) {
+    if (lim[k].cur > lim[k].max)
+      return fail(msg, cap, Msg(tmp, sizeof tmp).s("proc section: ").s(kLimitNames[k]).s(" soft above hard"), EINVAL);
+  }
+  if (chdir(cwd) != 0) {
+    int e = errno;
+    return fail(msg, cap, Msg(tmp, sizeof tmp).s("working directory '").s(cwd).s("': ").err(e), e);
+  }
+  for (uint32_t k = 0; k < kNumLimits; ++k) restore_limit(k, lim[k]);
+  umask(static_cast<mode_t>(mask));
+  return 0;
+}
+
+}  // namespace
+}  // namespace revive::plugins
+
+namespace revive::inject {
+const Plugin kProcPlugin = {"proc", 1, plugins::init, plugins::save, plugins::resume, plugins::restore};
+}

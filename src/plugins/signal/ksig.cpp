@@ -1,0 +1,38 @@
+#include "plugins/signal/ksig.h"
+
+#include <errno.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "inject/plugin.h"
+
+namespace revive::plugins {
+
+int ksigaction(int sig, const KSigaction* act, KSigaction* old) {
+  return static_cast<int>(syscall(SYS_rt_sigaction, sig, act, old, 8));
+}
+
+uint64_t ksigpending() {
+  uint64_t set = 0;
+  syscall(SYS_rt_sigpending, &set, 8);
+  return set;
+}
+
+bool ktake(int sig, siginfo_t* info) {
+  uint64_t set = sigbit(sig);
+  struct timespec zero = {0, 0};
+  return syscall(SYS_rt_sigtimedwait, &set, info, &zero, 8) == sig;
+}
+
+int kqueue_self(const siginfo_t& info) {
+  siginfo_t copy = info;  // the kernel may not modify it, but the syscall takes a non-const pointer
+  return static_cast<int>(syscall(SYS_rt_sigqueueinfo, syscall(SYS_getpid), info.si_signo, &copy));
+}
+
+int ckpt_sig() {
+  int s = inject::checkpoint_signal();
+  return s >= 1 && s <= kMaxSig ? s : 0;
+}
+
+}  // namespace revive::plugins
