@@ -1,0 +1,420 @@
+// revive::Checkpoint: registration, versioned writes (sync/async), restart with collective agreement,
+// nested checkpoints.
+#include "applevel/checkpoint_impl.h"
+
+#include <atomic>
+#include <cstdio>
+#include <limits>
+
+#include "applevel/type_names.h"
+
+namespace revive {
+namespace applevel {
+namespace {
+std::atomic<Env*> g_env{nullptr};
+}  // namespace
+void SetEnvForTesting(Env* env) { g_env = env; }
+Env* CheckpointEnv() {
+  Env* e = g_env;
+  return e ? e : Env::Default();
+}
+
+// A key/name becomes a file/directory name: keep it to a portable, unambiguous set.
+bool ValidName(const std::string& s) {
+  if (s.empty() || s.size() > storage::kMaxKeyLength || s[0] == '.') return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == '+'))
+      return false;
+  return s != storage::kManifestName && s.find(".tmp") == std::string::npos;
+}
+}  // namespace applevel
+
+using applevel::ValidName;
+
+Checkpoint::Impl::Impl(std::string n, std::shared_ptr<detail::Comm> c, Options o)
+    : name(std::move(n)),
+      opts(std::move(o)),
+      comm(c ? std::move(c) : detail::serial_comm()),
+      env(applevel::CheckpointEnv()),
+      store(env, opts.base_path + "/" + name),
+      writer(opts.async_thread_cpu) {
+  if (opts.zero_copy) opts.async = true;
+  if (opts.keep < 1) throw Error("checkpoint '" + name + "': keep must be >= 1 (got " + std::to_string(opts.keep) + ")");
+  if (!ValidName(name))
+    throw Error("checkpoint name '" + name + "' is not a valid directory name (use letters, digits, _ - . +)");
+  if (opts.base_path.empty()) throw Error("checkpoint '" + name + "': empty base path");
+}
+
+std::string Checkpoint::Impl::Where() const { return "checkpoint '" + name + "' (" + store.dir() + ")"; }
+
+void Checkpoint::Impl::Add(const std::string& key, std::shared_ptr<detail::Item> item) {
+  if (committed) throw Error(Where() + ": add('" + key + "') after commit()");
+  if (!ValidName(key))
+    throw Error(Where() + ": key '" + key + "' is not a valid file name (use letters, digits, _ - . +)");
+  for (const auto& e : entries)
+    if (e.key == key) throw Error(Where() + ": key '" + key + "' added twice");
+  if (!item) throw Error(Where() + ": key '" + key + "': null object");
+  entries.push_back({key, std::move(item)});
+}
+
+void Checkpoint::Impl::Commit() {
+  if (committed) throw Error(Where() + ": commit() called twice");
+  Status s = store.Init();
+  // Agree, so that no rank goes on alone when another cannot create the directory.
+  if (!comm->allreduce_and(s.ok()))
+    throw Error(Where() + ": cannot create the checkpoint directory: " +
+                (s.ok() ? std::string("failed on another rank") : s.ToString()));
+  committed = true;
+}
+
+void Checkpoint::Impl::RequireCommitted(const char* what) const {
+  if (!committed) throw Error(Where() + ": " + what + " before commit()");
+}
+
+std::unique_ptr<Checkpoint::Impl::Job> Checkpoint::Impl::Take() {
+  auto job = std::make_unique<Job>();
+  bool copy = opts.async && !opts.zero_copy;
+  for (auto& e : entries) {
+    e.item->update();
+    auto f = std::make_unique<FileJob>();
+    f->key = e.key;
+    detail::TypeDesc t = e.item->type();
+    f->header.key = e.key;
+    f->header.type_tag = t.tag;
+    f->header.elem_size = t.elem_size;
+    std::vector<detail::ByteSpan> spans;
+    e.item->gather(spans, f->scratch);
+    uint64_t bytes = 0;
+    for (const auto& sp : spans) bytes += sp.size;
+    f->header.count = t.tag == detail::kTagBlob ? bytes : e.item->count();
+    if (copy) {
+      // Async copy mode: the user may modify their data as soon as write() returns.
+      std::string owned;
+      owned.reserve(bytes);
+      for (const auto& sp : spans) owned.append(static_cast<const char*>(sp.data), sp.size);
+      f->scratch = std::move(owned);
+      f->spans.push_back({f->scratch.data(), f->scratch.size()});
+    } else {
+      for (const auto& sp : spans) f->spans.push_back({sp.data, sp.size});
+    }
+    job->files.push_back(std::move(f));
+  }
+  return job;
+}
+
+void Checkpoint::Impl::Update() {
+  RequireCommitted("update()");
+  Wait();
+  if (opts.async && !opts.zero_copy) staged = Take();  // Take() calls the user hooks
+  else
+    for (auto& e : entries) e.item->update();
+}
+
+uint64_t Checkpoint::Impl::NextVersion() {
+  uint64_t next = 0;
+  if (comm->rank() == 0) {
+    std::vector<uint64_t> dirs;
+    Status s = store.ListVersionDirs(&dirs);
+    if (!s.ok()) std::fprintf(stderr, "revive: %s: %s\n", Where().c_str(), s.ToString().c_str());
+    uint64_t m = version;
+    if (!dirs.empty() && dirs.back() > m) m = dirs.back();
+    next = m + 1;
+  }
+  comm->bcast(&next, sizeof next, 0);
+  return next;
+}
+
+void Checkpoint::Impl::Write(int64_t it) {
+  RequireCommitted("write()");
+  Wait();
+  std::unique_ptr<Job> job = staged ? std::move(staged) : Take();
+  job->version = NextVersion();
+  job->iteration = it;
+  job->parent_version = parent ? parent->version : 0;
+  if (comm->rank() == 0) job->result = store.BeginVersion(job->version);
+  // The others write into the directory rank 0 created; its failure is reported in Finish().
+  if (!comm->allreduce_and(job->result.ok())) {
+    Status s = job->result;
+    throw Error(Where() + ": cannot create version " + std::to_string(job->version) + ": " +
+                (s.ok() ? "failed on rank 0" : s.ToString()));
+  }
+  if (opts.async) {
+    Job* j = job.get();
+    pending = std::move(job);
+    writer.Submit([this, j] { RunJob(j); });
+  } else {
+    RunJob(job.get());
+    Finish(std::move(job));
+  }
+}
+
+void Checkpoint::Impl::RunJob(Job* job) {
+  int level = opts.compress ? opts.compress_level : 0;
+  for (auto& f : job->files) {
+    std::string path = store.DataPath(job->version, f->key, comm->rank(), comm->size());
+    job->result = storage::WriteDataFile(env, path, f->header, f->spans, level);
+    if (!job->result.ok()) return;
+  }
+}
+
+void Checkpoint::Impl::Wait() {
+  if (!pending) return;
+  writer.Wait();
+  Finish(std::move(pending));
+}
+
+void Checkpoint::Impl::Finish(std::unique_ptr<Job> job) {
+  std::string v = std::to_string(job->version);
+  std::string keep_msg = version ? "; version " + std::to_string(version) + " is still the newest" : "";
+  if (!comm->allreduce_and(job->result.ok()))
+    throw Error(Where() + ": writing version " + v + " failed: " +
+                (job->result.ok() ? "on another rank" : job->result.ToString()) + keep_msg);
+  Status s;
+  if (comm->rank() == 0) {
+    storage::Manifest m;
+    m.name = name;
+    m.version = job->version;
+    m.iteration = job->iteration;
+    m.parent_version = job->parent_version;
+    m.ranks = static_cast<uint32_t>(comm->size());
+    for (const auto& f : job->files) m.keys.push_back(f->key);
+    s = store.Publish(m);
+  }
+  if (!comm->allreduce_and(s.ok()))
+    throw Error(Where() + ": publishing version " + v + " failed: " +
+                (s.ok() ? "on rank 0" : s.ToString()) + keep_msg);
+  version = job->version;
+  iteration = job->iteration;
+  touched = true;
+  if (opts.verbose && comm->rank() == 0)
+    std::fprintf(stderr, "revive: %s: wrote version %s (iteration %lld)\n", Where().c_str(), v.c_str(),
+                 static_cast<long long>(iteration));
+  if (comm->rank() == 0) {
+    s = store.Prune(opts.keep);
+    if (!s.ok()) std::fprintf(stderr, "revive: %s: removing old versions: %s\n", Where().c_str(), s.ToString().c_str());
+  }
+  // A complete parent version invalidates everything its children wrote before (paper Table I). The
+  // children's manifests record the parent version, so restart is correct even if this cleanup is cut
+  // short by a crash; deleting them only frees the space.
+  for (Impl* c : children) {
+    c->Wait();
+    if (comm->rank() != 0) continue;
+    std::vector<uint64_t> dirs;
+    Status cs = c->store.ListVersionDirs(&dirs);
+    for (uint64_t cv : dirs)
+      if (cs.ok()) cs = c->store.RemoveVersion(cv);
+    if (!cs.ok()) std::fprintf(stderr, "revive: %s: invalidating child versions: %s\n", c->Where().c_str(), cs.ToString().c_str());
+  }
+}
+
+// Checks that version v is usable by this rank: manifest, key set, every file's header, type, size and
+// checksum. InvalidArgument = the program does not match the checkpoint (an error, never a fallback);
+// anything else = the version is damaged.
+Status Checkpoint::Impl::VerifyLocal(uint64_t v, storage::Manifest* m) {
+  Status s = store.ReadManifest(v, m);
+  if (!s.ok()) return s;
+  std::string vdir = store.VersionDir(v);
+  if (m->ranks != static_cast<uint32_t>(comm->size()))
+    return Status::InvalidArgument(vdir + " was written by " + std::to_string(m->ranks) + " ranks, this run has " +
+                                   std::to_string(comm->size()));
+  for (const auto& e : entries)
+    if (std::find(m->keys.begin(), m->keys.end(), e.key) == m->keys.end())
+      return Status::InvalidArgument("key '" + e.key + "' is registered but " + vdir + " does not contain it");
+  for (const auto& k : m->keys) {
+    bool found = false;
+    for (const auto& e : entries) found = found || e.key == k;
+    if (!found) return Status::InvalidArgument(vdir + " contains key '" + k + "' that the program did not add");
+  }
+  for (const auto& e : entries) {
+    std::unique_ptr<storage::DataFileReader> r;
+    std::string path = store.DataPath(v, e.key, comm->rank(), comm->size());
+    s = storage::DataFileReader::Open(env, path, &r);
+    if (s.ok()) s = CheckType(*r, *e.item, e.key);
+    if (s.ok()) s = r->Verify();
+    if (!s.ok()) return s;
+  }
+  return Status::OK();
+}
+
+Status Checkpoint::Impl::CheckType(const storage::DataFileReader& r, detail::Item& item, const std::string& key) {
+  const storage::FileHeader& h = r.header();
+  if (h.key != key) return Status::Corruption(r.path() + ": holds key '" + h.key + "', expected '" + key + "'");
+  detail::TypeDesc t = item.type();
+  if (h.type_tag != t.tag || h.elem_size != t.elem_size)
+    return Status::InvalidArgument("key '" + key + "' in " + r.path() + " is stored as " +
+                                   applevel::TypeName(h.type_tag, h.elem_size) + " but registered as " +
+                                   applevel::TypeName(t.tag, t.elem_size));
+  if (h.raw_len != (t.tag == detail::kTagBlob ? h.count : h.count * h.elem_size) ||
+      (h.elem_size && h.count > std::numeric_limits<uint64_t>::max() / h.elem_size))
+    return Status::Corruption(r.path() + ": element count and payload length disagree");
+  if (!item.resizable() && h.count != item.count())
+    return Status::InvalidArgument("key '" + key + "' in " + r.path() + " holds " + std::to_string(h.count) +
+                                   " elements but " + std::to_string(item.count()) + " are registered");
+  return Status::OK();
+}
+
+Status Checkpoint::Impl::ReadLocal(uint64_t v) {
+  for (auto& e : entries) {
+    std::unique_ptr<storage::DataFileReader> r;
+    std::string path = store.DataPath(v, e.key, comm->rank(), comm->size());
+    Status s = storage::DataFileReader::Open(env, path, &r);
+    if (s.ok()) s = CheckType(*r, *e.item, e.key);
+    if (!s.ok()) return s;
+    const storage::FileHeader& h = r->header();
+    if (e.item->direct()) {
+      s = r->ReadPayload(e.item->dest(h.count));
+    } else {
+      std::string buf(h.raw_len, '\0');
+      s = r->ReadPayload(buf.data());
+      if (s.ok()) {
+        try {
+          e.item->load(h.count, buf.data(), buf.size(), "key '" + e.key + "' in " + path);
+        } catch (const Error& err) {
+          s = Status::InvalidArgument(err.what());
+        }
+      }
+    }
+    if (!s.ok()) return s;
+  }
+  return Status::OK();
+}
+
+bool Checkpoint::Impl::RestartIfNeeded(int64_t* it) {
+  RequireCommitted("restart_if_needed()");
+  if (touched || !opts.read_on_restart) return false;
+  const bool nested = parent != nullptr;
+  const uint64_t want_parent = nested ? parent->version : 0;
+  std::vector<uint64_t> complete;
+  Status ls = store.ListComplete(&complete);
+  if (!ls.ok()) std::fprintf(stderr, "revive: %s: %s\n", Where().c_str(), ls.ToString().c_str());
+
+  uint64_t bound = std::numeric_limits<uint64_t>::max();
+  storage::Manifest m;
+  uint64_t v = 0;
+  for (;;) {
+    // Newest local candidate not above bound; a nested child's version must belong to the parent's.
+    uint64_t local = 0;
+    for (uint64_t c : complete) {
+      if (c > bound) continue;
+      storage::Manifest cm;
+      if (nested && store.ReadManifest(c, &cm).ok() && cm.parent_version != want_parent) continue;
+      local = c;
+      break;
+    }
+    v = comm->allreduce_min_u64(local);
+    if (v == 0) return false;
+    Status s = VerifyLocal(v, &m);
+    if (comm->allreduce_and(s.ok())) break;
+    if (!comm->allreduce_and(!s.IsInvalidArgument()))
+      throw Error(Where() + ": cannot restart from version " + std::to_string(v) + ": " +
+                  (s.IsInvalidArgument() ? s.message() : "another rank found a mismatch with the program"));
+    if (comm->rank() == 0 || !s.ok())
+      std::fprintf(stderr, "revive: %s: version %llu is unusable (%s); falling back to an older version\n",
+                   Where().c_str(), static_cast<unsigned long long>(v),
+                   s.ok() ? "damaged on another rank" : s.ToString().c_str());
+    bound = v - 1;
+  }
+  Status s = ReadLocal(v);
+  if (!comm->allreduce_and(s.ok()))
+    throw Error(Where() + ": reading version " + std::to_string(v) + " failed: " +
+                (s.ok() ? "on another rank" : s.ToString()));
+  version = v;
+  iteration = m.iteration;
+  last_iteration = m.iteration;
+  touched = true;
+  if (opts.verbose && comm->rank() == 0)
+    std::fprintf(stderr, "revive: %s: restarted from version %llu (iteration %lld)\n", Where().c_str(),
+                 static_cast<unsigned long long>(v), static_cast<long long>(iteration));
+  if (it) *it = m.iteration + 1;
+  return true;
+}
+
+// ---- public wrappers ----------------------------------------------------------------------------------
+
+Checkpoint::Checkpoint(std::string name) : Checkpoint(std::move(name), nullptr, Options::from_env()) {}
+Checkpoint::Checkpoint(std::string name, Options opts) : Checkpoint(std::move(name), nullptr, std::move(opts)) {}
+Checkpoint::Checkpoint(std::string name, std::shared_ptr<detail::Comm> comm)
+    : Checkpoint(std::move(name), std::move(comm), Options::from_env()) {}
+Checkpoint::Checkpoint(std::string name, std::shared_ptr<detail::Comm> comm, Options opts)
+    : impl_(std::make_unique<Impl>(std::move(name), std::move(comm), std::move(opts))) {}
+
+Checkpoint::~Checkpoint() {
+  try {
+    impl_->Wait();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "revive: %s\n", e.what());
+  }
+  if (impl_->parent) {
+    auto& sib = impl_->parent->children;
+    sib.erase(std::remove(sib.begin(), sib.end(), impl_.get()), sib.end());
+  }
+  for (Impl* c : impl_->children) c->parent = nullptr;
+}
+
+void Checkpoint::add(const std::string& key, std::string& s) {
+  add_item(key, std::make_shared<detail::StringItem>(&s));
+}
+void Checkpoint::add(const std::string& key, Checkpointable& obj) {
+  // Not owned: the caller keeps obj alive (documented).
+  add_item(key, std::make_shared<detail::CheckpointableItem>(std::shared_ptr<Checkpointable>(&obj, [](Checkpointable*) {})));
+}
+void Checkpoint::add(const std::string& key, std::shared_ptr<Checkpointable> obj) {
+  if (!obj) throw Error(impl_->Where() + ": key '" + key + "': null object");
+  add_item(key, std::make_shared<detail::CheckpointableItem>(std::move(obj)));
+}
+void Checkpoint::add_item(const std::string& key, std::shared_ptr<detail::Item> item) {
+  impl_->Add(key, std::move(item));
+}
+void Checkpoint::check_columns(const std::string& key, size_t cols, const std::vector<size_t>& columns) {
+  for (size_t c : columns)
+    if (c >= cols)
+      throw Error("add('" + key + "'): column " + std::to_string(c) + " out of range (" + std::to_string(cols) +
+                  " columns)");
+}
+
+void Checkpoint::add_child(Checkpoint& child) {
+  Impl* c = child.impl_.get();
+  if (c == impl_.get()) throw Error(impl_->Where() + ": add_child(itself)");
+  if (c->parent) throw Error(c->Where() + ": already has a parent checkpoint");
+  for (Impl* p = impl_.get(); p; p = p->parent)
+    if (p == c) throw Error(c->Where() + ": add_child would make a cycle");
+  c->parent = impl_.get();
+  impl_->children.push_back(c);
+}
+
+void Checkpoint::commit() { impl_->Commit(); }
+
+bool Checkpoint::restart_if_needed(int64_t* iteration) { return impl_->RestartIfNeeded(iteration); }
+bool Checkpoint::restart_if_needed(int* iteration) {
+  int64_t it = iteration ? *iteration : 0;
+  bool r = impl_->RestartIfNeeded(&it);
+  if (r && iteration) {
+    if (it > std::numeric_limits<int>::max()) throw Error(impl_->Where() + ": iteration does not fit in int");
+    *iteration = static_cast<int>(it);
+  }
+  return r;
+}
+
+bool Checkpoint::update_and_write(int64_t iteration, int64_t every) {
+  impl_->RequireCommitted("update_and_write()");
+  impl_->last_iteration = iteration;
+  if (every <= 0 || iteration % every != 0) return false;
+  impl_->Update();
+  impl_->Write(iteration);
+  return true;
+}
+
+void Checkpoint::write(int64_t iteration) {
+  impl_->last_iteration = iteration;
+  impl_->Write(iteration);
+}
+void Checkpoint::write() { impl_->Write(impl_->last_iteration); }
+void Checkpoint::update() { impl_->Update(); }
+void Checkpoint::wait() { impl_->Wait(); }
+uint64_t Checkpoint::version() const { return impl_->version; }
+int64_t Checkpoint::iteration() const { return impl_->iteration; }
+const std::string& Checkpoint::name() const { return impl_->name; }
+const Options& Checkpoint::options() const { return impl_->opts; }
+std::string Checkpoint::directory() const { return impl_->store.dir(); }
+
+}  // namespace revive

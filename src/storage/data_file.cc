@@ -1,0 +1,181 @@
+#include "storage/data_file.h"
+
+#include "core/checksum.h"
+
+#include <zstd.h>
+
+#include <cstring>
+
+namespace revive::storage {
+namespace {
+
+// Checksum and write in pieces small enough to stay in cache between the two passes.
+constexpr size_t kChunk = size_t{4} << 20;
+
+Status Compress(const std::vector<Span>& spans, uint64_t raw_len, int level, std::string* out) {
+  ZSTD_CCtx* cctx = ZSTD_createCCtx();
+  if (!cctx) return Status::IOError("zstd: cannot allocate a compression context");
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
+  ZSTD_CCtx_setPledgedSrcSize(cctx, raw_len);
+  out->resize(ZSTD_compressBound(raw_len));
+  ZSTD_outBuffer ob{out->data(), out->size(), 0};
+  Status s;
+  for (size_t i = 0; i <= spans.size() && s.ok(); ++i) {
+    bool last = i == spans.size();
+    ZSTD_inBuffer ib{last ? nullptr : spans[i].data, last ? 0 : spans[i].size, 0};
+    ZSTD_EndDirective mode = last ? ZSTD_e_end : ZSTD_e_continue;
+    for (;;) {
+      size_t r = ZSTD_compressStream2(cctx, &ob, &ib, mode);
+      if (ZSTD_isError(r)) {
+        s = Status::IOError(std::string("zstd compression failed: ") + ZSTD_getErrorName(r));
+        break;
+      }
+      if (last ? r == 0 : ib.pos == ib.size) break;
+    }
+  }
+  ZSTD_freeCCtx(cctx);
+  out->resize(ob.pos);
+  return s;
+}
+
+}  // namespace
+
+Status WriteDataFile(Env* env, const std::string& path, FileHeader h, const std::vector<Span>& spans,
+                     int compress_level) {
+  uint64_t raw = 0;
+  for (const auto& sp : spans) raw += sp.size;
+  h.raw_len = raw;
+  h.flags = 0;
+  std::string packed;
+  std::vector<Span> one;
+  const std::vector<Span>* payload = &spans;
+  if (compress_level > 0) {
+    Status s = Compress(spans, raw, compress_level, &packed);
+    if (!s.ok()) return Status::IOError(path + ": " + s.message());
+    h.flags |= kFlagZstd;
+    one.push_back({packed.data(), packed.size()});
+    payload = &one;
+  }
+  h.payload_len = 0;
+  for (const auto& sp : *payload) h.payload_len += sp.size;
+
+  std::unique_ptr<WritableFile> f;
+  Status s = env->NewWritableFile(path, &f);
+  if (!s.ok()) return s;
+  std::string head = EncodeHeader(h);
+  s = f->Append(head.data(), head.size());
+  Checksum64Stream st;
+  for (const auto& sp : *payload) {
+    const char* p = static_cast<const char*>(sp.data);
+    for (size_t off = 0; off < sp.size && s.ok(); off += kChunk) {
+      size_t n = sp.size - off < kChunk ? sp.size - off : kChunk;
+      st.Update(p + off, n);
+      s = f->Append(p + off, n);
+    }
+  }
+  if (s.ok()) {
+    std::string tail = EncodeTrailer(st.Digest());
+    s = f->Append(tail.data(), tail.size());
+  }
+  if (s.ok()) s = f->Sync();
+  Status c = f->Close();
+  return s.ok() ? c : s;
+}
+
+Status DataFileReader::Open(Env* env, const std::string& path, std::unique_ptr<DataFileReader>* out) {
+  std::unique_ptr<DataFileReader> r(new DataFileReader);
+  r->env_ = env;
+  r->path_ = path;
+  uint64_t size = 0;
+  Status s = env->GetFileSize(path, &size);
+  if (!s.ok()) return s.IsNotFound() ? Status::NotFound(path + ": file is missing") : s;
+  s = env->NewSequentialFile(path, &r->f_);
+  if (!s.ok()) return s;
+  std::string b(size < kFixedHeaderSize ? size : kFixedHeaderSize, '\0');
+  s = r->ReadExact(b.data(), b.size(), "header");
+  if (!s.ok()) return s;
+  if (b.size() >= kFixedHeaderSize) {
+    uint32_t key_len;
+    std::memcpy(&key_len, b.data() + 36, 4);
+    if (key_len <= kMaxKeyLength && kFixedHeaderSize + key_len <= size) {
+      std::string key(key_len, '\0');
+      s = r->ReadExact(key.data(), key_len, "header");
+      if (!s.ok()) return s;
+      b += key;
+    }
+  }
+  s = DecodeHeader(path, b, &r->h_);
+  if (!s.ok()) return s;
+  if (size != r->h_.file_size())
+    return Status::Corruption(path + ": " + (size < r->h_.file_size() ? "truncated" : "has trailing bytes") +
+                              ": header says " + std::to_string(r->h_.file_size()) + " bytes, file has " +
+                              std::to_string(size));
+  *out = std::move(r);
+  return Status::OK();
+}
+
+Status DataFileReader::ReadExact(void* buf, size_t n, const char* what) {
+  char* p = static_cast<char*>(buf);
+  while (n > 0) {
+    size_t got = 0;
+    Status s = f_->Read(p, n, &got);
+    if (!s.ok()) return s;
+    if (got == 0) return Status::Corruption(path_ + ": unexpected end of file in " + what);
+    p += got;
+    n -= got;
+  }
+  return Status::OK();
+}
+
+Status DataFileReader::CheckTrailer(uint64_t checksum) {
+  char t[kTrailerSize];
+  Status s = ReadExact(t, sizeof t, "trailer");
+  if (!s.ok()) return s;
+  if (std::memcmp(t + 8, kEndMagic, 8) != 0) return Status::Corruption(path_ + ": bad end marker");
+  uint64_t stored;
+  std::memcpy(&stored, t, 8);
+  if (stored != checksum) return Status::Corruption(path_ + ": payload checksum mismatch (data corrupted)");
+  return Status::OK();
+}
+
+Status DataFileReader::ReadPayload(void* dst) {
+  if (!(h_.flags & kFlagZstd)) {
+    Checksum64Stream st;
+    char* p = static_cast<char*>(dst);
+    for (uint64_t off = 0; off < h_.payload_len; off += kChunk) {
+      size_t n = h_.payload_len - off < kChunk ? h_.payload_len - off : kChunk;
+      Status s = ReadExact(p + off, n, "payload");
+      if (!s.ok()) return s;
+      st.Update(p + off, n);
+    }
+    return CheckTrailer(st.Digest());
+  }
+  std::string packed(h_.payload_len, '\0');
+  Status s = ReadExact(packed.data(), packed.size(), "payload");
+  if (s.ok()) s = CheckTrailer(Checksum64(packed.data(), packed.size()));
+  if (!s.ok()) return s;
+  size_t r = ZSTD_decompress(dst, h_.raw_len, packed.data(), packed.size());
+  if (ZSTD_isError(r)) return Status::Corruption(path_ + ": zstd: " + ZSTD_getErrorName(r));
+  if (r != h_.raw_len)
+    return Status::Corruption(path_ + ": decompressed to " + std::to_string(r) + " bytes, header says " +
+                              std::to_string(h_.raw_len));
+  return Status::OK();
+}
+
+Status DataFileReader::Verify() {
+  if (h_.flags & kFlagZstd) {
+    std::string raw(h_.raw_len, '\0');
+    return ReadPayload(raw.data());
+  }
+  Checksum64Stream st;
+  std::string buf(h_.payload_len < kChunk ? h_.payload_len : kChunk, '\0');
+  for (uint64_t off = 0; off < h_.payload_len; off += kChunk) {
+    size_t n = h_.payload_len - off < kChunk ? h_.payload_len - off : kChunk;
+    Status s = ReadExact(buf.data(), n, "payload");
+    if (!s.ok()) return s;
+    st.Update(buf.data(), n);
+  }
+  return CheckTrailer(st.Digest());
+}
+
+}  // namespace revive::storage

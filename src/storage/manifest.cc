@@ -1,0 +1,79 @@
+#include "storage/manifest.h"
+
+#include "core/checksum.h"
+
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+
+namespace revive::storage {
+namespace {
+constexpr char kFirstLine[] = "revive-manifest 1\n";
+
+std::string Hex(uint64_t v) {
+  char b[17];
+  std::snprintf(b, sizeof b, "%016" PRIx64, v);
+  return b;
+}
+bool ParseU64(const std::string& s, uint64_t* v) {
+  if (s.empty() || s.size() > 20 || s.find_first_not_of("0123456789") != std::string::npos) return false;
+  *v = std::strtoull(s.c_str(), nullptr, 10);
+  return true;
+}
+}  // namespace
+
+std::string EncodeManifest(const Manifest& m) {
+  std::string s = kFirstLine;
+  s += "name=" + m.name + "\n";
+  s += "version=" + std::to_string(m.version) + "\n";
+  s += "iteration=" + std::to_string(m.iteration) + "\n";
+  s += "parent_version=" + std::to_string(m.parent_version) + "\n";
+  s += "ranks=" + std::to_string(m.ranks) + "\n";
+  for (const auto& k : m.keys) s += "key=" + k + "\n";
+  s += "checksum=" + Hex(Checksum64(s.data(), s.size())) + "\n";
+  return s;
+}
+
+Status DecodeManifest(const std::string& path, const std::string& t, Manifest* m) {
+  if (t.empty()) return Status::Corruption(path + ": manifest is empty");
+  if (t.compare(0, sizeof kFirstLine - 1, kFirstLine) != 0) {
+    if (t.compare(0, 16, "revive-manifest ") == 0)
+      return Status::Corruption(path + ": manifest format is not supported (this build reads version 1)");
+    return Status::Corruption(path + ": not a revive manifest");
+  }
+  size_t cpos = t.rfind("checksum=");
+  if (cpos == std::string::npos || t.size() != cpos + 9 + 16 + 1 || t.back() != '\n')
+    return Status::Corruption(path + ": manifest truncated (no checksum line)");
+  if (t.substr(cpos + 9, 16) != Hex(Checksum64(t.data(), cpos)))
+    return Status::Corruption(path + ": manifest checksum mismatch");
+  *m = Manifest();
+  bool seen[5] = {};
+  size_t pos = sizeof kFirstLine - 1;
+  while (pos < cpos) {
+    size_t nl = t.find('\n', pos);
+    std::string line = t.substr(pos, nl - pos);
+    pos = nl + 1;
+    size_t eq = line.find('=');
+    if (eq == std::string::npos) return Status::Corruption(path + ": manifest line without '=': " + line);
+    std::string k = line.substr(0, eq), v = line.substr(eq + 1);
+    uint64_t u = 0;
+    bool num_ok = ParseU64(v, &u);
+    if (k == "name") m->name = v, seen[0] = true;
+    else if (k == "version" && num_ok) m->version = u, seen[1] = true;
+    else if (k == "iteration") {
+      bool neg = !v.empty() && v[0] == '-';
+      if (!ParseU64(neg ? v.substr(1) : v, &u)) return Status::Corruption(path + ": bad iteration " + v);
+      m->iteration = neg ? -static_cast<int64_t>(u) : static_cast<int64_t>(u);
+      seen[2] = true;
+    } else if (k == "parent_version" && num_ok) m->parent_version = u, seen[3] = true;
+    else if (k == "ranks" && num_ok && u >= 1 && u <= UINT32_MAX) m->ranks = static_cast<uint32_t>(u), seen[4] = true;
+    else if (k == "key") m->keys.push_back(v);
+    else return Status::Corruption(path + ": bad manifest line: " + line);
+  }
+  for (bool b : seen)
+    if (!b) return Status::Corruption(path + ": manifest misses a required field");
+  return Status::OK();
+}
+
+}  // namespace revive::storage

@@ -1,0 +1,34 @@
+// The MANIFEST of one version: written last (atomically) by rank 0 once every rank's files are durable.
+// Its presence is what makes a version complete. Text, one "field=value" per line, checksummed:
+//   revive-manifest 1
+//   name=<checkpoint>  version=<N>  iteration=<I>  parent_version=<P>  ranks=<R>
+//   key=<k>            (one line per key, in registration order)
+//   checksum=<XXH3-64 of everything above, 16 hex digits>
+#ifndef REVIVE_STORAGE_MANIFEST_H_
+#define REVIVE_STORAGE_MANIFEST_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace revive::storage {
+
+struct Manifest {
+  std::string name;
+  uint64_t version = 0;
+  int64_t iteration = 0;
+  // Version of the parent checkpoint that was current when this one was written (0 = none): a nested
+  // child's version is only valid with that parent version (paper Table I).
+  uint64_t parent_version = 0;
+  uint32_t ranks = 1;
+  std::vector<std::string> keys;
+};
+
+std::string EncodeManifest(const Manifest& m);
+Status DecodeManifest(const std::string& path, const std::string& text, Manifest* m);
+
+}  // namespace revive::storage
+
+#endif  // REVIVE_STORAGE_MANIFEST_H_
