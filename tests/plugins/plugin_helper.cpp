@@ -1,0 +1,143 @@
+// Runs the plugins the way the engine does, in two separate processes:
+//   plugin_helper save SCENARIO DIR IMAGE     set up SCENARIO, save every plugin into IMAGE, print the
+//                                             state and the exercise output, then change things (policies)
+//   plugin_helper restore SCENARIO DIR IMAGE [cut:PLUGIN | foreign:PLUGIN | drop:PLUGIN]
+//                                             in a fresh process: restore every plugin from IMAGE (damaged
+//                                             as asked), print the state and the exercise output
+// The test driver runs both without address randomisation, so that restored handler and restorer
+// addresses are valid code here too, as they are for a real restore where memory comes back.
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "mem_section.h"
+#include "plugins/plugins.h"
+#include "scenarios.h"
+#include "state_dump.h"
+
+using namespace revive;
+using namespace revive::plugins::test;
+
+namespace {
+
+const inject::Plugin* const kOrder[] = {&inject::kProcPlugin, &inject::kFdPlugin, &inject::kSignalPlugin,
+                                        &inject::kTimerPlugin};
+
+// Opens path at descriptor fd (standing for a descriptor the engine owns).
+void open_at(const char* path, const char* fd_text) {
+  int want = atoi(fd_text), fd = open(path, O_RDONLY);
+  if (fd >= 0 && fd != want) {
+    dup2(fd, want);
+    close(fd);
+  }
+}
+
+void close_from(int first) {
+  for (int fd = first; fd < 1024; ++fd) close(fd);
+}
+
+// Image file: for each plugin "name length\n" followed by the section bytes.
+bool write_image(const std::string& path, const std::vector<std::string>& sections) {
+  std::ofstream f(path, std::ios::binary);
+  for (size_t k = 0; k < sections.size(); ++k) f << kOrder[k]->name << ' ' << sections[k].size() << '\n' << sections[k];
+  return static_cast<bool>(f);
+}
+
+std::vector<std::string> read_image(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::vector<std::string> out;
+  std::string name;
+  size_t len;
+  while (f >> name >> len) {
+    f.get();
+    std::string s(len, '\0');
+    f.read(s.data(), static_cast<std::streamsize>(len));
+    out.push_back(s);
+  }
+  return out;
+}
+
+int init_all() {
+  for (auto* p : kOrder) {
+    if (int rc = p->init(); rc != 0) {
+      fprintf(stderr, "init failed: %s: %d\n", p->name, rc);
+      return rc;
+    }
+  }
+  return 0;
+}
+
+int do_save(const std::string& scenario, const std::string& dir, const std::string& image) {
+  close_from(3);
+  if (chdir(dir.c_str()) != 0 || init_all() != 0) return 2;
+  const char* reserved = getenv("REVIVE_TEST_RESERVED_FD");
+  if (reserved) open_at("/dev/zero", reserved);  // "the engine's" descriptor
+  setup(scenario, dir);
+  std::vector<std::string> sections;
+  for (auto* p : kOrder) {
+    MemWriter w;
+    if (int rc = p->save(w); rc != 0) {
+      fprintf(stderr, "save failed: %s: %s\n", p->name, strerror(-rc));
+      return 3;
+    }
+    sections.push_back(w.bytes);
+  }
+  for (auto* p : kOrder) p->resume(true);
+  if (!write_image(image, sections)) return 2;
+  std::string out = "=== state\n" + dump_state();
+  out += "=== exercise\n" + exercise(scenario, dir);
+  fputs(out.c_str(), stdout);
+  fflush(stdout);
+  after_checkpoint(scenario, dir);
+  return 0;
+}
+
+int do_restore(const std::string& scenario, const std::string& dir, const std::string& image, const std::string& damage) {
+  close_from(3);
+  std::vector<std::string> sections = read_image(image);
+  if (sections.size() != 4) {
+    fprintf(stderr, "bad image %s\n", image.c_str());
+    return 2;
+  }
+  for (size_t k = 0; k < 4; ++k) {
+    std::string name = kOrder[k]->name;
+    if (damage == "cut:" + name) sections[k].resize(sections[k].size() - 3);
+    if (damage == "drop:" + name) sections[k].clear();
+    if (damage == "foreign:" + name) sections[k] = sections[(k + 1) % 4];
+  }
+  const char* reserved = getenv("REVIVE_TEST_RESERVED_FD");
+  if (reserved) open_at("/dev/full", reserved);  // the restart engine's own descriptor
+  engine_side(scenario);
+  if (chdir("/") != 0 || init_all() != 0) return 2;  // restore must bring the working directory back
+  for (size_t k = 0; k < 4; ++k) {
+    MemReader r(sections[k]);
+    char msg[512] = "(no message)";
+    if (int rc = kOrder[k]->restore(r, msg, sizeof msg); rc != 0) {
+      fprintf(stderr, "restore failed: %s: %s (%s)\n", kOrder[k]->name, msg, strerror(-rc));
+      return 3;
+    }
+  }
+  std::string out = "=== state\n" + dump_state();
+  out += "=== exercise\n" + exercise(scenario, dir);
+  fputs(out.c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 5 || !known_scenario(argv[2])) {
+    fprintf(stderr, "usage: %s save|restore SCENARIO DIR IMAGE [DAMAGE]\n", argv[0]);
+    return 2;
+  }
+  std::string mode = argv[1];
+  if (mode == "save") return do_save(argv[2], argv[3], argv[4]);
+  if (mode == "restore") return do_restore(argv[2], argv[3], argv[4], argc > 5 ? argv[5] : "");
+  return 2;
+}

@@ -1,0 +1,236 @@
+// Save in one process, restore in a fresh one (fork+exec of plugin_helper), and compare the state and the
+// behaviour of both. See plugin_helper.cpp for the two halves and scenarios.cpp for what each sets up.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/personality.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Outcome {
+  int status = -1;  // exit code, or 128+signal
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+class PluginRestore : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/revive-plugins-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    image_ = dir_ + "/image.bin";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Runs the helper with address randomisation off (see plugin_helper.cpp), stdout and stderr captured
+  // through pipes (stderr gets little: it is read once stdout is at EOF).
+  Outcome helper(const std::vector<std::string>& args, const char* reserved_fd = nullptr) {
+    int p[2], e[2];
+    EXPECT_EQ(pipe(p), 0);
+    EXPECT_EQ(pipe(e), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+      personality(ADDR_NO_RANDOMIZE);
+      int in = open("/dev/null", O_RDONLY);
+      dup2(in, 0);
+      dup2(p[1], 1);
+      dup2(e[1], 2);
+      if (reserved_fd) setenv("REVIVE_TEST_RESERVED_FD", reserved_fd, 1);
+      std::vector<char*> argv{const_cast<char*>(REVIVE_PLUGIN_HELPER)};
+      for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(p[1]);
+    close(e[1]);
+    Outcome r;
+    char buf[4096];
+    for (ssize_t n; (n = read(p[0], buf, sizeof buf)) > 0;) r.out.append(buf, static_cast<size_t>(n));
+    for (ssize_t n; (n = read(e[0], buf, sizeof buf)) > 0;) r.err.append(buf, static_cast<size_t>(n));
+    close(p[0]);
+    close(e[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return r;
+  }
+
+  Outcome save(const std::string& scenario, const char* reserved_fd = nullptr) {
+    Outcome r = helper({"save", scenario, dir_, image_}, reserved_fd);
+    EXPECT_EQ(r.status, 0) << r.err;
+    return r;
+  }
+  Outcome restore(const std::string& scenario, const std::string& damage = "", const char* reserved_fd = nullptr) {
+    std::vector<std::string> args{"restore", scenario, dir_, image_};
+    if (!damage.empty()) args.push_back(damage);
+    return helper(args, reserved_fd);
+  }
+
+  // Saves the scenario, restores it in a fresh process: {saved, restored}.
+  std::pair<Outcome, Outcome> round_trip(const std::string& scenario) {
+    Outcome a = save(scenario);
+    Outcome b = restore(scenario);
+    EXPECT_EQ(b.status, 0) << b.err;
+    return {a, b};
+  }
+  // Saves the scenario (which changes things after the checkpoint); restore must fail: its stderr.
+  std::string failed_restore(const std::string& scenario) {
+    save(scenario);
+    Outcome b = restore(scenario);
+    EXPECT_EQ(b.status, 3) << b.out;
+    return b.err;
+  }
+
+  std::string dir_, image_;
+};
+
+// Drops the lines describing the given descriptors ("fd N ...").
+std::string without_fds(const std::string& text, const std::set<int>& fds) {
+  std::stringstream in(text);
+  std::string out;
+  for (std::string line; std::getline(in, line);) {
+    int fd = -1;
+    if (sscanf(line.c_str(), "fd %d ", &fd) == 1 && fds.count(fd)) continue;
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string line_of_fd(const std::string& text, int fd) {
+  std::stringstream in(text);
+  std::string prefix = "fd " + std::to_string(fd) + " ";
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(prefix, 0) == 0) return line;
+  return "";
+}
+
+bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+TEST_F(PluginRestore, FdsComeBackAtTheirNumbersWithFlagsOffsetsAndContents) {
+  auto [a, b] = round_trip("fd");
+  // The saved state really is what the scenario set up (so the comparison below compares something).
+  EXPECT_TRUE(has(a.out, "fd 3 reg " + dir_ + "/data.txt flags=0 cloexec=0 off=1234 size=10000")) << a.out;
+  EXPECT_TRUE(has(a.out, "fd 5 reg " + dir_ + "/log.txt flags=02001 cloexec=1 off=100 size=100 mode=640")) << a.out;
+  EXPECT_TRUE(has(a.out, "fd 9 dir " + dir_ + " flags=0 cloexec=1")) << a.out;
+  EXPECT_TRUE(has(a.out, "fd 11 reg deleted:")) << a.out;
+  EXPECT_TRUE(has(a.out, "fd 12 reg memfd:")) << a.out;
+  EXPECT_TRUE(has(a.out, "fd 20 reg " + dir_ + "/data.txt flags=04000 cloexec=0 off=99")) << a.out;
+  EXPECT_TRUE(has(a.out, "fd11 reads yz{|}~")) << a.out;
+  // Pipes, sockets and the eventfd come back as /dev/null stand-ins, with a warning naming each.
+  const std::set<int> stand_ins{7, 8, 13, 14, 15};
+  EXPECT_EQ(without_fds(b.out, stand_ins), without_fds(a.out, stand_ins));
+  for (int fd : stand_ins) {
+    EXPECT_TRUE(has(line_of_fd(b.out, fd), " chr /dev/null flags=0")) << line_of_fd(b.out, fd);
+    EXPECT_TRUE(has(b.err, "fd " + std::to_string(fd) + " (")) << b.err;
+  }
+  EXPECT_TRUE(has(b.err, "fd 7 (pipe pipe:[")) << b.err;
+  EXPECT_TRUE(has(b.err, "fd 13 (socket socket:[")) << b.err;
+  EXPECT_TRUE(has(b.err, "fd 15 (other anon_inode:[eventfd]")) << b.err;
+  EXPECT_TRUE(has(line_of_fd(b.out, 15), "cloexec=1")) << "close-on-exec kept on stand-ins";
+}
+
+TEST_F(PluginRestore, FileThatGrewAfterCheckpointIsCutBackSoOutputIsIdentical) {
+  save("fd");
+  std::string grown = slurp(dir_ + "/log.txt");
+  ASSERT_TRUE(has(grown, "lost with the process"));
+  Outcome b = restore("fd");
+  ASSERT_EQ(b.status, 0) << b.err;
+  // What an uninterrupted run leaves: the 60 bytes before the checkpoint plus the write after it.
+  std::string expect;
+  for (int i = 0; i < 10; ++i) expect += "line " + std::to_string(i) + "...\n";
+  EXPECT_EQ(slurp(dir_ + "/log.txt"), expect + "after\n");
+}
+
+TEST_F(PluginRestore, VanishedFileIsAnErrorNamingIt) {
+  std::string err = failed_restore("fd-vanished");
+  EXPECT_TRUE(has(err, "restore failed: fd: fd 3: cannot reopen '" + dir_ + "/data.txt' (vanished")) << err;
+}
+
+TEST_F(PluginRestore, ShrunkFileIsAnErrorNamingIt) {
+  std::string err = failed_restore("fd-shrank");
+  EXPECT_TRUE(has(err, "fd 6: file '" + dir_ + "/rw.bin' shrank from 500 to 10 bytes")) << err;
+}
+
+TEST_F(PluginRestore, EngineDescriptorsAreNeitherSavedNorOverwritten) {
+  Outcome a = save("fd", "30");
+  EXPECT_TRUE(has(line_of_fd(a.out, 30), "/dev/zero"));
+  Outcome b = restore("fd", "", "30");
+  ASSERT_EQ(b.status, 0) << b.err;
+  EXPECT_TRUE(has(line_of_fd(b.out, 30), "/dev/full")) << "the engine's fd 30 was replaced";
+  // And a saved descriptor whose number the restart engine holds is refused, naming it.
+  save("fd");
+  Outcome c = restore("fd", "", "3");
+  EXPECT_EQ(c.status, 3);
+  EXPECT_TRUE(has(c.err, "fd 3 ('" + dir_ + "/data.txt') is held by the restart engine")) << c.err;
+}
+
+TEST_F(PluginRestore, SignalDispositionsAndPendingSignalsSurvive) {
+  auto [a, b] = round_trip("signal");
+  EXPECT_EQ(b.out, a.out);
+  EXPECT_TRUE(has(a.out, "sig 10 handler=0x")) << a.out;  // SIGUSR1
+  EXPECT_TRUE(has(a.out, "sig 2 handler=0x1 ")) << a.out;  // SIGINT ignored
+  EXPECT_TRUE(has(a.out, "pending 12\n")) << a.out;       // SIGUSR2, process-wide
+  EXPECT_TRUE(has(b.out, "usr1 handled 1\nrt handler got 42\nsurvived SIGINT (ignored)\nsigtimedwait USR2 -> 1\n"
+                         "queued RTMIN+3 -> 7\nqueued RTMIN+3 -> 8\nqueued RTMIN+3 -> none\n")) << b.out;
+}
+
+TEST_F(PluginRestore, IntervalTimersAreRearmedWithTheirRemainingTime) {
+  auto [a, b] = round_trip("timer");
+  EXPECT_EQ(b.out, a.out);
+  EXPECT_TRUE(has(a.out, "itimer 0 value~100s interval=0.000000\nitimer 1 value~50s interval=2.250000\n"
+                         "itimer 2 value~30s interval=1.000000\n")) << a.out;
+}
+
+TEST_F(PluginRestore, AlarmFiresAfterRestoreWithItsRemainingTime) {
+  auto [a, b] = round_trip("alarm");
+  EXPECT_TRUE(has(a.out, "alarm fired once after its remaining time")) << a.out;
+  EXPECT_TRUE(has(b.out, "alarm fired once after its remaining time")) << b.out;
+}
+
+TEST_F(PluginRestore, LimitsWorkingDirectoryAndUmaskSurvive) {
+  auto [a, b] = round_trip("proc");
+  EXPECT_EQ(b.out, a.out);
+  EXPECT_TRUE(has(a.out, "rlimit 7 512 4096\n")) << a.out;  // RLIMIT_NOFILE
+  EXPECT_TRUE(has(a.out, "cwd " + dir_ + "/work dir\numask 0027\n")) << a.out;
+}
+
+TEST_F(PluginRestore, VanishedWorkingDirectoryIsAnErrorNamingIt) {
+  std::string err = failed_restore("proc-cwd-vanished");
+  EXPECT_TRUE(has(err, "restore failed: proc: working directory '" + dir_ + "/work dir': No such file")) << err;
+}
+
+TEST_F(PluginRestore, EverythingAtOnce) {
+  auto [a, b] = round_trip("all");
+  const std::set<int> stand_ins{7, 8, 13, 14, 15};
+  EXPECT_EQ(without_fds(b.out, stand_ins), without_fds(a.out, stand_ins));
+}
+
+TEST_F(PluginRestore, DamagedSectionsFailWithAMessageNamingThem) {
+  save("all");
+  for (std::string plugin : {"proc", "fd", "signal", "timer"}) {
+    for (std::string damage : {"cut:", "drop:", "foreign:"}) {
+      Outcome b = restore("all", damage + plugin);
+      EXPECT_EQ(b.status, 3) << damage << plugin << ": " << b.err;
+      EXPECT_TRUE(has(b.err, "restore failed: " + plugin + ": " + plugin + " section: ")) << damage << plugin << ": " << b.err;
+    }
+  }
+}
+
+}  // namespace

@@ -1,0 +1,277 @@
+#include "scenarios.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "inject/plugin.h"
+
+namespace revive::plugins::test {
+namespace {
+
+[[noreturn]] void die(const char* what) {
+  perror(what);
+  exit(2);
+}
+
+// Moves fd out of the way (>= 100), so that placing one end of a pair cannot close the other.
+int high(int fd) {
+  int h = fcntl(fd, F_DUPFD, 100);
+  if (h < 0) die("F_DUPFD");
+  close(fd);
+  return h;
+}
+
+void put_at(int fd, int want) {
+  if (fd < 0) die("open");
+  if (fd == want) return;
+  if (dup2(fd, want) != want) die("dup2");
+  close(fd);
+}
+
+// dup2 drops O_CLOEXEC; the fd plugin must keep whichever the program had.
+void put_cloexec_at(int fd, int want) {
+  put_at(fd, want);
+  fcntl(want, F_SETFD, FD_CLOEXEC);
+}
+
+void write_all(int fd, const std::string& s) {
+  if (write(fd, s.data(), s.size()) != static_cast<ssize_t>(s.size())) die("write");
+}
+
+std::string pattern(size_t n, char base) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>(base + i % 26);
+  return s;
+}
+
+std::string read_n(int fd, size_t n) {
+  std::string s(n, '\0');
+  ssize_t got = read(fd, s.data(), n);
+  s.resize(got > 0 ? static_cast<size_t>(got) : 0);
+  return s;
+}
+
+std::string file_contents(const std::string& path) {
+  FILE* f = fopen(path.c_str(), "rb");
+  if (!f) return "(missing)";
+  std::string s;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) s.append(buf, n);
+  fclose(f);
+  return s;
+}
+
+void setup_fd(const std::string& dir) {
+  std::string data = dir + "/data.txt";
+  int fd = open(data.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+  write_all(fd, pattern(10000, 'a'));
+  close(fd);
+  put_at(open(data.c_str(), O_RDONLY), 3);
+  lseek(3, 1234, SEEK_SET);
+  put_cloexec_at(open((dir + "/log.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0640), 5);
+  for (int i = 0; i < 10; ++i) write_all(5, "line " + std::to_string(i) + "...\n");
+  put_at(open((dir + "/rw.bin").c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600), 6);
+  write_all(6, pattern(500, 'A'));
+  lseek(6, 77, SEEK_SET);
+  int p[2];
+  if (pipe2(p, O_NONBLOCK) != 0) die("pipe");
+  p[0] = high(p[0]);
+  p[1] = high(p[1]);
+  put_at(p[0], 7);
+  put_at(p[1], 8);
+  put_cloexec_at(open(dir.c_str(), O_RDONLY | O_DIRECTORY), 9);
+  put_at(open("/dev/null", O_WRONLY), 10);
+  std::string gone = dir + "/gone.bin";
+  put_at(open(gone.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600), 11);
+  write_all(11, pattern(5000, 'k'));
+  unlink(gone.c_str());
+  lseek(11, 300, SEEK_SET);
+  put_at(memfd_create("revive-test", 0), 12);
+  write_all(12, pattern(3000, 'm'));
+  lseek(12, 10, SEEK_SET);
+  int sp[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) != 0) die("socketpair");
+  sp[0] = high(sp[0]);
+  sp[1] = high(sp[1]);
+  put_at(sp[0], 13);
+  put_at(sp[1], 14);
+  put_cloexec_at(eventfd(0, 0), 15);
+  put_at(open(data.c_str(), O_RDONLY | O_NONBLOCK), 20);
+  lseek(20, 99, SEEK_SET);
+}
+
+std::string exercise_fd(const std::string& dir) {
+  std::string out;
+  out += "fd3 reads " + read_n(3, 10) + "\n";
+  out += "fd20 reads " + read_n(20, 10) + "\n";
+  out += "fd11 reads " + read_n(11, 10) + "\n";
+  out += "fd12 reads " + read_n(12, 10) + "\n";
+  write_all(5, "after\n");
+  write_all(6, "XY");
+  out += "log.txt is [" + file_contents(dir + "/log.txt") + "]\n";
+  out += "rw.bin is [" + file_contents(dir + "/rw.bin") + "]\n";
+  return out;
+}
+
+volatile sig_atomic_t g_usr1;
+volatile sig_atomic_t g_rt_value;
+volatile sig_atomic_t g_alarms;
+
+void on_usr1(int) { g_usr1 = g_usr1 + 1; }
+void on_rt(int, siginfo_t* info, void*) { g_rt_value = info->si_value.sival_int; }
+void on_alarm(int) { g_alarms = g_alarms + 1; }
+
+void block_signal_scenario_mask() {
+  sigset_t s;
+  sigemptyset(&s);
+  sigaddset(&s, SIGUSR2);
+  sigaddset(&s, SIGRTMIN + 3);
+  pthread_sigmask(SIG_BLOCK, &s, nullptr);
+}
+
+void setup_signal() {
+  struct sigaction sa = {};
+  sa.sa_handler = on_usr1;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaddset(&sa.sa_mask, SIGUSR2);
+  sigaction(SIGUSR1, &sa, nullptr);
+  sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+  sigaction(SIGHUP, &sa, nullptr);
+  struct sigaction rt = {};
+  rt.sa_sigaction = on_rt;
+  rt.sa_flags = SA_SIGINFO;
+  sigaction(SIGRTMIN + 1, &rt, nullptr);
+  signal(SIGINT, SIG_IGN);
+  block_signal_scenario_mask();
+  kill(getpid(), SIGUSR2);  // process-wide pending
+  sigqueue(getpid(), SIGRTMIN + 3, sigval{7});
+  sigqueue(getpid(), SIGRTMIN + 3, sigval{8});
+}
+
+std::string exercise_signal() {
+  std::string out;
+  kill(getpid(), SIGUSR1);
+  out += "usr1 handled " + std::to_string(g_usr1) + "\n";
+  sigqueue(getpid(), SIGRTMIN + 1, sigval{42});
+  out += "rt handler got " + std::to_string(g_rt_value) + "\n";
+  kill(getpid(), SIGINT);
+  out += "survived SIGINT (ignored)\n";
+  sigset_t s;
+  sigemptyset(&s);
+  sigaddset(&s, SIGUSR2);
+  timespec zero = {0, 0};
+  out += "sigtimedwait USR2 -> " + std::to_string(sigtimedwait(&s, nullptr, &zero) == SIGUSR2) + "\n";
+  sigemptyset(&s);
+  sigaddset(&s, SIGRTMIN + 3);
+  for (int k = 0; k < 3; ++k) {
+    siginfo_t info;
+    int got = sigtimedwait(&s, &info, &zero);
+    out += "queued RTMIN+3 -> " + (got > 0 ? std::to_string(info.si_value.sival_int) : std::string("none")) + "\n";
+  }
+  return out;
+}
+
+void set_itimer(int which, long sec, long usec, long isec, long iusec) {
+  itimerval v = {{isec, iusec}, {sec, usec}};
+  if (setitimer(which, &v, nullptr) != 0) die("setitimer");
+}
+
+void setup_timer() {
+  // x.25 s: the dump rounds to whole seconds, so up to 0.25 s may pass between save and restore.
+  set_itimer(ITIMER_REAL, 100, 250000, 0, 0);
+  set_itimer(ITIMER_VIRTUAL, 50, 250000, 2, 250000);
+  set_itimer(ITIMER_PROF, 30, 250000, 1, 0);
+}
+
+void setup_alarm() {
+  struct sigaction sa = {};
+  sa.sa_handler = on_alarm;
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGALRM, &sa, nullptr);
+  set_itimer(ITIMER_REAL, 0, 800000, 0, 0);
+}
+
+double now() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+// The re-armed alarm must fire with its remaining time (~0.8 s), neither at once nor never.
+std::string exercise_alarm() {
+  double t0 = now();
+  while (!g_alarms && now() - t0 < 5) usleep(5000);
+  double dt = now() - t0;
+  if (g_alarms == 1 && dt > 0.4 && dt < 1.6) return "alarm fired once after its remaining time\n";
+  return "alarm: fired " + std::to_string(g_alarms) + " times after " + std::to_string(dt) + " s\n";
+}
+
+void setup_proc(const std::string& dir) {
+  std::string sub = dir + "/work dir";
+  mkdir(sub.c_str(), 0755);
+  if (chdir(sub.c_str()) != 0) die("chdir");
+  umask(027);
+  rlimit l = {512, 4096};
+  setrlimit(RLIMIT_NOFILE, &l);
+  l = {0, RLIM_INFINITY};
+  setrlimit(RLIMIT_CORE, &l);
+  l = {100000, 200000};
+  setrlimit(RLIMIT_MSGQUEUE, &l);
+  l = {1 << 30, RLIM_INFINITY};
+  setrlimit(RLIMIT_AS, &l);
+}
+
+bool is(const std::string& name, const char* prefix) { return name.rfind(prefix, 0) == 0; }
+
+}  // namespace
+
+bool known_scenario(const std::string& n) {
+  return is(n, "fd") || n == "signal" || n == "timer" || n == "alarm" || is(n, "proc") || n == "all";
+}
+
+void setup(const std::string& n, const std::string& dir) {
+  if (is(n, "fd") || n == "all") setup_fd(dir);
+  if (n == "signal" || n == "all") setup_signal();
+  if (n == "timer" || n == "all") setup_timer();
+  if (n == "alarm") setup_alarm();
+  if (is(n, "proc") || n == "all") setup_proc(dir);
+}
+
+void engine_side(const std::string& n) {
+  if (n == "signal" || n == "all") block_signal_scenario_mask();
+}
+
+std::string exercise(const std::string& n, const std::string& dir) {
+  std::string out;
+  if (is(n, "fd") || n == "all") out += exercise_fd(dir);
+  if (n == "signal" || n == "all") out += exercise_signal();
+  if (n == "alarm") out += exercise_alarm();
+  return out;
+}
+
+void after_checkpoint(const std::string& n, const std::string& dir) {
+  if (n == "fd" || n == "all") {  // the log grows after the checkpoint: restore must cut it back
+    int fd = open((dir + "/log.txt").c_str(), O_WRONLY | O_APPEND);
+    write_all(fd, "written after the checkpoint, lost with the process\n");
+    close(fd);
+  }
+  if (n == "fd-vanished") unlink((dir + "/data.txt").c_str());
+  if (n == "fd-shrank") truncate((dir + "/rw.bin").c_str(), 10);
+  if (n == "proc-cwd-vanished") {
+    if (chdir("/") != 0 || rmdir((dir + "/work dir").c_str()) != 0) die("rmdir");
+  }
+}
+
+}  // namespace revive::plugins::test
