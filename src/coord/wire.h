@@ -105,6 +105,7 @@ class FrameBuilder {
   // Total frame size, or 0 if something did not fit or was invalid (see error()).
   size_t finish();
   WireErr error() const { return err_; }
+  const uint8_t* data() const { return buf_; }
 
  private:
   bool append(const char* s, size_t n);

@@ -1,0 +1,92 @@
+#include "coord/manifest.h"
+
+#include <nlohmann/json.hpp>
+
+namespace revive::coord {
+
+std::string GenerationDir(const std::string& ckpt_dir, uint64_t generation) {
+  return ckpt_dir + "/ckpt-" + std::to_string(generation);
+}
+
+Status WriteManifest(Env* env, const std::string& gen_dir, const Manifest& m) {
+  nlohmann::json j;
+  j["format"] = "revive-manifest";
+  j["version"] = 1;
+  j["generation"] = m.generation;
+  j["time"] = m.time;
+  j["processes"] = nlohmann::json::array();
+  for (const auto& p : m.procs) {
+    j["processes"].push_back({{"upid", p.upid}, {"pid", p.pid}, {"host", p.host}, {"prog", p.prog},
+                              {"image", p.image}, {"bytes", p.bytes}});
+  }
+  return WriteFileAtomic(env, gen_dir + "/MANIFEST.json", j.dump(2) + "\n");
+}
+
+Status ReadManifest(Env* env, const std::string& path, Manifest* m) {
+  std::string text;
+  Status s = ReadFileToString(env, path, &text);
+  if (!s.ok()) return s;
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Status::Corruption(path + ": not valid JSON");
+  auto need = [&](const nlohmann::json& o, const char* key, bool (nlohmann::json::*is)() const noexcept,
+                  const std::string& where) -> Status {
+    if (!o.contains(key) || !(o[key].*is)())
+      return Status::Corruption(path + ": " + where + "\"" + key + "\" missing or of the wrong type");
+    return Status::OK();
+  };
+  if (!(s = need(j, "generation", &nlohmann::json::is_number_unsigned, "")).ok()) return s;
+  if (!(s = need(j, "processes", &nlohmann::json::is_array, "")).ok()) return s;
+  m->generation = j["generation"].get<uint64_t>();
+  m->time = j.contains("time") && j["time"].is_number() ? j["time"].get<double>() : 0;
+  m->procs.clear();
+  size_t i = 0;
+  for (const auto& p : j["processes"]) {
+    std::string where = "processes[" + std::to_string(i++) + "].";
+    if (!p.is_object()) return Status::Corruption(path + ": " + where + " is not an object");
+    for (const char* k : {"upid", "pid", "bytes"})
+      if (!(s = need(p, k, &nlohmann::json::is_number_unsigned, where)).ok()) return s;
+    for (const char* k : {"host", "prog", "image"})
+      if (!(s = need(p, k, &nlohmann::json::is_string, where)).ok()) return s;
+    ManifestProc mp;
+    mp.upid = p["upid"].get<uint64_t>();
+    mp.pid = p["pid"].get<uint64_t>();
+    mp.bytes = p["bytes"].get<uint64_t>();
+    mp.host = p["host"].get<std::string>();
+    mp.prog = p["prog"].get<std::string>();
+    mp.image = p["image"].get<std::string>();
+    if (mp.image.empty() || mp.image.find('/') != std::string::npos)
+      return Status::Corruption(path + ": " + where + "image \"" + mp.image + "\" is not a file name");
+    m->procs.push_back(std::move(mp));
+  }
+  if (m->procs.empty()) return Status::Corruption(path + ": no processes");
+  return Status::OK();
+}
+
+Status FindNewestGeneration(Env* env, const std::string& ckpt_dir, uint64_t* gen, uint64_t* max_seen) {
+  std::vector<std::string> names;
+  Status s = env->GetChildren(ckpt_dir, &names);
+  if (!s.ok()) return s;
+  bool found = false;
+  uint64_t best = 0, seen = 0;
+  for (const auto& n : names) {
+    if (n.rfind("ckpt-", 0) != 0 || n.size() == 5 || n.size() > 25) continue;
+    uint64_t g = 0;
+    bool digits = true;
+    for (size_t i = 5; i < n.size(); i++) {
+      if (n[i] < '0' || n[i] > '9') digits = false;
+      else g = g * 10 + (uint64_t)(n[i] - '0');
+    }
+    if (!digits) continue;
+    if (g > seen) seen = g;
+    if (env->FileExists(ckpt_dir + "/" + n + "/MANIFEST.json") && (!found || g > best)) {
+      best = g;
+      found = true;
+    }
+  }
+  if (max_seen != nullptr) *max_seen = seen;
+  if (!found) return Status::NotFound(ckpt_dir + ": no complete checkpoint (no ckpt-<G>/MANIFEST.json)");
+  *gen = best;
+  return Status::OK();
+}
+
+}  // namespace revive::coord

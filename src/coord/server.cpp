@@ -1,0 +1,481 @@
+// Coordinator event loop: connections, authentication, frame dispatch, pub/sub, status and kill.
+// The checkpoint/restart barriers are in server_barrier.cpp.
+#include "coord/server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coord/log.h"
+#include "coord/secret.h"
+#include "coord/server_conn.h"
+#include "coord/sha256.h"
+#include "core/env.h"
+
+namespace revive::coord {
+namespace {
+
+constexpr size_t kPreAuthMaxPayload = 4096;   // before HELLO nobody gets to make us buffer 1 MiB
+constexpr size_t kMaxQueuedOut = 64u << 20;   // a peer that stops reading is dropped
+
+}  // namespace
+
+double MonotonicSeconds() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+double WallSeconds() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+Server::Server(ServerOptions o) : o_(std::move(o)) {}
+
+Server::~Server() {
+  for (auto& [id, c] : conns_)
+    if (c->fd >= 0) close(c->fd);
+  if (listen_fd_ >= 0) close(listen_fd_);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+Status Server::Start() {
+  if (o_.ckpt_dir.empty() || o_.ckpt_dir[0] != '/')
+    return Status::InvalidArgument("checkpoint directory must be an absolute path: \"" + o_.ckpt_dir + "\"");
+  Env* env = Env::Default();
+  Status s = CreateDirs(env, o_.ckpt_dir);
+  if (!s.ok()) return s;
+  if (o_.secret_file.empty()) o_.secret_file = SecretPath(o_.ckpt_dir);
+  s = LoadOrCreateSecret(o_.secret_file, &secret_);
+  if (!s.ok()) return s;
+
+  // Number new generations above anything on disk; keep upids unique across restarts.
+  uint64_t newest = 0;
+  if (FindNewestGeneration(env, o_.ckpt_dir, &newest, &max_gen_seen_).ok()) {
+    generation_ = newest;
+    Manifest m;
+    if (ReadManifest(env, GenerationDir(o_.ckpt_dir, newest) + "/MANIFEST.json", &m).ok())
+      for (const auto& p : m.procs) next_upid_ = std::max(next_upid_, p.upid + 1);
+  }
+
+  struct sockaddr_in addr;
+  memset(&addr, 0, sizeof addr);
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(o_.port);
+  if (inet_pton(AF_INET, o_.bind.c_str(), &addr.sin_addr) != 1)
+    return Status::InvalidArgument("--bind " + o_.bind + ": not an IPv4 address");
+  listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0) return Status::FromErrno("socket", errno);
+  int one = 1;
+  setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (bind(listen_fd_, (struct sockaddr*)&addr, sizeof addr) != 0)
+    return Status::FromErrno("bind " + o_.bind + ":" + std::to_string(o_.port), errno);
+  if (listen(listen_fd_, 4096) != 0) return Status::FromErrno("listen", errno);
+  socklen_t len = sizeof addr;
+  getsockname(listen_fd_, (struct sockaddr*)&addr, &len);
+  port_ = ntohs(addr.sin_port);
+
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (epoll_fd_ < 0 || wake_fd_ < 0) return Status::FromErrno("epoll/eventfd", errno);
+  struct epoll_event ev = {};
+  ev.events = EPOLLIN;
+  ev.data.u64 = 0;  // 0 = listener
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  ev.data.u64 = UINT64_MAX;  // wake-up
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  started_at_ = MonotonicSeconds();
+  next_interval_ = started_at_ + o_.interval;
+  Log(2, "listening on %s:%u, checkpoint dir %s", o_.bind.c_str(), port_, o_.ckpt_dir.c_str());
+  return Status::OK();
+}
+
+void Server::Stop() {
+  uint64_t one = 1;
+  if (wake_fd_ >= 0) (void)!write(wake_fd_, &one, sizeof one);
+}
+
+Status Server::Run() {
+  struct epoll_event evs[256];
+  while (!stopping_) {
+    int n = epoll_wait(epoll_fd_, evs, 256, NextTimeoutMs());
+    if (n < 0 && errno != EINTR) return Status::FromErrno("epoll_wait", errno);
+    for (int i = 0; i < n; i++) {
+      uint64_t id = evs[i].data.u64;
+      if (id == 0) {
+        Accept();
+        continue;
+      }
+      if (id == UINT64_MAX) {
+        stopping_ = true;
+        continue;
+      }
+      auto it = conns_.find(id);
+      if (it == conns_.end() || it->second->dead) continue;
+      Conn* c = it->second.get();
+      if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) OnReadable(c);
+      if (!c->dead && (evs[i].events & EPOLLOUT)) OnWritable(c);
+    }
+    CheckTimers();
+    Reap();
+    if (o_.exit_on_last && state_ == State::kIdle) {
+      if (ever_had_proc_ && ProcCount() == 0) {
+        Log(2, "last process left; exiting (--exit-on-last)");
+        break;
+      }
+      if (!ever_had_proc_ && MonotonicSeconds() - started_at_ > o_.idle_exit) {
+        Log(0, "no process connected within %.0f s; exiting (--exit-on-last)", o_.idle_exit);
+        break;
+      }
+    }
+  }
+  return Status::OK();
+}
+
+void Server::Accept() {
+  for (;;) {
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN) Log(0, "accept: %s", strerror(errno));  // EMFILE: the listener stays armed
+      return;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    auto c = std::make_unique<Conn>();
+    c->id = ++next_conn_id_;
+    c->fd = fd;
+    c->since = MonotonicSeconds();
+    if (getrandom(c->nonce, sizeof c->nonce, 0) != (ssize_t)sizeof c->nonce) {
+      Log(0, "getrandom: %s", strerror(errno));
+      close(fd);
+      return;
+    }
+    struct epoll_event ev = {};
+    ev.events = EPOLLIN;
+    ev.data.u64 = c->id;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+    Conn* raw = c.get();
+    conns_[c->id] = std::move(c);
+    uint8_t buf[256];
+    FrameBuilder b(buf, sizeof buf, kChallenge, 0);
+    b.add_hex("nonce", raw->nonce, sizeof raw->nonce);
+    Send(raw, b);
+  }
+}
+
+void Server::OnReadable(Conn* c) {
+  char buf[65536];
+  bool eof = false;
+  for (;;) {
+    ssize_t r = read(c->fd, buf, sizeof buf);
+    if (r > 0) {
+      if (c->in.empty()) c->since = MonotonicSeconds();
+      c->in.append(buf, (size_t)r);
+      if ((size_t)r < sizeof buf) break;
+      continue;
+    }
+    if (r == 0) eof = true;
+    else if (errno == EINTR) continue;
+    else if (errno != EAGAIN) eof = true;
+    break;
+  }
+  size_t off = 0;
+  while (!c->dead && c->in.size() - off >= kHeaderSize) {
+    FrameHeader h;
+    WireErr e = decode_header((const uint8_t*)c->in.data() + off, &h);
+    if (e == WireErr::kOk && c->role == Conn::Role::kUnauth && h.length > kPreAuthMaxPayload)
+      e = WireErr::kTooLarge;
+    if (e != WireErr::kOk) {
+      SendError(c, 0, std::string("protocol error: ") + wire_err_str(e));
+      Drop(c, std::string("protocol error: ") + wire_err_str(e));
+      return;
+    }
+    if (c->in.size() - off - kHeaderSize < h.length) break;  // wait for the rest
+    Payload p;
+    e = p.parse(c->in.data() + off + kHeaderSize, h.length);
+    const char* missing = "";
+    if (e == WireErr::kOk) e = check_required(h.type, p, &missing);
+    if (e != WireErr::kOk) {
+      std::string why = std::string("protocol error in ") + msg_type_name(h.type) + ": " + wire_err_str(e);
+      if (*missing) why += std::string(" \"") + missing + "\"";
+      SendError(c, h.seq, why);
+      Drop(c, why);
+      return;
+    }
+    HandleFrame(c, h, p);
+    off += kHeaderSize + h.length;
+  }
+  if (c->dead) return;
+  c->in.erase(0, off);
+  if (off > 0 && !c->in.empty()) c->since = MonotonicSeconds();
+  if (eof) Drop(c, c->in.empty() ? "disconnected" : "disconnected in the middle of a frame");
+}
+
+void Server::OnWritable(Conn* c) {
+  while (c->out_off < c->out.size()) {
+    ssize_t w = send(c->fd, c->out.data() + c->out_off, c->out.size() - c->out_off, MSG_NOSIGNAL);
+    if (w > 0) {
+      c->out_off += (size_t)w;
+    } else if (w < 0 && errno == EINTR) {
+      continue;
+    } else if (w < 0 && errno == EAGAIN) {
+      break;
+    } else {
+      Drop(c, std::string("send: ") + strerror(errno));
+      return;
+    }
+  }
+  if (c->out_off == c->out.size()) {
+    c->out.clear();
+    c->out_off = 0;
+    if (c->close_after_flush) {
+      Drop(c, "closed by coordinator");
+      return;
+    }
+  } else if (c->out_off > (1u << 20)) {
+    c->out.erase(0, c->out_off);
+    c->out_off = 0;
+  }
+  UpdateInterest(c);
+}
+
+void Server::UpdateInterest(Conn* c) {
+  bool want = c->out_off < c->out.size();
+  if (want == c->want_out) return;
+  struct epoll_event ev = {};
+  ev.events = EPOLLIN | (want ? (uint32_t)EPOLLOUT : 0u);
+  ev.data.u64 = c->id;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c->fd, &ev);
+  c->want_out = want;
+}
+
+void Server::Send(Conn* c, FrameBuilder& b) {
+  if (c->dead) return;
+  size_t n = b.finish();
+  if (n == 0) {  // our own bug or an oversized reply (e.g. STATUS of a huge computation)
+    Log(0, "cannot build reply: %s", wire_err_str(b.error()));
+    return;
+  }
+  if (c->out.size() - c->out_off + n > kMaxQueuedOut) {
+    Drop(c, "not reading its replies");
+    return;
+  }
+  c->out.append((const char*)b.data(), n);
+  OnWritable(c);
+}
+
+void Server::SendError(Conn* c, uint32_t seq, const std::string& reason) {
+  uint8_t buf[1024];
+  FrameBuilder b(buf, sizeof buf, kError, seq);
+  std::string r = reason.substr(0, 900);
+  b.add("reason", r.c_str());
+  Send(c, b);
+}
+
+void Server::Drop(Conn* c, const std::string& why) {
+  if (c->dead) return;
+  Log(c->role == Conn::Role::kProc && !c->said_bye ? 1 : 2, "dropping connection %llu: %s",
+      (unsigned long long)c->id, why.c_str());
+  // Best effort: flush what is queued (an ERROR explaining why) before closing.
+  if (c->out_off < c->out.size())
+    (void)!send(c->fd, c->out.data() + c->out_off, c->out.size() - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+  c->dead = true;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->fd, nullptr);
+  close(c->fd);
+  c->fd = -1;
+  dead_.push_back(c->id);
+  if (c->role == Conn::Role::kProc) OnProcGone(c, c->said_bye ? "exited" : why);
+}
+
+void Server::Reap() {
+  for (uint64_t id : dead_) conns_.erase(id);
+  dead_.clear();
+}
+
+size_t Server::ProcCount() const {
+  size_t n = 0;
+  for (const auto& [id, c] : conns_)
+    if (!c->dead && c->role == Conn::Role::kProc) n++;
+  return n;
+}
+
+void Server::HandleFrame(Conn* c, const FrameHeader& h, const Payload& p) {
+  if (c->role == Conn::Role::kUnauth) {
+    if (h.type != kHello) {
+      SendError(c, h.seq, std::string("expected HELLO, got ") + msg_type_name(h.type));
+      Drop(c, "message before HELLO");
+      return;
+    }
+    HandleHello(c, h, p);
+    return;
+  }
+  switch (h.type) {
+    case kCkptRequest: RequestCheckpoint(c, h.seq); return;
+    case kStatusRequest: SendStatus(c, h.seq); return;
+    case kPublish: HandlePublish(p); return;
+    case kLookup: HandleLookup(c, h, p); return;
+    case kPhaseDone:
+      if (c->role == Conn::Role::kProc) {
+        OnPhaseDone(c, p);
+        return;
+      }
+      break;
+    case kBye:
+      if (c->role == Conn::Role::kProc) {
+        c->said_bye = true;
+        int64_t st = 0;
+        p.get_i64("status", &st);
+        Log(2, "%s said BYE, status %lld", c->Describe().c_str(), (long long)st);
+        Drop(c, "exited with status " + std::to_string(st));
+        return;
+      }
+      break;
+    case kKill:
+      if (c->role == Conn::Role::kCli) {
+        uint8_t buf[64];
+        size_t told = 0;
+        for (auto& [id, pc] : conns_) {
+          if (pc->dead || pc->role != Conn::Role::kProc) continue;
+          FrameBuilder b(buf, sizeof buf, kKill, 0);
+          Send(pc.get(), b);
+          told++;
+        }
+        Log(1, "kill: told %zu processes to exit", told);
+        FrameBuilder b(buf, sizeof buf, kKill, h.seq);
+        b.add_u64("procs", told);
+        Send(c, b);
+        return;
+      }
+      break;
+    default:
+      break;
+  }
+  std::string why = std::string(msg_type_name(h.type)) + " is not valid from this peer";
+  SendError(c, h.seq, why);
+  Drop(c, why);
+}
+
+void Server::HandleHello(Conn* c, const FrameHeader& h, const Payload& p) {
+  uint8_t want[kSha256Size], got[kSha256Size];
+  hmac_sha256(secret_.data(), secret_.size(), c->nonce, sizeof c->nonce, want);
+  if (!p.get_hex("proof", got, sizeof got) || !equal_constant_time(want, got, sizeof want)) {
+    SendError(c, h.seq, "authentication failed");
+    Drop(c, "authentication failed");
+    return;
+  }
+  char role[16] = "";
+  p.get_str("role", role, sizeof role);
+  std::string r = role;
+  if (r == "sub") {
+    // The protocol admits a sub-coordinator (docs/protocol.md), this coordinator does not serve one yet.
+    SendError(c, h.seq, "role=sub: sub-coordinators are not supported by this coordinator version");
+    Drop(c, "role=sub refused");
+    return;
+  }
+  if (r != "proc" && r != "cli") {
+    SendError(c, h.seq, "HELLO: unknown role \"" + r + "\" (proc, cli or sub)");
+    Drop(c, "bad role");
+    return;
+  }
+  uint64_t restart = 0;
+  p.get_u64("restart", &restart);
+  c->role = r == "proc" ? Conn::Role::kProc : Conn::Role::kCli;
+  const char* v;
+  size_t n;
+  if (p.get("host", &v, &n)) c->host.assign(v, n);
+  if (p.get("prog", &v, &n)) c->prog.assign(v, n);
+  p.get_u64("pid", &c->pid);
+  if (c->role == Conn::Role::kProc) {
+    if (restart == 1) {
+      if (!p.get_u64("upid", &c->upid) || c->upid == 0) {
+        SendError(c, h.seq, "HELLO restart=1 needs the process's upid");
+        Drop(c, "restart without upid");
+        return;
+      }
+      next_upid_ = std::max(next_upid_, c->upid + 1);
+      c->awaiting_restart = true;
+      c->state = "restored";
+    } else {
+      c->upid = next_upid_++;
+    }
+    ever_had_proc_ = true;
+  }
+  uint8_t buf[4096 + 512];
+  FrameBuilder b(buf, sizeof buf, kWelcome, h.seq);
+  b.add_u64("upid", c->upid).add("ckpt_dir", o_.ckpt_dir.c_str()).add_u64("generation", generation_)
+      .add_u64("compress", o_.compress).add_u64("fork", o_.fork).add_u64("interval", (uint64_t)o_.interval);
+  Send(c, b);
+  Log(2, "%s connected%s", c->role == Conn::Role::kProc ? c->Describe().c_str() : "cli",
+      restart ? " (restart)" : "");
+  if (c->awaiting_restart) OnRestartHello(c);
+}
+
+void Server::HandlePublish(const Payload& p) {
+  const char *k, *v;
+  size_t kn, vn;
+  p.get("key", &k, &kn);
+  p.get("value", &v, &vn);
+  std::string key(k, kn), value(v, vn);
+  kv_[key] = value;
+  auto range = lookup_waiters_.equal_range(key);
+  for (auto it = range.first; it != range.second; ++it) {
+    auto c = conns_.find(it->second.first);
+    if (c == conns_.end() || c->second->dead) continue;
+    std::string frame(kHeaderSize + key.size() + value.size() + 32, '\0');
+    FrameBuilder b((uint8_t*)frame.data(), frame.size(), kValue, it->second.second);
+    b.add("key", key.c_str(), key.size()).add("value", value.c_str(), value.size()).add("found", "1");
+    Send(c->second.get(), b);
+  }
+  lookup_waiters_.erase(range.first, range.second);
+}
+
+void Server::HandleLookup(Conn* c, const FrameHeader& h, const Payload& p) {
+  const char* k;
+  size_t kn;
+  p.get("key", &k, &kn);
+  std::string key(k, kn);
+  uint64_t wait = 0;
+  p.get_u64("wait", &wait);
+  auto it = kv_.find(key);
+  if (it == kv_.end() && wait == 1) {
+    lookup_waiters_.emplace(key, std::make_pair(c->id, h.seq));
+    return;
+  }
+  const std::string value = it == kv_.end() ? "" : it->second;
+  std::string frame(kHeaderSize + key.size() + value.size() + 32, '\0');
+  FrameBuilder b((uint8_t*)frame.data(), frame.size(), kValue, h.seq);
+  b.add("key", key.c_str(), key.size()).add("value", value.c_str(), value.size())
+      .add("found", it == kv_.end() ? "0" : "1");
+  Send(c, b);
+}
+
+void Server::SendStatus(Conn* c, uint32_t seq) {
+  std::string frame(kHeaderSize + kMaxPayload, '\0');
+  FrameBuilder b((uint8_t*)frame.data(), frame.size(), kStatus, seq);
+  b.add_u64("procs", ProcCount()).add_u64("generation", generation_).add("state", StateName().c_str());
+  b.add("ckpt_dir", o_.ckpt_dir.c_str());
+  size_t i = 0;
+  for (const auto& [id, pc] : conns_) {
+    if (pc->dead || pc->role != Conn::Role::kProc) continue;
+    std::string pre = "p." + std::to_string(i++) + ".";
+    b.add_u64((pre + "upid").c_str(), pc->upid).add_u64((pre + "pid").c_str(), pc->pid)
+        .add((pre + "host").c_str(), pc->host.c_str()).add((pre + "prog").c_str(), pc->prog.c_str())
+        .add((pre + "state").c_str(), pc->state.c_str());
+  }
+  Send(c, b);
+}
+
+}  // namespace revive::coord

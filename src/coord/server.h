@@ -1,0 +1,123 @@
+// The coordinator: one single-threaded epoll loop serving every process and CLI of a computation
+// (DMTCP's design, which held at 16K processes at <5% of a core). It authenticates clients, runs the
+// checkpoint and restart barriers, writes MANIFEST.json, and keeps the publish/subscribe table.
+//
+// A peer that sends a malformed, oversized or truncated frame loses its own connection only.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "coord/manifest.h"
+#include "coord/wire.h"
+#include "core/status.h"
+
+namespace revive::coord {
+
+struct ServerOptions {
+  std::string bind = "127.0.0.1";
+  uint16_t port = 7779;      // 0 = any free port (tests); see Server::port()
+  std::string ckpt_dir;      // absolute; created if missing
+  std::string secret_file;   // empty = SecretPath(ckpt_dir)
+  double interval = 0;       // seconds between automatic checkpoints; 0 = only on request
+  double phase_timeout = 600;  // a process silent this long in a phase fails the generation
+  bool exit_on_last = false;
+  double idle_exit = 60;     // with exit_on_last: give up if no process ever connects in this time
+  bool compress = true;      // told to processes in WELCOME
+  bool fork = false;
+  std::string restart_manifest;  // expected processes of a restart (else the newest manifest)
+};
+
+class Server {
+ public:
+  explicit Server(ServerOptions o);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Loads or creates the secret, creates the ckpt dir, binds and listens.
+  Status Start();
+  uint16_t port() const { return port_; }
+  // Serves until Stop() or, with exit_on_last, the last process leaves. Returns OK or the fatal error.
+  Status Run();
+  // Thread- and signal-safe.
+  void Stop();
+
+ private:
+  struct Conn;
+  enum class State { kIdle, kCheckpoint, kRestartWait, kRestart };
+
+  // server.cpp: connections, authentication, dispatch, pub/sub, status, kill.
+  void Accept();
+  void OnReadable(Conn* c);
+  void OnWritable(Conn* c);
+  void HandleFrame(Conn* c, const FrameHeader& h, const Payload& p);
+  void HandleHello(Conn* c, const FrameHeader& h, const Payload& p);
+  void HandleLookup(Conn* c, const FrameHeader& h, const Payload& p);
+  void HandlePublish(const Payload& p);
+  void SendStatus(Conn* c, uint32_t seq);
+  void Send(Conn* c, FrameBuilder& b);
+  void SendError(Conn* c, uint32_t seq, const std::string& reason);
+  void Drop(Conn* c, const std::string& why);
+  void Reap();
+  void UpdateInterest(Conn* c);
+  size_t ProcCount() const;
+
+  // server_barrier.cpp: checkpoint and restart barriers.
+  void RequestCheckpoint(Conn* requester, uint32_t seq);
+  void StartPhase(const char* name);
+  void OnPhaseDone(Conn* c, const Payload& p);
+  void OnProcGone(Conn* c, const std::string& why);
+  void AdvanceIfBarrierComplete();
+  void FailGeneration(const std::string& why);
+  void FinishCheckpoint();
+  void OnRestartHello(Conn* c);
+  void CheckTimers();
+  int NextTimeoutMs() const;
+  std::string StateName() const;
+  Status LoadRestartManifest(Manifest* m);
+
+  ServerOptions o_;
+  std::string secret_;
+  int listen_fd_ = -1;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;  // eventfd: Stop()
+  uint16_t port_ = 0;
+  bool stopping_ = false;
+  bool ever_had_proc_ = false;
+  double started_at_ = 0;
+  double last_sweep_ = 0;
+
+  uint64_t next_conn_id_ = 1;
+  std::map<uint64_t, std::unique_ptr<Conn>> conns_;
+  std::vector<uint64_t> dead_;  // dropped during this loop turn; freed in Reap()
+  uint64_t next_upid_ = 1;
+
+  // Checkpoint / restart state.
+  State state_ = State::kIdle;
+  uint64_t generation_ = 0;     // last complete (or restored) generation
+  uint64_t max_gen_seen_ = 0;   // highest ckpt-<G> on disk or started
+  uint64_t cur_gen_ = 0;        // generation in progress
+  std::string phase_;           // current phase name
+  size_t phase_index_ = 0;
+  double phase_started_ = 0;
+  double ckpt_started_ = 0;
+  double next_interval_ = 0;
+  bool failed_ = false;
+  std::string fail_reason_;
+  std::set<uint64_t> participants_;  // conn ids in the barrier
+  std::set<uint64_t> waiting_;       // conn ids whose PHASE_DONE is outstanding
+  std::vector<std::pair<uint64_t, uint32_t>> requesters_;  // (conn id, seq) awaiting CKPT_DONE
+  Manifest manifest_;                // being built for cur_gen_
+  std::set<uint64_t> restart_expected_;  // upids still to come back
+
+  // Pub/sub.
+  std::map<std::string, std::string> kv_;
+  std::multimap<std::string, std::pair<uint64_t, uint32_t>> lookup_waiters_;
+};
+
+}  // namespace revive::coord

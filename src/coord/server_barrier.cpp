@@ -1,0 +1,308 @@
+// The coordinator's barriers (LAM/MPI's checkpoint phases, DMTCP's global barriers):
+//   checkpoint: suspend -> drain -> write -> (MANIFEST.json) -> resume
+//   restart:    (all processes of the manifest back) -> reconnect -> refill -> resume
+// Every participant must answer PHASE with PHASE_DONE before the next phase starts. A failure or a
+// disconnect marks the generation failed; the current phase still completes for the survivors (they cannot
+// take a new phase mid-way), then everybody is resumed with ok=0 and no manifest is written.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "coord/log.h"
+#include "coord/server.h"
+#include "coord/server_conn.h"
+#include "core/env.h"
+
+namespace revive::coord {
+namespace {
+
+const char* const kCkptPhases[] = {"suspend", "drain", "write", "resume"};
+const char* const kRestartPhases[] = {"reconnect", "refill", "resume"};
+
+std::string Basename(const std::string& p) {
+  size_t s = p.find_last_of('/');
+  return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+}  // namespace
+
+std::string Server::StateName() const {
+  switch (state_) {
+    case State::kIdle: return "idle";
+    case State::kCheckpoint: return "checkpoint:" + phase_;
+    case State::kRestartWait:
+      return "restart:waiting for " + std::to_string(restart_expected_.size()) + " processes";
+    case State::kRestart: return "restart:" + phase_;
+  }
+  return "?";
+}
+
+void Server::RequestCheckpoint(Conn* requester, uint32_t seq) {
+  auto reply_now = [&](const std::string& error) {
+    if (requester == nullptr) {
+      Log(1, "interval checkpoint skipped: %s", error.c_str());
+      return;
+    }
+    uint8_t buf[1024];
+    FrameBuilder b(buf, sizeof buf, kCkptDone, seq);
+    b.add("ok", "0").add_u64("generation", 0).add("error", error.substr(0, 900).c_str());
+    Send(requester, b);
+  };
+  if (state_ == State::kCheckpoint) {  // join the generation in progress
+    if (requester != nullptr) requesters_.emplace_back(requester->id, seq);
+    return;
+  }
+  if (state_ != State::kIdle) return reply_now("a restart is in progress (" + StateName() + ")");
+  if (ProcCount() == 0) return reply_now("no processes are connected to the coordinator");
+
+  cur_gen_ = ++max_gen_seen_;
+  std::string dir = GenerationDir(o_.ckpt_dir, cur_gen_);
+  Status s = CreateDirs(Env::Default(), dir);
+  if (!s.ok()) return reply_now("cannot create " + dir + ": " + s.message());
+
+  if (requester != nullptr) requesters_.emplace_back(requester->id, seq);
+  state_ = State::kCheckpoint;
+  failed_ = false;
+  fail_reason_.clear();
+  manifest_ = Manifest();
+  manifest_.generation = cur_gen_;
+  participants_.clear();
+  for (const auto& [id, c] : conns_)
+    if (!c->dead && c->role == Conn::Role::kProc && !c->awaiting_restart) participants_.insert(id);
+  ckpt_started_ = MonotonicSeconds();
+  phase_index_ = 0;
+  Log(2, "checkpoint generation %llu of %zu processes", (unsigned long long)cur_gen_, participants_.size());
+  StartPhase(kCkptPhases[0]);
+}
+
+void Server::StartPhase(const char* name) {
+  phase_ = name;
+  phase_started_ = MonotonicSeconds();
+  waiting_ = participants_;
+  std::string dir = GenerationDir(o_.ckpt_dir, state_ == State::kCheckpoint ? cur_gen_ : generation_);
+  uint8_t buf[4096 + 256];
+  for (uint64_t id : participants_) {
+    auto it = conns_.find(id);
+    if (it == conns_.end() || it->second->dead) continue;
+    FrameBuilder b(buf, sizeof buf, kPhase, 0);
+    b.add("name", name).add_u64("generation", state_ == State::kCheckpoint ? cur_gen_ : generation_)
+        .add("dir", dir.c_str());
+    if (phase_ == "resume") b.add("ok", failed_ ? "0" : "1");  // plugins' resume(ok)
+    Send(it->second.get(), b);
+  }
+  AdvanceIfBarrierComplete();
+}
+
+void Server::OnPhaseDone(Conn* c, const Payload& p) {
+  char name[32] = "";
+  p.get_str("name", name, sizeof name);
+  if ((state_ != State::kCheckpoint && state_ != State::kRestart) || phase_ != name ||
+      waiting_.count(c->id) == 0) {
+    // Late answer from a process already timed out of this phase, or a confused client: not fatal.
+    Log(1, "%s: ignoring PHASE_DONE %s (coordinator is %s)", c->Describe().c_str(), name, StateName().c_str());
+    return;
+  }
+  uint64_t ok = 0;
+  p.get_u64("ok", &ok);
+  if (ok != 1) {
+    char err[512] = "no reason given";
+    p.get_str("error", err, sizeof err);
+    FailGeneration(c->Describe() + " failed phase " + phase_ + ": " + err);
+  } else if (state_ == State::kCheckpoint && phase_ == "write") {
+    char image[4096] = "";
+    uint64_t bytes = 0;
+    p.get_str("image", image, sizeof image);
+    p.get_u64("bytes", &bytes);
+    std::string file = Basename(image);
+    std::string path = GenerationDir(o_.ckpt_dir, cur_gen_) + "/" + file;
+    struct stat st;
+    if (file.empty() || stat(path.c_str(), &st) != 0) {
+      FailGeneration(c->Describe() + " reported image \"" + image + "\", not found in " +
+                     GenerationDir(o_.ckpt_dir, cur_gen_));
+    } else {
+      ManifestProc mp;
+      mp.upid = c->upid;
+      mp.pid = c->pid;
+      mp.host = c->host;
+      mp.prog = c->prog;
+      mp.image = file;
+      mp.bytes = bytes != 0 ? bytes : (uint64_t)st.st_size;
+      manifest_.procs.push_back(mp);
+    }
+  }
+  c->state = phase_;
+  waiting_.erase(c->id);
+  AdvanceIfBarrierComplete();
+}
+
+void Server::FailGeneration(const std::string& why) {
+  Log(1, "generation %llu failed: %s", (unsigned long long)cur_gen_, why.c_str());
+  if (!failed_) fail_reason_ = why;
+  failed_ = true;
+}
+
+void Server::OnProcGone(Conn* c, const std::string& why) {
+  if (c->awaiting_restart && state_ == State::kRestartWait) restart_expected_.insert(c->upid);
+  if (participants_.erase(c->id) == 0) return;
+  bool was_waiting = waiting_.erase(c->id) > 0;
+  if (state_ == State::kCheckpoint && phase_ != "resume")
+    FailGeneration(c->Describe() + " " + why + " during phase " + phase_);
+  if (was_waiting) AdvanceIfBarrierComplete();
+}
+
+void Server::AdvanceIfBarrierComplete() {
+  if (!waiting_.empty()) return;
+  if (state_ == State::kRestart) {
+    if (phase_ == "resume") {
+      for (uint64_t id : participants_) {
+        auto it = conns_.find(id);
+        if (it != conns_.end()) it->second->awaiting_restart = false;
+      }
+      Log(2, "restart of generation %llu complete", (unsigned long long)generation_);
+      participants_.clear();
+      state_ = State::kIdle;
+      next_interval_ = MonotonicSeconds() + o_.interval;
+      return;
+    }
+    phase_index_++;
+    StartPhase(kRestartPhases[phase_index_]);
+    return;
+  }
+  if (state_ != State::kCheckpoint) return;
+  if (phase_ == "resume") {
+    FinishCheckpoint();
+    return;
+  }
+  if (!failed_ && phase_ == "write") {
+    if (manifest_.procs.empty()) {
+      FailGeneration("no process wrote an image");
+    } else {
+      std::sort(manifest_.procs.begin(), manifest_.procs.end(),
+                [](const ManifestProc& a, const ManifestProc& b) { return a.upid < b.upid; });
+      manifest_.time = WallSeconds();
+      Status s = WriteManifest(Env::Default(), GenerationDir(o_.ckpt_dir, cur_gen_), manifest_);
+      if (!s.ok()) FailGeneration("writing MANIFEST.json: " + s.ToString());
+    }
+  }
+  phase_index_ = failed_ ? 3 : phase_index_ + 1;
+  StartPhase(kCkptPhases[phase_index_]);
+}
+
+void Server::FinishCheckpoint() {
+  double secs = MonotonicSeconds() - ckpt_started_;
+  state_ = State::kIdle;
+  participants_.clear();
+  uint64_t bytes = 0;
+  for (const auto& p : manifest_.procs) bytes += p.bytes;
+  if (!failed_) generation_ = cur_gen_;
+  Log(failed_ ? 1 : 2, "generation %llu %s in %.3f s", (unsigned long long)cur_gen_,
+      failed_ ? "failed" : "complete", secs);
+  std::string dir = GenerationDir(o_.ckpt_dir, cur_gen_);
+  uint8_t buf[8192];
+  for (auto [id, seq] : requesters_) {
+    auto it = conns_.find(id);
+    if (it == conns_.end() || it->second->dead) continue;
+    char s[32];
+    snprintf(s, sizeof s, "%.6f", secs);
+    FrameBuilder b(buf, sizeof buf, kCkptDone, seq);
+    b.add("ok", failed_ ? "0" : "1").add_u64("generation", cur_gen_).add("dir", dir.c_str())
+        .add_u64("images", failed_ ? 0 : manifest_.procs.size()).add_u64("bytes", failed_ ? 0 : bytes)
+        .add("seconds", s).add("error", fail_reason_.substr(0, 2000).c_str());
+    Send(it->second.get(), b);
+  }
+  requesters_.clear();
+  next_interval_ = MonotonicSeconds() + o_.interval;
+  // Processes restored while we were busy get their restart barrier now.
+  for (const auto& [id, c] : conns_)
+    if (!c->dead && c->awaiting_restart) {
+      OnRestartHello(c.get());
+      break;
+    }
+}
+
+Status Server::LoadRestartManifest(Manifest* m) {
+  std::string path = o_.restart_manifest;
+  if (path.empty()) {
+    uint64_t g = 0;
+    Status s = FindNewestGeneration(Env::Default(), o_.ckpt_dir, &g, nullptr);
+    if (!s.ok()) return s;
+    path = GenerationDir(o_.ckpt_dir, g) + "/MANIFEST.json";
+  }
+  return ReadManifest(Env::Default(), path, m);
+}
+
+void Server::OnRestartHello(Conn* c) {
+  if (state_ == State::kCheckpoint || state_ == State::kRestart) return;  // FinishCheckpoint comes back
+  if (state_ == State::kIdle) {
+    restart_expected_.clear();
+    Manifest m;
+    Status s = LoadRestartManifest(&m);
+    bool listed = false;
+    if (s.ok()) {
+      for (const auto& p : m.procs) listed |= p.upid == c->upid;
+      if (listed) {
+        for (const auto& p : m.procs) restart_expected_.insert(p.upid);
+        generation_ = m.generation;
+      }
+    }
+    // A process not in the manifest (e.g. one image restored on its own) restarts alone.
+    if (!listed) restart_expected_.insert(c->upid);
+    // Those already back (restored before this one) count too.
+    for (const auto& [id, pc] : conns_)
+      if (!pc->dead && pc->awaiting_restart) restart_expected_.erase(pc->upid);
+    state_ = State::kRestartWait;
+  }
+  restart_expected_.erase(c->upid);
+  Log(2, "%s is back; %zu more expected", c->Describe().c_str(), restart_expected_.size());
+  if (!restart_expected_.empty()) return;
+  state_ = State::kRestart;
+  participants_.clear();
+  for (const auto& [id, pc] : conns_)
+    if (!pc->dead && pc->awaiting_restart) participants_.insert(id);
+  phase_index_ = 0;
+  StartPhase(kRestartPhases[0]);
+}
+
+void Server::CheckTimers() {
+  double now = MonotonicSeconds();
+  if ((state_ == State::kCheckpoint || state_ == State::kRestart) && now - phase_started_ > o_.phase_timeout) {
+    std::vector<Conn*> silent;
+    for (uint64_t id : waiting_) {
+      auto it = conns_.find(id);
+      if (it != conns_.end() && !it->second->dead) silent.push_back(it->second.get());
+    }
+    for (Conn* c : silent) {
+      char t[32];
+      snprintf(t, sizeof t, "%.0f", o_.phase_timeout);
+      std::string why = "did not answer phase " + phase_ + " within " + t + " s";
+      SendError(c, 0, why);
+      Drop(c, why);
+    }
+  }
+  if (o_.interval > 0 && state_ == State::kIdle && now >= next_interval_) {
+    next_interval_ = now + o_.interval;
+    if (ProcCount() > 0) RequestCheckpoint(nullptr, 0);
+  }
+  // Unauthenticated peers and half-sent frames may not hold resources forever. O(connections): twice a
+  // second at most, not once per event.
+  if (now - last_sweep_ < 0.5) return;
+  last_sweep_ = now;
+  for (auto& [id, c] : conns_) {
+    if (c->dead) continue;
+    if (c->role == Conn::Role::kUnauth && now - c->since > kAuthTimeoutSeconds) Drop(c.get(), "no HELLO in time");
+    else if (!c->in.empty() && now - c->since > kPartialFrameTimeoutSeconds) Drop(c.get(), "truncated frame");
+  }
+}
+
+int Server::NextTimeoutMs() const {
+  double now = MonotonicSeconds();
+  double next = now + 1.0;  // housekeeping (timeouts) at least every second
+  if (o_.interval > 0 && state_ == State::kIdle) next = std::min(next, next_interval_);
+  if (state_ == State::kCheckpoint || state_ == State::kRestart)
+    next = std::min(next, phase_started_ + o_.phase_timeout);
+  double ms = (next - now) * 1000;
+  return ms <= 0 ? 0 : (int)ms + 1;
+}
+
+}  // namespace revive::coord

@@ -1,0 +1,382 @@
+// The coordinator with real sockets: authentication, bad peers, checkpoint barriers (including failing and
+// vanishing processes), restart barrier, pub/sub, status, kill, exit-on-last, intervals, phase timeout.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <fstream>
+#include <memory>
+
+#include "coord/manifest.h"
+#include "coord_test_util.h"
+
+namespace revive::coord::testing {
+namespace {
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void StartServer(ServerOptions o = {}) {
+    o.port = 0;
+    o.ckpt_dir = dir_.path;
+    server_ = std::make_unique<TestServer>(o);
+    Status s = server_->Start();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    port_ = server_->port();
+    secret_ = dir_.path + "/.revive-secret";
+  }
+  Manifest ReadGen(uint64_t g) {
+    Manifest m;
+    Status s = ReadManifest(Env::Default(), GenerationDir(dir_.path, g) + "/MANIFEST.json", &m);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return m;
+  }
+  // Requests a checkpoint and returns the CKPT_DONE payload as a map.
+  std::map<std::string, std::string> Checkpoint() {
+    Cli cli(port_, secret_);
+    EXPECT_TRUE(cli.ok()) << cli.error();
+    FrameHeader h;
+    Payload p;
+    std::map<std::string, std::string> out;
+    if (!cli.Call(kCkptRequest, {}, &h, &p)) {
+      ADD_FAILURE() << cli.error();
+      return out;
+    }
+    EXPECT_EQ(h.type, kCkptDone);
+    size_t pos = 0;
+    Field f;
+    while (p.next(&pos, &f)) out[std::string(f.key, f.key_len)] = std::string(f.value, f.value_len);
+    return out;
+  }
+  bool StillServing() {
+    Cli cli(port_, secret_);
+    FrameHeader h;
+    Payload p;
+    return cli.ok() && cli.Call(kStatusRequest, {}, &h, &p) && h.type == kStatus;
+  }
+  // A raw TCP connection (no client library) for sending garbage.
+  int RawConnect() {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port_);
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    EXPECT_EQ(0, connect(fd, (sockaddr*)&a, sizeof a));
+    return fd;
+  }
+  // True if the coordinator closes fd within `seconds` (reads and discards until EOF).
+  bool ClosedByPeer(int fd, double seconds = 5) {
+    char buf[4096];
+    for (int i = 0; i < seconds * 10; i++) {
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, 100) == 1) {
+        ssize_t r = read(fd, buf, sizeof buf);
+        if (r <= 0) return true;
+      }
+    }
+    return false;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<TestServer> server_;
+  uint16_t port_ = 0;
+  std::string secret_;
+};
+
+TEST_F(ServerTest, SecretCreatedPrivate) {
+  StartServer();
+  struct stat st;
+  ASSERT_EQ(0, stat(secret_.c_str(), &st));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(st.st_size, 32);
+}
+
+TEST_F(ServerTest, ClientWithoutSecretIsRefused) {
+  StartServer();
+  std::string wrong = dir_.path + "/wrong-secret";
+  std::ofstream(wrong) << "not the secret";
+  Client c;
+  ClientOptions o = Opts(port_, wrong);
+  EXPECT_FALSE(c.connect(o, nullptr));
+  EXPECT_NE(std::string(c.error()).find("authentication failed"), std::string::npos) << c.error();
+  // HELLO without any proof is a protocol error (missing field): refused as well.
+  int fd = RawConnect();
+  uint8_t buf[256];
+  FrameBuilder b(buf, sizeof buf, kHello, 1);
+  b.add("role", "proc").add("pid", "1");
+  size_t n = b.finish();
+  ASSERT_EQ((ssize_t)n, write(fd, buf, n));
+  EXPECT_TRUE(ClosedByPeer(fd));
+  close(fd);
+  // A proof of the right length but wrong value.
+  fd = RawConnect();
+  FrameBuilder b2(buf, sizeof buf, kHello, 1);
+  b2.add("role", "cli").add("pid", "1").add("proof", std::string(64, '0').c_str());
+  n = b2.finish();
+  ASSERT_EQ((ssize_t)n, write(fd, buf, n));
+  EXPECT_TRUE(ClosedByPeer(fd));
+  close(fd);
+  EXPECT_TRUE(StillServing());
+}
+
+TEST_F(ServerTest, BadFramesDropOnlyThatConnection) {
+  StartServer();
+  FakeProc good(port_, secret_, "good");
+  ASSERT_TRUE(good.connected()) << good.error();
+  std::vector<std::string> attacks = {
+      std::string("GET / HTTP/1.1\r\nHost: x\r\n\r\n"),  // bad magic
+      std::string(100000, '\xff'),                         // garbage
+  };
+  // Oversized: header announcing 1 MiB + 1 (refused from the header, before reading it).
+  uint8_t hdr[kHeaderSize];
+  encode_header(FrameHeader{kHello, 0, kMaxPayload + 1, 0}, hdr);
+  attacks.emplace_back((const char*)hdr, kHeaderSize);
+  // Larger than the pre-authentication limit.
+  encode_header(FrameHeader{kHello, 0, 8192, 0}, hdr);
+  attacks.emplace_back(std::string((const char*)hdr, kHeaderSize) + std::string(8192, 'a'));
+  // Malformed payload (line without '=').
+  encode_header(FrameHeader{kHello, 0, 6, 0}, hdr);
+  attacks.emplace_back(std::string((const char*)hdr, kHeaderSize) + "hello\n");
+  // A valid frame type sent before HELLO.
+  encode_header(FrameHeader{kCkptRequest, 0, 0, 0}, hdr);
+  attacks.emplace_back((const char*)hdr, kHeaderSize);
+  for (const auto& a : attacks) {
+    int fd = RawConnect();
+    (void)!write(fd, a.data(), a.size());
+    EXPECT_TRUE(ClosedByPeer(fd)) << "attack of " << a.size() << " bytes left the connection open";
+    close(fd);
+    EXPECT_TRUE(StillServing());
+  }
+  // Truncated: half a header, then the peer goes away.
+  int fd = RawConnect();
+  (void)!write(fd, hdr, 7);
+  close(fd);
+  // Truncated payload, peer stays: the others are still served meanwhile.
+  fd = RawConnect();
+  encode_header(FrameHeader{kHello, 0, 100, 0}, hdr);
+  (void)!write(fd, hdr, kHeaderSize);
+  (void)!write(fd, "role=proc\n", 10);
+  EXPECT_TRUE(StillServing());
+  auto done = Checkpoint();  // a barrier still works with the good process
+  EXPECT_EQ(done["ok"], "1") << done["error"];
+  close(fd);
+  // A protocol error from an authenticated process fails nothing else: it is simply dropped.
+  EXPECT_TRUE(StillServing());
+}
+
+TEST_F(ServerTest, CheckpointBarrierAllPhasesInOrder) {
+  StartServer();
+  std::vector<std::unique_ptr<FakeProc>> procs;
+  for (int i = 0; i < 4; i++) {
+    procs.push_back(std::make_unique<FakeProc>(port_, secret_, "app"));
+    ASSERT_TRUE(procs.back()->connected()) << procs.back()->error();
+  }
+  auto done = Checkpoint();
+  ASSERT_EQ(done["ok"], "1") << done["error"];
+  EXPECT_EQ(done["generation"], "1");
+  EXPECT_EQ(done["images"], "4");
+  EXPECT_EQ(done["dir"], dir_.path + "/ckpt-1");
+  Manifest m = ReadGen(1);
+  EXPECT_EQ(m.generation, 1u);
+  ASSERT_EQ(m.procs.size(), 4u);
+  for (size_t i = 0; i < 4; i++) {
+    EXPECT_EQ(m.procs[i].prog, "app");
+    EXPECT_EQ(m.procs[i].pid, (uint64_t)getpid());
+    EXPECT_EQ(m.procs[i].image, "app-" + std::to_string(m.procs[i].upid) + ".rimg");
+    EXPECT_TRUE(Exists(dir_.path + "/ckpt-1/" + m.procs[i].image));
+    EXPECT_GT(m.procs[i].bytes, 0u);
+  }
+  for (auto& p : procs) {
+    ASSERT_TRUE(p->WaitSeen(4));
+    EXPECT_EQ(p->Seen(), (std::vector<std::string>{"suspend", "drain", "write", "resume:1"}));
+  }
+  // Second generation gets the next number; upids are distinct.
+  done = Checkpoint();
+  EXPECT_EQ(done["generation"], "2");
+  std::set<uint64_t> upids;
+  for (auto& p : procs) upids.insert(p->upid());
+  EXPECT_EQ(upids.size(), 4u);
+}
+
+TEST_F(ServerTest, FailingProcessFailsTheGeneration) {
+  StartServer();
+  FakeProc a(port_, secret_, "a"), b(port_, secret_, "b"), c(port_, secret_, "c");
+  b.ActAt("write", FakeProc::Act::kFail);
+  auto done = Checkpoint();
+  EXPECT_EQ(done["ok"], "0");
+  EXPECT_NE(done["error"].find("upid " + std::to_string(b.upid())), std::string::npos) << done["error"];
+  EXPECT_NE(done["error"].find("disk full (simulated)"), std::string::npos) << done["error"];
+  EXPECT_FALSE(Exists(dir_.path + "/ckpt-1/MANIFEST.json"));
+  // Everybody, including the failing one, is resumed with ok=0.
+  for (FakeProc* p : {&a, &b, &c}) {
+    ASSERT_TRUE(p->WaitSeen(4));
+    EXPECT_EQ(p->Seen().back(), "resume:0");
+  }
+  // The next generation succeeds and is numbered above the failed one.
+  b.ActAt("", FakeProc::Act::kOk);
+  done = Checkpoint();
+  EXPECT_EQ(done["ok"], "1") << done["error"];
+  EXPECT_EQ(done["generation"], "2");
+  EXPECT_EQ(ReadGen(2).procs.size(), 3u);
+}
+
+TEST_F(ServerTest, DisconnectMidCheckpointFailsAndSurvivorsResume) {
+  StartServer();
+  FakeProc a(port_, secret_, "a"), b(port_, secret_, "b"), c(port_, secret_, "c");
+  b.ActAt("drain", FakeProc::Act::kDisconnect);
+  auto done = Checkpoint();
+  EXPECT_EQ(done["ok"], "0");
+  EXPECT_NE(done["error"].find("disconnected"), std::string::npos) << done["error"];
+  EXPECT_NE(done["error"].find("drain"), std::string::npos) << done["error"];
+  EXPECT_FALSE(Exists(dir_.path + "/ckpt-1/MANIFEST.json"));
+  for (FakeProc* p : {&a, &c}) {
+    ASSERT_TRUE(p->WaitSeen(3));
+    EXPECT_EQ(p->Seen(), (std::vector<std::string>{"suspend", "drain", "resume:0"}));
+  }
+  done = Checkpoint();
+  EXPECT_EQ(done["ok"], "1") << done["error"];
+  EXPECT_EQ(ReadGen(2).procs.size(), 2u);
+}
+
+TEST_F(ServerTest, SilentProcessTimesOut) {
+  ServerOptions o;
+  o.phase_timeout = 1;
+  StartServer(o);
+  FakeProc a(port_, secret_, "a"), b(port_, secret_, "b");
+  b.ActAt("write", FakeProc::Act::kHang);
+  auto done = Checkpoint();
+  EXPECT_EQ(done["ok"], "0");
+  EXPECT_NE(done["error"].find("did not answer phase write"), std::string::npos) << done["error"];
+  ASSERT_TRUE(a.WaitSeen(4));
+  EXPECT_EQ(a.Seen().back(), "resume:0");
+}
+
+TEST_F(ServerTest, NoProcessesIsAClearError) {
+  StartServer();
+  auto done = Checkpoint();
+  EXPECT_EQ(done["ok"], "0");
+  EXPECT_NE(done["error"].find("no processes"), std::string::npos);
+}
+
+TEST_F(ServerTest, PublishLookupWithWait) {
+  StartServer();
+  Cli waiter(port_, secret_), pub(port_, secret_);
+  ASSERT_TRUE(waiter.ok() && pub.ok());
+  FrameHeader h;
+  Payload p;
+  ASSERT_TRUE(waiter.Call(kLookup, {{"key", "ib.lid.7"}, {"wait", "0"}}, &h, &p));
+  EXPECT_EQ(h.type, kValue);
+  EXPECT_EQ(Str(p, "found"), "0");
+  // wait=1: no answer until someone publishes.
+  FrameBuilder b(waiter.client().tx_buffer(), Client::kTxCap, kLookup, 99);
+  b.add("key", "ib.lid.7").add("wait", "1");
+  ASSERT_TRUE(waiter.client().send(b));
+  EXPECT_EQ(0, waiter.client().recv(&h, &p, 300));
+  FrameBuilder pb(pub.client().tx_buffer(), Client::kTxCap, kPublish, 1);
+  pb.add("key", "ib.lid.7").add("value", "qp=0x1234 lid=7");
+  ASSERT_TRUE(pub.client().send(pb));
+  ASSERT_EQ(1, waiter.client().recv(&h, &p, 5000)) << waiter.client().error();
+  EXPECT_EQ(h.type, kValue);
+  EXPECT_EQ(h.seq, 99u);
+  EXPECT_EQ(Str(p, "found"), "1");
+  EXPECT_EQ(Str(p, "value"), "qp=0x1234 lid=7");
+  // And later lookups find it at once.
+  ASSERT_TRUE(pub.Call(kLookup, {{"key", "ib.lid.7"}, {"wait", "1"}}, &h, &p));
+  EXPECT_EQ(Str(p, "value"), "qp=0x1234 lid=7");
+}
+
+TEST_F(ServerTest, StatusListsProcesses) {
+  StartServer();
+  FakeProc a(port_, secret_, "alpha"), b(port_, secret_, "beta");
+  Cli cli(port_, secret_);
+  FrameHeader h;
+  Payload p;
+  ASSERT_TRUE(cli.Call(kStatusRequest, {}, &h, &p));
+  EXPECT_EQ(Str(p, "procs"), "2");
+  EXPECT_EQ(Str(p, "state"), "idle");
+  EXPECT_EQ(Str(p, "generation"), "0");
+  std::set<std::string> progs = {Str(p, "p.0.prog"), Str(p, "p.1.prog")};
+  EXPECT_EQ(progs, (std::set<std::string>{"alpha", "beta"}));
+  EXPECT_EQ(Str(p, "p.0.pid"), std::to_string(getpid()));
+}
+
+TEST_F(ServerTest, KillReachesEveryProcess) {
+  StartServer();
+  FakeProc a(port_, secret_), b(port_, secret_);
+  Cli cli(port_, secret_);
+  FrameHeader h;
+  Payload p;
+  ASSERT_TRUE(cli.Call(kKill, {}, &h, &p));
+  EXPECT_EQ(h.type, kKill);
+  EXPECT_EQ(Str(p, "procs"), "2");
+  for (FakeProc* f : {&a, &b}) {
+    ASSERT_TRUE(f->WaitSeen(1));
+    EXPECT_EQ(f->Seen()[0], "KILL");
+  }
+}
+
+TEST_F(ServerTest, ExitOnLast) {
+  ServerOptions o;
+  o.exit_on_last = true;
+  StartServer(o);
+  auto a = std::make_unique<FakeProc>(port_, secret_);
+  auto b = std::make_unique<FakeProc>(port_, secret_);
+  ASSERT_TRUE(a->connected() && b->connected());
+  a->Bye(0);
+  usleep(200000);
+  EXPECT_FALSE(server_->WaitDone(0.3)) << "exited with a process still connected";
+  b->Disconnect();
+  EXPECT_TRUE(server_->WaitDone(5));
+}
+
+TEST_F(ServerTest, IntervalCheckpoints) {
+  ServerOptions o;
+  o.interval = 0.3;
+  StartServer(o);
+  FakeProc a(port_, secret_);
+  for (int i = 0; i < 500 && !Exists(dir_.path + "/ckpt-2/MANIFEST.json"); i++) usleep(10000);
+  EXPECT_TRUE(Exists(dir_.path + "/ckpt-1/MANIFEST.json"));
+  EXPECT_TRUE(Exists(dir_.path + "/ckpt-2/MANIFEST.json"));
+}
+
+TEST_F(ServerTest, RestartBarrierWaitsForEveryProcessOfTheManifest) {
+  StartServer();
+  uint64_t u1, u2;
+  {
+    FakeProc a(port_, secret_, "a"), b(port_, secret_, "b");
+    u1 = a.upid();
+    u2 = b.upid();
+    auto done = Checkpoint();
+    ASSERT_EQ(done["ok"], "1") << done["error"];
+  }
+  server_.reset();  // the computation died; a new coordinator serves the restart
+  StartServer();
+  FakeProc ra(port_, secret_, "a", /*restart=*/true, u1);
+  ASSERT_TRUE(ra.connected()) << ra.error();
+  EXPECT_EQ(ra.upid(), u1);
+  usleep(300000);
+  EXPECT_TRUE(ra.Seen().empty()) << "restart phases began before every process was back";
+  FakeProc rb(port_, secret_, "b", true, u2);
+  for (FakeProc* p : {&ra, &rb}) {
+    ASSERT_TRUE(p->WaitSeen(3));
+    EXPECT_EQ(p->Seen(), (std::vector<std::string>{"reconnect", "refill", "resume:1"}));
+  }
+  // A new process gets an upid that does not clash with the restored ones; a checkpoint covers all three.
+  FakeProc fresh(port_, secret_, "c");
+  EXPECT_GT(fresh.upid(), std::max(u1, u2));
+  auto done = Checkpoint();
+  EXPECT_EQ(done["ok"], "1") << done["error"];
+  EXPECT_EQ(done["generation"], "2");
+  EXPECT_EQ(ReadGen(2).procs.size(), 3u);
+}
+
+TEST_F(ServerTest, SubCoordinatorRoleIsRefusedClearly) {
+  StartServer();
+  Client c;
+  ClientOptions o = Opts(port_, secret_, "sub");
+  EXPECT_FALSE(c.connect(o, nullptr));
+  EXPECT_NE(std::string(c.error()).find("role=sub"), std::string::npos) << c.error();
+}
+
+}  // namespace
+}  // namespace revive::coord::testing
