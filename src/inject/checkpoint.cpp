@@ -1,0 +1,167 @@
+// One checkpoint, start to end, on the checkpoint thread: quiesce, save our own continuation, plugin
+// sections, image (here or in a forked child), resume. And the other half: what the checkpoint thread
+// does when it wakes up in a restored process.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+
+#include "inject/engine.h"
+#include "inject/sys.h"
+
+namespace revive::inject {
+namespace {
+
+void image_path(uint64_t gen, char* dir, size_t dir_cap, char* path, size_t path_cap) {
+  dir[0] = path[0] = 0;
+  sys::append(dir, dir_cap, g.cfg.ckpt_dir);
+  sys::append(dir, dir_cap, "/ckpt-");
+  sys::append_u64(dir, dir_cap, gen);
+  sys::append(path, path_cap, dir);
+  sys::append(path, path_cap, "/");
+  sys::append(path, path_cap, g.cfg.prog);
+  sys::append(path, path_cap, "-");
+  sys::append_u64(path, path_cap, g.upid);
+  sys::append(path, path_cap, ".rimg");
+}
+
+// Looks up KEY in the restarter's "KEY=VALUE\0..." block; nullptr if absent.
+const char* blob_env(const image::RestartInfo& ri, const char* key) {
+  if (!ri.env_len) return nullptr;
+  const char* p = reinterpret_cast<const char*>(ri.blob_addr + ri.env_off);
+  const char* end = p + ri.env_len;
+  size_t kl = sys::slen(key);
+  while (p < end && *p) {
+    if (sys::starts_with(p, key) && p[kl] == '=') return p + kl + 1;
+    p += sys::slen(p) + 1;
+  }
+  return nullptr;
+}
+
+struct WriteArgs {
+  const char* dir;
+  const char* path;
+  uint64_t gen;
+  bool forked;
+  char* err;
+  size_t err_len;
+};
+
+long write_trampoline(void* p) {
+  auto* a = static_cast<WriteArgs*>(p);
+  return write_image(a->dir, a->path, a->gen, a->forked, a->err, a->err_len);
+}
+
+// The writer runs on an excluded scratch stack: every byte it saves then holds still while it is
+// checksummed and written, the checkpoint thread's own stack included.
+long write_on_scratch_stack(const char* dir, const char* path, uint64_t gen, bool forked, char* err, size_t n) {
+  WriteArgs a = {dir, path, gen, forked, err, n};
+  return revive_on_stack(write_trampoline, &a, g.wstack + g.wstack_len);
+}
+
+}  // namespace
+
+int checkpoint_now(uint64_t gen, char* path, size_t path_cap, char* err, size_t err_len) {
+  char dir[1200];
+  image_path(gen, dir, sizeof dir, path, path_cap);
+  long r = sys::sc(SYS_mkdir, g.cfg.ckpt_dir, 0700);
+  r = sys::sc(SYS_mkdir, dir, 0700);
+  if (r < 0 && r != -17 /*EEXIST*/) {
+    sys::append(err, err_len, "cannot create directory ");
+    sys::append(err, err_len, dir);
+    return -1;
+  }
+  if (!suspend_all(err, err_len)) return -1;
+  const uint64_t prev_gen = g.generation;
+  g.generation = gen;
+  sys::zero(&g.ckpt_rec, sizeof g.ckpt_rec);
+  g.ckpt_rec.tid = uint64_t(sys::gettid());
+  sys::sc(SYS_arch_prctl, 0x1003, &g.ckpt_rec.fs_base);
+  sys::sc(SYS_get_robust_list, 0, &g.ckpt_rec.robust_head, &g.ckpt_rec.robust_len);
+  g.ckpt_rec.tid_addr = g.ckpt_rec.fs_base + g.tid_offset;
+  g.ckpt_rec.is_ckpt = 1;
+  if (revive_save_ctx(g.ckpt_rec.ctx) != 0) return 1;  // we are the restored process
+
+  bool ok = plugins_save(err, err_len);
+  long written = -1;
+  if (ok && g.cfg.fork) {
+    // Forked checkpoint: the child writes from its copy-on-write snapshot. exit_signal 0 makes it a
+    // "clone child" that the program's own wait()/waitpid(-1) cannot reap.
+    long child = sys::sc(SYS_clone, 0, 0, 0, 0, 0);
+    if (child == 0) {
+      char cerr[512] = "";
+      long w = write_on_scratch_stack(dir, path, gen, true, cerr, sizeof cerr);
+      if (w < 0) sys::log(0, "forked checkpoint failed: ", cerr);
+      sys::sc(SYS_exit_group, w < 0 ? 1 : 0);
+    }
+    plugins_resume(child > 0);
+    plugins_free_output();
+    release_all();
+    if (child < 0) {
+      sys::append(err, err_len, "fork for the checkpoint failed");
+      g.generation = prev_gen;
+      return -1;
+    }
+    int status = 0;
+    while (sys::sc(SYS_wait4, child, &status, 0x40000000 /*__WALL*/, 0) == -4) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      sys::append(err, err_len, "the forked writer failed (see its message above)");
+      g.generation = prev_gen;
+      return -1;
+    }
+    return 0;
+  }
+  if (ok) written = write_on_scratch_stack(dir, path, gen, false, err, err_len);
+  plugins_resume(ok && written >= 0);
+  plugins_free_output();
+  if (!(ok && written >= 0)) g.generation = prev_gen;
+  release_all();
+  return ok && written >= 0 ? 0 : -1;
+}
+
+// Runs on the checkpoint thread of a restored process, every other thread parked in the handler.
+void after_restore() {
+  restored_thread_fixup(g.ckpt_rec);
+  // Plugin buffers and scratch were not in the image: forget them, do not unmap (addresses are stale).
+  g.plugin_out_count = 0;
+  const uint32_t users = g.nslots < kMaxThreads ? g.nslots : kMaxThreads;
+  for (;;) {
+    uint32_t n = __atomic_load_n(&g.restored, __ATOMIC_ACQUIRE);
+    if (n >= users) break;
+    sys::futex_wait(&g.restored, n, 100000000);
+  }
+  g.restored = 0;
+  g.image_fd = -1;
+  image::RestartInfo& ri = g_restart_info;
+  // Every thread has left the restarter's code: drop its mappings.
+  for (uint32_t i = 0; i < ri.unmap_count && i < image::kMaxUnmap; ++i)
+    sys::sc(SYS_munmap, ri.unmap[i][0], ri.unmap[i][1] - ri.unmap[i][0]);
+  install_handler();
+  if (!alloc_scratch()) sys::log(0, "cannot reserve scratch memory after restart");
+  if (ri.magic == image::kRestartInfoMagic) {
+    if (const char* d = blob_env(ri, "REVIVE_CKPT_DIR"); d && d[0] == '/') {
+      g.cfg.ckpt_dir[0] = 0;
+      sys::append(g.cfg.ckpt_dir, sizeof g.cfg.ckpt_dir, d);
+    }
+    if (const char* v = blob_env(ri, "REVIVE_INTERVAL")) g.cfg.interval_s = uint32_t(sys::parse_dec(v));
+    if (const char* v = blob_env(ri, "REVIVE_FORK")) g.cfg.fork = *v == '1';
+    if (const char* v = blob_env(ri, "REVIVE_COMPRESS")) g.cfg.compress = *v == '1';
+    if (const char* v = blob_env(ri, "REVIVE_LOG")) g.cfg.log = int(sys::parse_dec(v));
+  }
+  char err[512] = "";
+  if (!plugins_restore(ri, err, sizeof err)) {
+    char line[700] = "revive: restore failed: ";
+    sys::append(line, sizeof line, err);
+    sys::append(line, sizeof line, "\n");
+    sys::write_all(2, line, sys::slen(line));
+    sys::sc(SYS_exit_group, 125);
+  }
+  if (ri.blob_addr) sys::sc(SYS_munmap, ri.blob_addr, ri.blob_len);
+  ri.magic = 0;
+  ri.blob_addr = ri.blob_len = 0;
+  sys::log(1, "restored; resuming user threads");
+  release_all();
+}
+
+}  // namespace revive::inject

@@ -1,0 +1,119 @@
+// Shared state of the injected engine. One plain global (zero-initialised .bss, no constructor), so it is
+// valid before libc runs our constructor and is restored with the rest of memory.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "image/format.h"
+#include "image/restart_info.h"
+
+extern "C" int revive_save_ctx(uint64_t ctx[8]) __attribute__((returns_twice));
+extern "C" void revive_sigreturn();
+extern "C" long revive_on_stack(long (*fn)(void*), void* arg, void* stack_top);
+
+namespace revive::inject {
+
+constexpr uint32_t kMaxThreads = 1024;
+constexpr uint32_t kMaxPluginSections = 32;
+
+struct Config {
+  char ckpt_dir[1024];  // absolute
+  char prog[64];
+  uint32_t interval_s;  // 0: only on trigger / coordinator
+  int sig;
+  int log;
+  bool compress;
+  bool fork;
+};
+
+struct ThreadSlot {
+  image::ThreadRecord rec;
+  volatile uint32_t ready;
+};
+
+// A growable byte buffer backed by mmap (never malloc).
+struct Buf {
+  uint8_t* p;
+  size_t len, cap;
+  bool put(const void* d, size_t n);
+  void release();
+};
+
+struct PluginOut {
+  const char* name;
+  uint32_t version;
+  Buf data;
+};
+
+struct Engine {
+  Config cfg;
+  uint64_t upid;
+  uint64_t generation;  // last generation written
+  // Quiesce protocol (futex words).
+  volatile uint32_t trigger;     // bumped on an external checkpoint request
+  volatile uint32_t suspending;  // 1 while a checkpoint signals threads
+  volatile uint32_t arrived;
+  volatile uint32_t nslots;
+  volatile uint32_t release;     // threads wait while it equals the value they saw on entry
+  volatile uint32_t restored;    // restored user threads that reached the engine
+  ThreadSlot slots[kMaxThreads];
+  image::ThreadRecord ckpt_rec;
+  int ckpt_tid;
+  // glibc layout facts, found at init.
+  uint32_t tid_offset;
+  int64_t rseq_offset;
+  uint32_t rseq_size;
+  // Scratch for the writer (mmap'ed, MAP_NORESERVE, excluded from images).
+  image::RegionRecord* regions;
+  size_t regions_cap;
+  image::ChunkRecord* chunks;
+  size_t chunks_cap;
+  uint64_t* pagemap;
+  size_t pagemap_cap;  // entries
+  char* text;          // /proc reading buffer
+  uint8_t* wstack;     // stack the writer runs on, so the checkpoint thread's own stack holds still
+  size_t wstack_len;
+  size_t text_cap;
+  uint64_t excl[48][2];  // engine scratch ranges not to save
+  uint32_t excl_fixed;   // how many of them are the permanent scratch
+  uint32_t excl_count;
+  PluginOut plugin_out[kMaxPluginSections];
+  uint32_t plugin_out_count;
+  image::ProcessInfo proc;
+  int image_fd;  // while writing (fd_reserved)
+  bool ready;
+};
+
+extern Engine g;
+extern image::RestartInfo g_restart_info;
+
+// init.cpp
+bool alloc_scratch();
+void install_handler();
+// quiesce.cpp
+// Signals and waits for every other thread. False (threads released) on timeout.
+bool suspend_all(char* err, size_t err_len);
+void release_all();
+extern "C" void revive_handler(int sig, void* info, void* uc);
+// Per-thread fix-ups in a restored thread: robust list, rseq.
+void restored_thread_fixup(const image::ThreadRecord& r);
+// maps.cpp: fills g.regions from /proc/self/maps and g.proc from /proc/self/stat. Returns region count
+// or -errno.
+long read_maps(image::ProcessInfo* pi);
+// writer.cpp: writes the image for generation `gen` into `path` (tmp + fsync + rename + dir fsync).
+// Returns bytes written or -errno with a message.
+long write_image(const char* dir, const char* path, uint64_t gen, bool forked, char* err, size_t err_len);
+// plugin_host.cpp
+bool plugins_init();
+bool plugins_save(char* err, size_t err_len);
+void plugins_resume(bool ok);
+void plugins_free_output();
+bool plugins_restore(const image::RestartInfo& ri, char* err, size_t err_len);
+// checkpoint.cpp
+// One checkpoint of this process into generation `gen`. Returns 1 when it returns in a restored process,
+// 0 after a successful checkpoint (resumed), -1 on failure (resumed, message in err).
+int checkpoint_now(uint64_t gen, char* image_path, size_t path_cap, char* err, size_t err_len);
+void after_restore();
+
+}  // namespace revive::inject

@@ -1,0 +1,217 @@
+// Load-time set-up of the engine: configuration from the environment, the checkpoint signal handler
+// (raw rt_sigaction with our own restorer: the signal plugin interposes libc's sigaction), glibc layout
+// facts the restart needs, plugin init, and the checkpoint thread.
+#include <dlfcn.h>
+#include <errno.h>
+#include <gnu/libc-version.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "inject/engine.h"
+#include "inject/plugin.h"
+#include "inject/sys.h"
+
+namespace revive::inject {
+
+Engine g;
+image::RestartInfo g_restart_info;
+
+int checkpoint_signal() { return g.cfg.sig; }
+
+// The engine's descriptors are not the program's: the fd plugin must neither save nor replace them.
+bool fd_reserved(int fd) { return fd >= 0 && fd == g.image_fd; }
+
+namespace sys {
+void log(int level, const char* a, const char* b, const char* c, const char* d) {
+  if (g.cfg.log < level) return;
+  char line[1024] = "revive: ";
+  append(line, sizeof line, a);
+  append(line, sizeof line, b);
+  append(line, sizeof line, c);
+  append(line, sizeof line, d);
+  append(line, sizeof line, "\n");
+  write_all(2, line, slen(line));
+}
+}  // namespace sys
+
+namespace {
+
+uint64_t env_u64(const char* name, uint64_t dflt) {
+  const char* v = getenv(name);
+  if (!v || !*v) return dflt;
+  const char* p = v;
+  uint64_t r = sys::parse_dec(p);
+  return *p ? dflt : r;
+}
+
+void read_config() {
+  Config& c = g.cfg;
+  c.log = int(env_u64("REVIVE_LOG", 0));
+  c.interval_s = uint32_t(env_u64("REVIVE_INTERVAL", 0));
+  c.compress = env_u64("REVIVE_COMPRESS", 0) != 0;
+  c.fork = env_u64("REVIVE_FORK", 0) != 0;
+  int sig = int(env_u64("REVIVE_SIGNAL", 0));
+  c.sig = (sig >= SIGRTMIN && sig <= SIGRTMAX) ? sig : SIGRTMAX - 2;
+  if (sig && c.sig != sig) sys::log(0, "REVIVE_SIGNAL is not a real-time signal number; using the default");
+  const char* dir = getenv("REVIVE_CKPT_DIR");
+  if (dir && dir[0] == '/') {
+    sys::append(c.ckpt_dir, sizeof c.ckpt_dir, dir);
+  } else {
+    if (!getcwd(c.ckpt_dir, sizeof c.ckpt_dir)) sys::append(c.ckpt_dir, sizeof c.ckpt_dir, "/tmp");
+    if (dir && *dir) {
+      sys::append(c.ckpt_dir, sizeof c.ckpt_dir, "/");
+      sys::append(c.ckpt_dir, sizeof c.ckpt_dir, dir);
+    }
+  }
+  sys::append(c.prog, sizeof c.prog, program_invocation_short_name);
+  for (char* p = c.prog; *p; ++p)
+    if (*p == '/' || *p == ' ') *p = '_';
+}
+
+// Offset of struct pthread::tid from the thread pointer: the first 32-bit word equal to our tid. The
+// checkpoint thread re-checks it on its own descriptor (a second, independent tid) before trusting it.
+void find_glibc_layout() {
+  uint64_t fs = 0;
+  sys::sc(SYS_arch_prctl, 0x1003 /*ARCH_GET_FS*/, &fs);
+  int tid = sys::gettid();
+  for (uint32_t off = 0; off < 4096; off += 4) {
+    if (*reinterpret_cast<int*>(fs + off) == tid) {
+      g.tid_offset = off;
+      break;
+    }
+  }
+  auto* off = static_cast<const long*>(dlsym(RTLD_DEFAULT, "__rseq_offset"));
+  auto* size = static_cast<const unsigned*>(dlsym(RTLD_DEFAULT, "__rseq_size"));
+  if (off && size && *size) {
+    g.rseq_offset = *off;
+    g.rseq_size = *size < 32 ? 32 : *size;
+  }
+}
+
+void* ckpt_main(void*);
+
+}  // namespace
+
+bool Buf::put(const void* d, size_t n) {
+  if (len + n > cap) {
+    size_t ncap = cap ? cap : 65536;
+    while (ncap < len + n) ncap *= 2;
+    void* np = p ? mremap(p, cap, ncap, MREMAP_MAYMOVE)
+                 : mmap(nullptr, ncap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (np == MAP_FAILED) return false;
+    p = static_cast<uint8_t*>(np);
+    cap = ncap;
+  }
+  sys::copy(p + len, d, n);
+  len += n;
+  return true;
+}
+
+void Buf::release() {
+  if (p) munmap(p, cap);
+  p = nullptr;
+  len = cap = 0;
+}
+
+// Scratch the writer needs while threads are suspended, reserved once (MAP_NORESERVE: only touched
+// pages cost memory) and left out of images.
+bool alloc_scratch() {
+  struct {
+    void** where;
+    size_t bytes;
+  } want[] = {
+      {reinterpret_cast<void**>(&g.regions), size_t{65536} * sizeof(image::RegionRecord)},
+      {reinterpret_cast<void**>(&g.chunks), size_t{1} << 26},
+      {reinterpret_cast<void**>(&g.pagemap), size_t{1} << 20},
+      {reinterpret_cast<void**>(&g.text), size_t{1} << 24},
+      {reinterpret_cast<void**>(&g.wstack), size_t{1} << 20},
+  };
+  g.excl_count = 0;
+  for (auto& w : want) {
+    void* p = mmap(nullptr, w.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return false;
+    *w.where = p;
+    g.excl[g.excl_count][0] = reinterpret_cast<uint64_t>(p);
+    g.excl[g.excl_count][1] = reinterpret_cast<uint64_t>(p) + w.bytes;
+    ++g.excl_count;
+  }
+  g.excl_fixed = g.excl_count;
+  g.regions_cap = 65536;
+  g.chunks_cap = (size_t{1} << 26) / sizeof(image::ChunkRecord);
+  g.pagemap_cap = (size_t{1} << 20) / 8;
+  g.text_cap = size_t{1} << 24;
+  g.wstack_len = size_t{1} << 20;
+  return true;
+}
+
+void install_handler() {
+  struct {
+    void* handler;
+    unsigned long flags;
+    void* restorer;
+    uint64_t mask;
+  } ka = {reinterpret_cast<void*>(&revive_handler), SA_SIGINFO | SA_RESTART | SA_ONSTACK | 0x04000000 /*SA_RESTORER*/,
+          reinterpret_cast<void*>(&revive_sigreturn), 0};
+  long r = sys::sc(SYS_rt_sigaction, g.cfg.sig, &ka, nullptr, 8);
+  if (r < 0) sys::log(0, "cannot install the checkpoint signal handler");
+}
+
+namespace {
+
+__attribute__((constructor)) void revive_init() {
+  g.image_fd = -1;
+  read_config();
+  find_glibc_layout();
+  g.upid = uint64_t(sys::getpid());
+  if (!alloc_scratch()) {
+    sys::log(0, "cannot reserve scratch memory; checkpointing disabled");
+    return;
+  }
+  install_handler();
+  if (!plugins_init()) sys::log(0, "a plugin failed to initialise; checkpointing disabled");
+  else g.ready = true;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 1 << 20);
+  sigset_t all;
+  sigfillset(&all);
+  pthread_attr_setsigmask_np(&attr, &all);
+  pthread_t t;
+  if (pthread_create(&t, &attr, ckpt_main, nullptr) != 0) sys::log(0, "cannot start the checkpoint thread");
+  pthread_attr_destroy(&attr);
+}
+
+void* ckpt_main(void*) {
+  g.ckpt_tid = sys::gettid();
+  uint64_t fs = 0;
+  sys::sc(SYS_arch_prctl, 0x1003, &fs);
+  if (g.tid_offset == 0 || *reinterpret_cast<int*>(fs + g.tid_offset) != g.ckpt_tid) {
+    sys::log(0, "cannot locate glibc's cached thread id; checkpointing disabled");
+    g.ready = false;
+  }
+  char path[2048], err[512];
+  for (;;) {
+    uint32_t seen = __atomic_load_n(&g.trigger, __ATOMIC_ACQUIRE);
+    long timeout = g.cfg.interval_s ? long(g.cfg.interval_s) * 1000000000L : -1;
+    long r = sys::futex_wait(&g.trigger, seen, timeout);
+    if (r == -4 /*EINTR*/) continue;
+    if (!g.ready) continue;
+    uint64_t gen = g.generation + 1;
+    err[0] = 0;
+    int rc = checkpoint_now(gen, path, sizeof path, err, sizeof err);
+    if (rc == 1) {
+      after_restore();
+    } else if (rc == 0) {
+      sys::log(1, "checkpoint written: ", path);
+    } else {
+      sys::log(0, "checkpoint failed: ", err);
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+}  // namespace revive::inject

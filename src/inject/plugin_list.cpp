@@ -1,0 +1,17 @@
+// The plugins linked into the engine, in the order their events run (docs/contracts.md). The references
+// are weak so the engine links and runs while a plugin is not built (yet); a missing one is skipped.
+#include "inject/plugin.h"
+
+namespace revive::inject {
+
+extern const Plugin kProcPlugin __attribute__((weak));
+extern const Plugin kFdPlugin __attribute__((weak));
+extern const Plugin kSignalPlugin __attribute__((weak));
+extern const Plugin kTimerPlugin __attribute__((weak));
+
+// Order recommended by the plugins' author (src/plugins/plugins.h): limits before fds, dispositions
+// before timers can fire.
+const Plugin* const kPlugins[] = {&kProcPlugin, &kFdPlugin, &kSignalPlugin, &kTimerPlugin};
+const size_t kPluginCount = sizeof kPlugins / sizeof kPlugins[0];
+
+}  // namespace revive::inject

@@ -1,0 +1,247 @@
+// Image writer. Page runs go to the file with one write() each, straight from process memory (no
+// staging copy); only pages that hold data are stored: pagemap says which are populated (and, for
+// private file mappings, which were modified), and populated pages that are all zero are dropped.
+#include <fcntl.h>
+#include <gnu/libc-version.h>
+#include <sys/mman.h>
+#include <sys/utsname.h>
+#include <time.h>
+
+#include "inject/engine.h"
+#include "inject/plugin.h"
+#include "inject/sys.h"
+
+#define XXH_INLINE_ALL  // header-only: nothing to link into the preloaded library
+#include <xxhash.h>
+
+namespace revive::inject {
+namespace {
+
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kChunkMax = 8u << 20;  // checksum granularity and write size
+constexpr uint64_t kPmPresent = 1ull << 63, kPmSwap = 1ull << 62, kPmFile = 1ull << 61;
+
+struct Out {
+  int fd;
+  uint64_t off;
+  long err;
+  size_t nchunks;
+};
+
+bool page_is_zero(const uint8_t* p) {
+  auto* w = reinterpret_cast<const uint64_t*>(p);
+  for (size_t i = 0; i < kPage / 8; i += 4)
+    if (w[i] | w[i + 1] | w[i + 2] | w[i + 3]) return false;
+  return true;
+}
+
+bool flush_run(Out* o, uint64_t addr, uint64_t len) {
+  if (!len) return true;
+  if (o->nchunks >= g.chunks_cap) {
+    o->err = -12;
+    return false;
+  }
+  image::ChunkRecord* c = &g.chunks[o->nchunks++];
+  c->addr = addr;
+  c->len = len;
+  c->file_offset = o->off;
+  c->stored_len = len;
+  c->xxh3 = XXH3_64bits(reinterpret_cast<const void*>(addr), len);
+  long r = sys::write_all(o->fd, reinterpret_cast<const void*>(addr), len);
+  if (r < 0) {
+    o->err = r;
+    return false;
+  }
+  o->off += len;
+  return true;
+}
+
+bool save_region(Out* o, int pm_fd, image::RegionRecord* r) {
+  r->first_chunk = uint32_t(o->nchunks);
+  r->chunk_count = 0;
+  const bool all = r->flags & image::kRegSavedAll;
+  if (r->flags & image::kRegSpecial) {
+    // The vdso's bytes let the restarter refuse a kernel whose vdso differs (libc caches pointers into it).
+    bool ok = true;
+    if (sys::starts_with(r->path, "[vdso]")) ok = flush_run(o, r->start, r->end - r->start);
+    r->chunk_count = uint32_t(o->nchunks - r->first_chunk);
+    return ok;
+  }
+  if (!all && (r->flags & image::kRegShared)) return true;
+  bool opened = false;  // made readable for the copy
+  uint64_t run_start = 0, run_len = 0;
+  for (uint64_t a = r->start; a < r->end;) {
+    uint64_t n = (r->end - a) / kPage;
+    if (n > g.pagemap_cap) n = g.pagemap_cap;
+    long got = sys::sc(SYS_pread64, pm_fd, g.pagemap, n * 8, (a / kPage) * 8);
+    if (got <= 0) {
+      o->err = got < 0 ? got : -5;
+      return false;
+    }
+    n = uint64_t(got) / 8;
+    for (uint64_t i = 0; i < n; ++i, a += kPage) {
+      uint64_t pm = g.pagemap[i];
+      bool want = (pm & (kPmPresent | kPmSwap)) && (all || !(pm & kPmFile));
+      if (want && !(r->prot & PROT_READ) && !opened) {
+        sys::sc(SYS_mprotect, r->start, r->end - r->start, r->prot | PROT_READ);
+        opened = true;
+      }
+      if (want) want = !page_is_zero(reinterpret_cast<const uint8_t*>(a));
+      if (want && run_len && run_start + run_len == a && run_len < kChunkMax) {
+        run_len += kPage;
+        continue;
+      }
+      if (!flush_run(o, run_start, run_len)) return false;
+      run_len = 0;
+      if (want) run_start = a, run_len = kPage;
+    }
+  }
+  bool ok = flush_run(o, run_start, run_len);
+  if (opened) sys::sc(SYS_mprotect, r->start, r->end - r->start, r->prot);
+  r->chunk_count = uint32_t(o->nchunks - r->first_chunk);
+  return ok;
+}
+
+bool put_section(Out* o, image::SectionEntry* e, const char* name, uint32_t kind, uint32_t version, const void* p,
+                 uint64_t len) {
+  sys::zero(e, sizeof *e);
+  for (size_t i = 0; name[i] && i + 1 < sizeof e->name; ++i) e->name[i] = name[i];
+  e->kind = kind;
+  e->version = version;
+  static const uint8_t pad[8] = {0};
+  uint64_t fill = (8 - o->off % 8) % 8;
+  if (fill && sys::write_all(o->fd, pad, fill) < 0) return false;
+  o->off += fill;
+  e->offset = o->off;
+  e->length = len;
+  e->xxh3 = XXH3_64bits(p, len);
+  long r = len ? sys::write_all(o->fd, p, len) : 0;
+  if (r < 0) {
+    o->err = r;
+    return false;
+  }
+  o->off += len;
+  return true;
+}
+
+void copy_str(char* dst, size_t cap, const char* s) {
+  dst[0] = 0;
+  sys::append(dst, cap, s);
+}
+
+long fail(char* err, size_t n, const char* what, const char* path, long code) {
+  sys::append(err, n, what);
+  sys::append(err, n, path);
+  sys::append(err, n, " (errno ");
+  sys::append_u64(err, n, uint64_t(-code));
+  sys::append(err, n, ")");
+  return code < 0 ? code : -5;
+}
+
+}  // namespace
+
+long write_image(const char* dir, const char* path, uint64_t gen, bool forked, char* err, size_t err_len) {
+  char tmp[2100] = "";
+  sys::append(tmp, sizeof tmp, path);
+  sys::append(tmp, sizeof tmp, ".tmp");
+  int fd = int(sys::sc(SYS_open, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (fd < 0) return fail(err, err_len, "cannot create ", tmp, fd);
+  g.image_fd = fd;
+  image::ProcessInfo* pi = &g.proc;
+  long nreg = read_maps(pi);
+  int pm_fd = int(sys::sc(SYS_open, "/proc/self/pagemap", O_RDONLY | O_CLOEXEC));
+  Out o = {fd, image::kHeaderSize, 0, 0};
+  bool ok = nreg >= 0 && pm_fd >= 0 && sys::sc(SYS_lseek, fd, image::kHeaderSize, 0 /*SEEK_SET*/) >= 0;
+  if (!ok) o.err = nreg < 0 ? nreg : -5;
+  for (long i = 0; ok && i < nreg; ++i) ok = save_region(&o, pm_fd, &g.regions[i]);
+  if (pm_fd >= 0) sys::sc(SYS_close, pm_fd);
+
+  // Tables.
+  uint32_t nthreads = g.nslots < kMaxThreads ? g.nslots : kMaxThreads;
+  pi->restart_info_addr = reinterpret_cast<uint64_t>(&g_restart_info);
+  pi->rseq_offset = uint64_t(g.rseq_offset);
+  pi->rseq_size = g.rseq_size;
+  pi->rseq_sig = 0x53053053;
+  pi->thread_count = nthreads + 1;
+  pi->tid_offset = g.tid_offset;
+  image::SectionEntry dir_entries[4 + kMaxPluginSections];
+  uint32_t nd = 0;
+  ok = ok && put_section(&o, &dir_entries[nd++], image::kSecProcess, image::kKindEngine, image::kProcessVersion, pi,
+                         sizeof *pi);
+  // Threads: user threads' slots then the checkpoint thread. ThreadSlot starts with its record, but the
+  // slots are not contiguous records, so they go through a small staging array on the stack in batches.
+  if (ok) {
+    image::SectionEntry* e = &dir_entries[nd++];
+    static image::ThreadRecord recs[kMaxThreads + 1];  // checkpoint thread only
+    for (uint32_t i = 0; i < nthreads; ++i) recs[i] = g.slots[i].rec;
+    recs[nthreads] = g.ckpt_rec;
+    ok = put_section(&o, e, image::kSecThreads, image::kKindEngine, image::kThreadsVersion, recs,
+                     (nthreads + 1) * sizeof(image::ThreadRecord));
+  }
+  ok = ok && put_section(&o, &dir_entries[nd++], image::kSecRegions, image::kKindEngine, image::kRegionsVersion,
+                         g.regions, uint64_t(nreg) * sizeof(image::RegionRecord));
+  ok = ok && put_section(&o, &dir_entries[nd++], image::kSecChunks, image::kKindEngine, image::kChunksVersion,
+                         g.chunks, o.nchunks * sizeof(image::ChunkRecord));
+  for (uint32_t i = 0; ok && i < g.plugin_out_count; ++i) {
+    const PluginOut& po = g.plugin_out[i];
+    ok = put_section(&o, &dir_entries[nd++], po.name, image::kKindPlugin, po.version, po.data.p, po.data.len);
+  }
+  // Directory, trailer, header.
+  uint64_t dir_off = (o.off + 7) / 8 * 8;
+  if (ok && dir_off != o.off) {
+    static const uint8_t pad[8] = {0};
+    ok = sys::write_all(fd, pad, dir_off - o.off) == 0;
+    o.off = dir_off;
+  }
+  ok = ok && sys::write_all(fd, dir_entries, nd * sizeof(image::SectionEntry)) == 0;
+  o.off += nd * sizeof(image::SectionEntry);
+  image::Trailer t;
+  sys::zero(&t, sizeof t);
+  sys::copy(t.magic, image::kTrailerMagic, sizeof t.magic);
+  t.dir_offset = dir_off;
+  t.dir_count = nd;
+  t.file_size = o.off + sizeof t;
+  t.dir_xxh3 = XXH3_64bits(dir_entries, nd * sizeof(image::SectionEntry));
+  t.trailer_xxh3 = XXH3_64bits(&t, offsetof(image::Trailer, trailer_xxh3));
+  ok = ok && sys::write_all(fd, &t, sizeof t) == 0;
+  image::FileHeader h;
+  sys::zero(&h, sizeof h);
+  sys::copy(h.magic, image::kMagic, sizeof h.magic);
+  h.version = image::kFormatVersion;
+  h.arch = image::kArchX86_64;
+  h.page_size = uint32_t(kPage);
+  h.flags = image::kFlagSparse | (forked ? uint32_t{image::kFlagForked} : 0u);
+  h.dir_offset = dir_off;
+  h.dir_count = nd;
+  h.file_size = t.file_size;
+  h.pid = uint64_t(sys::getpid());
+  h.upid = g.upid;
+  h.generation = gen;
+  struct timespec ts;
+  sys::sc(SYS_clock_gettime, CLOCK_REALTIME, &ts);
+  h.created_unix_ns = uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
+  struct utsname u;
+  if (sys::sc(SYS_uname, &u) == 0) copy_str(h.kernel, sizeof h.kernel, u.release);
+  copy_str(h.glibc, sizeof h.glibc, gnu_get_libc_version());
+  copy_str(h.prog, sizeof h.prog, g.cfg.prog);
+  h.header_xxh3 = XXH3_64bits(&h, offsetof(image::FileHeader, header_xxh3));
+  ok = ok && sys::sc(SYS_pwrite64, fd, &h, sizeof h, 0) == long(sizeof h);
+  long r = ok ? sys::sc(SYS_fsync, fd) : 0;
+  ok = ok && r == 0;
+  sys::sc(SYS_close, fd);
+  g.image_fd = -1;
+  if (!ok) {
+    sys::sc(SYS_unlink, tmp);
+    return fail(err, err_len, "cannot write image ", tmp, o.err ? o.err : r ? r : -5);
+  }
+  r = sys::sc(SYS_rename, tmp, path);
+  if (r < 0) return fail(err, err_len, "cannot rename into ", path, r);
+  int dfd = int(sys::sc(SYS_open, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dfd >= 0) {
+    sys::sc(SYS_fsync, dfd);
+    sys::sc(SYS_close, dfd);
+  }
+  return long(t.file_size);
+}
+
+}  // namespace revive::inject

@@ -1,0 +1,155 @@
+// Handing the process over to the restored engine: the RestartInfo block (environment, plugin sections,
+// what to unmap), then the saved threads, each a clone with glibc's pthread_create flags that starts
+// directly in its saved engine context. This thread becomes the saved main thread last.
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/rseq.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "image/restart_info.h"
+#include "restart/restart.h"
+
+extern "C" long restart_clone(unsigned long flags, uint64_t stack, uint64_t ptid, uint64_t ctid, uint64_t tls,
+                              const uint64_t* ctx);
+extern "C" void restart_jump(const uint64_t* ctx, uint64_t fs_base) __attribute__((noreturn));
+extern char** environ;
+
+namespace revive::restart {
+namespace {
+
+uint64_t align8(uint64_t x) { return (x + 7) / 8 * 8; }
+
+// Everything of ours that is neither restored memory, nor a special mapping, nor the blob: to unmap.
+uint32_t collect_unmap(const image::View& v, uint64_t blob, uint64_t blob_len, uint64_t (*out)[2], uint32_t cap) {
+  static Range own[kMaxOwn];
+  long n = read_own_maps(own, kMaxOwn);
+  uint32_t k = 0;
+  for (long i = 0; i < n; ++i) {
+    if (strncmp(own[i].name, "[vdso]", 6) == 0 || strncmp(own[i].name, "[vvar", 5) == 0 ||
+        strncmp(own[i].name, "[vsyscall]", 10) == 0)
+      continue;
+    // Subtract restored regions and the blob (the kernel may have merged neighbours into one line).
+    uint64_t s = own[i].start;
+    const uint64_t end = own[i].end;
+    while (s < end) {
+      uint64_t e = end;
+      bool skip = false;
+      auto cut = [&](uint64_t a, uint64_t b) {
+        if (a <= s && s < b) {
+          s = b < end ? b : end;
+          skip = true;
+        } else if (s < a && a < e) {
+          e = a;
+        }
+      };
+      for (uint32_t r = 0; r < v.region_count && !skip; ++r) cut(v.regions[r].start, v.regions[r].end);
+      if (!skip) cut(blob, blob + blob_len);
+      if (skip) continue;
+      if (k < cap) {
+        out[k][0] = s;
+        out[k][1] = e;
+        ++k;
+      }
+      s = e;
+    }
+  }
+  return k;
+}
+
+}  // namespace
+
+bool hand_over(const image::View& v, const char* image_path, bool lazy, char* err, size_t err_len) {
+  // Blob: REVIVE_* environment, plugin sections, image path.
+  uint64_t env_len = 1, plug_len = 0;
+  for (char** e = environ; *e; ++e)
+    if (strncmp(*e, "REVIVE_", 7) == 0) env_len += strlen(*e) + 1;
+  for (uint32_t i = 0; i < v.dir_count; ++i)
+    if (v.dir[i].kind == image::kKindPlugin) plug_len += sizeof(image::PluginBlob) + align8(v.dir[i].length);
+  uint64_t path_len = strlen(image_path) + 1;
+  uint64_t blob_len = (align8(env_len) + plug_len + path_len + 4095) / 4096 * 4096;
+  auto* blob = static_cast<uint8_t*>(mmap(nullptr, blob_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  if (blob == MAP_FAILED) {
+    snprintf(err, err_len, "cannot map %llu bytes for the hand-over: %s", (unsigned long long)blob_len, strerror(errno));
+    return false;
+  }
+  image::RestartInfo ri;
+  memset(&ri, 0, sizeof ri);
+  ri.blob_addr = reinterpret_cast<uint64_t>(blob);
+  ri.blob_len = blob_len;
+  uint64_t off = 0;
+  ri.env_off = 0;
+  for (char** e = environ; *e; ++e)
+    if (strncmp(*e, "REVIVE_", 7) == 0) {
+      size_t l = strlen(*e) + 1;
+      memcpy(blob + off, *e, l);
+      off += l;
+    }
+  blob[off++] = 0;
+  ri.env_len = off;
+  off = align8(off);
+  ri.plugins_off = off;
+  for (uint32_t i = 0; i < v.dir_count; ++i) {
+    const image::SectionEntry& s = v.dir[i];
+    if (s.kind != image::kKindPlugin) continue;
+    image::PluginBlob h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.name, s.name, sizeof h.name);
+    h.version = s.version;
+    h.length = s.length;
+    memcpy(blob + off, &h, sizeof h);
+    memcpy(blob + off + sizeof h, v.base + s.offset, s.length);
+    off += sizeof h + align8(s.length);
+  }
+  ri.plugins_len = off - ri.plugins_off;
+  ri.image_path_off = off;
+  memcpy(blob + off, image_path, path_len);
+  ri.lazy = lazy;
+  ri.magic = image::kRestartInfoMagic;
+
+  // The saved thread this (leader) thread becomes: the saved leader, else the checkpoint thread.
+  const image::ThreadRecord* self = nullptr;
+  for (uint32_t i = 0; i < v.thread_count; ++i)
+    if (v.threads[i].is_main) self = &v.threads[i];
+  for (uint32_t i = 0; i < v.thread_count && !self; ++i)
+    if (v.threads[i].is_ckpt) self = &v.threads[i];
+  if (!self) {
+    snprintf(err, err_len, "no thread to continue");
+    return false;
+  }
+
+  // From here on no more allocations: the unmap list must describe our final layout.
+  ri.unmap_count = collect_unmap(v, ri.blob_addr, blob_len, ri.unmap, image::kMaxUnmap);
+  auto* dst = reinterpret_cast<image::RestartInfo*>(v.process->restart_info_addr);
+  memcpy(dst, &ri, sizeof ri);
+
+  sigset_t all;
+  sigfillset(&all);
+  syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, nullptr, 8);
+  // Our own rseq area is about to be unmapped: the kernel must stop updating it.
+  if (__rseq_size > 0) {
+    auto* area = reinterpret_cast<char*>(__builtin_thread_pointer()) + __rseq_offset;
+    syscall(SYS_rseq, area, __rseq_size < 32 ? 32 : __rseq_size, RSEQ_FLAG_UNREGISTER, RSEQ_SIG);
+  }
+  const unsigned long flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM |
+                              CLONE_SETTLS | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID;
+  for (uint32_t i = 0; i < v.thread_count; ++i) {
+    const image::ThreadRecord& t = v.threads[i];
+    if (&t == self) continue;
+    long r = restart_clone(flags, t.ctx[6], t.tid_addr, t.tid_addr, t.fs_base, t.ctx);
+    if (r < 0) {
+      // Threads already started are parked in the engine; nothing sane to continue with.
+      snprintf(err, err_len, "clone for saved thread %llu failed: %s", (unsigned long long)t.tid, strerror(int(-r)));
+      return false;
+    }
+  }
+  syscall(SYS_set_tid_address, self->tid_addr);
+  *reinterpret_cast<volatile int*>(self->tid_addr) = int(syscall(SYS_gettid));
+  restart_jump(self->ctx, self->fs_base);
+}
+
+}  // namespace revive::restart

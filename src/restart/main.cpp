@@ -1,0 +1,110 @@
+// revive-restart [--lazy] IMAGE: rebuilds a process from a transparent checkpoint image and continues it.
+//
+// Address-space collisions: this program is a static PIE, so the kernel places it (and its stack) at
+// random. If any of our mappings overlaps a region the image needs, we re-exec ourselves for a new random
+// layout (up to 32 times) instead of relocating at run time: simple, and the odds of a clash are small.
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "restart/restart.h"
+
+using namespace revive;
+
+namespace {
+
+int usage() {
+  fprintf(stderr, "usage: revive-restart [--lazy] IMAGE.rimg\n"
+                  "  --lazy  map the image's pages instead of reading them (uncompressed images; the image file\n"
+                  "          must stay in place while the program runs)\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool lazy = false;
+  const char* path = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--lazy") == 0) lazy = true;
+    else if (strcmp(argv[i], "--help") == 0 || argv[i][0] == '-') return usage();
+    else if (!path) path = argv[i];
+    else return usage();
+  }
+  if (!path) return usage();
+  static char abs[PATH_MAX];
+  if (!realpath(path, abs)) {
+    fprintf(stderr, "revive-restart: image %s: %s\n", path, strerror(errno));
+    return 2;
+  }
+  int fd = open(abs, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    fprintf(stderr, "revive-restart: image %s: %s\n", abs, strerror(errno));
+    return 2;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    fprintf(stderr, "revive-restart: image %s: not a regular file\n", abs);
+    return 2;
+  }
+  const uint8_t* base = nullptr;
+  if (st.st_size > 0) {
+    void* m = mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED) {
+      fprintf(stderr, "revive-restart: image %s: mmap: %s\n", abs, strerror(errno));
+      return 2;
+    }
+    base = static_cast<const uint8_t*>(m);
+  }
+  static char err[1024];
+  image::View v;
+  if (!image::open_view(abs, base, uint64_t(st.st_size), &v, err, sizeof err)) {
+    fprintf(stderr, "revive-restart: %s\n", err);
+    return 2;
+  }
+  if (lazy && (v.hdr->flags & image::kFlagCompressed)) {
+    fprintf(stderr, "revive-restart: image %s is compressed; --lazy needs an uncompressed image\n", abs);
+    return 2;
+  }
+  static restart::Range own[restart::kMaxOwn];
+  long n = restart::read_own_maps(own, restart::kMaxOwn);
+  if (n < 0) {
+    fprintf(stderr, "revive-restart: cannot read /proc/self/maps\n");
+    return 3;
+  }
+  if (restart::collides(v, own, size_t(n), err, sizeof err)) {
+    const char* a = getenv("REVIVE_RESTART_ATTEMPT");
+    int attempt = a ? atoi(a) : 0;
+    if (attempt >= 32) {
+      fprintf(stderr, "revive-restart: %s (still after %d re-executions)\n", err, attempt);
+      return 3;
+    }
+    char buf[16];
+    snprintf(buf, sizeof buf, "%d", attempt + 1);
+    setenv("REVIVE_RESTART_ATTEMPT", buf, 1);
+    execv("/proc/self/exe", argv);
+    fprintf(stderr, "revive-restart: re-exec failed: %s\n", strerror(errno));
+    return 3;
+  }
+  unsetenv("REVIVE_RESTART_ATTEMPT");
+  if (!restart::move_specials(v, own, size_t(n), err, sizeof err)) {
+    fprintf(stderr, "revive-restart: image %s: %s\n", abs, err);
+    return 3;
+  }
+  // No time functions from here on: our libc's vdso pointers went stale with the move.
+  if (!restart::restore_memory(v, abs, fd, lazy, err, sizeof err)) {
+    fprintf(stderr, "revive-restart: image %s: %s\n", abs, err);
+    return 3;
+  }
+  restart::restore_mm(v);
+  close(fd);
+  restart::hand_over(v, abs, lazy, err, sizeof err);
+  fprintf(stderr, "revive-restart: image %s: %s\n", abs, err);
+  return 3;
+}

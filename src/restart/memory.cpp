@@ -1,0 +1,127 @@
+// Rebuilding the address space: each saved region is mapped at its own address (MAP_FIXED_NOREPLACE:
+// the collision check ran before, so a clash here is a bug worth a message, never a silent overwrite),
+// file-backed regions from their files, then the saved bytes go back on top.
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "restart/restart.h"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+namespace revive::restart {
+namespace {
+
+bool fail(char* err, size_t n, const image::RegionRecord& r, const char* what, int e) {
+  snprintf(err, n, "region %llx-%llx %s: %s%s%s", (unsigned long long)r.start, (unsigned long long)r.end,
+           r.path[0] ? r.path : "(anonymous)", what, e ? ": " : "", e ? strerror(e) : "");
+  return false;
+}
+
+bool map_region(const image::RegionRecord& r, char* err, size_t n) {
+  const uint64_t len = r.end - r.start;
+  const bool shared = r.flags & image::kRegShared;
+  int prot = int(r.prot) | PROT_READ | PROT_WRITE;  // writable while the bytes go back
+  void* want = reinterpret_cast<void*>(r.start);
+  void* got;
+  if (r.flags & image::kRegFile) {
+    int fd = open(r.path, (shared && (r.prot & PROT_WRITE)) ? O_RDWR : O_RDONLY);
+    if (fd < 0) return fail(err, n, r, "cannot open the mapped file", errno);
+    struct stat st;
+    fstat(fd, &st);
+    int64_t mtime = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    if (!shared && (st.st_ino != r.ino || uint64_t(st.st_size) != r.file_size || mtime != r.file_mtime_ns)) {
+      close(fd);
+      return fail(err, n, r, "file changed since the checkpoint (inode, size or mtime differ)", 0);
+    }
+    if (shared) prot = int(r.prot) | ((r.flags & image::kRegSavedAll) ? PROT_WRITE : 0);
+    got = mmap(want, len, prot, (shared ? MAP_SHARED : MAP_PRIVATE) | MAP_FIXED_NOREPLACE, fd, off_t(r.file_offset));
+    int e = errno;
+    close(fd);
+    if (got != want) return fail(err, n, r, "mmap of the file failed", got == MAP_FAILED ? e : EEXIST);
+    return true;
+  }
+  int flags = (shared ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE;
+  if (r.flags & image::kRegGrowsDown) flags |= MAP_GROWSDOWN;
+  got = mmap(want, len, prot, flags, -1, 0);
+  if (got != want) return fail(err, n, r, "mmap failed", got == MAP_FAILED ? errno : EEXIST);
+  return true;
+}
+
+bool fill_region(const image::View& v, const image::RegionRecord& r, const char* name, int fd, bool lazy, char* err,
+                 size_t n) {
+  // Lazy: page runs become private mappings of the image file (demand paging). Not for shared memory
+  // (must stay shared) nor a growsdown stack (a file mapping cannot grow down).
+  const bool map_it = lazy && !(r.flags & (image::kRegShared | image::kRegGrowsDown));
+  for (uint32_t c = r.first_chunk; c < r.first_chunk + r.chunk_count; ++c) {
+    const image::ChunkRecord& k = v.chunks[c];
+    void* at = reinterpret_cast<void*>(k.addr);
+    if (map_it) {
+      void* got = mmap(at, k.len, int(r.prot) | PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd,
+                       off_t(k.file_offset));
+      if (got != at) return fail(err, n, r, "lazy mapping of the image failed", errno);
+      continue;
+    }
+    for (uint64_t done = 0; done < k.len;) {
+      ssize_t got = pread(fd, static_cast<char*>(at) + done, k.len - done, off_t(k.file_offset + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) return fail(err, n, r, "reading the image failed", got < 0 ? errno : EIO);
+      done += uint64_t(got);
+    }
+    if (XXH3_64bits(at, k.len) != k.xxh3) {
+      char what[160];
+      snprintf(what, sizeof what, "data chunk %u (%llu bytes at image offset %llu) checksum mismatch in %s", c,
+               (unsigned long long)k.len, (unsigned long long)k.file_offset, name);
+      return fail(err, n, r, what, 0);
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool restore_memory(const image::View& v, const char* name, int fd, bool lazy, char* err, size_t n) {
+  for (uint32_t i = 0; i < v.region_count; ++i) {
+    const image::RegionRecord& r = v.regions[i];
+    if (r.flags & image::kRegSpecial) continue;
+    if (!map_region(r, err, n)) return false;
+    if (!fill_region(v, r, name, fd, lazy, err, n)) return false;
+    if (mprotect(reinterpret_cast<void*>(r.start), r.end - r.start, int(r.prot)) != 0)
+      return fail(err, n, r, "mprotect failed", errno);
+  }
+  return true;
+}
+
+void restore_mm(const image::View& v) {
+  const image::ProcessInfo* pi = v.process;
+  struct prctl_mm_map m;
+  memset(&m, 0, sizeof m);
+  m.start_code = pi->start_code;
+  m.end_code = pi->end_code;
+  m.start_data = pi->start_data;
+  m.end_data = pi->end_data;
+  m.start_brk = pi->start_brk;
+  m.brk = pi->brk;
+  m.start_stack = pi->start_stack;
+  m.arg_start = pi->arg_start;
+  m.arg_end = pi->arg_end;
+  m.env_start = pi->env_start;
+  m.env_end = pi->env_end;
+  m.exe_fd = uint32_t(-1);
+  // Needs CAP_SYS_RESOURCE (or CAP_CHECKPOINT_RESTORE). Without it the kernel keeps our own brk; glibc's
+  // sbrk then fails (the old heap is in the way) and malloc falls back to mmap: slower, still correct.
+  if (prctl(PR_SET_MM, PR_SET_MM_MAP, &m, sizeof m, 0) != 0) {
+    if (getenv("REVIVE_LOG") && atoi(getenv("REVIVE_LOG")) >= 1)
+      fprintf(stderr, "revive-restart: PR_SET_MM_MAP failed (%s); malloc will use mmap instead of brk\n",
+              strerror(errno));
+  }
+}
+
+}  // namespace revive::restart

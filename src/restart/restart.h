@@ -1,0 +1,41 @@
+// revive-restart internals. The program is static (no loader, no libc after the jump) and allocation-
+// free once it starts placing memory: the heap it might grow into is an address the image may need.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "image/view.h"
+
+namespace revive::restart {
+
+struct Range {
+  uint64_t start, end;
+  char name[32];  // "[vdso]", "[stack]", ... or "" (first characters of the path)
+};
+
+constexpr size_t kMaxOwn = 256;
+
+// Our own mappings from /proc/self/maps. Returns count or -1.
+long read_own_maps(Range* out, size_t cap);
+
+// True if a saved region or a saved special mapping overlaps one of our (non-special) mappings; `what`
+// gets a description of the first collision.
+bool collides(const image::View& v, const Range* own, size_t n, char* what, size_t what_len);
+
+// Moves this kernel's [vvar] [vvar_vclock] [vdso] to the saved addresses. Refuses (false + message) when
+// the sizes or the vdso bytes differ: the restored libc holds pointers into the old vdso.
+bool move_specials(const image::View& v, const Range* own, size_t n, char* err, size_t err_len);
+
+// Maps every saved region at its address with its protection and puts the saved bytes back (read, or
+// with lazy: mapped privately from the image file).
+bool restore_memory(const image::View& v, const char* image_name, int image_fd, bool lazy, char* err,
+                    size_t err_len);
+
+// Makes the kernel's idea of brk/code/data/stack/args match the restored memory (PR_SET_MM_MAP).
+void restore_mm(const image::View& v);
+
+// Fills in the engine's RestartInfo and starts the saved threads; does not return on success.
+bool hand_over(const image::View& v, const char* image_path, bool lazy, char* err, size_t err_len);
+
+}  // namespace revive::restart

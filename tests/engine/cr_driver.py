@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Checkpoint/kill/restart driver for the transparent engine (tests/engine).
+
+Runs PROG once natively (reference), then under LD_PRELOAD=librevive_inject.so: after a random delay it
+asks for a checkpoint (the checkpoint signal sent from outside, the engine's standalone trigger), waits
+for the image to be durable, SIGKILLs the program, restarts it with revive-restart and requires the
+same stdout (a regular file, restored by the fd plugin), the same extra files and the same exit code.
+"""
+import argparse, glob, os, random, shutil, signal, subprocess, sys, time
+
+def fail(msg):
+    print("FAIL: " + msg, flush=True)
+    sys.exit(1)
+
+def wait_image(ckdir, gen, timeout):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        imgs = glob.glob(os.path.join(ckdir, "ckpt-%d" % gen, "*.rimg"))
+        if imgs:
+            return imgs[0]
+        time.sleep(0.02)
+    fail("no image for generation %d in %s after %ds" % (gen, ckdir, timeout))
+
+def ckpt_signal():
+    return int(os.environ.get("REVIVE_SIGNAL", signal.SIGRTMAX - 2))
+
+def checkpoint_and_kill(proc, ckdir, first_gen, count, dmin, dmax, rng):
+    img = None
+    for k in range(count):
+        time.sleep(rng.uniform(dmin, dmax))
+        if proc.poll() is not None:
+            fail("program ended (rc %s) before checkpoint %d; make it run longer" % (proc.returncode, k + 1))
+        os.kill(proc.pid, ckpt_signal())
+        img = wait_image(ckdir, first_gen + k, 120)
+        print("checkpoint %d: %s (%d bytes)" % (first_gen + k, img, os.path.getsize(img)), flush=True)
+    time.sleep(rng.uniform(0, dmin))
+    if proc.poll() is not None:
+        fail("program ended (rc %s) before it could be killed; make it run longer" % proc.returncode)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    if proc.returncode != -signal.SIGKILL:
+        fail("program was not killed by SIGKILL (rc %s)" % proc.returncode)
+    return img
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--inject", required=True)
+    ap.add_argument("--restart", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--delay", type=float, nargs=2, default=[0.3, 0.8])
+    ap.add_argument("--ckpts", type=int, default=1, help="checkpoints before the kill; restart from the last")
+    ap.add_argument("--chain", type=int, default=0, help="checkpoint+kill the restarted program this many times")
+    ap.add_argument("--lazy", action="store_true")
+    ap.add_argument("--env", action="append", default=[], help="K=V for the checkpointed run")
+    ap.add_argument("--file", action="append", default=[], help="output file (in the cwd) to compare too")
+    ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("prog", nargs=argparse.REMAINDER)
+    a = ap.parse_args()
+    prog = a.prog[1:] if a.prog and a.prog[0] == "--" else a.prog
+    seed = a.seed if a.seed is not None else random.randrange(1 << 30)
+    rng = random.Random(seed)
+    print("seed %d" % seed, flush=True)
+    shutil.rmtree(a.workdir, ignore_errors=True)
+    ref, run, ck = (os.path.join(a.workdir, d) for d in ("ref", "run", "ck"))
+    for d in (ref, run, ck):
+        os.makedirs(d)
+
+    t0 = time.time()
+    with open(os.path.join(ref, "stdout"), "wb") as out:
+        r = subprocess.run(prog, cwd=ref, stdout=out, stdin=subprocess.DEVNULL, timeout=a.timeout)
+    ref_rc, ref_time = r.returncode, time.time() - t0
+    print("reference: rc %d in %.2fs" % (ref_rc, ref_time), flush=True)
+
+    env = dict(os.environ)
+    env.update(LD_PRELOAD=os.path.abspath(a.inject), REVIVE_CKPT_DIR=os.path.abspath(ck))
+    for kv in a.env:
+        k, v = kv.split("=", 1)
+        env[k] = v
+    rst_env = {k: v for k, v in env.items() if k != "LD_PRELOAD"}
+    stdout_path = os.path.join(run, "stdout")
+    out = open(stdout_path, "wb")
+    proc = subprocess.Popen(prog, cwd=run, stdout=out, stdin=subprocess.DEVNULL, env=env)
+    out.close()
+    img = checkpoint_and_kill(proc, ck, 1, a.ckpts, a.delay[0], a.delay[1], rng)
+    gen = a.ckpts + 1
+    for c in range(a.chain + 1):
+        cmd = [os.path.abspath(a.restart)] + (["--lazy"] if a.lazy else []) + [img]
+        print("restart: " + " ".join(cmd), flush=True)
+        rout = open(os.path.join(run, "restart-stdout-%d" % c), "wb")
+        proc = subprocess.Popen(cmd, cwd=run, stdout=rout, stdin=subprocess.DEVNULL, env=rst_env)
+        rout.close()
+        if c < a.chain:
+            # Checkpoint the restored process (same upid, next generation) and kill it again.
+            img = checkpoint_and_kill(proc, ck, gen, 1, a.delay[0], a.delay[1], rng)
+            gen += 1
+            continue
+        try:
+            proc.wait(timeout=a.timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            fail("restarted program did not finish within %ss" % a.timeout)
+    rc = proc.returncode
+    if rc != ref_rc:
+        fail("exit code %s after restart, %s without checkpointing" % (rc, ref_rc))
+    for name in ["stdout"] + a.file:
+        want = open(os.path.join(ref, name), "rb").read()
+        got = open(os.path.join(run, name), "rb").read()
+        if want != got:
+            fail("%s differs after restart: %d bytes vs %d expected; first difference at byte %d"
+                 % (name, len(got), len(want), next((i for i in range(min(len(got), len(want)))
+                                                     if got[i] != want[i]), min(len(got), len(want)))))
+    print("OK: %s identical (%d bytes), rc %d" % (", ".join(["stdout"] + a.file), len(want), rc), flush=True)
+
+if __name__ == "__main__":
+    main()
