@@ -109,6 +109,10 @@ void setup_fd(const std::string& dir) {
   put_cloexec_at(eventfd(0, 0), 15);
   put_at(open(data.c_str(), O_RDONLY | O_NONBLOCK), 20);
   lseek(20, 99, SEEK_SET);
+  // Shared open file descriptions (dup, 2>&1): one offset for both numbers, before and after restore.
+  put_cloexec_at(dup(6), 21);
+  put_at(dup(11), 22);
+  put_at(dup(8), 23);
 }
 
 std::string exercise_fd(const std::string& dir) {
@@ -119,6 +123,9 @@ std::string exercise_fd(const std::string& dir) {
   out += "fd12 reads " + read_n(12, 10) + "\n";
   write_all(5, "after\n");
   write_all(6, "XY");
+  write_all(21, "Z");
+  out += "rw.bin offset after writes through fds 6 and 21: " + std::to_string(lseek(6, 0, SEEK_CUR)) + "\n";
+  out += "fd22 reads " + read_n(22, 4) + " (right after fd11's read)\n";
   out += "log.txt is [" + file_contents(dir + "/log.txt") + "]\n";
   out += "rw.bin is [" + file_contents(dir + "/rw.bin") + "]\n";
   return out;

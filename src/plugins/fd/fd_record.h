@@ -1,5 +1,6 @@
 // The fd plugin's section: tag "RVFD", u32 count, then per descriptor an FdRecord, its path
 // (length-prefixed) and, for a deleted regular file, its contents (content_len bytes).
+// Records come in ascending fd order.
 #pragma once
 
 #include <stdint.h>
@@ -30,8 +31,8 @@ struct FdRecord {
   int64_t mtime_sec;
   int64_t mtime_nsec;
   uint32_t mode;       // st_mode
-  uint32_t pad;
-  int64_t content_len; // kDeleted only
+  int32_t dup_of;      // an earlier fd sharing this open file description (dup, 2>&1), or -1
+  int64_t content_len; // kDeleted only (0 for a dup_of record)
 };
 
 // Deleted-but-open files up to this size are saved in the image; a larger one fails the checkpoint.

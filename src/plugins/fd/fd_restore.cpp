@@ -168,16 +168,30 @@ int stand_in(Ctx& c, const FdRecord& rec, const char* path) {
   return place(c, fd, rec);
 }
 
+// A descriptor that shared an earlier one's open file description shares it again (one offset, e.g.
+// `prog >log 2>&1`), whatever the earlier one became.
+int restore_dup(Ctx& c, const FdRecord& rec, const char* path) {
+  int cloexec = rec.fd_flags & FD_CLOEXEC;
+  if (dup3(rec.dup_of, rec.fd, cloexec ? O_CLOEXEC : 0) >= 0) return 0;
+  int e = errno;
+  return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(" ('").s(path).s("'): cannot share fd ")
+      .i(rec.dup_of).s(" again: ").err(e), e);
+}
+
 int restore_one(Ctx& c, const FdRecord& rec, const char* path) {
   auto kind = static_cast<FdKind>(rec.kind);
   bool stdio = rec.fd <= 2;
+  bool file = kind == FdKind::kRegular || kind == FdKind::kDeleted || kind == FdKind::kDirectory ||
+              kind == FdKind::kCharDev;
+  // 0/1/2 that were a terminal, pipe or socket stay connected to whatever `revive restart` got.
+  if (stdio && !file) return 0;
+  if (rec.dup_of >= 0) return restore_dup(c, rec, path);
   switch (kind) {
     case FdKind::kRegular: return reopen_regular(c, rec, path);
     case FdKind::kDeleted: return recreate_deleted(c, rec, path);
     case FdKind::kDirectory: return reopen_path(c, rec, path, O_DIRECTORY);
     case FdKind::kCharDev: return reopen_path(c, rec, path, 0);
     case FdKind::kTerminal: {
-      if (stdio) return 0;  // connected to the terminal of `revive restart`
       int fd = open(path, rec.flags | O_NOCTTY | O_CLOEXEC);
       if (fd >= 0) return place(c, fd, rec);
       return stand_in(c, rec, path);
@@ -186,8 +200,7 @@ int restore_one(Ctx& c, const FdRecord& rec, const char* path) {
     case FdKind::kSocket:
     case FdKind::kFifo:
     case FdKind::kOther:
-      // 0/1/2 stay connected to whatever `revive restart` got (its terminal, pipe or socket).
-      return stdio ? 0 : stand_in(c, rec, path);
+      return stand_in(c, rec, path);
   }
   return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd section: fd ").i(rec.fd).s(" has unknown kind ").u(rec.kind), EINVAL);
 }
@@ -211,6 +224,7 @@ int fd_restore(inject::SectionReader& r, char* msg, size_t cap) {
     }
     bool deleted = rec.kind == static_cast<uint32_t>(FdKind::kDeleted);
     if (rec.fd <= prev || (rec.flags & ~kReopenFlags) != 0 || rec.kind < 1 || rec.kind > 9 ||
+        rec.dup_of < -1 || rec.dup_of >= rec.fd || (rec.dup_of >= 0 && rec.content_len != 0) ||
         rec.content_len < 0 || rec.content_len > kMaxDeletedBytes || (!deleted && rec.content_len != 0) ||
         rec.content_len > static_cast<int64_t>(in.remaining())) {
       return fail(msg, cap, Msg(c.line, sizeof c.line).s("fd section: malformed record for fd ").i(rec.fd), EINVAL);

@@ -1,6 +1,7 @@
 // fd plugin, checkpoint side: lists /proc/self/fd with getdents64 (opendir would malloc) and records each
 // descriptor's kind, path, flags, offset, size and mtime.
 #include <dirent.h>
+#include <linux/kcmp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -55,6 +56,27 @@ bool save_contents(Out& out, int fd, int64_t size) {
   return true;
 }
 
+// Descriptors saved so far in this checkpoint, to find dups (static: no allocation, one checkpoint thread).
+struct Seen {
+  int fd;
+  dev_t dev;
+  ino_t ino;
+};
+constexpr int kMaxFds = 4096;
+Seen g_seen[kMaxFds];
+int g_nseen;
+
+// The earlier descriptor sharing fd's open file description (same offset and flags: dup, 2>&1,
+// inherited), found with kcmp(KCMP_FILE); -1 if none or kcmp is unavailable.
+int find_dup(int fd, const struct stat& st) {
+  pid_t self = static_cast<pid_t>(syscall(SYS_getpid));
+  for (int k = 0; k < g_nseen; ++k) {
+    if (g_seen[k].dev != st.st_dev || g_seen[k].ino != st.st_ino) continue;
+    if (syscall(SYS_kcmp, self, self, KCMP_FILE, g_seen[k].fd, fd) == 0) return g_seen[k].fd;
+  }
+  return -1;
+}
+
 // Saves one descriptor. Returns 0, or -errno with a warning on stderr naming it (save has no message
 // channel of its own).
 int save_one(Out& out, int fd) {
@@ -82,7 +104,9 @@ int save_one(Out& out, int fd) {
   rec.mtime_sec = st.st_mtim.tv_sec;
   rec.mtime_nsec = st.st_mtim.tv_nsec;
   rec.mode = st.st_mode;
-  if (kind == FdKind::kDeleted) {
+  rec.dup_of = find_dup(fd, st);
+  if (g_nseen < kMaxFds) g_seen[g_nseen++] = Seen{fd, st.st_dev, st.st_ino};
+  if (kind == FdKind::kDeleted && rec.dup_of < 0) {
     if (st.st_size > kMaxDeletedBytes) {
       char line[PATH_MAX + 160];
       Msg(line, sizeof line).s("checkpoint refused: fd ").i(fd).s(" is the deleted file '").s(path).s("' of ")
@@ -94,7 +118,7 @@ int save_one(Out& out, int fd) {
   }
   out.bytes(&rec, sizeof rec);
   out.str(path, static_cast<size_t>(plen));
-  if (kind == FdKind::kDeleted && !save_contents(out, fd, rec.content_len)) {
+  if (rec.content_len > 0 && !save_contents(out, fd, rec.content_len)) {
     char line[PATH_MAX + 80];
     Msg(line, sizeof line).s("checkpoint failed: fd ").i(fd).s(": cannot read deleted file '").s(path).s("'");
     warn(line);
@@ -160,10 +184,10 @@ const char* fd_kind_name(uint32_t kind) {
 }
 
 int fd_save(inject::SectionWriter& w) {
-  // No allocation allowed here, and the checkpoint thread's stack may be small: a static table (only the
+  // No allocation allowed here, and the checkpoint thread's stack may be small: static tables (only the
   // checkpoint thread ever runs save).
-  constexpr int kMaxFds = 4096;
   static int fds[kMaxFds];
+  g_nseen = 0;
   int n = list_fds(fds, kMaxFds, -1);
   if (n < 0) {
     warn(n == -EMFILE ? "checkpoint refused: more than 4096 open descriptors" : "checkpoint failed: cannot list /proc/self/fd");
