@@ -38,7 +38,9 @@ bool AsyncWriter::Busy() {
 }
 
 void AsyncWriter::Loop() {
-  if (cpu_ >= 0) {
+  if (cpu_ >= CPU_SETSIZE) {
+    std::fprintf(stderr, "revive: cannot pin the async writer to CPU %d: beyond CPU_SETSIZE\n", cpu_);
+  } else if (cpu_ >= 0) {
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(cpu_, &set);
