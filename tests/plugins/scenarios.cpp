@@ -225,6 +225,71 @@ std::string exercise_alarm() {
   return "alarm: fired " + std::to_string(g_alarms) + " times after " + std::to_string(dt) + " s\n";
 }
 
+volatile sig_atomic_t g_ptimer_fired;
+void on_ptimer(int, siginfo_t* info, void*) {
+  if (info->si_value.sival_int == 55) g_ptimer_fired = g_ptimer_fired + 1;
+}
+void on_thread_timer(sigval) {}
+
+timer_t make_timer(clockid_t clock, int notify, int signo, int value) {
+  sigevent sev = {};
+  sev.sigev_notify = notify;
+  sev.sigev_signo = signo;
+  sev.sigev_value.sival_int = value;
+  timer_t t;
+  if (timer_create(clock, &sev, &t) != 0) die("timer_create");
+  return t;
+}
+
+void arm(timer_t t, long sec, long nsec, long isec, long insec) {
+  itimerspec its = {{isec, insec}, {sec, nsec}};
+  if (timer_settime(t, 0, &its, nullptr) != 0) die("timer_settime");
+}
+
+// The program's timer handles, kept in a file so the exercise can use them in the restored helper too
+// (a real restore brings them back with the program's memory).
+std::string handles_file(const std::string& dir) { return dir + "/timer-handles"; }
+
+void setup_posix_timers(const std::string& dir) {
+  struct sigaction sa = {};
+  sa.sa_sigaction = on_ptimer;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigaction(SIGRTMIN + 5, &sa, nullptr);
+  timer_t a = make_timer(CLOCK_MONOTONIC, SIGEV_SIGNAL, SIGRTMIN + 4, 99);
+  arm(a, 100, 250000000, 1, 500000000);
+  timer_t b = make_timer(CLOCK_REALTIME, SIGEV_NONE, 0, 0);
+  arm(b, 50, 250000000, 0, 0);
+  timer_t gone;
+  if (timer_create(CLOCK_MONOTONIC, nullptr, &gone) != 0 || timer_delete(gone) != 0) die("timer_delete");
+  timer_t c = make_timer(CLOCK_MONOTONIC, SIGEV_SIGNAL, SIGRTMIN + 5, 55);
+  arm(c, 0, 800000000, 0, 0);
+  sigevent th = {};
+  th.sigev_notify = SIGEV_THREAD;
+  th.sigev_notify_function = on_thread_timer;
+  timer_t d;
+  if (timer_create(CLOCK_MONOTONIC, &th, &d) != 0) die("timer_create SIGEV_THREAD");
+  FILE* f = fopen(handles_file(dir).c_str(), "w");
+  fprintf(f, "%ld %ld\n", (long)(intptr_t)a, (long)(intptr_t)c);
+  fclose(f);
+}
+
+std::string exercise_posix_timers(const std::string& dir) {
+  long a = -1, c = -1;
+  FILE* f = fopen(handles_file(dir).c_str(), "r");
+  if (!f || fscanf(f, "%ld %ld", &a, &c) != 2) die("timer handles");
+  fclose(f);
+  std::string out;
+  itimerspec its = {};
+  int rc = timer_gettime(reinterpret_cast<timer_t>(static_cast<intptr_t>(a)), &its);
+  out += "timer A: gettime rc " + std::to_string(rc) + " interval " + std::to_string(its.it_interval.tv_sec) + "." +
+         std::to_string(its.it_interval.tv_nsec) + "\n";
+  double t0 = now();
+  while (!g_ptimer_fired && now() - t0 < 5) usleep(5000);
+  double dt = now() - t0;
+  if (g_ptimer_fired == 1 && dt > 0.4 && dt < 1.6) return out + "timer C fired once after its remaining time\n";
+  return out + "timer C: fired " + std::to_string(g_ptimer_fired) + " times after " + std::to_string(dt) + " s\n";
+}
+
 void setup_proc(const std::string& dir) {
   std::string sub = dir + "/work dir";
   mkdir(sub.c_str(), 0755);
@@ -245,7 +310,8 @@ bool is(const std::string& name, const char* prefix) { return name.rfind(prefix,
 }  // namespace
 
 bool known_scenario(const std::string& n) {
-  return is(n, "fd") || n == "signal" || n == "timer" || n == "alarm" || is(n, "proc") || n == "all";
+  return is(n, "fd") || n == "signal" || n == "timer" || n == "alarm" || n == "posix-timer" || is(n, "proc") ||
+         n == "all";
 }
 
 void setup(const std::string& n, const std::string& dir) {
@@ -253,6 +319,7 @@ void setup(const std::string& n, const std::string& dir) {
   if (n == "signal" || n == "all") setup_signal();
   if (n == "timer" || n == "all") setup_timer();
   if (n == "alarm") setup_alarm();
+  if (n == "posix-timer") setup_posix_timers(dir);
   if (is(n, "proc") || n == "all") setup_proc(dir);
 }
 
@@ -265,6 +332,7 @@ std::string exercise(const std::string& n, const std::string& dir) {
   if (is(n, "fd") || n == "all") out += exercise_fd(dir);
   if (n == "signal" || n == "all") out += exercise_signal();
   if (n == "alarm") out += exercise_alarm();
+  if (n == "posix-timer") out += exercise_posix_timers(dir);
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 #include <vector>
 
 #include "inject/plugin.h"
@@ -107,6 +108,32 @@ void dump_timers(std::string& out) {
   }
 }
 
+// POSIX timers as the kernel lists them (ID, signal/value, notify kind, clock), with their times.
+void dump_posix_timers(std::string& out) {
+  std::ifstream f("/proc/self/timers");
+  std::string key, val;
+  for (std::string line; std::getline(f, line);) {
+    auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    key = line.substr(0, colon);
+    val = line.substr(colon + 2);
+    if (key == "ID") {
+      int id = std::stoi(val);
+      itimerspec its{};
+      syscall(SYS_timer_gettime, id, &its);
+      long secs = its.it_value.tv_sec + (its.it_value.tv_nsec >= 500000000 ? 1 : 0);
+      out += fmt("ptimer %d value~%lds interval=%ld.%09ld", id, secs, (long)its.it_interval.tv_sec,
+                 (long)its.it_interval.tv_nsec);
+    } else if (key == "notify") {
+      out += " notify=" + val.substr(0, val.find('/'));  // drop "/pid.N": pids differ
+    } else if (key == "ClockID") {
+      out += " clock=" + val + "\n";
+    } else {
+      out += " " + key + "=" + val;
+    }
+  }
+}
+
 void dump_proc(std::string& out) {
   for (int r = 0; r < RLIM_NLIMITS; ++r) {
     rlimit l{};
@@ -127,6 +154,7 @@ std::string dump_state() {
   dump_fds(out);
   dump_signals(out);
   dump_timers(out);
+  dump_posix_timers(out);
   dump_proc(out);
   return out;
 }

@@ -1,5 +1,6 @@
 // timer plugin: the three interval timers (ITIMER_REAL, which alarm() also uses, ITIMER_VIRTUAL,
-// ITIMER_PROF): remaining time and interval at the checkpoint, re-armed on restore. The time the
+// ITIMER_PROF) and POSIX timers (posix_timers.cpp): remaining time and interval at the checkpoint,
+// re-armed on restore. The time the
 // checkpoint itself takes counts against ITIMER_REAL in the original process, as wall-clock time does.
 #include <errno.h>
 #include <sys/syscall.h>
@@ -9,6 +10,7 @@
 #include "plugins/common/msg.h"
 #include "plugins/common/section_io.h"
 #include "plugins/plugins.h"
+#include "plugins/timer/posix_timers.h"
 
 namespace revive::plugins {
 namespace {
@@ -25,7 +27,7 @@ int set_itimer(int which, const struct itimerval* v) {
 
 bool valid(const struct timeval& t) { return t.tv_sec >= 0 && t.tv_usec >= 0 && t.tv_usec < 1000000; }
 
-int init() { return 0; }
+int init() { return posix_timers_init(); }
 
 int save(inject::SectionWriter& w) {
   Out out(w);
@@ -39,7 +41,7 @@ int save(inject::SectionWriter& w) {
     out.i64(v.it_interval.tv_sec);
     out.i64(v.it_interval.tv_usec);
   }
-  return out.ok() ? 0 : -ENOMEM;
+  return posix_timers_save(out) ? 0 : -ENOMEM;
 }
 
 void resume(bool) {}
@@ -60,6 +62,7 @@ int restore(inject::SectionReader& r, char* msg, size_t cap) {
       return fail(msg, cap, Msg(line, sizeof line).s("timer section: ").s(kItimerNames[k]).s(" has an invalid time"), EINVAL);
   }
   if (!in.ok()) return fail(msg, cap, Msg(line, sizeof line).s("timer section: truncated"), EINVAL);
+  if (int rc = posix_timers_restore(in, msg, cap); rc != 0) return rc;
   if (in.remaining() != 0) return fail(msg, cap, Msg(line, sizeof line).s("timer section: trailing bytes"), EINVAL);
   for (uint32_t k = 0; k < kNumItimers; ++k) {
     if (set_itimer(static_cast<int>(k), &v[k]) != 0) {
