@@ -136,7 +136,10 @@ TEST_F(PluginRestore, FdsComeBackAtTheirNumbersWithFlagsOffsetsAndContents) {
   EXPECT_TRUE(has(a.out, "rw.bin offset after writes through fds 6 and 21: 80\n")) << a.out;
   // Pipes, sockets and the eventfd come back as /dev/null stand-ins, with a warning naming each.
   const std::set<int> stand_ins{7, 8, 13, 14, 15, 23};
-  EXPECT_EQ(without_fds(b.out, stand_ins), without_fds(a.out, stand_ins));
+  // fd 24 is /proc/self/status, shown by pid: /proc/<old pid>/... is reopened as the restored process's.
+  EXPECT_EQ(without_fds(b.out, {7, 8, 13, 14, 15, 23, 24}), without_fds(a.out, {7, 8, 13, 14, 15, 23, 24}));
+  EXPECT_TRUE(has(b.out, "fd24 is this process's status: 1\n")) << b.out;
+  EXPECT_TRUE(has(line_of_fd(b.out, 24), " reg /proc/")) << line_of_fd(b.out, 24);
   EXPECT_FALSE(has(b.err, "fd 23 (")) << "a dup shares its stand-in without a second warning";
   for (int fd : stand_ins) {
     EXPECT_TRUE(has(line_of_fd(b.out, fd), " chr /dev/null flags=0")) << line_of_fd(b.out, fd);
@@ -240,7 +243,7 @@ TEST_F(PluginRestore, VanishedWorkingDirectoryIsAnErrorNamingIt) {
 
 TEST_F(PluginRestore, EverythingAtOnce) {
   auto [a, b] = round_trip("all");
-  const std::set<int> stand_ins{7, 8, 13, 14, 15, 23};
+  const std::set<int> stand_ins{7, 8, 13, 14, 15, 23, 24};
   EXPECT_EQ(without_fds(b.out, stand_ins), without_fds(a.out, stand_ins));
 }
 

@@ -113,6 +113,7 @@ void setup_fd(const std::string& dir) {
   put_cloexec_at(dup(6), 21);
   put_at(dup(11), 22);
   put_at(dup(8), 23);
+  put_at(open("/proc/self/status", O_RDONLY), 24);  // readlink says /proc/<pid>/status
 }
 
 std::string exercise_fd(const std::string& dir) {
@@ -126,6 +127,8 @@ std::string exercise_fd(const std::string& dir) {
   write_all(21, "Z");
   out += "rw.bin offset after writes through fds 6 and 21: " + std::to_string(lseek(6, 0, SEEK_CUR)) + "\n";
   out += "fd22 reads " + read_n(22, 4) + " (right after fd11's read)\n";
+  std::string status = read_n(24, 4096);
+  out += "fd24 is this process's status: " + std::to_string(status.find("\nPid:\t" + std::to_string(getpid()) + "\n") != std::string::npos) + "\n";
   out += "log.txt is [" + file_contents(dir + "/log.txt") + "]\n";
   out += "rw.bin is [" + file_contents(dir + "/rw.bin") + "]\n";
   return out;

@@ -1,4 +1,4 @@
-// The fd plugin's section: tag "RVFD", u32 count, then per descriptor an FdRecord, its path
+// The fd plugin's section: tag "RVFD", u32 pid at checkpoint, u32 count, then per descriptor an FdRecord, its path
 // (length-prefixed) and, for a deleted regular file, its contents (content_len bytes).
 // Records come in ascending fd order.
 #pragma once

@@ -22,8 +22,30 @@ struct Ctx {
   In& in;
   char* msg;
   size_t cap;
+  uint32_t old_pid;
   char line[PATH_MAX + 200];
 };
+
+bool has_prefix(const char* s, const char* p) { return strncmp(s, p, strlen(p)) == 0; }
+
+// Kernel pseudo-files (/proc, /sys): their size and mtime mean nothing, and one that cannot be opened
+// again (another machine, a process that is gone) must not stop the restart.
+bool pseudo_file(const char* path) { return has_prefix(path, "/proc/") || has_prefix(path, "/sys/"); }
+
+// /proc/<pid at checkpoint>/... named the process itself (readlink resolves /proc/self): the restored
+// process is /proc/self again, under a new pid. Rewrites path in place.
+void map_proc_self(char* path, uint32_t old_pid) {
+  char prefix[32];
+  Msg(prefix, sizeof prefix).s("/proc/").u(old_pid);
+  size_t n = strlen(prefix);
+  if (strncmp(path, prefix, n) != 0 || (path[n] != '/' && path[n] != '\0')) return;
+  const char self[] = "/proc/self";
+  size_t tail = strlen(path + n) + 1;
+  memmove(path + sizeof self - 1, path + n, tail);  // "self" is at most as long as a pid: no overflow
+  memcpy(path, self, sizeof self - 1);
+}
+
+int stand_in(Ctx& c, const FdRecord& rec, const char* path, const char* why);
 
 // Puts the freshly opened descriptor `tmp` at number `fd` with the saved close-on-exec flag.
 int place(Ctx& c, int tmp, const FdRecord& rec) {
@@ -52,6 +74,12 @@ int seek(Ctx& c, int fd, const FdRecord& rec, const char* path) {
 // so appended output comes out identical); a file that shrank or vanished is an error naming it.
 int reopen_regular(Ctx& c, const FdRecord& rec, const char* path) {
   int fd = open(path, rec.flags | O_CLOEXEC);
+  bool pseudo = pseudo_file(path);
+  if (pseudo) {
+    if (fd < 0) return stand_in(c, rec, path, "cannot be reopened");
+    if (rec.offset > 0) lseek(fd, rec.offset, SEEK_SET);  // best effort: the contents are generated
+    return place(c, fd, rec);
+  }
   if (fd < 0) {
     int e = errno;
     return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(": cannot reopen '").s(path)
@@ -142,24 +170,24 @@ int recreate_deleted(Ctx& c, const FdRecord& rec, const char* path) {
   return rc ? rc : place(c, fd, rec);
 }
 
-int reopen_path(Ctx& c, const FdRecord& rec, const char* path, int extra) {
-  int fd = open(path, rec.flags | extra | O_CLOEXEC);
+// Directory: same path; a vanished one is an error like a vanished file (except under /proc, /sys).
+int reopen_directory(Ctx& c, const FdRecord& rec, const char* path) {
+  int fd = open(path, rec.flags | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) {
+    if (pseudo_file(path)) return stand_in(c, rec, path, "cannot be reopened");
     int e = errno;
-    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(": cannot reopen ")
-        .s(fd_kind_name(rec.kind)).s(" '").s(path).s("': ").err(e), e);
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(": cannot reopen directory '")
+        .s(path).s("': ").err(e), e);
   }
-  if (rec.kind == static_cast<uint32_t>(FdKind::kDirectory) && rec.offset > 0) {
-    lseek(fd, rec.offset, SEEK_SET);  // best effort: a directory cookie need not survive
-  }
+  if (rec.offset > 0) lseek(fd, rec.offset, SEEK_SET);  // best effort: a directory cookie need not survive
   return place(c, fd, rec);
 }
 
 // Kinds whose state is not saved: a /dev/null stand-in at the same number, so the program's reads see EOF
 // and its writes vanish instead of hitting EBADF or, worse, another file reusing the number.
-int stand_in(Ctx& c, const FdRecord& rec, const char* path) {
+int stand_in(Ctx& c, const FdRecord& rec, const char* path, const char* why) {
   warn(Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(" (").s(fd_kind_name(rec.kind)).s(" ").s(path)
-      .s(") cannot be restored yet; replaced by /dev/null").c_str());
+      .s(") ").s(why).s("; replaced by /dev/null").c_str());
   int fd = open("/dev/null", O_RDWR | O_CLOEXEC | (rec.flags & O_NONBLOCK));
   if (fd < 0) {
     int e = errno;
@@ -189,18 +217,22 @@ int restore_one(Ctx& c, const FdRecord& rec, const char* path) {
   switch (kind) {
     case FdKind::kRegular: return reopen_regular(c, rec, path);
     case FdKind::kDeleted: return recreate_deleted(c, rec, path);
-    case FdKind::kDirectory: return reopen_path(c, rec, path, O_DIRECTORY);
-    case FdKind::kCharDev: return reopen_path(c, rec, path, 0);
+    case FdKind::kDirectory: return reopen_directory(c, rec, path);
+    case FdKind::kCharDev: {
+      // A device of this machine only (a GPU, an HCA, a pty) may not exist where the process restarts.
+      int fd = open(path, rec.flags | O_CLOEXEC);
+      return fd >= 0 ? place(c, fd, rec) : stand_in(c, rec, path, "cannot be reopened");
+    }
     case FdKind::kTerminal: {
       int fd = open(path, rec.flags | O_NOCTTY | O_CLOEXEC);
       if (fd >= 0) return place(c, fd, rec);
-      return stand_in(c, rec, path);
+      return stand_in(c, rec, path, "cannot be reopened");
     }
     case FdKind::kPipe:
     case FdKind::kSocket:
     case FdKind::kFifo:
     case FdKind::kOther:
-      return stand_in(c, rec, path);
+      return stand_in(c, rec, path, "cannot be restored yet");
   }
   return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd section: fd ").i(rec.fd).s(" has unknown kind ").u(rec.kind), EINVAL);
 }
@@ -209,8 +241,9 @@ int restore_one(Ctx& c, const FdRecord& rec, const char* path) {
 
 int fd_restore(inject::SectionReader& r, char* msg, size_t cap) {
   In in(r);
-  Ctx c{in, msg, cap, {}};
+  Ctx c{in, msg, cap, 0, {}};
   if (!in.tag(kFdTag)) return fail(msg, cap, Msg(c.line, sizeof c.line).s("fd section: bad tag (not an fd section)"), EINVAL);
+  c.old_pid = in.u32();
   uint32_t count = in.u32();
   if (!in.ok()) return fail(msg, cap, Msg(c.line, sizeof c.line).s("fd section: truncated header"), EINVAL);
   int prev = -1;
@@ -230,6 +263,7 @@ int fd_restore(inject::SectionReader& r, char* msg, size_t cap) {
       return fail(msg, cap, Msg(c.line, sizeof c.line).s("fd section: malformed record for fd ").i(rec.fd), EINVAL);
     }
     prev = rec.fd;
+    map_proc_self(path, c.old_pid);
     if (inject::fd_reserved(rec.fd)) {
       return fail(msg, cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(" ('").s(path)
           .s("') is held by the restart engine in the restored process"), EBUSY);

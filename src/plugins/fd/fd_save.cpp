@@ -197,6 +197,7 @@ int fd_save(inject::SectionWriter& w) {
   for (int k = 0; k < n; ++k) count += inject::fd_reserved(fds[k]) ? 0 : 1;
   Out out(w);
   out.tag(kFdTag);
+  out.u32(static_cast<uint32_t>(syscall(SYS_getpid)));  // to map /proc/<pid>/... to /proc/self/... on restore
   out.u32(count);
   for (int k = 0; k < n; ++k) {
     if (inject::fd_reserved(fds[k])) continue;
