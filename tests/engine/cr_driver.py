@@ -42,6 +42,29 @@ def checkpoint_and_kill(proc, ckdir, first_gen, count, dmin, dmax, rng):
         fail("program was not killed by SIGKILL (rc %s)" % proc.returncode)
     return img
 
+def check_forked(img):
+    with open(img, "rb") as f:
+        flags = int.from_bytes(f.read(24)[20:24], "little")
+    if not flags & 4:
+        fail("image %s was not written by a forked child (flags %#x)" % (img, flags))
+
+def check_lazy(proc, img):
+    # A lazy restart maps the image's page runs: the image must show up in the restored process's maps.
+    # Wait until the engine dropped the restarter's own mappings (its view of the image among them).
+    real = os.path.realpath(img)
+    deadline = time.time() + 10
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            maps = open("/proc/%d/maps" % proc.pid).read()
+        except OSError:
+            break
+        if "revive-restart" not in maps:
+            if real in maps:
+                return
+            fail("lazy restart: %s is not mapped in the restored process" % real)
+        time.sleep(0.01)
+    fail("lazy restart: could not observe the restored process's mappings")
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--inject", required=True)
@@ -55,6 +78,8 @@ def main():
     ap.add_argument("--file", action="append", default=[], help="output file (in the cwd) to compare too")
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--save-image", help="only checkpoint once, kill, and copy the image here (fixture)")
+    ap.add_argument("--expect-forked", action="store_true", help="images must carry the forked flag")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     prog = a.prog[1:] if a.prog and a.prog[0] == "--" else a.prog
@@ -83,6 +108,12 @@ def main():
     proc = subprocess.Popen(prog, cwd=run, stdout=out, stdin=subprocess.DEVNULL, env=env)
     out.close()
     img = checkpoint_and_kill(proc, ck, 1, a.ckpts, a.delay[0], a.delay[1], rng)
+    if a.expect_forked:
+        check_forked(img)
+    if a.save_image:
+        shutil.copyfile(img, a.save_image)
+        print("OK: image saved to %s" % a.save_image)
+        return
     gen = a.ckpts + 1
     for c in range(a.chain + 1):
         cmd = [os.path.abspath(a.restart)] + (["--lazy"] if a.lazy else []) + [img]
@@ -90,6 +121,8 @@ def main():
         rout = open(os.path.join(run, "restart-stdout-%d" % c), "wb")
         proc = subprocess.Popen(cmd, cwd=run, stdout=rout, stdin=subprocess.DEVNULL, env=rst_env)
         rout.close()
+        if a.lazy:
+            check_lazy(proc, img)
         if c < a.chain:
             # Checkpoint the restored process (same upid, next generation) and kill it again.
             img = checkpoint_and_kill(proc, ck, gen, 1, a.delay[0], a.delay[1], rng)
