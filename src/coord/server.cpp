@@ -466,7 +466,7 @@ void Server::SendStatus(Conn* c, uint32_t seq) {
   std::string frame(kHeaderSize + kMaxPayload, '\0');
   FrameBuilder b((uint8_t*)frame.data(), frame.size(), kStatus, seq);
   b.add_u64("procs", ProcCount()).add_u64("generation", generation_).add("state", StateName().c_str());
-  b.add("ckpt_dir", o_.ckpt_dir.c_str());
+  b.add("ckpt_dir", o_.ckpt_dir.c_str()).add_u64("coord_pid", (uint64_t)getpid());
   size_t i = 0;
   for (const auto& [id, pc] : conns_) {
     if (pc->dead || pc->role != Conn::Role::kProc) continue;

@@ -1,0 +1,126 @@
+// Commands that talk to a running coordinator: checkpoint, status, kill.
+#include <stdio.h>
+#include <unistd.h>
+
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+
+namespace revive::cli {
+namespace {
+
+struct ControlArgs {
+  std::string port, ckpt_dir;
+};
+
+std::string Str(const coord::Payload& p, const char* key) {
+  const char* v;
+  size_t n;
+  return p.get(key, &v, &n) ? std::string(v, n) : std::string();
+}
+
+// Connects, sends one request of `type`, waits for the reply (forever when timeout_ms < 0).
+Status Call(const ControlArgs& a, uint16_t type, int timeout_ms, ScopedClient* sc, coord::FrameHeader* h,
+            coord::Payload* p) {
+  Target t;
+  Status s = ResolveTarget(a.port, a.ckpt_dir, &t);
+  if (!s.ok()) return s;
+  s = ConnectCli(t, 2000, &sc->c);
+  if (!s.ok()) return s;
+  coord::FrameBuilder b(sc->c.tx_buffer(), coord::Client::kTxCap, type, sc->c.next_seq());
+  if (!sc->c.send(b)) return Status::IOError(sc->c.error());
+  int r = sc->c.recv(h, p, timeout_ms);
+  if (r <= 0) return Status::IOError(r == 0 ? "no reply from the coordinator" : sc->c.error());
+  if (h->type == coord::kError) return Status::IOError("coordinator: " + Str(*p, "reason"));
+  return Status::OK();
+}
+
+int Checkpoint(const ControlArgs& a) {
+  ScopedClient sc;
+  coord::FrameHeader h;
+  coord::Payload p;
+  Progress("revive: checkpointing...");
+  Status s = Call(a, coord::kCkptRequest, -1, &sc, &h, &p);
+  if (!s.ok()) {
+    fprintf(stderr, "revive checkpoint: %s\n", s.message().c_str());
+    return 2;
+  }
+  if (Str(p, "ok") != "1") {
+    fprintf(stderr, "revive checkpoint: generation %s failed: %s\n", Str(p, "generation").c_str(),
+            Str(p, "error").c_str());
+    return 1;
+  }
+  Progress("revive: generation " + Str(p, "generation") + ": " + Str(p, "images") + " images, " +
+           Str(p, "bytes") + " bytes in " + Str(p, "seconds") + " s");
+  printf("%s\n", Str(p, "dir").c_str());
+  return 0;
+}
+
+int StatusCmd(const ControlArgs& a) {
+  ScopedClient sc;
+  coord::FrameHeader h;
+  coord::Payload p;
+  Status s = Call(a, coord::kStatusRequest, 10000, &sc, &h, &p);
+  if (!s.ok()) {
+    fprintf(stderr, "revive status: %s\n", s.message().c_str());
+    return 2;
+  }
+  printf("coordinator: pid %s, checkpoint directory %s\ngeneration:  %s\nstate:       %s\nprocesses:   %s\n",
+         Str(p, "coord_pid").c_str(), Str(p, "ckpt_dir").c_str(),
+         Str(p, "generation").c_str(), Str(p, "state").c_str(), Str(p, "procs").c_str());
+  size_t n = std::stoul("0" + Str(p, "procs"));
+  if (n > 0) printf("%8s %8s %-16s %-12s %s\n", "UPID", "PID", "HOST", "STATE", "PROG");
+  for (size_t i = 0; i < n; i++) {
+    std::string pre = "p." + std::to_string(i) + ".";
+    printf("%8s %8s %-16s %-12s %s\n", Str(p, (pre + "upid").c_str()).c_str(),
+           Str(p, (pre + "pid").c_str()).c_str(), Str(p, (pre + "host").c_str()).c_str(),
+           Str(p, (pre + "state").c_str()).c_str(), Str(p, (pre + "prog").c_str()).c_str());
+  }
+  return 0;
+}
+
+int Kill(const ControlArgs& a) {
+  ScopedClient sc;
+  coord::FrameHeader h;
+  coord::Payload p;
+  Status s = Call(a, coord::kKill, 10000, &sc, &h, &p);
+  if (!s.ok()) {
+    fprintf(stderr, "revive kill: %s\n", s.message().c_str());
+    return 2;
+  }
+  Progress("revive: told " + Str(p, "procs") + " processes to exit");
+  return 0;
+}
+
+CLI::App* AddControl(CLI::App& app, const char* name, const char* help, std::shared_ptr<ControlArgs> a) {
+  CLI::App* c = app.add_subcommand(name, help);
+  c->add_option("--port", a->port, "Coordinator port (default: REVIVE_PORT or 7779)");
+  c->add_option("--ckpt-dir", a->ckpt_dir,
+                "Checkpoint directory holding the secret (default: REVIVE_CKPT_DIR or ./revive-ckpt)");
+  return c;
+}
+
+}  // namespace
+
+void AddCheckpointCommand(CLI::App& app, int* rc) {
+  auto a = std::make_shared<ControlArgs>();
+  CLI::App* c = AddControl(app, "checkpoint", "Checkpoint every process of the computation now", a);
+  c->footer("Blocks until every image is durable and prints the generation directory. Exit 1 if the\n"
+            "generation failed (the reason is printed), 2 if no coordinator answers.");
+  c->callback([a, rc] { *rc = Checkpoint(*a); });
+}
+
+void AddStatusCommand(CLI::App& app, int* rc) {
+  auto a = std::make_shared<ControlArgs>();
+  AddControl(app, "status", "Show the coordinator's state and its processes.", a)
+      ->callback([a, rc] { *rc = StatusCmd(*a); });
+}
+
+void AddKillCommand(CLI::App& app, int* rc) {
+  auto a = std::make_shared<ControlArgs>();
+  AddControl(app, "kill", "Tell every process of the computation to exit.", a)
+      ->callback([a, rc] { *rc = Kill(*a); });
+}
+
+}  // namespace revive::cli

@@ -1,0 +1,139 @@
+// `revive coordinator`: runs the coordinator in the foreground or as a daemon.
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "coord/server.h"
+
+namespace revive::cli {
+namespace {
+
+coord::Server* g_server = nullptr;  // for the signal handler only
+
+void OnTerm(int) {
+  if (g_server != nullptr) g_server->Stop();  // eventfd write: async-signal-safe
+}
+
+struct CoordArgs {
+  std::string port, ckpt_dir, bind = "127.0.0.1", restart_manifest;
+  double interval = 0, phase_timeout = 600;
+  bool exit_on_last = false, daemon = false, no_compress = false, fork = false;
+};
+
+// Writes a message into the readiness pipe (daemon) or stderr (foreground).
+void Report(int fd, const std::string& msg) {
+  if (fd >= 0) (void)!write(fd, msg.data(), msg.size());
+  else fprintf(stderr, "%s\n", msg.c_str());
+}
+
+int Serve(const CoordArgs& a, int ready_fd) {
+  Target t;
+  Status s = ResolveTarget(a.port, a.ckpt_dir, &t);
+  coord::ServerOptions o;
+  o.bind = a.bind;
+  o.port = t.port;
+  o.ckpt_dir = t.ckpt_dir;
+  o.secret_file = t.secret_file;
+  o.interval = a.interval;
+  o.phase_timeout = a.phase_timeout;
+  o.exit_on_last = a.exit_on_last;
+  o.compress = !a.no_compress;
+  o.fork = a.fork;
+  o.restart_manifest = a.restart_manifest;
+  auto server = std::make_unique<coord::Server>(o);
+  if (s.ok()) s = server->Start();
+  if (!s.ok()) {
+    Report(ready_fd, "revive coordinator: " + s.message());
+    return 1;
+  }
+  if (ready_fd >= 0) {
+    Report(ready_fd, "ok");
+    close(ready_fd);
+  } else if (isatty(2)) {
+    fprintf(stderr, "revive coordinator: listening on %s:%u, checkpoint directory %s\n", o.bind.c_str(),
+            server->port(), o.ckpt_dir.c_str());
+  }
+  g_server = server.get();
+  struct sigaction sa = {};
+  sa.sa_handler = OnTerm;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  s = server->Run();
+  g_server = nullptr;
+  if (!s.ok()) {
+    fprintf(stderr, "revive coordinator: %s\n", s.message().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+// Double fork + setsid so the coordinator outlives the launching shell and has no terminal. The
+// foreground process waits on a pipe until the coordinator listens (or says why it cannot), so callers
+// can rely on "exit 0 = ready".
+int Daemonize(const CoordArgs& a) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) {
+    perror("revive coordinator: pipe");
+    return 1;
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    perror("revive coordinator: fork");
+    return 1;
+  }
+  if (pid > 0) {
+    close(p[1]);
+    std::string msg;
+    char buf[512];
+    ssize_t n;
+    while ((n = read(p[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
+      if (n > 0) msg.append(buf, (size_t)n);
+    if (msg == "ok") return 0;
+    fprintf(stderr, "%s\n", msg.empty() ? "revive coordinator: daemon died while starting" : msg.c_str());
+    return 1;
+  }
+  close(p[0]);
+  setsid();
+  if (fork() != 0) _exit(0);
+  int null = open("/dev/null", O_RDWR);
+  if (null >= 0) {
+    dup2(null, 0);
+    dup2(null, 1);
+    dup2(null, 2);
+    if (null > 2) close(null);
+  }
+  if (chdir("/") != 0) {
+  }
+  _exit(Serve(a, p[1]));
+}
+
+}  // namespace
+
+void AddCoordinatorCommand(CLI::App& app, int* rc) {
+  auto a = std::make_shared<CoordArgs>();
+  CLI::App* c = app.add_subcommand("coordinator", "Run a coordinator (launch and restart start one for you)");
+  c->add_option("--port", a->port, "TCP port (default: REVIVE_PORT or 7779)");
+  c->add_option("--ckpt-dir", a->ckpt_dir, "Checkpoint directory (default: REVIVE_CKPT_DIR or ./revive-ckpt)");
+  c->add_option("--bind", a->bind, "Address to listen on (default 127.0.0.1; 0.0.0.0 for all)");
+  c->add_option("--interval", a->interval, "Checkpoint every SECONDS (0 = only on request)")
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--phase-timeout", a->phase_timeout,
+                "A process silent this many seconds in a checkpoint phase fails the generation")
+      ->check(CLI::PositiveNumber);
+  c->add_flag("--exit-on-last", a->exit_on_last, "Exit when the last process has said BYE or disconnected");
+  c->add_flag("--daemon", a->daemon, "Detach (double fork, setsid) and write nothing to the terminal");
+  c->add_flag("--no-compress", a->no_compress, "Tell processes not to compress images");
+  c->add_flag("--fork", a->fork, "Tell processes to write images from a forked child");
+  c->add_option("--restart-manifest", a->restart_manifest,
+                "MANIFEST.json listing the processes a restart waits for (default: newest generation)");
+  c->callback([a, rc] { *rc = a->daemon ? Daemonize(*a) : Serve(*a, -1); });
+}
+
+}  // namespace revive::cli

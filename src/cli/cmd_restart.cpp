@@ -1,0 +1,154 @@
+// `revive restart [--lazy] IMAGE-OR-CKPT-DIR`: bring a computation back from its newest complete generation.
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/paths.h"
+#include "coord/manifest.h"
+#include "coord/secret.h"
+#include "core/env.h"
+
+namespace revive::cli {
+namespace {
+
+struct RestartArgs {
+  std::string port, what;
+  bool lazy = false;
+};
+
+struct Plan {
+  std::string ckpt_dir;
+  std::string manifest;             // "" when restoring a single image
+  std::vector<std::string> images;  // absolute
+};
+
+std::string Parent(const std::string& p) {
+  size_t s = p.find_last_of('/');
+  return s == 0 ? "/" : p.substr(0, s);
+}
+
+bool IsFile(const std::string& p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// IMAGE.rimg, a generation directory (ckpt-G with MANIFEST.json) or a checkpoint directory.
+Status MakePlan(const std::string& what, Plan* plan) {
+  std::string path = Absolute(what);
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return Status::FromErrno(path, errno);
+  if (S_ISREG(st.st_mode)) {  // <ckpt-dir>/ckpt-G/prog-upid.rimg
+    plan->images = {path};
+    plan->ckpt_dir = Parent(Parent(path));
+    return Status::OK();
+  }
+  if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument(path + ": neither an image nor a directory");
+  std::string gen_dir;
+  if (IsFile(path + "/MANIFEST.json")) {
+    gen_dir = path;
+    plan->ckpt_dir = Parent(path);
+  } else {
+    uint64_t g = 0;
+    Status s = coord::FindNewestGeneration(Env::Default(), path, &g, nullptr);
+    if (!s.ok()) return s;
+    gen_dir = coord::GenerationDir(path, g);
+    plan->ckpt_dir = path;
+  }
+  plan->manifest = gen_dir + "/MANIFEST.json";
+  coord::Manifest m;
+  Status s = coord::ReadManifest(Env::Default(), plan->manifest, &m);
+  if (!s.ok()) return s;
+  for (const auto& p : m.procs) {
+    std::string image = gen_dir + "/" + p.image;
+    if (!IsFile(image))
+      return Status::NotFound(plan->manifest + " lists " + p.image + " (upid " + std::to_string(p.upid) +
+                              "), but " + image + " is missing");
+    plan->images.push_back(image);
+  }
+  return Status::OK();
+}
+
+int Fail(const std::string& msg, int code = 2) {
+  fprintf(stderr, "revive restart: %s\n", msg.c_str());
+  return code;
+}
+
+int Restart(const RestartArgs& a) {
+  Plan plan;
+  Status s = MakePlan(a.what, &plan);
+  if (!s.ok()) return Fail(s.message());
+  std::string bin;
+  s = FindHelper("REVIVE_RESTART_BIN", "restart", "revive-restart", &bin);
+  if (!s.ok()) return Fail(s.message());
+  Target t;
+  s = ResolveTarget(a.port, plan.ckpt_dir, &t);
+  if (!s.ok()) return Fail(s.message());
+  std::string secret;
+  s = coord::LoadOrCreateSecret(t.secret_file, &secret);
+  if (!s.ok()) return Fail(s.message());
+  std::vector<std::string> extra;
+  if (!plan.manifest.empty()) extra = {"--restart-manifest", plan.manifest};
+  s = EnsureCoordinator(t, extra);
+  if (!s.ok()) return Fail(s.message());
+
+  Progress("revive: restoring " + std::to_string(plan.images.size()) + " process(es) from " +
+           (plan.manifest.empty() ? plan.images[0] : plan.manifest));
+  std::vector<pid_t> kids;
+  for (const auto& image : plan.images) {
+    pid_t pid = fork();
+    if (pid < 0) return Fail(std::string("fork: ") + strerror(errno), 1);
+    if (pid == 0) {
+      setenv("REVIVE_COORD_HOST", t.host.c_str(), 1);
+      setenv("REVIVE_COORD_PORT", std::to_string(t.port).c_str(), 1);
+      setenv("REVIVE_SECRET_FILE", t.secret_file.c_str(), 1);
+      setenv("REVIVE_CKPT_DIR", t.ckpt_dir.c_str(), 1);
+      signal(SIGPIPE, SIG_DFL);
+      std::vector<const char*> argv = {bin.c_str()};
+      if (a.lazy) argv.push_back("--lazy");
+      argv.push_back(image.c_str());
+      argv.push_back(nullptr);
+      execv(bin.c_str(), const_cast<char* const*>(argv.data()));
+      fprintf(stderr, "revive restart: exec %s: %s\n", bin.c_str(), strerror(errno));
+      _exit(127);
+    }
+    kids.push_back(pid);
+  }
+  // Exit status: the first process (manifest order) that did not exit 0, else 0. Signals as 128+sig.
+  std::vector<int> codes(kids.size(), 0);
+  for (size_t i = 0; i < kids.size(); i++) {
+    int st = 0;
+    while (waitpid(kids[i], &st, 0) < 0 && errno == EINTR) {
+    }
+    codes[i] = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
+  }
+  for (int c : codes)
+    if (c != 0) return c;
+  return 0;
+}
+
+}  // namespace
+
+void AddRestartCommand(CLI::App& app, int* rc) {
+  auto a = std::make_shared<RestartArgs>();
+  CLI::App* c = app.add_subcommand("restart", "Restore a computation from its newest complete checkpoint");
+  c->footer(
+      "Restores a computation: from a checkpoint directory (its newest complete generation, the highest\n"
+      "ckpt-G with a MANIFEST.json), one generation directory, or a single IMAGE.rimg. Starts a\n"
+      "coordinator if none answers, runs revive-restart for every image and returns the exit status of\n"
+      "the restored program (128+N if killed by signal N).");
+  c->add_option("--port", a->port, "Coordinator port (default: REVIVE_PORT or 7779)");
+  c->add_flag("--lazy", a->lazy, "Map image pages on demand instead of reading them (uncompressed images)");
+  c->add_option("what", a->what, "IMAGE.rimg, ckpt-G directory or checkpoint directory")->required();
+  c->callback([a, rc] { *rc = Restart(*a); });
+}
+
+}  // namespace revive::cli

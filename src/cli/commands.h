@@ -1,0 +1,17 @@
+// One function per `revive` subcommand: registers it (options, help) on the app; its callback stores the
+// process exit status in *rc.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace revive::cli {
+
+void AddCoordinatorCommand(CLI::App& app, int* rc);
+void AddLaunchCommand(CLI::App& app, int* rc);
+void AddCheckpointCommand(CLI::App& app, int* rc);
+void AddStatusCommand(CLI::App& app, int* rc);
+void AddKillCommand(CLI::App& app, int* rc);
+void AddRestartCommand(CLI::App& app, int* rc);
+void AddInspectCommand(CLI::App& app, int* rc);
+
+}  // namespace revive::cli

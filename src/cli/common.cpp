@@ -1,0 +1,118 @@
+#include "cli/common.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/paths.h"
+#include "coord/secret.h"
+#include "core/env.h"
+
+namespace revive::cli {
+
+Status ResolveTarget(const std::string& port_opt, const std::string& dir_opt, Target* t) {
+  const char* h = getenv("REVIVE_COORD_HOST");
+  t->host = h != nullptr && *h ? h : "127.0.0.1";
+  std::string port = port_opt;
+  std::string what = "--port";
+  if (port.empty()) {
+    const char* e = getenv("REVIVE_PORT");
+    if (e != nullptr && *e) {
+      port = e;
+      what = "REVIVE_PORT";
+    }
+  }
+  t->port = kDefaultPort;
+  if (!port.empty()) {
+    char* end = nullptr;
+    errno = 0;
+    long v = strtol(port.c_str(), &end, 10);
+    if (errno != 0 || *end != '\0' || v < 1 || v > 65535)
+      return Status::InvalidArgument(what + "=" + port + ": not a port number (1..65535)");
+    t->port = (uint16_t)v;
+  }
+  std::string dir = dir_opt;
+  if (dir.empty()) {
+    const char* e = getenv("REVIVE_CKPT_DIR");
+    dir = e != nullptr && *e ? e : "revive-ckpt";
+  }
+  t->ckpt_dir = Absolute(dir);
+  while (t->ckpt_dir.size() > 1 && t->ckpt_dir.back() == '/') t->ckpt_dir.pop_back();
+  t->secret_file = coord::SecretPath(t->ckpt_dir);
+  return Status::OK();
+}
+
+bool Listening(const Target& t) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(t.port);
+  if (inet_pton(AF_INET, t.host == "localhost" ? "127.0.0.1" : t.host.c_str(), &a.sin_addr) != 1) return true;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  bool ok = connect(fd, (sockaddr*)&a, sizeof a) == 0;
+  close(fd);
+  return ok;
+}
+
+Status ConnectCli(const Target& t, int connect_timeout_ms, coord::Client* c) {
+  coord::ClientOptions o;
+  o.host = t.host.c_str();
+  o.port = t.port;
+  o.secret_file = t.secret_file.c_str();
+  o.role = "cli";
+  o.prog = "revive";
+  o.connect_timeout_ms = connect_timeout_ms;
+  if (!Listening(t))
+    return Status::IOError("no coordinator is listening on " + t.host + ":" + std::to_string(t.port) +
+                           " (is a computation running? start one with `revive launch`)");
+  if (c->connect(o, nullptr)) return Status::OK();
+  std::string msg = c->error();
+  if (msg.find("authentication failed") != std::string::npos)
+    msg += " (the coordinator belongs to another computation: its secret is not " + t.secret_file +
+           "; use --port or --ckpt-dir)";
+  else if (msg.find("secret file") != std::string::npos)
+    msg += " (is " + t.ckpt_dir + " the computation's checkpoint directory? use --ckpt-dir)";
+  return Status::IOError(msg);
+}
+
+Status EnsureCoordinator(const Target& t, const std::vector<std::string>& extra_args) {
+  if (!Listening(t)) {
+    std::vector<std::string> args = {"/proc/self/exe", "coordinator", "--daemon", "--exit-on-last",
+                                     "--port", std::to_string(t.port), "--ckpt-dir", t.ckpt_dir};
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    Progress("revive: starting a coordinator on port " + std::to_string(t.port));
+    pid_t pid = fork();
+    if (pid < 0) return Status::FromErrno("fork", errno);
+    if (pid == 0) {
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv("/proc/self/exe", argv.data());
+      fprintf(stderr, "revive: exec /proc/self/exe coordinator: %s\n", strerror(errno));
+      _exit(127);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    // The daemon's foreground parent exits 0 only once the coordinator listens (it printed why if not).
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      // Lost a race with another launcher starting the same coordinator? Then it listens now.
+      if (!Listening(t))
+        return Status::IOError("could not start a coordinator on port " + std::to_string(t.port));
+    }
+  }
+  ScopedClient sc;
+  return ConnectCli(t, 5000, &sc.c);
+}
+
+void Progress(const std::string& line) {
+  if (isatty(2)) fprintf(stderr, "%s\n", line.c_str());
+}
+
+}  // namespace revive::cli

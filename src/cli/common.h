@@ -1,0 +1,45 @@
+// What several `revive` commands share: where the coordinator and the checkpoint directory are, talking
+// to the coordinator as a CLI peer, and starting one when none answers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "coord/client.h"
+#include "core/status.h"
+
+namespace revive::cli {
+
+constexpr uint16_t kDefaultPort = 7779;
+
+struct Target {
+  std::string host;         // REVIVE_COORD_HOST or 127.0.0.1
+  uint16_t port = 0;        // --port, REVIVE_PORT, 7779
+  std::string ckpt_dir;     // absolute: --ckpt-dir, REVIVE_CKPT_DIR, ./revive-ckpt
+  std::string secret_file;  // REVIVE_SECRET_FILE or <ckpt_dir>/.revive-secret
+};
+
+// port_opt/dir_opt: the command-line values ("" when not given). Errors name the variable or option.
+Status ResolveTarget(const std::string& port_opt, const std::string& dir_opt, Target* t);
+
+// Connects as role=cli. The message says which coordinator and why (not running, wrong secret...).
+Status ConnectCli(const Target& t, int connect_timeout_ms, coord::Client* c);
+
+// Is anything accepting TCP connections at host:port? (no protocol, no retries)
+bool Listening(const Target& t);
+
+// Starts `revive coordinator --daemon --exit-on-last` for t unless something listens on the port; then
+// checks that we can authenticate (a coordinator of another computation on that port is an error).
+Status EnsureCoordinator(const Target& t, const std::vector<std::string>& extra_args);
+
+// Progress/info lines on stderr, only when it is a terminal.
+void Progress(const std::string& line);
+
+// A coord::Client closed on scope exit (Client itself is trivially destructible by design).
+struct ScopedClient {
+  coord::Client c;
+  ~ScopedClient() { c.close(); }
+};
+
+}  // namespace revive::cli

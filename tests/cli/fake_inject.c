@@ -1,0 +1,1 @@
+int revive_fake_inject_marker = 1;
