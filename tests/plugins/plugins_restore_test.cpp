@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/personality.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,7 +42,9 @@ class PluginRestore : public ::testing::Test {
 
   // Runs the helper with address randomisation off (see plugin_helper.cpp), stdout and stderr captured
   // through pipes (stderr gets little: it is read once stdout is at EOF).
-  Outcome helper(const std::vector<std::string>& args, const char* reserved_fd = nullptr) {
+  // low_msgqueue: the helper runs with RLIMIT_MSGQUEUE at 1000 and without CAP_SYS_RESOURCE (dropped
+  // from the bounding set, so root's exec does not get it back): it cannot raise that limit.
+  Outcome helper(const std::vector<std::string>& args, const char* reserved_fd = nullptr, bool low_msgqueue = false) {
     int p[2], e[2];
     EXPECT_EQ(pipe(p), 0);
     EXPECT_EQ(pipe(e), 0);
@@ -52,6 +56,11 @@ class PluginRestore : public ::testing::Test {
       dup2(p[1], 1);
       dup2(e[1], 2);
       if (reserved_fd) setenv("REVIVE_TEST_RESERVED_FD", reserved_fd, 1);
+      if (low_msgqueue) {
+        rlimit low = {1000, 1000};
+        if (setrlimit(RLIMIT_MSGQUEUE, &low) != 0) _exit(126);
+        if (geteuid() == 0 && prctl(PR_CAPBSET_DROP, 24 /* CAP_SYS_RESOURCE */, 0, 0, 0) != 0) _exit(126);
+      }
       std::vector<char*> argv{const_cast<char*>(REVIVE_PLUGIN_HELPER)};
       for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
@@ -77,10 +86,11 @@ class PluginRestore : public ::testing::Test {
     EXPECT_EQ(r.status, 0) << r.err;
     return r;
   }
-  Outcome restore(const std::string& scenario, const std::string& damage = "", const char* reserved_fd = nullptr) {
+  Outcome restore(const std::string& scenario, const std::string& damage = "", const char* reserved_fd = nullptr,
+                  bool low_msgqueue = false) {
     std::vector<std::string> args{"restore", scenario, dir_, image_};
     if (!damage.empty()) args.push_back(damage);
-    return helper(args, reserved_fd);
+    return helper(args, reserved_fd, low_msgqueue);
   }
 
   // Saves the scenario, restores it in a fresh process: {saved, restored}.
@@ -234,6 +244,17 @@ TEST_F(PluginRestore, LimitsWorkingDirectoryAndUmaskSurvive) {
   EXPECT_EQ(b.out, a.out);
   EXPECT_TRUE(has(a.out, "rlimit 7 512 4096\n")) << a.out;  // RLIMIT_NOFILE
   EXPECT_TRUE(has(a.out, "cwd " + dir_ + "/work dir\numask 0027\n")) << a.out;
+}
+
+TEST_F(PluginRestore, LimitThatCannotBeRaisedIsKeptLowerWithAWarning) {
+  Outcome a = save("proc");
+  ASSERT_TRUE(has(a.out, "rlimit 12 100000 200000\n")) << a.out;  // RLIMIT_MSGQUEUE
+  Outcome b = restore("proc", "", nullptr, true);
+  ASSERT_EQ(b.status, 0) << b.err;
+  EXPECT_TRUE(has(b.err, "revive: RLIMIT_MSGQUEUE: cannot restore soft 100000 hard 200000 (Operation not permitted)"))
+      << b.err;
+  EXPECT_TRUE(has(b.out, "rlimit 12 1000 1000\n")) << b.out;
+  EXPECT_TRUE(has(b.out, "rlimit 7 512 4096\n")) << b.out;  // the others are restored all the same
 }
 
 TEST_F(PluginRestore, VanishedWorkingDirectoryIsAnErrorNamingIt) {
