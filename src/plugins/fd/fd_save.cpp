@@ -65,14 +65,14 @@ struct Seen {
 constexpr int kMaxFds = 4096;
 Seen g_seen[kMaxFds];
 int g_nseen;
+pid_t g_self;  // getpid() once per checkpoint, for kcmp
 
 // The earlier descriptor sharing fd's open file description (same offset and flags: dup, 2>&1,
 // inherited), found with kcmp(KCMP_FILE); -1 if none or kcmp is unavailable.
 int find_dup(int fd, const struct stat& st) {
-  pid_t self = static_cast<pid_t>(syscall(SYS_getpid));
   for (int k = 0; k < g_nseen; ++k) {
     if (g_seen[k].dev != st.st_dev || g_seen[k].ino != st.st_ino) continue;
-    if (syscall(SYS_kcmp, self, self, KCMP_FILE, g_seen[k].fd, fd) == 0) return g_seen[k].fd;
+    if (syscall(SYS_kcmp, g_self, g_self, KCMP_FILE, g_seen[k].fd, fd) == 0) return g_seen[k].fd;
   }
   return -1;
 }
@@ -188,6 +188,7 @@ int fd_save(inject::SectionWriter& w) {
   // checkpoint thread ever runs save).
   static int fds[kMaxFds];
   g_nseen = 0;
+  g_self = static_cast<pid_t>(syscall(SYS_getpid));
   int n = list_fds(fds, kMaxFds, -1);
   if (n < 0) {
     warn(n == -EMFILE ? "checkpoint refused: more than 4096 open descriptors" : "checkpoint failed: cannot list /proc/self/fd");
@@ -197,7 +198,7 @@ int fd_save(inject::SectionWriter& w) {
   for (int k = 0; k < n; ++k) count += inject::fd_reserved(fds[k]) ? 0 : 1;
   Out out(w);
   out.tag(kFdTag);
-  out.u32(static_cast<uint32_t>(syscall(SYS_getpid)));  // to map /proc/<pid>/... to /proc/self/... on restore
+  out.u32(static_cast<uint32_t>(g_self));  // to map /proc/<pid>/... to /proc/self/... on restore
   out.u32(count);
   for (int k = 0; k < n; ++k) {
     if (inject::fd_reserved(fds[k])) continue;
