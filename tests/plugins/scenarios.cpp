@@ -199,7 +199,8 @@ void set_itimer(int which, long sec, long usec, long isec, long iusec) {
 }
 
 void setup_timer() {
-  // x.25 s: the dump rounds to whole seconds, so up to 0.25 s may pass between save and restore.
+  // x.25 s: the dump rounds to the nearest second, so up to 0.75 s may pass between save and restore
+  // (a loaded machine running tests in parallel) without changing it.
   set_itimer(ITIMER_REAL, 100, 250000, 0, 0);
   set_itimer(ITIMER_VIRTUAL, 50, 250000, 2, 250000);
   set_itimer(ITIMER_PROF, 30, 250000, 1, 0);
@@ -210,7 +211,7 @@ void setup_alarm() {
   sa.sa_handler = on_alarm;
   sa.sa_flags = SA_RESTART;
   sigaction(SIGALRM, &sa, nullptr);
-  set_itimer(ITIMER_REAL, 0, 800000, 0, 0);
+  set_itimer(ITIMER_REAL, 1, 250000, 0, 0);
 }
 
 double now() {
@@ -219,12 +220,13 @@ double now() {
   return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-// The re-armed alarm must fire with its remaining time (~0.8 s), neither at once nor never.
+// The re-armed alarm must fire with its remaining time (~1.25 s), neither at once nor never (wide
+// bounds: tests run in parallel on a loaded machine).
 std::string exercise_alarm() {
   double t0 = now();
-  while (!g_alarms && now() - t0 < 5) usleep(5000);
+  while (!g_alarms && now() - t0 < 6) usleep(5000);
   double dt = now() - t0;
-  if (g_alarms == 1 && dt > 0.4 && dt < 1.6) return "alarm fired once after its remaining time\n";
+  if (g_alarms == 1 && dt > 0.3 && dt < 4) return "alarm fired once after its remaining time\n";
   return "alarm: fired " + std::to_string(g_alarms) + " times after " + std::to_string(dt) + " s\n";
 }
 
@@ -265,7 +267,7 @@ void setup_posix_timers(const std::string& dir) {
   timer_t gone;
   if (timer_create(CLOCK_MONOTONIC, nullptr, &gone) != 0 || timer_delete(gone) != 0) die("timer_delete");
   timer_t c = make_timer(CLOCK_MONOTONIC, SIGEV_SIGNAL, SIGRTMIN + 5, 55);
-  arm(c, 0, 800000000, 0, 0);
+  arm(c, 1, 250000000, 0, 0);
   sigevent th = {};
   th.sigev_notify = SIGEV_THREAD;
   th.sigev_notify_function = on_thread_timer;
@@ -287,9 +289,9 @@ std::string exercise_posix_timers(const std::string& dir) {
   out += "timer A: gettime rc " + std::to_string(rc) + " interval " + std::to_string(its.it_interval.tv_sec) + "." +
          std::to_string(its.it_interval.tv_nsec) + "\n";
   double t0 = now();
-  while (!g_ptimer_fired && now() - t0 < 5) usleep(5000);
+  while (!g_ptimer_fired && now() - t0 < 6) usleep(5000);
   double dt = now() - t0;
-  if (g_ptimer_fired == 1 && dt > 0.4 && dt < 1.6) return out + "timer C fired once after its remaining time\n";
+  if (g_ptimer_fired == 1 && dt > 0.3 && dt < 4) return out + "timer C fired once after its remaining time\n";
   return out + "timer C: fired " + std::to_string(g_ptimer_fired) + " times after " + std::to_string(dt) + " s\n";
 }
 
