@@ -38,7 +38,7 @@ int Launch(const LaunchArgs& a) {
 
   std::string prog;
   s = FindProgram(a.argv[0], &prog);
-  if (!s.ok()) return Fail(s.message(), 127);
+  if (!s.ok()) return Fail(s.message(), s.IsNotFound() ? 127 : 126);  // the shell's convention
   bool dynamic = false;
   s = IsDynamicElf(prog, &dynamic);
   if (!s.ok()) return Fail(s.message());
