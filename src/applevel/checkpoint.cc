@@ -3,6 +3,7 @@
 #include "applevel/checkpoint_impl.h"
 
 #include <atomic>
+#include <cstring>
 #include <cstdio>
 #include <limits>
 
@@ -88,10 +89,17 @@ std::unique_ptr<Checkpoint::Impl::Job> Checkpoint::Impl::Take() {
     for (const auto& sp : spans) bytes += sp.size;
     f->header.count = t.tag == detail::kTagBlob ? bytes : e.item->count();
     if (copy) {
-      // Async copy mode: the user may modify their data as soon as write() returns.
+      // Async copy mode: the user may modify their data as soon as write() returns. The buffer of the
+      // previous version is reused: its pages are already mapped, so the copy runs at memcpy speed.
       std::string owned;
-      owned.reserve(bytes);
-      for (const auto& sp : spans) owned.append(static_cast<const char*>(sp.data), sp.size);
+      size_t i = job->files.size();
+      if (i < spare.size()) owned.swap(spare[i]);
+      owned.resize(bytes);
+      size_t at = 0;
+      for (const auto& sp : spans) {
+        if (sp.size) std::memcpy(owned.data() + at, sp.data, sp.size);
+        at += sp.size;
+      }
       f->scratch = std::move(owned);
       f->spans.push_back({f->scratch.data(), f->scratch.size()});
     } else {
@@ -158,9 +166,8 @@ void Checkpoint::Impl::RunJob(Job* job) {
 }
 
 void Checkpoint::Impl::Wait() {
-  if (!pending) return;
-  writer.Wait();
-  Finish(std::move(pending));
+  writer.Wait();  // also a background prune (see Finish)
+  if (pending) Finish(std::move(pending));
 }
 
 void Checkpoint::Impl::Finish(std::unique_ptr<Job> job) {
@@ -189,9 +196,18 @@ void Checkpoint::Impl::Finish(std::unique_ptr<Job> job) {
   if (opts.verbose && comm->rank() == 0)
     std::fprintf(stderr, "revive: %s: wrote version %s (iteration %lld)\n", Where().c_str(), v.c_str(),
                  static_cast<long long>(iteration));
+  if (opts.async && !opts.zero_copy) {
+    spare.clear();
+    for (auto& f : job->files) spare.push_back(std::move(f->scratch));
+  }
+  // A complete version exists now; the older ones are deleted on the writer thread, off the
+  // application's critical path (deleting a large file costs as much as several fsyncs). The next write,
+  // wait() or the destructor waits for it.
   if (comm->rank() == 0) {
-    s = store.Prune(opts.keep);
-    if (!s.ok()) std::fprintf(stderr, "revive: %s: removing old versions: %s\n", Where().c_str(), s.ToString().c_str());
+    writer.Submit([this] {
+      Status ps = store.Prune(opts.keep);
+      if (!ps.ok()) std::fprintf(stderr, "revive: %s: removing old versions: %s\n", Where().c_str(), ps.ToString().c_str());
+    });
   }
   // A complete parent version invalidates everything its children wrote before (paper Table I). The
   // children's manifests record the parent version, so restart is correct even if this cleanup is cut

@@ -211,6 +211,7 @@ TEST(Api, KeepsLastKVersions) {
   cp.add("x", &x);
   cp.commit();
   for (x = 1; x <= 6; ++x) cp.write(x);
+  cp.wait();  // old versions are deleted on the writer thread
   std::vector<std::string> dirs;
   for (auto& e : std::filesystem::directory_iterator(cp.directory())) dirs.push_back(e.path().filename());
   std::sort(dirs.begin(), dirs.end());
