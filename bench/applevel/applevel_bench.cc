@@ -1,0 +1,182 @@
+// applevel_bench: bandwidth of application-level checkpoints against the physical limit measured in the
+// same run, and the cost of checkpointing the Lanczos example.
+//
+//   applevel_bench --dir D [--sizes-mib 64,1024] [--reps 5] [--lanczos-n 1000] [--lanczos-iters 200]
+//                  [--every 20]
+//
+// Write: time until the version is durable and published (sync: write(); async: update_and_write() +
+// wait()) vs write(2)+fsync(2) of the same bytes into the same directory. For async modes the time the
+// application is blocked (update_and_write() returning) is printed too. Read: restart_if_needed() of a
+// fresh Checkpoint vs read(2) of the raw file, both after fdatasync + posix_fadvise(DONTNEED) of every file
+// (root-only drop_caches is not used, so pages the kernel keeps anyway may still be hit). Medians of --reps.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "raw_io.h"
+#include "revive/checkpoint.hpp"
+#include "run.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void EvictTree(const fs::path& dir) {
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) bench::Evict(e.path().string());
+}
+
+revive::Options Opts(const std::string& dir, const std::string& mode) {
+  revive::Options o;
+  o.base_path = dir;
+  o.keep = 1;
+  o.async = mode != "sync";
+  o.zero_copy = mode == "zero";
+  return o;
+}
+
+struct WriteTimes {
+  double total, blocked;
+};
+
+WriteTimes TimedWrite(revive::Checkpoint& cp, const std::string& mode, int64_t it) {
+  const double t0 = bench::Now();
+  if (mode == "sync") {
+    cp.write(it);
+    const double t = bench::Now() - t0;
+    return {t, t};
+  }
+  cp.update_and_write(it, 1);
+  const double t1 = bench::Now();
+  cp.wait();
+  return {bench::Now() - t0, t1 - t0};
+}
+
+void BenchSize(const std::string& dir, size_t mib, int reps) {
+  const size_t bytes = mib << 20;
+  std::vector<char> buf(bytes);
+  for (size_t i = 0; i < bytes; i += 8) {  // incompressible-looking content
+    uint64_t z = i * 0x9e3779b97f4a7c15ULL;
+    z ^= z >> 29;
+    std::memcpy(&buf[i], &z, std::min<size_t>(8, bytes - i));
+  }
+  std::vector<char> back(bytes);
+  const std::string raw = dir + "/raw.bin";
+  for (const std::string mode : {"sync", "copy", "zero"}) {
+    std::vector<double> raw_w, ck_w, ck_block, raw_r, ck_r;
+    const std::string cdir = dir + "/ckpt-" + mode;
+    fs::remove_all(cdir);
+    for (int r = 0; r < reps; ++r) {
+      // Alternate the order so neither side always gets the warmer device.
+      double tr = -1;
+      WriteTimes tw{};
+      {
+        revive::Checkpoint cp("bench", Opts(cdir, mode));
+        cp.add("data", buf.data(), buf.size());
+        cp.commit();
+        if (r % 2 == 0) tr = bench::RawWriteFsync(raw, buf.data(), bytes);
+        tw = TimedWrite(cp, mode, r + 1);
+        if (r % 2 == 1) tr = bench::RawWriteFsync(raw, buf.data(), bytes);
+      }
+      raw_w.push_back(tr);
+      ck_w.push_back(tw.total);
+      ck_block.push_back(tw.blocked);
+      bench::Evict(raw);
+      raw_r.push_back(bench::RawRead(raw, back.data(), bytes));
+      EvictTree(cdir);
+      {
+        revive::Checkpoint cp("bench", Opts(cdir, "sync"));
+        cp.add("data", back.data(), back.size());
+        cp.commit();
+        const double t0 = bench::Now();
+        if (!cp.restart_if_needed()) std::fprintf(stderr, "bench: restart found nothing in %s\n", cdir.c_str());
+        ck_r.push_back(bench::Now() - t0);
+      }
+      if (back != buf) std::fprintf(stderr, "bench: restart read different bytes!\n");
+    }
+    const double mb = static_cast<double>(bytes) / 1e6;
+    const double rw = Median(raw_w), cw = Median(ck_w), rr = Median(raw_r), cr = Median(ck_r);
+    std::printf("%5zu MiB %-4s write: ckpt %7.1f MB/s  raw write+fsync %7.1f MB/s  ratio %.3f  "
+                "(app blocked %.4f s of %.4f s)\n",
+                mib, mode.c_str(), mb / cw, mb / rw, rw / cw, Median(ck_block), cw);
+    std::printf("%5zu MiB %-4s read:  ckpt %7.1f MB/s  raw read %7.1f MB/s  ratio %.3f  (after fadvise DONTNEED)\n",
+                mib, mode.c_str(), mb / cr, mb / rr, rr / cr);
+    std::fflush(stdout);
+    fs::remove_all(cdir);
+  }
+  fs::remove(raw);
+}
+
+void BenchLanczos(const std::string& dir, int n, int iters, int every, int reps) {
+  const lanczos::Lattice L = lanczos::Lattice::Block(n, n, 0, 1, 1.0, 1);
+  const double state_mb = 2.0 * static_cast<double>(L.local_rows()) * 8 / 1e6;
+  std::printf("lanczos %dx%d, %d iterations, checkpoint (%.1f MB) every %d iterations, %d reps:\n", n, n,
+              iters, state_mb, every, reps);
+  std::vector<std::string> modes = {"none", "off", "copy", "zero"};
+  std::vector<std::vector<double>> t(modes.size());
+  for (int r = 0; r < reps; ++r) {
+    for (size_t m = 0; m < modes.size(); ++m) {  // interleaved, so drift hits every mode alike
+      lanczos::Config c;
+      c.nx = c.ny = n;
+      c.iters = iters;
+      c.every = modes[m] == "none" ? 0 : every;
+      c.async = modes[m] == "none" ? "off" : modes[m];
+      c.quiet = true;
+      c.fresh = true;
+      c.dir = dir + "/lanczos";
+      revive::Checkpoint cp("lanczos", lanczos::CheckpointOptions(c));
+      t[m].push_back(lanczos::Run(c, L, lanczos::Parallel{}, cp, false).seconds);
+    }
+  }
+  const double base = Median(t[0]);
+  for (size_t m = 0; m < modes.size(); ++m) {
+    const double med = Median(t[m]);
+    std::printf("  %-18s %.3f s  overhead %+.2f%%\n",
+                m == 0 ? "no checkpoints" : ("ckpt async=" + modes[m]).c_str(), med, 100.0 * (med - base) / base);
+  }
+  fs::remove_all(dir + "/lanczos");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dir, sizes = "64,1024";
+  int reps = 5, n = 1000, iters = 200, every = 20;
+  CLI::App app{"application-level checkpoint benchmark"};
+  app.add_option("--dir", dir, "directory for checkpoints and raw files")->required();
+  app.add_option("--sizes-mib", sizes, "checkpoint sizes per process, MiB, comma separated");
+  app.add_option("--reps", reps, "repetitions (the median is printed)")->check(CLI::PositiveNumber);
+  app.add_option("--lanczos-n", n, "Lanczos lattice side (0 = skip)");
+  app.add_option("--lanczos-iters", iters, "Lanczos iterations");
+  app.add_option("--every", every, "Lanczos checkpoint frequency")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  try {
+    fs::create_directories(dir);
+    for (size_t pos = 0; pos < sizes.size();) {
+      size_t comma = sizes.find(',', pos);
+      if (comma == std::string::npos) comma = sizes.size();
+      const size_t mib = std::stoul(sizes.substr(pos, comma - pos));
+      if (mib > 0) BenchSize(dir, mib, reps);
+      pos = comma + 1;
+    }
+    if (n > 0) BenchLanczos(dir, n, iters, every, reps);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "applevel_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,55 @@
+#include "run.h"
+
+#include <chrono>
+#include <string>
+
+#include "tridiag.h"
+
+namespace lanczos {
+
+RunResult Run(const Config& c, const Lattice& L, const Parallel& P, revive::Checkpoint& cp, bool print) {
+  RunResult res;
+  State s;
+  Init(L, P, c.iters, &s);
+  // The whole state of the iteration: the two newest vectors, alpha, beta and the step counter.
+  cp.add("v_prev", s.v_prev);
+  cp.add("v", s.v);
+  cp.add("alpha", s.alpha);
+  cp.add("beta", s.beta);
+  cp.add("steps", &s.iteration);
+  cp.commit();
+
+  int64_t it = 1;
+  if (cp.restart_if_needed(&it)) {
+    // The checkpoint of iteration k holds the state after k steps; the loop continues at k + 1.
+    if (s.iteration != it - 1 || s.alpha.size() != static_cast<size_t>(c.iters)) {
+      throw revive::Error("checkpoint '" + c.name + "' was written by another configuration (steps " +
+                          std::to_string(s.iteration) + ", iterations " + std::to_string(s.alpha.size()) +
+                          "; expected " + std::to_string(it - 1) + ", " + std::to_string(c.iters) + ")");
+    }
+    res.restarted_from = static_cast<int>(it - 1);
+    if (!c.quiet && print) std::fprintf(stderr, "lanczos: restarted after iteration %d\n", res.restarted_from);
+  }
+  const bool zero_copy = c.async == "zero";
+  const auto t0 = std::chrono::steady_clock::now();
+  for (; it <= c.iters; ++it) {
+    if (zero_copy) cp.wait();  // the writer may still read v and v_prev
+    Step(L, P, &s);
+    cp.update_and_write(it, c.every);
+  }
+  cp.wait();
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  if (print) {
+    std::printf("lanczos: %dx%d lattice (n=%lld), disorder %g, seed %llu, %d iterations\n", L.nx, L.ny,
+                static_cast<long long>(L.nx) * L.ny, L.disorder, static_cast<unsigned long long>(L.seed),
+                c.iters);
+    const std::vector<double> ev = LowestEigenvalues(s.alpha, s.beta, c.iters, c.nev);
+    for (size_t i = 0; i < ev.size(); ++i) std::printf("eig[%zu] = %.17g\n", i, ev[i]);
+    std::fflush(stdout);
+    if (!c.quiet) std::fprintf(stderr, "lanczos: %.3f s in the iteration loop\n", res.seconds);
+  }
+  return res;
+}
+
+}  // namespace lanczos

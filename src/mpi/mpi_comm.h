@@ -1,0 +1,41 @@
+// MPI implementation of revive::detail::Comm: the library's collective decisions (restart version,
+// completeness, manifest publication) travel over a private duplicate of the user's communicator, so they
+// can never match a message of the application.
+#ifndef REVIVE_SRC_MPI_MPI_COMM_H_
+#define REVIVE_SRC_MPI_MPI_COMM_H_
+
+#include <mpi.h>
+
+#include <memory>
+
+#include "revive/checkpoint_mpi.hpp"
+
+namespace revive::mpi {
+
+class MpiComm final : public detail::Comm {
+ public:
+  // Collective over `comm` (MPI_Comm_dup). MPI must be initialised.
+  explicit MpiComm(MPI_Comm comm);
+  ~MpiComm() override;
+  MpiComm(const MpiComm&) = delete;
+  MpiComm& operator=(const MpiComm&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void barrier() override;
+  uint64_t allreduce_min_u64(uint64_t v) override;
+  bool allreduce_and(bool v) override;
+  void bcast(void* buf, size_t n, int root) override;
+
+  MPI_Comm comm() const { return comm_; }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+};
+
+
+
+}  // namespace revive::mpi
+
+#endif  // REVIVE_SRC_MPI_MPI_COMM_H_
