@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
+#include <thread>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -73,6 +75,15 @@ int init_all() {
   return 0;
 }
 
+// The engine saves and restores on a thread of its own, not the main thread (whose tid is the pid):
+// so do we, so that a plugin relying on being the main thread fails here too.
+int on_other_thread(const std::function<int()>& fn) {
+  int rc = -1;
+  std::thread t([&] { rc = fn(); });
+  t.join();
+  return rc;
+}
+
 int do_save(const std::string& scenario, const std::string& dir, const std::string& image) {
   close_from(3);
   if (chdir(dir.c_str()) != 0 || init_all() != 0) return 2;
@@ -80,15 +91,19 @@ int do_save(const std::string& scenario, const std::string& dir, const std::stri
   if (reserved) open_at("/dev/zero", reserved);  // "the engine's" descriptor
   setup(scenario, dir);
   std::vector<std::string> sections;
-  for (auto* p : kOrder) {
-    MemWriter w;
-    if (int rc = p->save(w); rc != 0) {
-      fprintf(stderr, "save failed: %s: %s\n", p->name, strerror(-rc));
-      return 3;
+  int rc = on_other_thread([&] {
+    for (auto* p : kOrder) {
+      MemWriter w;
+      if (int rc = p->save(w); rc != 0) {
+        fprintf(stderr, "save failed: %s: %s\n", p->name, strerror(-rc));
+        return 3;
+      }
+      sections.push_back(w.bytes);
     }
-    sections.push_back(w.bytes);
-  }
-  for (auto* p : kOrder) p->resume(true);
+    for (auto* p : kOrder) p->resume(true);
+    return 0;
+  });
+  if (rc != 0) return rc;
   if (!write_image(image, sections)) return 2;
   std::string out = "=== state\n" + dump_state();
   out += "=== exercise\n" + exercise(scenario, dir);
@@ -115,14 +130,18 @@ int do_restore(const std::string& scenario, const std::string& dir, const std::s
   if (reserved) open_at("/dev/full", reserved);  // the restart engine's own descriptor
   engine_side(scenario);
   if (chdir("/") != 0 || init_all() != 0) return 2;  // restore must bring the working directory back
-  for (size_t k = 0; k < 4; ++k) {
-    MemReader r(sections[k]);
-    char msg[512] = "(no message)";
-    if (int rc = kOrder[k]->restore(r, msg, sizeof msg); rc != 0) {
-      fprintf(stderr, "restore failed: %s: %s (%s)\n", kOrder[k]->name, msg, strerror(-rc));
-      return 3;
+  int rc = on_other_thread([&] {
+    for (size_t k = 0; k < 4; ++k) {
+      MemReader r(sections[k]);
+      char msg[512] = "(no message)";
+      if (int rc = kOrder[k]->restore(r, msg, sizeof msg); rc != 0) {
+        fprintf(stderr, "restore failed: %s: %s (%s)\n", kOrder[k]->name, msg, strerror(-rc));
+        return 3;
+      }
     }
-  }
+    return 0;
+  });
+  if (rc != 0) return rc;
   std::string out = "=== state\n" + dump_state();
   out += "=== exercise\n" + exercise(scenario, dir);
   fputs(out.c_str(), stdout);

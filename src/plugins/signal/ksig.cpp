@@ -27,7 +27,10 @@ bool ktake(int sig, siginfo_t* info) {
 
 int kqueue_self(const siginfo_t& info) {
   siginfo_t copy = info;  // the kernel may not modify it, but the syscall takes a non-const pointer
-  return static_cast<int>(syscall(SYS_rt_sigqueueinfo, syscall(SYS_getpid), info.si_signo, &copy));
+  // The kernel lets a thread forge si_code >= 0 (kill's) only when the target pid is the caller's own id
+  // (task_pid_vnr(current): the *thread* id). Our tid names our thread group, and the signal is queued
+  // process-wide, as it was. getpid() would fail with EPERM on the checkpoint/restore thread.
+  return static_cast<int>(syscall(SYS_rt_sigqueueinfo, syscall(SYS_gettid), info.si_signo, &copy));
 }
 
 int ckpt_sig() {
