@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""End-to-end test of the `revive` command with the real engine:
+reference run of PROG; then `revive launch` PROG, `revive checkpoint` at a random moment (or wait for an
+--interval checkpoint), SIGKILL, `revive restart CKPT-DIR`; stdout (a regular file, restored by the fd
+plugin) and exit code must equal the reference. --chain N checkpoints and kills the restored program again
+N times (restart picks the newest generation each time)."""
+import argparse, os, random, shutil, signal, subprocess, sys, time
+
+def fail(msg):
+    print("FAIL: " + msg, flush=True)
+    sys.exit(1)
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+def coordinator_gone(revive, port, ck, timeout=10):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if run([revive, "status", "--port", str(port), "--ckpt-dir", ck]).returncode != 0:
+            return True
+        time.sleep(0.1)
+    return False
+
+def checkpoint(revive, port, ck, want_gen):
+    r = run([revive, "checkpoint", "--port", str(port), "--ckpt-dir", ck], timeout=120)
+    if r.returncode != 0:
+        fail("revive checkpoint exited %d: %s" % (r.returncode, r.stderr.strip()))
+    got = r.stdout.strip()
+    if got != os.path.join(ck, "ckpt-%d" % want_gen):
+        fail("revive checkpoint printed %r, want generation %d" % (got, want_gen))
+    if not os.path.exists(os.path.join(got, "MANIFEST.json")):
+        fail("checkpoint returned before %s/MANIFEST.json existed" % got)
+    print("checkpoint: %s" % got, flush=True)
+
+def kill(proc, what):
+    if proc.poll() is not None:
+        fail("%s ended (rc %s) before it could be killed; make it run longer" % (what, proc.returncode))
+    # The launched/restarted program: revive launch execs it (same pid); revive restart waits for
+    # revive-restart, which becomes the restored program. Kill the program itself.
+    os.kill(proc.pid if what == "launched program" else child_of(proc.pid), signal.SIGKILL)
+    proc.wait()
+
+def child_of(pid):
+    with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+        kids = f.read().split()
+    if len(kids) != 1:
+        fail("revive restart has %d children, want 1" % len(kids))
+    return int(kids[0])
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--revive", required=True)
+    ap.add_argument("--inject", required=True)
+    ap.add_argument("--restart", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--delay", type=float, nargs=2, default=[0.3, 0.8])
+    ap.add_argument("--chain", type=int, default=0)
+    ap.add_argument("--interval", type=float, default=0)
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("prog", nargs=argparse.REMAINDER)
+    a = ap.parse_args()
+    prog = a.prog[1:] if a.prog and a.prog[0] == "--" else a.prog
+    a.revive = os.path.abspath(a.revive)
+    seed = a.seed if a.seed is not None else random.randrange(1 << 30)
+    rng = random.Random(seed)
+    port = 20000 + rng.randrange(20000)
+    print("seed %d port %d" % (seed, port), flush=True)
+    shutil.rmtree(a.workdir, ignore_errors=True)
+    ref, work, ck = (os.path.join(a.workdir, d) for d in ("ref", "run", "ck"))
+    for d in (ref, work):
+        os.makedirs(d)
+    env = dict(os.environ, REVIVE_INJECT_LIB=os.path.abspath(a.inject),
+               REVIVE_RESTART_BIN=os.path.abspath(a.restart), REVIVE_LOG="0")
+    for k in ("REVIVE_PORT", "REVIVE_CKPT_DIR", "REVIVE_SECRET_FILE", "LD_PRELOAD"):
+        env.pop(k, None)
+
+    with open(os.path.join(ref, "stdout"), "wb") as out:
+        r = subprocess.run(prog, cwd=ref, stdout=out, stdin=subprocess.DEVNULL, timeout=120)
+    ref_rc = r.returncode
+    print("reference: rc %d" % ref_rc, flush=True)
+
+    launch = [a.revive, "launch", "--port", str(port), "--ckpt-dir", ck]
+    if a.interval:
+        launch += ["--interval", str(a.interval)]
+    with open(os.path.join(work, "stdout"), "wb") as out:
+        proc = subprocess.Popen(launch + ["--"] + prog, cwd=work, stdout=out, stdin=subprocess.DEVNULL, env=env)
+    gen = 1
+    if a.interval:
+        deadline = time.time() + 30
+        while not os.path.exists(os.path.join(ck, "ckpt-1", "MANIFEST.json")):
+            if time.time() > deadline or proc.poll() is not None:
+                fail("no --interval checkpoint appeared")
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0, 0.1))
+        gen = max(int(d[5:]) for d in os.listdir(ck) if d.startswith("ckpt-") and
+                  os.path.exists(os.path.join(ck, d, "MANIFEST.json"))) + 1
+        print("interval checkpoints seen, newest complete: ckpt-%d" % (gen - 1), flush=True)
+    else:
+        time.sleep(rng.uniform(*a.delay))
+        checkpoint(a.revive, port, ck, gen)
+        gen += 1
+        time.sleep(rng.uniform(0, a.delay[0]))
+    kill(proc, "launched program")
+    if proc.returncode != -signal.SIGKILL:
+        fail("launched program was not killed by SIGKILL (rc %s)" % proc.returncode)
+    if not coordinator_gone(a.revive, port, ck):
+        fail("launch's coordinator did not exit after its only process died")
+
+    for c in range(a.chain + 1):
+        cmd = [a.revive, "restart", "--port", str(port), ck]
+        print("restart %d: %s" % (c, " ".join(cmd)), flush=True)
+        rerr = open(os.path.join(work, "restart-stderr-%d" % c), "wb")
+        proc = subprocess.Popen(cmd, cwd=work, stdout=rerr, stderr=rerr, stdin=subprocess.DEVNULL, env=env)
+        rerr.close()
+        if c < a.chain:
+            time.sleep(rng.uniform(*a.delay))
+            checkpoint(a.revive, port, ck, gen)
+            gen += 1
+            time.sleep(rng.uniform(0, a.delay[0]))
+            kill(proc, "restored program")
+            if not coordinator_gone(a.revive, port, ck):
+                fail("restart's coordinator did not exit after its only process died")
+            continue
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            fail("restarted program did not finish")
+    if proc.returncode != ref_rc:
+        fail("revive restart exited %s, the uninterrupted run %s; stderr: %s" % (
+            proc.returncode, ref_rc, open(os.path.join(work, "restart-stderr-%d" % a.chain)).read()))
+    want = open(os.path.join(ref, "stdout"), "rb").read()
+    got = open(os.path.join(work, "stdout"), "rb").read()
+    if want != got:
+        fail("stdout differs after restart: %d bytes vs %d expected" % (len(got), len(want)))
+    if not coordinator_gone(a.revive, port, ck):
+        fail("restart's coordinator did not exit after the program ended")
+    print("OK: stdout identical (%d bytes), rc %d" % (len(want), ref_rc), flush=True)
+
+if __name__ == "__main__":
+    main()
