@@ -6,17 +6,27 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdint.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "mem_section.h"
 #include "plugins/common/msg.h"
 #include "plugins/common/section_io.h"
 #include "plugins/plugins.h"
+
+// Obsolete interfaces programs still call: bsd_signal is not declared under _GNU_SOURCE, the XSI ones
+// are deprecated; the wrappers must cover them all the same.
+extern "C" sighandler_t bsd_signal(int, sighandler_t);
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
 namespace revive::plugins {
 namespace {
@@ -180,6 +190,60 @@ TEST_F(SignalWrappers, ProgramCannotBlockTheCheckpointSignalNorSeeItInMasks) {
   uint64_t none = 0;
   syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, nullptr, 8);
   EXPECT_EQ(g_engine_hits, 1);
+}
+
+TEST_F(SignalWrappers, ObsoleteAndStrictIsoVariantsAreCoveredToo) {
+  EXPECT_EQ(sysv_signal(ckpt_, program_handler), SIG_DFL);
+  EXPECT_EQ(__sysv_signal(ckpt_, SIG_IGN), program_handler);  // signal() under -std=c99
+  EXPECT_EQ(bsd_signal(ckpt_, SIG_DFL), SIG_IGN);
+  EXPECT_EQ(sigignore(ckpt_), 0);
+  struct sigaction old = {};
+  sigaction(ckpt_, nullptr, &old);
+  EXPECT_EQ(old.sa_handler, SIG_IGN);
+  EXPECT_EQ(sighold(ckpt_), 0);
+  EXPECT_EQ(kernel_mask() & bit(ckpt_), 0u);
+  EXPECT_EQ(sigrelse(ckpt_), 0);
+  EXPECT_EQ(kernel_action(ckpt_).handler, reinterpret_cast<void*>(engine_handler));
+  sighold(SIGUSR2);  // others for real
+  EXPECT_NE(kernel_mask() & bit(SIGUSR2), 0u);
+  sigrelse(SIGUSR2);
+  EXPECT_EQ(kernel_mask() & bit(SIGUSR2), 0u);
+  sigaction(ckpt_, &old, nullptr);
+}
+
+// A wait with a full signal mask must still let the checkpoint signal in (it returns EINTR then).
+TEST_F(SignalWrappers, WaitsWithAFullMaskStillTakeTheCheckpointSignal) {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_t self = pthread_self();
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  ASSERT_GE(ep, 0);
+  const char* names[] = {"ppoll", "pselect", "epoll_pwait", "epoll_pwait2"};
+  for (int k = 0; k < 4; ++k) {
+    g_engine_hits = 0;
+    std::thread kicker([&] {
+      usleep(100000);
+      pthread_kill(self, ckpt_);
+    });
+    timespec two = {2, 0};
+    int rc = -2;
+    if (k == 0) rc = ppoll(nullptr, 0, &two, &all);
+    if (k == 1) rc = pselect(0, nullptr, nullptr, nullptr, &two, &all);
+    if (k == 2) {
+      epoll_event ev;
+      rc = epoll_pwait(ep, &ev, 1, 2000, &all);
+    }
+    if (k == 3) {
+      epoll_event ev;
+      rc = epoll_pwait2(ep, &ev, 1, &two, &all);
+    }
+    int e = errno;
+    kicker.join();
+    EXPECT_EQ(rc, -1) << names[k];
+    EXPECT_EQ(e, EINTR) << names[k];
+    EXPECT_EQ(g_engine_hits, 1) << names[k];
+  }
+  close(ep);
 }
 
 TEST_F(SignalWrappers, SignalfdNeverConsumesTheCheckpointSignal) {

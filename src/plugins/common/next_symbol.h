@@ -4,6 +4,7 @@
 #pragma once
 
 #include <dlfcn.h>
+#include <errno.h>
 
 namespace revive::plugins {
 
@@ -14,6 +15,14 @@ Fn next_symbol(Fn* slot, const char* name) {
     f = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
     __atomic_store_n(slot, f, __ATOMIC_RELEASE);  // racing resolvers store the same value
   }
+  return f;
+}
+
+// For wrappers: the real function, or nullptr with errno = ENOSYS when libc lacks it.
+template <typename Fn>
+Fn next_or_enosys(Fn* slot, const char* name) {
+  Fn f = next_symbol(slot, name);
+  if (!f) errno = ENOSYS;
   return f;
 }
 

@@ -9,6 +9,7 @@
 
 #include "plugins/common/next_symbol.h"
 #include "plugins/plugins.h"
+#include "plugins/signal/ckpt_mask.h"
 #include "plugins/signal/ksig.h"
 #include "plugins/signal/signal_wrappers.h"
 
@@ -45,20 +46,6 @@ Real g_real;  // zero-initialised: no constructor runs (contracts: no static obj
 // The program's view of the checkpoint signal's disposition. Starts as SIG_DFL (all zero).
 struct sigaction g_virtual;
 
-bool is_ckpt(int sig) { return sig != 0 && sig == ckpt_sig(); }
-
-// Copy of a set without the checkpoint signal (nullptr stays nullptr).
-const sigset_t* strip(const sigset_t* in, sigset_t* copy) {
-  if (!in) return nullptr;
-  *copy = *in;
-  if (int s = ckpt_sig()) sigdelset(copy, s);
-  return copy;
-}
-void hide(sigset_t* out) {
-  if (!out) return;
-  if (int s = ckpt_sig()) sigdelset(out, s);
-}
-
 int virtual_sigaction(const struct sigaction* act, struct sigaction* old) {
   struct sigaction prev = g_virtual;
   if (act) g_virtual = *act;
@@ -66,25 +53,34 @@ int virtual_sigaction(const struct sigaction* act, struct sigaction* old) {
   return 0;
 }
 
-// signal()/sigset() for the checkpoint signal: BSD semantics (SA_RESTART), virtual only.
-sighandler_t virtual_signal(sighandler_t h) {
+// signal()/sigset() for the checkpoint signal, virtual only: BSD semantics (SA_RESTART), or System V's
+// (one-shot, not blocked in its handler) for sysv_signal.
+sighandler_t virtual_signal(sighandler_t h, int flags = SA_RESTART) {
   sighandler_t prev = g_virtual.sa_handler;  // shares storage with sa_sigaction
   memset(&g_virtual, 0, sizeof g_virtual);
   g_virtual.sa_handler = h;
-  g_virtual.sa_flags = SA_RESTART;
+  g_virtual.sa_flags = flags;
   return prev;
 }
 
-template <typename Fn>
-Fn real(Fn* slot, const char* name) {
-  Fn f = next_symbol(slot, name);
-  if (!f) errno = ENOSYS;
-  return f;
+SignalFn g_sysv_signal, g_bsd_signal;
+using SigFn = int (*)(int);
+SigFn g_sighold, g_sigrelse, g_sigignore;
+
+// The obsolete XSI calls: for the checkpoint signal hold/release do nothing, ignore is virtual.
+int xsi(int sig, SigFn* slot, const char* name, bool ignore) {
+  if (is_ckpt(sig)) {
+    if (ignore) virtual_signal(SIG_IGN);
+    return 0;
+  }
+  auto f = next_or_enosys(slot, name);
+  return f ? f(sig) : -1;
 }
 
 }  // namespace
 
 int signal_wrappers_init() {
+  wait_wrappers_init();
   next_symbol(&g_real.sigaction, "sigaction");
   next_symbol(&g_real.signal, "signal");
   next_symbol(&g_real.sigset, "sigset");
@@ -103,27 +99,54 @@ int signal_wrappers_init() {
 
 namespace revive::inject {
 int real_sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
-  auto f = plugins::real(&plugins::g_real.sigaction, "sigaction");
+  auto f = plugins::next_or_enosys(&plugins::g_real.sigaction, "sigaction");
   return f ? f(sig, act, old) : -1;
 }
 }  // namespace revive::inject
 
 using revive::plugins::g_real;
+using revive::plugins::g_bsd_signal;
+using revive::plugins::g_sysv_signal;
 using revive::plugins::hide;
 using revive::plugins::is_ckpt;
-using revive::plugins::real;
+using revive::plugins::next_or_enosys;
 using revive::plugins::strip;
 
 REVIVE_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
   if (is_ckpt(sig)) return revive::plugins::virtual_sigaction(act, old);
-  auto f = real(&g_real.sigaction, "sigaction");
+  auto f = next_or_enosys(&g_real.sigaction, "sigaction");
   return f ? f(sig, act, old) : -1;
 }
 
 REVIVE_EXPORT sighandler_t signal(int sig, sighandler_t h) noexcept {
   if (is_ckpt(sig)) return revive::plugins::virtual_signal(h);
-  auto f = real(&g_real.signal, "signal");
+  auto f = next_or_enosys(&g_real.signal, "signal");
   return f ? f(sig, h) : SIG_ERR;
+}
+
+REVIVE_EXPORT sighandler_t sysv_signal(int sig, sighandler_t h) noexcept {
+  if (is_ckpt(sig)) return revive::plugins::virtual_signal(h, SA_RESETHAND | SA_NODEFER);
+  auto f = next_or_enosys(&g_sysv_signal, "sysv_signal");
+  return f ? f(sig, h) : SIG_ERR;
+}
+
+// What signal() is under strict ISO C (-std=c99 without _DEFAULT_SOURCE): glibc's headers redirect to it.
+REVIVE_EXPORT sighandler_t __sysv_signal(int sig, sighandler_t h) noexcept { return sysv_signal(sig, h); }
+
+REVIVE_EXPORT sighandler_t bsd_signal(int sig, sighandler_t h) noexcept {
+  if (is_ckpt(sig)) return revive::plugins::virtual_signal(h);
+  auto f = next_or_enosys(&g_bsd_signal, "bsd_signal");
+  return f ? f(sig, h) : SIG_ERR;
+}
+
+REVIVE_EXPORT int sighold(int sig) noexcept {
+  return revive::plugins::xsi(sig, &revive::plugins::g_sighold, "sighold", false);
+}
+REVIVE_EXPORT int sigrelse(int sig) noexcept {
+  return revive::plugins::xsi(sig, &revive::plugins::g_sigrelse, "sigrelse", false);
+}
+REVIVE_EXPORT int sigignore(int sig) noexcept {
+  return revive::plugins::xsi(sig, &revive::plugins::g_sigignore, "sigignore", true);
 }
 
 REVIVE_EXPORT sighandler_t sigset(int sig, sighandler_t h) noexcept {
@@ -132,13 +155,13 @@ REVIVE_EXPORT sighandler_t sigset(int sig, sighandler_t h) noexcept {
     if (h == SIG_HOLD) return revive::plugins::g_virtual.sa_handler;
     return revive::plugins::virtual_signal(h);
   }
-  auto f = real(&g_real.sigset, "sigset");
+  auto f = next_or_enosys(&g_real.sigset, "sigset");
   return f ? f(sig, h) : SIG_ERR;
 }
 
 REVIVE_EXPORT int sigprocmask(int how, const sigset_t* set, sigset_t* old) noexcept {
   sigset_t copy;
-  auto f = real(&g_real.sigprocmask, "sigprocmask");
+  auto f = next_or_enosys(&g_real.sigprocmask, "sigprocmask");
   int rc = f ? f(how, strip(set, &copy), old) : -1;
   if (rc == 0) hide(old);
   return rc;
@@ -146,7 +169,7 @@ REVIVE_EXPORT int sigprocmask(int how, const sigset_t* set, sigset_t* old) noexc
 
 REVIVE_EXPORT int pthread_sigmask(int how, const sigset_t* set, sigset_t* old) noexcept {
   sigset_t copy;
-  auto f = real(&g_real.pthread_sigmask, "pthread_sigmask");
+  auto f = next_or_enosys(&g_real.pthread_sigmask, "pthread_sigmask");
   int rc = f ? f(how, strip(set, &copy), old) : ENOSYS;
   if (rc == 0) hide(old);
   return rc;
@@ -156,31 +179,31 @@ REVIVE_EXPORT int pthread_sigmask(int how, const sigset_t* set, sigset_t* old) n
 // sigsuspend makes it return -1/EINTR, as any caught signal would (docs/plugins.md).
 REVIVE_EXPORT int sigsuspend(const sigset_t* mask) {
   sigset_t copy;
-  auto f = real(&g_real.sigsuspend, "sigsuspend");
+  auto f = next_or_enosys(&g_real.sigsuspend, "sigsuspend");
   return f ? f(strip(mask, &copy)) : -1;
 }
 
 // Waiting for the checkpoint signal would steal it from the engine: it is removed from the wait set.
 REVIVE_EXPORT int sigwait(const sigset_t* set, int* sig) {
   sigset_t copy;
-  auto f = real(&g_real.sigwait, "sigwait");
+  auto f = next_or_enosys(&g_real.sigwait, "sigwait");
   return f ? f(strip(set, &copy), sig) : ENOSYS;
 }
 
 REVIVE_EXPORT int sigwaitinfo(const sigset_t* set, siginfo_t* info) {
   sigset_t copy;
-  auto f = real(&g_real.sigwaitinfo, "sigwaitinfo");
+  auto f = next_or_enosys(&g_real.sigwaitinfo, "sigwaitinfo");
   return f ? f(strip(set, &copy), info) : -1;
 }
 
 REVIVE_EXPORT int sigtimedwait(const sigset_t* set, siginfo_t* info, const struct timespec* timeout) {
   sigset_t copy;
-  auto f = real(&g_real.sigtimedwait, "sigtimedwait");
+  auto f = next_or_enosys(&g_real.sigtimedwait, "sigtimedwait");
   return f ? f(strip(set, &copy), info, timeout) : -1;
 }
 
 REVIVE_EXPORT int sigpending(sigset_t* set) noexcept {
-  auto f = real(&g_real.sigpending, "sigpending");
+  auto f = next_or_enosys(&g_real.sigpending, "sigpending");
   int rc = f ? f(set) : -1;
   if (rc == 0) hide(set);
   return rc;
@@ -188,6 +211,6 @@ REVIVE_EXPORT int sigpending(sigset_t* set) noexcept {
 
 REVIVE_EXPORT int signalfd(int fd, const sigset_t* mask, int flags) noexcept {
   sigset_t copy;
-  auto f = real(&g_real.signalfd, "signalfd");
+  auto f = next_or_enosys(&g_real.signalfd, "signalfd");
   return f ? f(fd, strip(mask, &copy), flags) : -1;
 }

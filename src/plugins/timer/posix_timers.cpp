@@ -159,11 +159,8 @@ int posix_timers_restore(In& in, char* msg, size_t cap) {
 #define REVIVE_EXPORT extern "C" __attribute__((visibility("default")))
 
 REVIVE_EXPORT int timer_create(clockid_t clock, struct sigevent* sev, timer_t* out) noexcept {
-  auto f = revive::plugins::next_symbol(&revive::plugins::g_create, "timer_create");
-  if (!f) {
-    errno = ENOSYS;
-    return -1;
-  }
+  auto f = revive::plugins::next_or_enosys(&revive::plugins::g_create, "timer_create");
+  if (!f) return -1;
   int rc = f(clock, sev, out);
   if (rc != 0) return rc;
   // glibc encodes SIGEV_THREAD timers as negative ids (a pointer to its helper thread); those, and
@@ -179,11 +176,8 @@ REVIVE_EXPORT int timer_create(clockid_t clock, struct sigevent* sev, timer_t* o
 }
 
 REVIVE_EXPORT int timer_delete(timer_t t) noexcept {
-  auto f = revive::plugins::next_symbol(&revive::plugins::g_delete, "timer_delete");
-  if (!f) {
-    errno = ENOSYS;
-    return -1;
-  }
+  auto f = revive::plugins::next_or_enosys(&revive::plugins::g_delete, "timer_delete");
+  if (!f) return -1;
   int rc = f(t);
   intptr_t id = reinterpret_cast<intptr_t>(t);
   if (rc == 0 && id >= 0) revive::plugins::untrack(static_cast<int>(id));
