@@ -159,24 +159,51 @@ WireErr Payload::parse(const char* data, size_t len) {
   }
   data_ = data;
   len_ = len;
-  // Duplicate keys are ambiguous (which one wins?): refuse them. Quadratic, but only over the short key
-  // prefixes; STATUS for thousands of processes is the worst case and is parsed by the CLI, not the server.
-  if (lines > 1) {
-    size_t a = 0;
-    Field fa;
-    while (next(&a, &fa)) {
-      size_t b = a;
-      Field fb;
-      while (next(&b, &fb)) {
-        if (fa.key_len == fb.key_len && memcmp(fa.key, fb.key, fa.key_len) == 0) {
-          data_ = nullptr;
-          len_ = 0;
-          return WireErr::kDuplicateKey;
-        }
-      }
-    }
+  // Duplicate keys are ambiguous (which one wins?): refuse them. An open-addressing table of line offsets
+  // on the stack (no allocation: this runs in the injected library) makes it linear up to kDupSlots*3/4
+  // lines; only longer payloads fall back to pairwise comparison of the rest. A peer that has not
+  // authenticated can send at most 4 KiB (under 1400 lines), so it can never trigger the quadratic path.
+  if (lines > 1 && HasDuplicateKey()) {
+    data_ = nullptr;
+    len_ = 0;
+    return WireErr::kDuplicateKey;
   }
   return WireErr::kOk;
+}
+
+bool Payload::HasDuplicateKey() const {
+  constexpr size_t kDupSlots = 2048;
+  uint32_t slot[kDupSlots];  // 1 + offset of the line, 0 = empty
+  memset(slot, 0, sizeof slot);
+  size_t used = 0, pos = 0;
+  Field f;
+  while (used < kDupSlots * 3 / 4) {
+    size_t at = pos;
+    if (!next(&pos, &f)) return false;
+    uint32_t h = 2166136261u;  // FNV-1a
+    for (size_t i = 0; i < f.key_len; i++) h = (h ^ (uint8_t)f.key[i]) * 16777619u;
+    for (size_t i = h % kDupSlots;; i = (i + 1) % kDupSlots) {
+      if (slot[i] == 0) {
+        slot[i] = (uint32_t)at + 1;
+        used++;
+        break;
+      }
+      size_t other = slot[i] - 1;
+      Field g;
+      next(&other, &g);
+      if (g.key_len == f.key_len && memcmp(g.key, f.key, f.key_len) == 0) return true;
+    }
+  }
+  // Table full: compare each remaining line with every line (rare: only huge STATUS-like payloads).
+  Field fa;
+  while (next(&pos, &fa)) {
+    size_t b = 0;
+    Field fb;
+    while (next(&b, &fb) && fb.key != fa.key) {
+      if (fa.key_len == fb.key_len && memcmp(fa.key, fb.key, fa.key_len) == 0) return true;
+    }
+  }
+  return false;
 }
 
 bool Payload::get(const char* key, const char** value, size_t* value_len) const {

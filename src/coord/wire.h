@@ -81,6 +81,7 @@ class Payload {
   size_t size() const { return len_; }
 
  private:
+  bool HasDuplicateKey() const;
   const char* data_ = nullptr;
   size_t len_ = 0;
 };

@@ -150,6 +150,22 @@ TEST(Wire, BadPayloads) {
   EXPECT_EQ(WireErr::kOk, decode(raw(kPublish, "key=a=b\nvalue==\n")));
 }
 
+TEST(Wire, DuplicateKeysInLongPayloads) {
+  // Beyond the size of the duplicate-detection table the check must still be exact.
+  for (size_t lines : {10, 1500, 1600, 5000}) {
+    std::string p;
+    for (size_t i = 0; i < lines; i++) p += "p." + std::to_string(i) + ".upid=" + std::to_string(i) + "\n";
+    Payload pl;
+    EXPECT_EQ(WireErr::kOk, pl.parse(p.data(), p.size())) << lines;
+    for (size_t dup : {size_t{0}, lines / 2, lines - 1}) {
+      std::string q = p + "p." + std::to_string(dup) + ".upid=x\n";
+      EXPECT_EQ(WireErr::kDuplicateKey, pl.parse(q.data(), q.size())) << lines << " dup " << dup;
+      std::string r = "p." + std::to_string(dup) + ".upid=x\n" + p;
+      EXPECT_EQ(WireErr::kDuplicateKey, pl.parse(r.data(), r.size())) << lines << " dup first " << dup;
+    }
+  }
+}
+
 TEST(Wire, RequiredFieldsPerType) {
   const char* missing = nullptr;
   Payload p;
