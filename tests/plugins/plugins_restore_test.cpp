@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <set>
 #include <sstream>
 #include <string>
@@ -153,7 +154,9 @@ TEST_F(PluginRestore, FdsComeBackAtTheirNumbersWithFlagsOffsetsAndContents) {
   EXPECT_FALSE(has(b.err, "fd 23 (")) << "a dup shares its stand-in without a second warning";
   for (int fd : stand_ins) {
     EXPECT_TRUE(has(line_of_fd(b.out, fd), " chr /dev/null flags=0")) << line_of_fd(b.out, fd);
-    if (fd != 23) EXPECT_TRUE(has(b.err, "fd " + std::to_string(fd) + " (")) << b.err;
+    if (fd != 23) {
+      EXPECT_TRUE(has(b.err, "fd " + std::to_string(fd) + " (")) << b.err;
+    }
   }
   EXPECT_TRUE(has(b.err, "fd 7 (pipe pipe:[")) << b.err;
   EXPECT_TRUE(has(b.err, "fd 13 (socket socket:[")) << b.err;
@@ -277,6 +280,24 @@ TEST_F(PluginRestore, DamagedSectionsFailWithAMessageNamingThem) {
       EXPECT_TRUE(has(b.err, "restore failed: " + plugin + ": " + plugin + " section: ")) << damage << plugin << ": " << b.err;
     }
   }
+}
+
+TEST_F(PluginRestore, EveryTruncationIsRefusedAndBitFlipsNeverCrash) {
+  save("all");
+  Outcome r = helper({"damage-sweep", image_, "12345", "300"});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  // One summary line per plugin: every cut refused, no flip crashing (the helper fails otherwise too).
+  for (std::string plugin : {"proc", "fd", "signal", "timer"}) {
+    std::string line = r.out.substr(r.out.find(plugin + ": "));
+    line = line.substr(0, line.find('\n'));
+    int cuts = -1, refused = -2, other = -1;
+    sscanf(line.c_str(), "%*[^:]: %d cuts, %d refused", &cuts, &refused);
+    sscanf(line.substr(line.rfind(", ") + 2).c_str(), "%d other", &other);
+    EXPECT_GT(cuts, 100) << line;
+    EXPECT_EQ(refused, cuts) << line;
+    EXPECT_EQ(other, 0) << line;
+  }
+  std::cout << r.out;
 }
 
 }  // namespace
