@@ -45,7 +45,8 @@ class PluginRestore : public ::testing::Test {
   // through pipes (stderr gets little: it is read once stdout is at EOF).
   // low_msgqueue: the helper runs with RLIMIT_MSGQUEUE at 1000 and without CAP_SYS_RESOURCE (dropped
   // from the bounding set, so root's exec does not get it back): it cannot raise that limit.
-  Outcome helper(const std::vector<std::string>& args, const char* reserved_fd = nullptr, bool low_msgqueue = false) {
+  Outcome helper(const std::vector<std::string>& args, const char* reserved_fd = nullptr, bool low_msgqueue = false,
+                 const char* deleted_max_mb = nullptr) {
     int p[2], e[2];
     EXPECT_EQ(pipe(p), 0);
     EXPECT_EQ(pipe(e), 0);
@@ -57,6 +58,7 @@ class PluginRestore : public ::testing::Test {
       dup2(p[1], 1);
       dup2(e[1], 2);
       if (reserved_fd) setenv("REVIVE_TEST_RESERVED_FD", reserved_fd, 1);
+      if (deleted_max_mb) setenv("REVIVE_FD_DELETED_MAX_MB", deleted_max_mb, 1);
       if (low_msgqueue) {
         rlimit low = {1000, 1000};
         if (setrlimit(RLIMIT_MSGQUEUE, &low) != 0) _exit(126);
@@ -184,6 +186,17 @@ TEST_F(PluginRestore, VanishedFileIsAnErrorNamingIt) {
 TEST_F(PluginRestore, ShrunkFileIsAnErrorNamingIt) {
   std::string err = failed_restore("fd-shrank");
   EXPECT_TRUE(has(err, "fd 6: file '" + dir_ + "/rw.bin' shrank from 500 to 10 bytes")) << err;
+}
+
+TEST_F(PluginRestore, DeletedFileAboveTheLimitFailsTheCheckpointNamingIt) {
+  Outcome a = helper({"save", "fd", dir_, image_}, nullptr, false, "0");
+  EXPECT_EQ(a.status, 3);
+  EXPECT_TRUE(has(a.err, "revive: checkpoint refused: fd 11 is the deleted file '" + dir_ + "/gone.bin (deleted)' of "
+                         "5000 bytes; deleted-but-open files are saved only up to 0 bytes")) << a.err;
+  Outcome b = helper({"save", "fd", dir_, image_}, nullptr, false, "16M");
+  EXPECT_EQ(b.status, 2);
+  EXPECT_TRUE(has(b.err, "REVIVE_FD_DELETED_MAX_MB is not a size in MiB")) << b.err;
+  EXPECT_EQ(helper({"save", "fd", dir_, image_}, nullptr, false, "1").status, 0);
 }
 
 TEST_F(PluginRestore, EngineDescriptorsAreNeitherSavedNorOverwritten) {

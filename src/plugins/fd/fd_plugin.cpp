@@ -1,6 +1,32 @@
 // fd plugin: every open descriptor (see fd_save.cpp, fd_restore.cpp and docs/plugins.md).
+#include <errno.h>
+#include <stdlib.h>
+
+#include "plugins/common/msg.h"
 #include "plugins/fd/fd_internal.h"
+#include "plugins/fd/fd_record.h"
 #include "plugins/plugins.h"
+
+namespace revive::plugins {
+
+int64_t g_max_deleted_bytes = kDefaultMaxDeletedBytes;
+
+// init runs before main, single-threaded: getenv is fine here (and only here).
+int fd_init() {
+  const char* v = getenv("REVIVE_FD_DELETED_MAX_MB");
+  if (v && *v) {
+    char* end = nullptr;
+    long long mb = strtoll(v, &end, 10);
+    if (*end || mb < 0 || mb > (1LL << 20)) {  // a typo must not pass silently
+      warn("REVIVE_FD_DELETED_MAX_MB is not a size in MiB (0..1048576); checkpointing disabled");
+      return -EINVAL;
+    }
+    g_max_deleted_bytes = mb << 20;
+  }
+  return 0;
+}
+
+}  // namespace revive::plugins
 
 namespace revive::inject {
 
@@ -8,6 +34,6 @@ namespace revive::inject {
 __attribute__((weak)) bool fd_reserved(int) { return false; }
 
 const Plugin kFdPlugin = {
-    "fd", 1, [] { return 0; }, plugins::fd_save, [](bool) {}, plugins::fd_restore};
+    "fd", 1, plugins::fd_init, plugins::fd_save, [](bool) {}, plugins::fd_restore};
 
 }  // namespace revive::inject

@@ -36,7 +36,8 @@ struct FdRecord {
 };
 
 // Deleted-but-open files up to this size are saved in the image; a larger one fails the checkpoint.
-constexpr int64_t kMaxDeletedBytes = 16 << 20;
+// REVIVE_FD_DELETED_MAX_MB overrides it (read at init).
+constexpr int64_t kDefaultMaxDeletedBytes = 16 << 20;
 
 const char* fd_kind_name(uint32_t kind);
 

@@ -258,7 +258,7 @@ int fd_restore(inject::SectionReader& r, char* msg, size_t cap) {
     bool deleted = rec.kind == static_cast<uint32_t>(FdKind::kDeleted);
     if (rec.fd <= prev || (rec.flags & ~kReopenFlags) != 0 || rec.kind < 1 || rec.kind > 9 ||
         rec.dup_of < -1 || rec.dup_of >= rec.fd || (rec.dup_of >= 0 && rec.content_len != 0) ||
-        rec.content_len < 0 || rec.content_len > kMaxDeletedBytes || (!deleted && rec.content_len != 0) ||
+        rec.content_len < 0 || (!deleted && rec.content_len != 0) ||
         rec.content_len > static_cast<int64_t>(in.remaining())) {
       return fail(msg, cap, Msg(c.line, sizeof c.line).s("fd section: malformed record for fd ").i(rec.fd), EINVAL);
     }

@@ -107,10 +107,11 @@ int save_one(Out& out, int fd) {
   rec.dup_of = find_dup(fd, st);
   if (g_nseen < kMaxFds) g_seen[g_nseen++] = Seen{fd, st.st_dev, st.st_ino};
   if (kind == FdKind::kDeleted && rec.dup_of < 0) {
-    if (st.st_size > kMaxDeletedBytes) {
+    if (st.st_size > g_max_deleted_bytes) {
       char line[PATH_MAX + 160];
       Msg(line, sizeof line).s("checkpoint refused: fd ").i(fd).s(" is the deleted file '").s(path).s("' of ")
-          .i(st.st_size).s(" bytes; deleted-but-open files are saved only up to ").i(kMaxDeletedBytes).s(" bytes");
+          .i(st.st_size).s(" bytes; deleted-but-open files are saved only up to ").i(g_max_deleted_bytes)
+          .s(" bytes (REVIVE_FD_DELETED_MAX_MB)");
       warn(line);
       return -EFBIG;
     }
