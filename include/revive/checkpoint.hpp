@@ -219,7 +219,9 @@ class PodItem : public Item {
   TypeDesc type() const override { return {type_tag<T>(), sizeof(T)}; }
   uint64_t count() const override { return n_; }
   void gather(std::vector<ByteSpan>& out, std::string&) override { out.push_back({p_, n_ * sizeof(T)}); }
-  void load(uint64_t, const char* d, size_t s, const std::string&) override { std::memcpy(p_, d, s); }
+  void load(uint64_t, const char* d, size_t s, const std::string&) override {
+    if (s) std::memcpy(p_, d, s);
+  }
   bool direct() const override { return true; }
   void* dest(uint64_t) override { return p_; }
 
@@ -240,7 +242,7 @@ class VectorItem : public Item {
   }
   void load(uint64_t n, const char* d, size_t s, const std::string&) override {
     v_->resize(n);
-    std::memcpy(v_->data(), d, s);
+    if (s) std::memcpy(v_->data(), d, s);
   }
   bool direct() const override { return true; }
   void* dest(uint64_t n) override {
@@ -296,7 +298,7 @@ class Array2DItem : public Item {
   void load(uint64_t, const char* d, size_t, const std::string&) override {
     for (size_t r = 0; r < rows_; ++r) {
       if (pick_.empty()) {
-        std::memcpy(p_[r], d, cols_ * sizeof(T));
+        if (cols_) std::memcpy(p_[r], d, cols_ * sizeof(T));
         d += cols_ * sizeof(T);
       } else {
         for (size_t c : pick_) {

@@ -5,6 +5,7 @@ namespace revive {
 
 void Reader::read_bytes(void* dst, size_t n) {
   if (n > n_) fail("wanted " + std::to_string(n) + " more bytes, " + std::to_string(n_) + " left");
+  if (n == 0) return;  // dst may be null (empty vector): memcpy must not see it
   std::memcpy(dst, p_, n);
   p_ += n;
   n_ -= n;
