@@ -114,6 +114,7 @@ enum RegionFlags : uint32_t {
   kRegSavedAll = 1u << 4,   // every non-zero page stored (anonymous, deleted file, shared anon, /dev/shm)
   kRegHeap = 1u << 5,
   kRegStack = 1u << 6,
+  kRegFromImage = 1u << 7,  // pages mapped from an earlier image by a lazy restart: every page stored
 };
 struct RegionRecord {
   uint64_t start, end;

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "inject/engine.h"
@@ -12,18 +13,14 @@
 namespace revive::inject {
 namespace {
 
-void image_path(uint64_t gen, char* dir, size_t dir_cap, char* path, size_t path_cap) {
-  dir[0] = path[0] = 0;
+void image_dir(uint64_t gen, char* dir, size_t dir_cap) {
+  dir[0] = 0;
   sys::append(dir, dir_cap, g.cfg.ckpt_dir);
   sys::append(dir, dir_cap, "/ckpt-");
   sys::append_u64(dir, dir_cap, gen);
-  sys::append(path, path_cap, dir);
-  sys::append(path, path_cap, "/");
-  sys::append(path, path_cap, g.cfg.prog);
-  sys::append(path, path_cap, "-");
-  sys::append_u64(path, path_cap, g.upid);
-  sys::append(path, path_cap, ".rimg");
 }
+
+}  // namespace
 
 // Looks up KEY in the restarter's "KEY=VALUE\0..." block; nullptr if absent.
 const char* blob_env(const image::RestartInfo& ri, const char* key) {
@@ -37,6 +34,8 @@ const char* blob_env(const image::RestartInfo& ri, const char* key) {
   }
   return nullptr;
 }
+
+namespace {
 
 struct WriteArgs {
   const char* dir;
@@ -61,17 +60,19 @@ long write_on_scratch_stack(const char* dir, const char* path, uint64_t gen, boo
 
 }  // namespace
 
-int checkpoint_now(uint64_t gen, char* path, size_t path_cap, char* err, size_t err_len) {
-  char dir[1200];
-  image_path(gen, dir, sizeof dir, path, path_cap);
-  long r = sys::sc(SYS_mkdir, g.cfg.ckpt_dir, 0700);
-  r = sys::sc(SYS_mkdir, dir, 0700);
-  if (r < 0 && r != -17 /*EEXIST*/) {
-    sys::append(err, err_len, "cannot create directory ");
-    sys::append(err, err_len, dir);
-    return -1;
-  }
-  if (!suspend_all(err, err_len)) return -1;
+bool ckpt_suspend(char* err, size_t err_len) {
+  g.released = false;
+  return suspend_all(err, err_len);
+}
+
+int ckpt_write(uint64_t gen, const char* dir, char* path, size_t path_cap, long* bytes, char* err, size_t err_len) {
+  path[0] = 0;
+  sys::append(path, path_cap, dir);
+  sys::append(path, path_cap, "/");
+  sys::append(path, path_cap, g.cfg.prog);
+  sys::append(path, path_cap, "-");
+  sys::append_u64(path, path_cap, g.upid);
+  sys::append(path, path_cap, ".rimg");
   const uint64_t prev_gen = g.generation;
   g.generation = gen;
   sys::zero(&g.ckpt_rec, sizeof g.ckpt_rec);
@@ -82,11 +83,13 @@ int checkpoint_now(uint64_t gen, char* path, size_t path_cap, char* err, size_t 
   g.ckpt_rec.is_ckpt = 1;
   if (revive_save_ctx(g.ckpt_rec.ctx) != 0) return 1;  // we are the restored process
 
-  bool ok = plugins_save(err, err_len);
-  long written = -1;
-  if (ok && g.cfg.fork) {
-    // Forked checkpoint: the child writes from its copy-on-write snapshot. exit_signal 0 makes it a
-    // "clone child" that the program's own wait()/waitpid(-1) cannot reap.
+  if (!plugins_save(err, err_len)) {
+    g.generation = prev_gen;
+    return -1;
+  }
+  if (g.cfg.fork) {
+    // Forked checkpoint: the child writes from its copy-on-write snapshot while the program goes on.
+    // exit_signal 0 makes it a "clone child" that the program's own wait()/waitpid(-1) cannot reap.
     long child = sys::sc(SYS_clone, 0, 0, 0, 0, 0);
     if (child == 0) {
       char cerr[512] = "";
@@ -94,9 +97,7 @@ int checkpoint_now(uint64_t gen, char* path, size_t path_cap, char* err, size_t 
       if (w < 0) sys::log(0, "forked checkpoint failed: ", cerr);
       sys::sc(SYS_exit_group, w < 0 ? 1 : 0);
     }
-    plugins_resume(child > 0);
-    plugins_free_output();
-    release_all();
+    ckpt_resume(child > 0);
     if (child < 0) {
       sys::append(err, err_len, "fork for the checkpoint failed");
       g.generation = prev_gen;
@@ -110,17 +111,46 @@ int checkpoint_now(uint64_t gen, char* path, size_t path_cap, char* err, size_t 
       g.generation = prev_gen;
       return -1;
     }
+    struct stat st;
+    *bytes = sys::sc(SYS_stat, path, &st) == 0 ? long(st.st_size) : 0;
     return 0;
   }
-  if (ok) written = write_on_scratch_stack(dir, path, gen, false, err, err_len);
-  plugins_resume(ok && written >= 0);
+  *bytes = write_on_scratch_stack(dir, path, gen, false, err, err_len);
+  if (*bytes < 0) {
+    g.generation = prev_gen;
+    return -1;
+  }
+  return 0;
+}
+
+void ckpt_resume(bool ok) {
+  if (g.released) return;
+  plugins_resume(ok);
   plugins_free_output();
-  if (!(ok && written >= 0)) g.generation = prev_gen;
+  g.released = true;
   release_all();
-  return ok && written >= 0 ? 0 : -1;
+}
+
+int checkpoint_now(uint64_t gen, char* path, size_t path_cap, char* err, size_t err_len) {
+  char dir[1200];
+  image_dir(gen, dir, sizeof dir);
+  sys::sc(SYS_mkdir, g.cfg.ckpt_dir, 0700);
+  long r = sys::sc(SYS_mkdir, dir, 0700);
+  if (r < 0 && r != -17 /*EEXIST*/) {
+    sys::append(err, err_len, "cannot create directory ");
+    sys::append(err, err_len, dir);
+    return -1;
+  }
+  if (!ckpt_suspend(err, err_len)) return -1;
+  long bytes = 0;
+  int rc = ckpt_write(gen, dir, path, path_cap, &bytes, err, err_len);
+  if (rc == 1) return 1;
+  ckpt_resume(rc == 0);
+  return rc;
 }
 
 // Runs on the checkpoint thread of a restored process, every other thread parked in the handler.
+// Leaves them parked: the caller releases them (at once, or on the coordinator's resume).
 void after_restore() {
   restored_thread_fixup(g.ckpt_rec);
   // Plugin buffers and scratch were not in the image: forget them, do not unmap (addresses are stale).
@@ -148,6 +178,9 @@ void after_restore() {
     if (const char* v = blob_env(ri, "REVIVE_FORK")) g.cfg.fork = *v == '1';
     if (const char* v = blob_env(ri, "REVIVE_COMPRESS")) g.cfg.compress = *v == '1';
     if (const char* v = blob_env(ri, "REVIVE_LOG")) g.cfg.log = int(sys::parse_dec(v));
+    // The restart's coordinator (or none: standalone), never the dead process's.
+    set_coord_config(blob_env(ri, "REVIVE_COORD_HOST"), blob_env(ri, "REVIVE_COORD_PORT"),
+                     blob_env(ri, "REVIVE_SECRET_FILE"));
   }
   char err[512] = "";
   if (!plugins_restore(ri, err, sizeof err)) {
@@ -157,11 +190,14 @@ void after_restore() {
     sys::write_all(2, line, sys::slen(line));
     sys::sc(SYS_exit_group, 125);
   }
+  sys::log(1, "restored");
+}
+
+void after_restore_done() {
+  image::RestartInfo& ri = g_restart_info;
   if (ri.blob_addr) sys::sc(SYS_munmap, ri.blob_addr, ri.blob_len);
   ri.magic = 0;
   ri.blob_addr = ri.blob_len = 0;
-  sys::log(1, "restored; resuming user threads");
-  release_all();
 }
 
 }  // namespace revive::inject

@@ -25,6 +25,9 @@ struct Config {
   int log;
   bool compress;
   bool fork;
+  char coord_host[256];
+  uint16_t coord_port;  // 0: no coordinator (standalone)
+  char secret_file[1100];
 };
 
 struct ThreadSlot {
@@ -82,6 +85,8 @@ struct Engine {
   uint32_t plugin_out_count;
   image::ProcessInfo proc;
   int image_fd;  // while writing (fd_reserved)
+  int coord_fd;  // coordinator socket (fd_reserved), -1 when none
+  bool released; // user threads already let go in this checkpoint
   bool ready;
 };
 
@@ -89,6 +94,8 @@ extern Engine g;
 extern image::RestartInfo g_restart_info;
 
 // init.cpp
+// Coordinator address from REVIVE_COORD_HOST/PORT/SECRET_FILE values (port absent: standalone).
+void set_coord_config(const char* host, const char* port, const char* secret);
 bool alloc_scratch();
 void install_handler();
 // quiesce.cpp
@@ -114,6 +121,21 @@ bool plugins_restore(const image::RestartInfo& ri, char* err, size_t err_len);
 // One checkpoint of this process into generation `gen`. Returns 1 when it returns in a restored process,
 // 0 after a successful checkpoint (resumed), -1 on failure (resumed, message in err).
 int checkpoint_now(uint64_t gen, char* image_path, size_t path_cap, char* err, size_t err_len);
+// The same in steps, for the coordinator's phases. ckpt_write returns 1 in a restored process, 0 when the
+// image at `path` is durable (bytes set), -1 on failure. With REVIVE_FORK it resumes the program itself.
+bool ckpt_suspend(char* err, size_t err_len);
+int ckpt_write(uint64_t gen, const char* dir, char* path, size_t path_cap, long* bytes, char* err, size_t err_len);
+void ckpt_resume(bool ok);
+// Restored process, checkpoint thread: fix-ups, restarter cleanup, plugin restore. Threads stay parked
+// until release_all(); then after_restore_done() drops the hand-over block.
 void after_restore();
+void after_restore_done();
+const char* blob_env(const image::RestartInfo& ri, const char* key);
+// coord_link.cpp: serves the coordinator until it is lost (returns) ; false if none is configured or
+// reachable at start.
+bool coord_configured();
+void coord_serve();
+// Restored process, after after_restore(): reconnect (threads then wait for resume) or release at once.
+void restored_continue();
 
 }  // namespace revive::inject

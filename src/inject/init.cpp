@@ -22,7 +22,7 @@ image::RestartInfo g_restart_info;
 int checkpoint_signal() { return g.cfg.sig; }
 
 // The engine's descriptors are not the program's: the fd plugin must neither save nor replace them.
-bool fd_reserved(int fd) { return fd >= 0 && fd == g.image_fd; }
+bool fd_reserved(int fd) { return fd >= 0 && (fd == g.image_fd || fd == g.coord_fd); }
 
 namespace sys {
 void log(int level, const char* a, const char* b, const char* c, const char* d) {
@@ -47,6 +47,28 @@ uint64_t env_u64(const char* name, uint64_t dflt) {
   return *p ? dflt : r;
 }
 
+}  // namespace
+
+void set_coord_config(const char* host, const char* port, const char* secret) {
+  Config& c = g.cfg;
+  c.coord_port = 0;
+  const char* p = port;
+  uint64_t v = p ? sys::parse_dec(p) : 0;
+  if (!port || !*port || *p || v == 0 || v > 65535) return;
+  c.coord_port = uint16_t(v);
+  c.coord_host[0] = 0;
+  sys::append(c.coord_host, sizeof c.coord_host, host && *host ? host : "127.0.0.1");
+  c.secret_file[0] = 0;
+  if (secret && *secret) {
+    sys::append(c.secret_file, sizeof c.secret_file, secret);
+  } else {
+    sys::append(c.secret_file, sizeof c.secret_file, c.ckpt_dir);
+    sys::append(c.secret_file, sizeof c.secret_file, "/.revive-secret");
+  }
+}
+
+namespace {
+
 void read_config() {
   Config& c = g.cfg;
   c.log = int(env_u64("REVIVE_LOG", 0));
@@ -67,6 +89,7 @@ void read_config() {
     }
   }
   sys::append(c.prog, sizeof c.prog, program_invocation_short_name);
+  set_coord_config(getenv("REVIVE_COORD_HOST"), getenv("REVIVE_COORD_PORT"), getenv("REVIVE_SECRET_FILE"));
   for (char* p = c.prog; *p; ++p)
     if (*p == '/' || *p == ' ') *p = '_';
 }
@@ -163,6 +186,7 @@ namespace {
 
 __attribute__((constructor)) void revive_init() {
   g.image_fd = -1;
+  g.coord_fd = -1;
   read_config();
   find_glibc_layout();
   g.upid = uint64_t(sys::getpid());
@@ -192,6 +216,7 @@ void* ckpt_main(void*) {
     sys::log(0, "cannot locate glibc's cached thread id; checkpointing disabled");
     g.ready = false;
   }
+  if (g.ready && coord_configured()) coord_serve();  // returns when the coordinator is gone
   char path[2048], err[512];
   for (;;) {
     uint32_t seen = __atomic_load_n(&g.trigger, __ATOMIC_ACQUIRE);
@@ -204,6 +229,8 @@ void* ckpt_main(void*) {
     int rc = checkpoint_now(gen, path, sizeof path, err, sizeof err);
     if (rc == 1) {
       after_restore();
+      restored_continue();
+      if (coord_configured()) coord_serve();
     } else if (rc == 0) {
       sys::log(1, "checkpoint written: ", path);
     } else {

@@ -43,9 +43,14 @@ void classify(image::RegionRecord* r, const char* perms, uint64_t ino, uint32_t 
   }
   if (sys::starts_with(path, "[heap]")) r->flags |= image::kRegHeap;
   if (sys::starts_with(path, "[stack]")) r->flags |= image::kRegStack | image::kRegGrowsDown;
-  if (path[0] != '/' || sys::ends_with(path, " (deleted)") || sys::ends_with(path, ".rimg")) {
-    // Anonymous (or named anonymous), shared anonymous (/dev/zero, SysV: shown deleted), a deleted file,
-    // or image pages mapped by a lazy restart: only the memory holds the data.
+  if (sys::ends_with(path, ".rimg")) {
+    // A lazy restart mapped these pages from the image: untouched ones are not "present" but hold data.
+    r->flags |= image::kRegSavedAll | image::kRegFromImage;
+    return;
+  }
+  if (path[0] != '/' || sys::ends_with(path, " (deleted)")) {
+    // Anonymous (or named anonymous), shared anonymous (/dev/zero, SysV: shown deleted), a deleted file:
+    // only the memory holds the data.
     r->flags |= image::kRegSavedAll;
     return;
   }

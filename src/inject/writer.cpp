@@ -81,7 +81,7 @@ bool save_region(Out* o, int pm_fd, image::RegionRecord* r) {
     n = uint64_t(got) / 8;
     for (uint64_t i = 0; i < n; ++i, a += kPage) {
       uint64_t pm = g.pagemap[i];
-      bool want = (pm & (kPmPresent | kPmSwap)) && (all || !(pm & kPmFile));
+      bool want = (r->flags & image::kRegFromImage) || ((pm & (kPmPresent | kPmSwap)) && (all || !(pm & kPmFile)));
       if (want && !(r->prot & PROT_READ) && !opened) {
         sys::sc(SYS_mprotect, r->start, r->end - r->start, r->prot | PROT_READ);
         opened = true;

@@ -8,8 +8,17 @@ same stdout (a regular file, restored by the fd plugin), the same extra files an
 """
 import argparse, glob, os, random, shutil, signal, subprocess, sys, time
 
+STDERR_FILES = []
+
 def fail(msg):
     print("FAIL: " + msg, flush=True)
+    for path in STDERR_FILES:  # what the engine and the restarter said
+        try:
+            text = open(path, "rb").read().decode(errors="replace")
+        except OSError:
+            continue
+        if text:
+            print("--- %s:\n%s" % (path, text[-4000:]), flush=True)
     sys.exit(1)
 
 def wait_image(ckdir, gen, timeout):
@@ -31,7 +40,7 @@ def checkpoint_and_kill(proc, ckdir, first_gen, count, dmin, dmax, rng):
         if proc.poll() is not None:
             fail("program ended (rc %s) before checkpoint %d; make it run longer" % (proc.returncode, k + 1))
         os.kill(proc.pid, ckpt_signal())
-        img = wait_image(ckdir, first_gen + k, 120)
+        img = wait_image(ckdir, first_gen + k, 60)
         print("checkpoint %d: %s (%d bytes)" % (first_gen + k, img, os.path.getsize(img)), flush=True)
     time.sleep(rng.uniform(0, dmin))
     if proc.poll() is not None:
@@ -55,10 +64,11 @@ def check_lazy(proc, img):
     deadline = time.time() + 10
     while time.time() < deadline and proc.poll() is None:
         try:
+            exe = os.readlink("/proc/%d/exe" % proc.pid)  # still revive-restart after the restore
             maps = open("/proc/%d/maps" % proc.pid).read()
         except OSError:
             break
-        if "revive-restart" not in maps:
+        if exe.endswith("revive-restart") and "revive-restart" not in maps:
             if real in maps:
                 return
             fail("lazy restart: %s is not mapped in the restored process" % real)
@@ -76,7 +86,7 @@ def main():
     ap.add_argument("--lazy", action="store_true")
     ap.add_argument("--env", action="append", default=[], help="K=V for the checkpointed run")
     ap.add_argument("--file", action="append", default=[], help="output file (in the cwd) to compare too")
-    ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--timeout", type=float, default=60)
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--save-image", help="only checkpoint once, kill, and copy the image here (fixture)")
     ap.add_argument("--expect-forked", action="store_true", help="images must carry the forked flag")
@@ -105,8 +115,12 @@ def main():
     rst_env = {k: v for k, v in env.items() if k != "LD_PRELOAD"}
     stdout_path = os.path.join(run, "stdout")
     out = open(stdout_path, "wb")
-    proc = subprocess.Popen(prog, cwd=run, stdout=out, stdin=subprocess.DEVNULL, env=env)
+    errpath = os.path.join(a.workdir, "stderr-run")
+    STDERR_FILES.append(errpath)
+    err = open(errpath, "wb")
+    proc = subprocess.Popen(prog, cwd=run, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
     out.close()
+    err.close()
     img = checkpoint_and_kill(proc, ck, 1, a.ckpts, a.delay[0], a.delay[1], rng)
     if a.expect_forked:
         check_forked(img)
@@ -119,8 +133,12 @@ def main():
         cmd = [os.path.abspath(a.restart)] + (["--lazy"] if a.lazy else []) + [img]
         print("restart: " + " ".join(cmd), flush=True)
         rout = open(os.path.join(run, "restart-stdout-%d" % c), "wb")
-        proc = subprocess.Popen(cmd, cwd=run, stdout=rout, stdin=subprocess.DEVNULL, env=rst_env)
+        errpath = os.path.join(a.workdir, "stderr-restart-%d" % c)
+        STDERR_FILES.append(errpath)
+        rerr = open(errpath, "wb")
+        proc = subprocess.Popen(cmd, cwd=run, stdout=rout, stderr=rerr, stdin=subprocess.DEVNULL, env=rst_env)
         rout.close()
+        rerr.close()
         if a.lazy:
             check_lazy(proc, img)
         if c < a.chain:

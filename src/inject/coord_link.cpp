@@ -1,0 +1,156 @@
+// The process side of the coordinator protocol (docs/contracts.md), on the checkpoint thread: HELLO,
+// then PHASE suspend -> drain -> write -> resume for a checkpoint, and after a restart HELLO restart=1
+// with our upid and reconnect -> refill -> resume before user threads run again. Losing the coordinator
+// never stops the program: suspended threads are let go and the engine falls back to standalone mode.
+#include <new>
+#include <signal.h>
+
+#include "coord/client.h"
+#include "inject/engine.h"
+#include "inject/sys.h"
+
+namespace revive::inject {
+namespace {
+
+coord::Client g_client;  // constant-initialised (no constructor runs), trivially destructible
+
+struct LinkState {
+  bool suspended;        // our threads are parked for the coordinator's checkpoint
+  bool restored_parked;  // restored threads wait for the coordinator's resume
+  bool write_ok;
+};
+LinkState g_st;
+
+bool connect(bool restart) {
+  coord::ClientOptions o;
+  o.host = g.cfg.coord_host;
+  o.port = g.cfg.coord_port;
+  o.secret_file = g.cfg.secret_file;
+  o.role = "proc";
+  o.prog = g.cfg.prog;
+  o.restart = restart;
+  o.upid = restart ? g.upid : 0;
+  o.min_fd = 100;  // keep the program's low descriptor numbers free
+  coord::Welcome w;
+  if (!g_client.connect(o, &w)) {
+    sys::log(0, "coordinator: ", g_client.error());
+    g_client.close();
+    return false;
+  }
+  g.coord_fd = g_client.fd();
+  g.upid = w.upid;
+  if (w.ckpt_dir[0] == '/') {
+    g.cfg.ckpt_dir[0] = 0;
+    sys::append(g.cfg.ckpt_dir, sizeof g.cfg.ckpt_dir, w.ckpt_dir);
+  }
+  g.cfg.compress = w.compress;
+  g.cfg.fork = w.fork;
+  sys::log(1, restart ? "reconnected to the coordinator" : "connected to the coordinator");
+  return true;
+}
+
+void reply(uint32_t seq, const char* name, bool ok, const char* err, const char* image, long bytes) {
+  coord::FrameBuilder b(g_client.tx_buffer(), coord::Client::kTxCap, coord::kPhaseDone, seq);
+  b.add("name", name).add("ok", ok ? "1" : "0");
+  if (!ok) b.add("error", err && *err ? err : "unknown error");
+  if (image) b.add("image", image).add_u64("bytes", uint64_t(bytes));
+  if (!g_client.send(b)) sys::log(0, "coordinator: ", g_client.error());
+}
+
+void let_go() {
+  if (g_st.suspended) ckpt_resume(false);
+  g_st.suspended = false;
+  if (g_st.restored_parked) {
+    release_all();
+    after_restore_done();
+  }
+  g_st.restored_parked = false;
+}
+
+void lost() {
+  sys::log(0, "coordinator lost: ", g_client.error(), "; the program keeps running");
+  let_go();
+  g_client.close();
+  g.coord_fd = -1;
+}
+
+bool eq(const char* a, const char* b) { return sys::slen(a) == sys::slen(b) && sys::starts_with(a, b); }
+
+}  // namespace
+
+bool coord_configured() { return g.cfg.coord_port != 0; }
+
+// Restored process: the old connection belongs to a dead process. Forget it (its descriptor number
+// means nothing here) and say hello again; without a coordinator the threads go at once.
+void restored_continue() {
+  new (&g_client) coord::Client();
+  g.coord_fd = -1;
+  g_st = LinkState{};
+  if (coord_configured() && connect(true)) {
+    g_st.restored_parked = true;
+    return;
+  }
+  release_all();
+  after_restore_done();
+}
+
+void coord_serve() {
+  if (!g_client.connected() && !g_st.restored_parked && !connect(false)) return;
+  char name[32], dir[1200], path[1400], err[512];
+  for (;;) {
+    coord::FrameHeader h;
+    coord::Payload p;
+    if (g_client.recv(&h, &p, -1) <= 0) {
+      lost();
+      return;
+    }
+    if (h.type == coord::kKill) sys::sc(SYS_kill, sys::getpid(), SIGKILL);
+    if (h.type == coord::kError) {
+      char reason[256] = "";
+      p.get_str("reason", reason, sizeof reason);
+      sys::log(0, "coordinator says: ", reason);
+      continue;
+    }
+    if (h.type != coord::kPhase) continue;
+    name[0] = dir[0] = err[0] = 0;
+    uint64_t gen = 0;
+    p.get_str("name", name, sizeof name);
+    p.get_u64("generation", &gen);
+    p.get_str("dir", dir, sizeof dir);
+    if (eq(name, "suspend")) {
+      g_st.suspended = ckpt_suspend(err, sizeof err);
+      reply(h.seq, name, g_st.suspended, err, nullptr, 0);
+    } else if (eq(name, "write")) {
+      if (!g_st.suspended || dir[0] != '/') {
+        reply(h.seq, name, false, g_st.suspended ? "PHASE write without an absolute dir" : "write before suspend",
+              nullptr, 0);
+        continue;
+      }
+      sys::sc(SYS_mkdir, dir, 0700);
+      long bytes = 0;
+      int rc = ckpt_write(gen, dir, path, sizeof path, &bytes, err, sizeof err);
+      if (rc == 1) {  // restored process, new coordinator connection
+        after_restore();
+        restored_continue();
+        if (!g_st.restored_parked) return;
+        continue;
+      }
+      g_st.write_ok = rc == 0;
+      reply(h.seq, name, rc == 0, err, rc == 0 ? path : nullptr, bytes);
+    } else if (eq(name, "resume")) {
+      if (g_st.restored_parked) {
+        release_all();
+        after_restore_done();
+        g_st.restored_parked = false;
+      } else if (g_st.suspended) {
+        ckpt_resume(g_st.write_ok);
+        g_st.suspended = false;
+      }
+      reply(h.seq, name, true, nullptr, nullptr, 0);
+    } else {
+      reply(h.seq, name, true, nullptr, nullptr, 0);  // drain, reconnect, refill: nothing to do here
+    }
+  }
+}
+
+}  // namespace revive::inject
