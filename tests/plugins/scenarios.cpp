@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -90,6 +91,7 @@ void setup_fd(const std::string& dir) {
   p[1] = high(p[1]);
   put_at(p[0], 7);
   put_at(p[1], 8);
+  write_all(8, "hello-pipe");  // buffered in the pipe at the checkpoint
   put_cloexec_at(open(dir.c_str(), O_RDONLY | O_DIRECTORY), 9);
   put_at(open("/dev/null", O_WRONLY), 10);
   std::string gone = dir + "/gone.bin";
@@ -107,6 +109,19 @@ void setup_fd(const std::string& dir) {
   put_at(sp[0], 13);
   put_at(sp[1], 14);
   put_cloexec_at(eventfd(0, 0), 15);
+  uint64_t five = 5;
+  if (write(15, &five, 8) != 8) die("eventfd write");
+  put_at(timerfd_create(CLOCK_MONOTONIC, 0), 16);
+  itimerspec armed = {{2, 0}, {100, 250000000}};
+  timerfd_settime(16, 0, &armed, nullptr);
+  put_at(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK), 17);
+  itimerspec once = {{0, 0}, {0, 1000000}};
+  timerfd_settime(17, 0, &once, nullptr);
+  usleep(20000);  // expired once, not read: one pending expiration
+  int lone[2];
+  if (pipe(lone) != 0) die("pipe");
+  put_at(high(lone[0]), 27);  // the write end is not ours: a pipe to "another process"
+  close(lone[1]);
   put_at(open(data.c_str(), O_RDONLY | O_NONBLOCK), 20);
   lseek(20, 99, SEEK_SET);
   // Shared open file descriptions (dup, 2>&1): one offset for both numbers, before and after restore.
@@ -127,6 +142,17 @@ std::string exercise_fd(const std::string& dir) {
   write_all(21, "Z");
   out += "rw.bin offset after writes through fds 6 and 21: " + std::to_string(lseek(6, 0, SEEK_CUR)) + "\n";
   out += "fd22 reads " + read_n(22, 4) + " (right after fd11's read)\n";
+  out += "fd7 (pipe) reads " + read_n(7, 64) + "\n";
+  write_all(23, "via-dup");
+  out += "fd7 then reads " + read_n(7, 64) + "\n";
+  uint64_t v = 0;
+  out += "eventfd reads " + std::to_string(read(15, &v, 8) == 8 ? v : 0) + "\n";
+  itimerspec its{};
+  timerfd_gettime(16, &its);
+  out += "timerfd 16 interval " + std::to_string(its.it_interval.tv_sec) + "s value~" +
+         std::to_string(its.it_value.tv_sec + (its.it_value.tv_nsec >= 500000000)) + "s\n";
+  v = 0;
+  out += "timerfd 17 expirations " + std::to_string(read(17, &v, 8) == 8 ? v : 0) + "\n";
   std::string status = read_n(24, 4096);
   out += "fd24 is this process's status: " + std::to_string(status.find("\nPid:\t" + std::to_string(getpid()) + "\n") != std::string::npos) + "\n";
   out += "log.txt is [" + file_contents(dir + "/log.txt") + "]\n";

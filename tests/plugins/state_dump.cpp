@@ -65,6 +65,8 @@ void dump_fds(std::string& out) {
       continue;
     }
     std::string name = path;
+    if (name.find(":[") != std::string::npos && name.rfind("anon_inode:", 0) != 0)
+      name = name.substr(0, name.find(":["));  // pipe:[ino], socket:[ino]: the inode differs per run
     if (S_ISREG(st.st_mode) && st.st_nlink == 0) {
       bool memfd = name.rfind("/memfd:", 0) == 0;
       name = std::string(memfd ? "memfd" : "deleted") + ":" + deleted_contents(fd, st.st_size);

@@ -1,8 +1,13 @@
+// Internals of the fd plugin shared by its files (save, restore, special kinds).
 #pragma once
 
+#include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "inject/plugin.h"
+#include "plugins/common/section_io.h"
+#include "plugins/fd/fd_record.h"
 
 namespace revive::plugins {
 
@@ -11,5 +16,28 @@ extern int64_t g_max_deleted_bytes;  // set by fd_init from REVIVE_FD_DELETED_MA
 int fd_init();
 int fd_save(inject::SectionWriter& w);
 int fd_restore(inject::SectionReader& r, char* msg, size_t cap);
+
+// Restore state: the section, the message buffer, and a line buffer for messages (off the small stack).
+struct RestoreCtx {
+  In& in;
+  char* msg;
+  size_t cap;
+  uint32_t old_pid;
+  char line[PATH_MAX + 200];
+};
+
+// Puts the freshly opened descriptor `tmp` at number rec.fd with the saved close-on-exec flag.
+int place(RestoreCtx& c, int tmp, const FdRecord& rec);
+// /dev/null at rec.fd, with a warning naming the fd, its kind, path and why.
+int stand_in(RestoreCtx& c, const FdRecord& rec, const char* path, const char* why);
+
+// Kinds whose state is saved beyond their path (fd_special.cpp).
+// Save: the payload for an eventfd/timerfd record (its counter or settings), or -1 if unreadable.
+int64_t special_payload(int fd, FdKind kind, void* buf, size_t cap);
+// Save: drains a pipe both of whose ends are here into buf and writes it back; the byte count or -errno.
+int64_t pipe_peek(int read_end, int write_end, char* buf, size_t cap);
+int restore_eventfd(RestoreCtx& c, const FdRecord& rec, const char* path);
+int restore_timerfd(RestoreCtx& c, const FdRecord& rec, const char* path);
+int restore_local_pipe(RestoreCtx& c, const FdRecord& rec);
 
 }  // namespace revive::plugins

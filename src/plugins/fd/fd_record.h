@@ -18,7 +18,23 @@ enum class FdKind : uint32_t {
   kPipe = 6,      // type only (data: distributed issue); 0/1/2 left alone, else /dev/null
   kSocket = 7,
   kFifo = 8,
-  kOther = 9,     // eventfd, epoll, inotify, signalfd, timerfd, block devices...: /dev/null + warning
+  kOther = 9,     // epoll, inotify, signalfd, block devices...: /dev/null + warning
+  kEventfd = 10,  // counter saved (payload EventfdState), recreated
+  kTimerfd = 11,  // clock, remaining time, interval, unread expirations saved (TimerfdState), recreated
+};
+constexpr uint32_t kMaxFdKind = 11;
+
+struct EventfdState {
+  uint64_t count;
+  uint32_t semaphore;
+  uint32_t pad;
+};
+
+struct TimerfdState {
+  int32_t clockid;
+  uint32_t pad;
+  uint64_t ticks;  // expirations not yet read
+  int64_t value_sec, value_nsec, interval_sec, interval_nsec;  // it_value is the remaining time
 };
 
 struct FdRecord {
@@ -27,12 +43,15 @@ struct FdRecord {
   int32_t flags;       // F_GETFL, masked to what open() can set again
   int32_t fd_flags;    // F_GETFD (FD_CLOEXEC)
   int64_t offset;      // -1 when the descriptor has none (pipes, O_PATH...)
-  int64_t size;        // st_size at checkpoint
+  int64_t size;        // st_size at checkpoint (kPipe: F_GETPIPE_SZ)
   int64_t mtime_sec;
   int64_t mtime_nsec;
   uint32_t mode;       // st_mode
   int32_t dup_of;      // an earlier fd sharing this open file description (dup, 2>&1), or -1
-  int64_t content_len; // kDeleted only (0 for a dup_of record)
+  int64_t content_len; // kDeleted: contents; kEventfd/kTimerfd: state; kPipe: buffered data (0 for dups)
+  int32_t peer_fd;     // kPipe with both ends in this process (fds > 2): the other end's fd, else -1.
+                       // Its buffered data rides on the higher-numbered end's record.
+  int32_t pad2;
 };
 
 // Deleted-but-open files up to this size are saved in the image; a larger one fails the checkpoint.

@@ -18,13 +18,7 @@
 namespace revive::plugins {
 namespace {
 
-struct Ctx {
-  In& in;
-  char* msg;
-  size_t cap;
-  uint32_t old_pid;
-  char line[PATH_MAX + 200];
-};
+using Ctx = RestoreCtx;
 
 bool has_prefix(const char* s, const char* p) { return strncmp(s, p, strlen(p)) == 0; }
 
@@ -45,9 +39,8 @@ void map_proc_self(char* path, uint32_t old_pid) {
   memcpy(path, self, sizeof self - 1);
 }
 
-int stand_in(Ctx& c, const FdRecord& rec, const char* path, const char* why);
+}  // namespace
 
-// Puts the freshly opened descriptor `tmp` at number `fd` with the saved close-on-exec flag.
 int place(Ctx& c, int tmp, const FdRecord& rec) {
   int cloexec = rec.fd_flags & FD_CLOEXEC;
   if (tmp == rec.fd) {
@@ -60,6 +53,8 @@ int place(Ctx& c, int tmp, const FdRecord& rec) {
   close(tmp);
   return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(": cannot place descriptor: ").err(e), e);
 }
+
+namespace {
 
 int seek(Ctx& c, int fd, const FdRecord& rec, const char* path) {
   if (rec.offset < 0 || lseek(fd, rec.offset, SEEK_SET) == rec.offset) return 0;
@@ -183,6 +178,8 @@ int reopen_directory(Ctx& c, const FdRecord& rec, const char* path) {
   return place(c, fd, rec);
 }
 
+}  // namespace
+
 // Kinds whose state is not saved: a /dev/null stand-in at the same number, so the program's reads see EOF
 // and its writes vanish instead of hitting EBADF or, worse, another file reusing the number.
 int stand_in(Ctx& c, const FdRecord& rec, const char* path, const char* why) {
@@ -195,6 +192,8 @@ int stand_in(Ctx& c, const FdRecord& rec, const char* path, const char* why) {
   }
   return place(c, fd, rec);
 }
+
+namespace {
 
 // A descriptor that shared an earlier one's open file description shares it again (one offset, e.g.
 // `prog >log 2>&1`), whatever the earlier one became.
@@ -228,13 +227,30 @@ int restore_one(Ctx& c, const FdRecord& rec, const char* path) {
       if (fd >= 0) return place(c, fd, rec);
       return stand_in(c, rec, path, "cannot be reopened");
     }
+    case FdKind::kEventfd: return restore_eventfd(c, rec, path);
+    case FdKind::kTimerfd: return restore_timerfd(c, rec, path);
     case FdKind::kPipe:
+      if (rec.peer_fd >= 0) return restore_local_pipe(c, rec);
+      return stand_in(c, rec, path, "cannot be restored yet");
     case FdKind::kSocket:
     case FdKind::kFifo:
     case FdKind::kOther:
       return stand_in(c, rec, path, "cannot be restored yet");
   }
   return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd section: fd ").i(rec.fd).s(" has unknown kind ").u(rec.kind), EINVAL);
+}
+
+// Structural checks of a record before anything is acted on (a damaged section must fail cleanly).
+bool record_ok(const FdRecord& rec, int prev, size_t remaining) {
+  auto kind = static_cast<FdKind>(rec.kind);
+  bool has_content = kind == FdKind::kDeleted || kind == FdKind::kEventfd || kind == FdKind::kTimerfd ||
+                     (kind == FdKind::kPipe && rec.peer_fd >= 0 && rec.peer_fd < rec.fd);
+  bool peer_ok = rec.peer_fd == -1 ||
+                 (kind == FdKind::kPipe && rec.fd > 2 && rec.peer_fd > 2 && rec.peer_fd != rec.fd && rec.dup_of < 0);
+  return rec.fd > prev && (rec.flags & ~kReopenFlags) == 0 && rec.kind >= 1 && rec.kind <= kMaxFdKind &&
+         rec.dup_of >= -1 && rec.dup_of < rec.fd && (rec.dup_of < 0 || rec.content_len == 0) && peer_ok &&
+         rec.content_len >= 0 && (has_content || rec.content_len == 0) &&
+         rec.content_len <= static_cast<int64_t>(remaining);
 }
 
 }  // namespace
@@ -255,11 +271,7 @@ int fd_restore(inject::SectionReader& r, char* msg, size_t cap) {
     if (!in.ok()) {
       return fail(msg, cap, Msg(c.line, sizeof c.line).s("fd section: truncated at record ").u(k).s(" of ").u(count), EINVAL);
     }
-    bool deleted = rec.kind == static_cast<uint32_t>(FdKind::kDeleted);
-    if (rec.fd <= prev || (rec.flags & ~kReopenFlags) != 0 || rec.kind < 1 || rec.kind > 9 ||
-        rec.dup_of < -1 || rec.dup_of >= rec.fd || (rec.dup_of >= 0 && rec.content_len != 0) ||
-        rec.content_len < 0 || (!deleted && rec.content_len != 0) ||
-        rec.content_len > static_cast<int64_t>(in.remaining())) {
+    if (!record_ok(rec, prev, in.remaining())) {
       return fail(msg, cap, Msg(c.line, sizeof c.line).s("fd section: malformed record for fd ").i(rec.fd), EINVAL);
     }
     prev = rec.fd;

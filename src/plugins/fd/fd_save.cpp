@@ -38,6 +38,8 @@ FdKind classify(int fd, const struct stat& st, const char* path) {
   if (S_ISFIFO(st.st_mode)) return has_prefix(path, "pipe:") ? FdKind::kPipe : FdKind::kFifo;
   if (S_ISSOCK(st.st_mode)) return FdKind::kSocket;
   if (S_ISCHR(st.st_mode)) return isatty(fd) ? FdKind::kTerminal : FdKind::kCharDev;
+  if (strcmp(path, "anon_inode:[eventfd]") == 0) return FdKind::kEventfd;
+  if (strcmp(path, "anon_inode:[timerfd]") == 0) return FdKind::kTimerfd;
   return FdKind::kOther;  // anon inodes (eventfd, epoll...) report mode 0; block devices land here too
 }
 
@@ -66,6 +68,35 @@ constexpr int kMaxFds = 4096;
 Seen g_seen[kMaxFds];
 int g_nseen;
 pid_t g_self;  // getpid() once per checkpoint, for kcmp
+
+// Every pipe end open here (listed before saving), to find pipes whose two ends are both ours.
+struct PipeEnd {
+  int fd;
+  ino_t ino;
+  int accmode;
+};
+PipeEnd g_pipes[kMaxFds];
+int g_npipes;
+char g_pipe_data[1 << 20];  // a pipe's buffered bytes (1 MiB = the default fs.pipe-max-size)
+
+void list_pipes(const int* fds, int n) {
+  g_npipes = 0;
+  for (int k = 0; k < n; ++k) {
+    struct stat st;
+    if (fds[k] > 2 && fstat(fds[k], &st) == 0 && S_ISFIFO(st.st_mode))
+      g_pipes[g_npipes++] = PipeEnd{fds[k], st.st_ino, fcntl(fds[k], F_GETFL) & O_ACCMODE};
+  }
+}
+
+// The lowest fd holding the other end of fd's pipe, or -1 (not ours, or a pipe too large to buffer).
+int find_pipe_peer(int fd, const struct stat& st, int accmode) {
+  if (fd <= 2 || accmode == O_RDWR) return -1;
+  int cap = fcntl(fd, F_GETPIPE_SZ);
+  if (cap < 0 || cap > static_cast<int>(sizeof g_pipe_data)) return -1;
+  for (int k = 0; k < g_npipes; ++k)
+    if (g_pipes[k].ino == st.st_ino && g_pipes[k].accmode != accmode && g_pipes[k].accmode != O_RDWR) return g_pipes[k].fd;
+  return -1;
+}
 
 // The earlier descriptor sharing fd's open file description (same offset and flags: dup, 2>&1,
 // inherited), found with kcmp(KCMP_FILE); -1 if none or kcmp is unavailable.
@@ -105,7 +136,31 @@ int save_one(Out& out, int fd) {
   rec.mtime_nsec = st.st_mtim.tv_nsec;
   rec.mode = st.st_mode;
   rec.dup_of = find_dup(fd, st);
+  rec.peer_fd = -1;
   if (g_nseen < kMaxFds) g_seen[g_nseen++] = Seen{fd, st.st_dev, st.st_ino};
+  // State beyond the path, read now (content follows the record): see fd_special.cpp.
+  char payload[64];
+  const char* content = nullptr;
+  if (rec.dup_of < 0 && (kind == FdKind::kEventfd || kind == FdKind::kTimerfd)) {
+    int64_t n = special_payload(fd, kind, payload, sizeof payload);
+    if (n > 0) {
+      content = payload;
+      rec.content_len = n;
+    } else {
+      rec.kind = static_cast<uint32_t>(FdKind::kOther);  // unreadable state: a stand-in on restore
+    }
+  }
+  if (rec.dup_of < 0 && kind == FdKind::kPipe) {
+    rec.peer_fd = find_pipe_peer(fd, st, fl & O_ACCMODE);
+    rec.size = rec.peer_fd >= 0 ? fcntl(fd, F_GETPIPE_SZ) : 0;
+    if (rec.peer_fd >= 0 && rec.peer_fd < fd) {  // second end: carries the bytes in the pipe
+      bool reader = (fl & O_ACCMODE) == O_RDONLY;
+      int64_t n = pipe_peek(reader ? fd : rec.peer_fd, reader ? rec.peer_fd : fd, g_pipe_data, sizeof g_pipe_data);
+      if (n < 0) return static_cast<int>(n);
+      content = g_pipe_data;
+      rec.content_len = n;
+    }
+  }
   if (kind == FdKind::kDeleted && rec.dup_of < 0) {
     if (st.st_size > g_max_deleted_bytes) {
       char line[PATH_MAX + 160];
@@ -119,7 +174,9 @@ int save_one(Out& out, int fd) {
   }
   out.bytes(&rec, sizeof rec);
   out.str(path, static_cast<size_t>(plen));
-  if (rec.content_len > 0 && !save_contents(out, fd, rec.content_len)) {
+  if (content) {
+    out.bytes(content, static_cast<size_t>(rec.content_len));
+  } else if (rec.content_len > 0 && !save_contents(out, fd, rec.content_len)) {
     char line[PATH_MAX + 80];
     Msg(line, sizeof line).s("checkpoint failed: fd ").i(fd).s(": cannot read deleted file '").s(path).s("'");
     warn(line);
@@ -180,6 +237,8 @@ const char* fd_kind_name(uint32_t kind) {
     case FdKind::kSocket: return "socket";
     case FdKind::kFifo: return "fifo";
     case FdKind::kOther: return "other";
+    case FdKind::kEventfd: return "eventfd";
+    case FdKind::kTimerfd: return "timerfd";
   }
   return "unknown";
 }
@@ -195,6 +254,7 @@ int fd_save(inject::SectionWriter& w) {
     warn(n == -EMFILE ? "checkpoint refused: more than 4096 open descriptors" : "checkpoint failed: cannot list /proc/self/fd");
     return n;
   }
+  list_pipes(fds, n);
   uint32_t count = 0;
   for (int k = 0; k < n; ++k) count += inject::fd_reserved(fds[k]) ? 0 : 1;
   Out out(w);

@@ -2,11 +2,13 @@
  * revive-restart, output compared byte for byte with an uninterrupted run):
  *   proc:   works in a subdirectory, umask 027, RLIMIT_NOFILE 256/1024;
  *   fd:     stderr shares stdout's open file description (2>&1), reads an input file, appends to a log
- *           (O_APPEND|O_CLOEXEC), reads a deleted scratch file;
+ *           (O_APPEND|O_CLOEXEC), reads a deleted scratch file, keeps bytes in a self-pipe and a count
+ *           in an eventfd;
  *   signal: blocks every signal and tries to ignore the checkpoint signal (it must stay deliverable),
  *           keeps SIGUSR2 and two queued SIGRTMIN+3 pending throughout;
  *   timer:  paced by a 5 ms POSIX timer (SIGRTMIN+1, value 42) taken with sigwaitinfo.
  * Usage: procstate ITERATIONS */
+#define _GNU_SOURCE  /* pipe2 */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -14,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <stdint.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -48,6 +52,12 @@ int main(int argc, char** argv) {
   write_pattern(tmp, 65536, 'A');
   unlink("scratch");
 
+  int self_pipe[2];
+  if (pipe2(self_pipe, O_NONBLOCK) != 0) die("pipe2");
+  if (write(self_pipe[1], "abc", 3) != 3) die("self-pipe");  /* always 3 bytes in flight */
+  int efd = eventfd(0, EFD_CLOEXEC);
+  if (efd < 0) die("eventfd");
+
   int ckpt = SIGRTMAX - 2;  /* the engine's default checkpoint signal */
   sigset_t all;
   sigfillset(&all);
@@ -81,7 +91,12 @@ int main(int argc, char** argv) {
       if (read(in, a, 16) != 16) ++bad;
     }
     if (pread(tmp, b, 8, (i * 8) % 65536) != 8) ++bad;
-    dprintf(i % 2 ? 2 : 1, "iter %d in=%s tmp=%s\n", i, a, b);
+    char c = (char)('a' + i % 26), got = 0;
+    if (write(self_pipe[1], &c, 1) != 1 || read(self_pipe[0], &got, 1) != 1) ++bad;
+    uint64_t one = 1, count = 0;
+    if (write(efd, &one, 8) != 8) ++bad;
+    if (i % 10 == 9 && (read(efd, &count, 8) != 8 || count != 10)) ++bad;
+    dprintf(i % 2 ? 2 : 1, "iter %d in=%s tmp=%s pipe=%c\n", i, a, b, got);
     dprintf(log, "%d\n", i);
   }
 

@@ -1,0 +1,180 @@
+// fd kinds whose kernel state is saved beyond a path: eventfd (counter), timerfd (clock, remaining time,
+// interval, unread expirations; CONFIG_CHECKPOINT_RESTORE's TFD_IOC_SET_TICKS puts those back), and pipes
+// both of whose ends the process holds (self-pipes of event loops): recreated as a new pipe with the
+// bytes it buffered. A pipe to another process is the distributed issue's and stays a stand-in.
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "plugins/common/msg.h"
+#include "plugins/fd/fd_internal.h"
+#include "plugins/fd/fdinfo.h"
+#include "plugins/plugins.h"
+
+#ifndef TFD_IOC_SET_TICKS
+#define TFD_IOC_SET_TICKS _IOW('T', 0, uint64_t)
+#endif
+
+namespace revive::plugins {
+namespace {
+
+int fail_fd(RestoreCtx& c, const FdRecord& rec, const char* what, int e) {
+  return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(" (").s(fd_kind_name(rec.kind)).s("): ")
+      .s(what).s(": ").err(e), e);
+}
+
+bool read_payload(RestoreCtx& c, const FdRecord& rec, void* out, size_t len) {
+  return rec.content_len == static_cast<int64_t>(len) && c.in.bytes(out, len);
+}
+
+int write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return w < 0 ? -errno : -EIO;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int64_t special_payload(int fd, FdKind kind, void* buf, size_t cap) {
+  char info[1024];
+  if (!fdinfo_load(fd, info, sizeof info)) return -1;
+  if (kind == FdKind::kEventfd && cap >= sizeof(EventfdState)) {
+    EventfdState s{};
+    uint64_t sem = 0;
+    if (!fdinfo_num(info, "eventfd-count", 16, &s.count)) return -1;
+    fdinfo_num(info, "eventfd-semaphore", 10, &sem);  // Linux 6.7+; older kernels: not a semaphore
+    s.semaphore = sem != 0;
+    memcpy(buf, &s, sizeof s);
+    return sizeof s;
+  }
+  if (kind == FdKind::kTimerfd && cap >= sizeof(TimerfdState)) {
+    TimerfdState s{};
+    uint64_t clock = 0, vs = 0, vn = 0, is = 0, in = 0;
+    if (!fdinfo_num(info, "clockid", 10, &clock) || !fdinfo_num(info, "ticks", 10, &s.ticks) ||
+        !fdinfo_pair(info, "it_value", &vs, &vn) || !fdinfo_pair(info, "it_interval", &is, &in)) {
+      return -1;
+    }
+    s.clockid = static_cast<int32_t>(clock);
+    s.value_sec = static_cast<int64_t>(vs);
+    s.value_nsec = static_cast<int64_t>(vn);
+    s.interval_sec = static_cast<int64_t>(is);
+    s.interval_nsec = static_cast<int64_t>(in);
+    memcpy(buf, &s, sizeof s);
+    return sizeof s;
+  }
+  return -1;
+}
+
+int64_t pipe_peek(int read_end, int write_end, char* buf, size_t cap) {
+  int fl = fcntl(read_end, F_GETFL);
+  if (fl < 0 || fcntl(read_end, F_SETFL, fl | O_NONBLOCK) != 0) return -errno;
+  size_t len = 0;
+  while (len < cap) {
+    ssize_t n = read(read_end, buf + len, cap - len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    len += static_cast<size_t>(n);
+  }
+  fcntl(read_end, F_SETFL, fl);
+  // Put the bytes back at once (they came out of this pipe, so they fit): the program sees no change.
+  int rc = write_all(write_end, buf, len);
+  return rc < 0 ? rc : static_cast<int64_t>(len);
+}
+
+int restore_eventfd(RestoreCtx& c, const FdRecord& rec, const char* path) {
+  EventfdState s;
+  if (!read_payload(c, rec, &s, sizeof s)) return fail_fd(c, rec, "bad eventfd state in the section", EINVAL);
+  int flags = EFD_CLOEXEC | (rec.flags & O_NONBLOCK ? EFD_NONBLOCK : 0) | (s.semaphore ? EFD_SEMAPHORE : 0);
+  int fd = eventfd(0, flags);
+  if (fd < 0) return stand_in(c, rec, path, "cannot be recreated");
+  // The counter may exceed eventfd()'s unsigned int initial value: add it with a write.
+  if (s.count > 0 && write(fd, &s.count, sizeof s.count) != sizeof s.count) {
+    int e = errno;
+    close(fd);
+    return fail_fd(c, rec, "cannot set the counter", e);
+  }
+  return place(c, fd, rec);
+}
+
+int restore_timerfd(RestoreCtx& c, const FdRecord& rec, const char* path) {
+  TimerfdState s;
+  if (!read_payload(c, rec, &s, sizeof s) || s.value_nsec < 0 || s.value_nsec >= 1000000000 ||
+      s.interval_nsec < 0 || s.interval_nsec >= 1000000000 || s.value_sec < 0 || s.interval_sec < 0) {
+    return fail_fd(c, rec, "bad timerfd state in the section", EINVAL);
+  }
+  int fd = timerfd_create(s.clockid, TFD_CLOEXEC | (rec.flags & O_NONBLOCK ? TFD_NONBLOCK : 0));
+  if (fd < 0) return stand_in(c, rec, path, "cannot be recreated (clock not available)");
+  // it_value from fdinfo is the time remaining: re-armed relative, whatever the clock did meanwhile.
+  struct itimerspec its = {{s.interval_sec, s.interval_nsec}, {s.value_sec, s.value_nsec}};
+  if ((s.value_sec || s.value_nsec) && timerfd_settime(fd, 0, &its, nullptr) != 0) {
+    int e = errno;
+    close(fd);
+    return fail_fd(c, rec, "cannot re-arm", e);
+  }
+  if (s.ticks > 0 && ioctl(fd, TFD_IOC_SET_TICKS, &s.ticks) != 0) {
+    warn(Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(" (timerfd): ").u(s.ticks)
+        .s(" unread expirations lost (kernel without TFD_IOC_SET_TICKS)").c_str());
+  }
+  return place(c, fd, rec);
+}
+
+// First end of a pair (peer_fd above it): a new pipe, our end placed here, the other end placed at its
+// number right away (its own record, later, only sets its flags; numbers between are placed with dup3
+// onto their own numbers and cannot disturb it). Second end: flags, capacity, and the buffered bytes.
+int restore_local_pipe(RestoreCtx& c, const FdRecord& rec) {
+  bool reader = (rec.flags & O_ACCMODE) == O_RDONLY;
+  if (rec.peer_fd > rec.fd) {
+    if (rec.content_len != 0) return fail_fd(c, rec, "pipe data on the wrong end", EINVAL);
+    if (inject::fd_reserved(rec.peer_fd)) return fail_fd(c, rec, "the other end's number is the engine's", EBUSY);
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) return fail_fd(c, rec, "cannot create the pipe", errno);
+    // Move both ends above the two target numbers first: pipe2 may have returned either of them.
+    int above = (rec.fd > rec.peer_fd ? rec.fd : rec.peer_fd) + 1;
+    int r = fcntl(p[0], F_DUPFD_CLOEXEC, above), w = fcntl(p[1], F_DUPFD_CLOEXEC, above);
+    int e = errno;
+    close(p[0]);
+    close(p[1]);
+    int mine = reader ? r : w, other = reader ? w : r;
+    if (r < 0 || w < 0 || dup3(other, rec.peer_fd, O_CLOEXEC) < 0) {
+      e = r < 0 || w < 0 ? e : errno;
+      if (r >= 0) close(r);
+      if (w >= 0) close(w);
+      return fail_fd(c, rec, "cannot place the other end", e);
+    }
+    close(other);
+    if (rec.flags & O_NONBLOCK) fcntl(mine, F_SETFL, O_NONBLOCK);
+    return place(c, mine, rec);
+  }
+  // Second end: already at its number since the first end's record.
+  int fl = fcntl(rec.fd, F_GETFL), peer_fl = fcntl(rec.peer_fd, F_GETFL);
+  if (fl < 0 || peer_fl < 0 || (fl & O_ACCMODE) != (rec.flags & O_ACCMODE) || (peer_fl & O_ACCMODE) == (fl & O_ACCMODE))
+    return fail_fd(c, rec, "its other end was not restored first", EINVAL);
+  fcntl(rec.fd, F_SETFL, (fl & ~O_NONBLOCK) | (rec.flags & O_NONBLOCK));
+  fcntl(rec.fd, F_SETFD, rec.fd_flags & FD_CLOEXEC);
+  int write_end = reader ? rec.peer_fd : rec.fd;
+  if (rec.size > 65536) fcntl(write_end, F_SETPIPE_SZ, static_cast<int>(rec.size));  // best effort
+  // Non-blocking while refilling: if the capacity could not be restored, fail instead of hanging.
+  int wfl = fcntl(write_end, F_GETFL);
+  fcntl(write_end, F_SETFL, wfl | O_NONBLOCK);
+  char buf[4096];
+  int rc = 0;
+  for (int64_t left = rec.content_len; left > 0 && rc == 0;) {
+    size_t n = static_cast<size_t>(left < (int64_t)sizeof buf ? left : (int64_t)sizeof buf);
+    if (!c.in.bytes(buf, n)) return fail_fd(c, rec, "pipe data truncated in the section", EINVAL);
+    rc = write_all(write_end, buf, n);
+    left -= static_cast<int64_t>(n);
+  }
+  fcntl(write_end, F_SETFL, wfl);
+  return rc == 0 ? 0 : fail_fd(c, rec, "cannot refill the pipe", -rc);
+}
+
+}  // namespace revive::plugins
