@@ -76,7 +76,7 @@ std::unique_ptr<Checkpoint::Impl::Job> Checkpoint::Impl::Take() {
   auto job = std::make_unique<Job>();
   bool copy = opts.async && !opts.zero_copy;
   for (auto& e : entries) {
-    e.item->update();
+    if (!hooks_called) e.item->update();
     auto f = std::make_unique<FileJob>();
     f->key = e.key;
     detail::TypeDesc t = e.item->type();
@@ -107,15 +107,19 @@ std::unique_ptr<Checkpoint::Impl::Job> Checkpoint::Impl::Take() {
     }
     job->files.push_back(std::move(f));
   }
+  hooks_called = false;
   return job;
 }
 
 void Checkpoint::Impl::Update() {
   RequireCommitted("update()");
   Wait();
-  if (opts.async && !opts.zero_copy) staged = Take();  // Take() calls the user hooks
-  else
+  if (opts.async && !opts.zero_copy) {
+    staged = Take();  // Take() calls the user hooks
+  } else {
     for (auto& e : entries) e.item->update();
+    hooks_called = true;  // the next Take() must not call them again
+  }
 }
 
 uint64_t Checkpoint::Impl::NextVersion() {

@@ -72,7 +72,8 @@ class Checkpoint::Impl {
 
   std::unique_ptr<Job> staged;   // taken by update() in async copy mode
   std::unique_ptr<Job> pending;  // submitted to the writer, not yet published
-  std::vector<std::string> spare;  // async copy mode: buffers of the last version, reused by Take()
+  std::vector<std::string> spare;
+  bool hooks_called = false;  // update() already ran the user hooks for the next version  // async copy mode: buffers of the last version, reused by Take()
   applevel::AsyncWriter writer;  // last member: its thread stops before the rest is destroyed
 };
 

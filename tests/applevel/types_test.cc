@@ -147,7 +147,8 @@ TEST_P(TypesTest, EveryTypeRoundTrips) {
     cp.write(4);
     EXPECT_EQ(a.ref.updates, 1);  // the update hook runs for each version taken
     a.Fill(5);
-    cp.write(5);
+    cp.update_and_write(5, 5);
+    EXPECT_EQ(a.ref.updates, 2);  // once per version, also through update_and_write
     EXPECT_EQ(cp.version(), 2u);
     EXPECT_EQ(cp.iteration(), 5);
   }
