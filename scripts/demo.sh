@@ -36,7 +36,15 @@ sleep "$(printf '%d.%03d' $((delay / 1000)) $((delay % 1000)))"
 kill -KILL "$pid" 2>/dev/null || true
 wait "$pid" 2>/dev/null && echo "(it finished before the kill; the restart below will just re-read its last checkpoint)" ||
   echo "kill -9 after $delay ms: the process died without a chance to clean up."
-echo "Checkpoint versions on disk: $(ls "$work/ckpt/lanczos" 2>/dev/null | grep '^v-' | tr '\n' ' ')"
+echo "Checkpoint versions on disk:"
+for v in "$work"/ckpt/lanczos/v-*; do
+  [[ -d $v ]] || continue
+  if [[ -f $v/MANIFEST ]]; then
+    echo "  $(basename "$v"): complete (MANIFEST published), iteration $(sed -n 's/^iteration=//p' "$v/MANIFEST")"
+  else
+    echo "  $(basename "$v"): incomplete (the kill hit while it was being written; restart ignores it)"
+  fi
+done
 
 say "Run 3: the same command again; it finds the newest complete checkpoint and continues from there"
 "$bin" "${args[@]}" --every 25 --async copy --dir "$work/ckpt" >"$work/restarted.out" 2>"$work/restarted.err"

@@ -22,10 +22,15 @@ RunResult Run(const Config& c, const Lattice& L, const Parallel& P, revive::Chec
   int64_t it = 1;
   if (cp.restart_if_needed(&it)) {
     // The checkpoint of iteration k holds the state after k steps; the loop continues at k + 1.
-    if (s.iteration != it - 1 || s.alpha.size() != static_cast<size_t>(c.iters)) {
-      throw revive::Error("checkpoint '" + c.name + "' was written by another configuration (steps " +
-                          std::to_string(s.iteration) + ", iterations " + std::to_string(s.alpha.size()) +
-                          "; expected " + std::to_string(it - 1) + ", " + std::to_string(c.iters) + ")");
+    // The vectors are resizable, so the library accepts any stored length: check that the checkpoint
+    // belongs to this problem (lattice size, rank count, iteration count) before using it.
+    if (s.iteration != it - 1 || s.alpha.size() != static_cast<size_t>(c.iters) ||
+        s.v.size() != L.local_rows() || s.v_prev.size() != L.local_rows()) {
+      throw revive::Error(cp.directory() + ": written by another configuration (" + std::to_string(s.v.size()) +
+                          " local rows, " + std::to_string(s.alpha.size()) + " iterations, step " +
+                          std::to_string(s.iteration) + "; this run has " + std::to_string(L.local_rows()) +
+                          " local rows, " + std::to_string(c.iters) + " iterations, step " +
+                          std::to_string(it - 1) + "): use --fresh or another --dir");
     }
     res.restarted_from = static_cast<int>(it - 1);
     if (!c.quiet && print) std::fprintf(stderr, "lanczos: restarted after iteration %d\n", res.restarted_from);
