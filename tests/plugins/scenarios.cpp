@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
 #include <sys/mman.h>
@@ -14,6 +15,9 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <vector>
 
 #include "inject/plugin.h"
 
@@ -122,6 +126,18 @@ void setup_fd(const std::string& dir) {
   if (pipe(lone) != 0) die("pipe");
   put_at(high(lone[0]), 27);  // the write end is not ours: a pipe to "another process"
   close(lone[1]);
+  // An event loop's epoll: the pipe and the eventfd (both restored) and a socket (a stand-in).
+  put_at(epoll_create1(0), 28);
+  epoll_event ev = {};
+  ev.events = EPOLLIN;
+  ev.data.u64 = 0x1234;
+  epoll_ctl(28, EPOLL_CTL_ADD, 7, &ev);
+  ev.events = EPOLLIN | EPOLLET;
+  ev.data.u64 = 77;
+  epoll_ctl(28, EPOLL_CTL_ADD, 15, &ev);
+  ev.events = EPOLLIN;
+  ev.data.u64 = 13;
+  epoll_ctl(28, EPOLL_CTL_ADD, 13, &ev);
   put_at(open(data.c_str(), O_RDONLY | O_NONBLOCK), 20);
   lseek(20, 99, SEEK_SET);
   // Shared open file descriptions (dup, 2>&1): one offset for both numbers, before and after restore.
@@ -142,6 +158,15 @@ std::string exercise_fd(const std::string& dir) {
   write_all(21, "Z");
   out += "rw.bin offset after writes through fds 6 and 21: " + std::to_string(lseek(6, 0, SEEK_CUR)) + "\n";
   out += "fd22 reads " + read_n(22, 4) + " (right after fd11's read)\n";
+  epoll_event evs[8];
+  int ready = epoll_wait(28, evs, 8, 0);
+  std::vector<std::string> seen;
+  for (int k = 0; k < ready; ++k)
+    seen.push_back(std::to_string(evs[k].data.u64) + "/" + std::to_string(evs[k].events));
+  std::sort(seen.begin(), seen.end());
+  out += "epoll ready:";
+  for (auto& x : seen) out += " " + x;
+  out += "\n";
   out += "fd7 (pipe) reads " + read_n(7, 64) + "\n";
   write_all(23, "via-dup");
   out += "fd7 then reads " + read_n(7, 64) + "\n";

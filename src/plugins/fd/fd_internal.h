@@ -39,5 +39,11 @@ int64_t pipe_peek(int read_end, int write_end, char* buf, size_t cap);
 int restore_eventfd(RestoreCtx& c, const FdRecord& rec, const char* path);
 int restore_timerfd(RestoreCtx& c, const FdRecord& rec, const char* path);
 int restore_local_pipe(RestoreCtx& c, const FdRecord& rec);
+// Save: an epoll instance's registrations into the static list; their count, or -1.
+int epoll_items(int fd, const EpollItem** items);
+// Restore: creates the epoll instance; its registrations wait until every fd is back, then epoll_rearm
+// applies them (warning for each that fails: a stand-in cannot be watched) or, !apply, forgets them.
+int restore_epoll(RestoreCtx& c, const FdRecord& rec, const char* path);
+void epoll_rearm(bool apply);
 
 }  // namespace revive::plugins

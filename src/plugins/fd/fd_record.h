@@ -21,8 +21,15 @@ enum class FdKind : uint32_t {
   kOther = 9,     // epoll, inotify, signalfd, block devices...: /dev/null + warning
   kEventfd = 10,  // counter saved (payload EventfdState), recreated
   kTimerfd = 11,  // clock, remaining time, interval, unread expirations saved (TimerfdState), recreated
+  kEpoll = 12,    // registrations saved (EpollItem list), recreated and re-registered after all fds
 };
-constexpr uint32_t kMaxFdKind = 11;
+constexpr uint32_t kMaxFdKind = 12;
+
+struct EpollItem {
+  int32_t tfd;
+  uint32_t events;  // as the kernel holds them (EPOLLET, EPOLLONESHOT... included)
+  uint64_t data;
+};
 
 struct EventfdState {
   uint64_t count;

@@ -229,6 +229,7 @@ int restore_one(Ctx& c, const FdRecord& rec, const char* path) {
     }
     case FdKind::kEventfd: return restore_eventfd(c, rec, path);
     case FdKind::kTimerfd: return restore_timerfd(c, rec, path);
+    case FdKind::kEpoll: return restore_epoll(c, rec, path);
     case FdKind::kPipe:
       if (rec.peer_fd >= 0) return restore_local_pipe(c, rec);
       return stand_in(c, rec, path, "cannot be restored yet");
@@ -244,6 +245,7 @@ int restore_one(Ctx& c, const FdRecord& rec, const char* path) {
 bool record_ok(const FdRecord& rec, int prev, size_t remaining) {
   auto kind = static_cast<FdKind>(rec.kind);
   bool has_content = kind == FdKind::kDeleted || kind == FdKind::kEventfd || kind == FdKind::kTimerfd ||
+                     kind == FdKind::kEpoll ||
                      (kind == FdKind::kPipe && rec.peer_fd >= 0 && rec.peer_fd < rec.fd);
   bool peer_ok = rec.peer_fd == -1 ||
                  (kind == FdKind::kPipe && rec.fd > 2 && rec.peer_fd > 2 && rec.peer_fd != rec.fd && rec.dup_of < 0);
@@ -259,6 +261,7 @@ int fd_restore(inject::SectionReader& r, char* msg, size_t cap) {
   In in(r);
   Ctx c{in, msg, cap, 0, {}};
   if (!in.tag(kFdTag)) return fail(msg, cap, Msg(c.line, sizeof c.line).s("fd section: bad tag (not an fd section)"), EINVAL);
+  epoll_rearm(false);  // nothing left over from an earlier, failed restore
   c.old_pid = in.u32();
   uint32_t count = in.u32();
   if (!in.ok()) return fail(msg, cap, Msg(c.line, sizeof c.line).s("fd section: truncated header"), EINVAL);
@@ -284,6 +287,7 @@ int fd_restore(inject::SectionReader& r, char* msg, size_t cap) {
     if (rc != 0) return rc;
   }
   if (in.remaining() != 0) return fail(msg, cap, Msg(c.line, sizeof c.line).s("fd section: ").u(in.remaining()).s(" trailing bytes"), EINVAL);
+  epoll_rearm(true);
   return 0;
 }
 

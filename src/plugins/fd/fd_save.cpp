@@ -40,6 +40,7 @@ FdKind classify(int fd, const struct stat& st, const char* path) {
   if (S_ISCHR(st.st_mode)) return isatty(fd) ? FdKind::kTerminal : FdKind::kCharDev;
   if (strcmp(path, "anon_inode:[eventfd]") == 0) return FdKind::kEventfd;
   if (strcmp(path, "anon_inode:[timerfd]") == 0) return FdKind::kTimerfd;
+  if (strcmp(path, "anon_inode:[eventpoll]") == 0) return FdKind::kEpoll;
   return FdKind::kOther;  // anon inodes (eventfd, epoll...) report mode 0; block devices land here too
 }
 
@@ -150,6 +151,16 @@ int save_one(Out& out, int fd) {
       rec.kind = static_cast<uint32_t>(FdKind::kOther);  // unreadable state: a stand-in on restore
     }
   }
+  if (rec.dup_of < 0 && kind == FdKind::kEpoll) {
+    const EpollItem* items = nullptr;
+    int n = epoll_items(fd, &items);
+    if (n >= 0) {
+      content = reinterpret_cast<const char*>(items);
+      rec.content_len = static_cast<int64_t>(n) * static_cast<int64_t>(sizeof(EpollItem));
+    } else {
+      rec.kind = static_cast<uint32_t>(FdKind::kOther);
+    }
+  }
   if (rec.dup_of < 0 && kind == FdKind::kPipe) {
     rec.peer_fd = find_pipe_peer(fd, st, fl & O_ACCMODE);
     rec.size = rec.peer_fd >= 0 ? fcntl(fd, F_GETPIPE_SZ) : 0;
@@ -239,6 +250,7 @@ const char* fd_kind_name(uint32_t kind) {
     case FdKind::kOther: return "other";
     case FdKind::kEventfd: return "eventfd";
     case FdKind::kTimerfd: return "timerfd";
+    case FdKind::kEpoll: return "epoll";
   }
   return "unknown";
 }

@@ -5,7 +5,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/ioctl.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -175,6 +177,87 @@ int restore_local_pipe(RestoreCtx& c, const FdRecord& rec) {
   }
   fcntl(write_end, F_SETFL, wfl);
   return rc == 0 ? 0 : fail_fd(c, rec, "cannot refill the pipe", -rc);
+}
+
+// Registrations of epoll instances: read at save from fdinfo ("tfd: N events: X data: Y ... ino:Z"),
+// applied on restore once every descriptor is back (a registered fd may have a higher number). Static:
+// save and restore may not allocate; one checkpoint or restore at a time.
+namespace {
+constexpr int kMaxEpollItems = 4096;
+EpollItem g_items[kMaxEpollItems];
+struct Pending {
+  int epfd;
+  EpollItem item;
+};
+Pending g_pending[kMaxEpollItems];
+int g_npending;
+char g_epoll_info[256 << 10];  // fdinfo of one epoll instance: ~80 bytes a registration
+
+const char* after(const char* p, const char* key) {
+  p = strstr(p, key);
+  return p ? p + strlen(key) : nullptr;
+}
+
+uint64_t parse_num(const char*& p, int base) {
+  while (*p == ' ') ++p;
+  uint64_t v = 0;
+  for (;; ++p) {
+    int d = *p >= '0' && *p <= '9' ? *p - '0' : base == 16 && *p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;
+    if (d < 0) return v;
+    v = v * static_cast<uint64_t>(base) + static_cast<uint64_t>(d);
+  }
+}
+}  // namespace
+
+int epoll_items(int fd, const EpollItem** items) {
+  if (!fdinfo_load(fd, g_epoll_info, sizeof g_epoll_info)) return -1;
+  int n = 0;
+  for (const char* p = g_epoll_info; (p = after(p, "tfd:")) && n < kMaxEpollItems;) {
+    EpollItem it{};
+    it.tfd = static_cast<int32_t>(parse_num(p, 10));
+    const char* q = after(p, "events:");
+    const char* r = q ? after(q, "data:") : nullptr;
+    const char* s = r ? after(r, "ino:") : nullptr;
+    if (!s) return -1;
+    it.events = static_cast<uint32_t>(parse_num(q, 16));
+    it.data = parse_num(r, 16);
+    uint64_t ino = parse_num(s, 16);
+    // The number it was registered under may since name another file (dup2, close): skip those.
+    struct stat st;
+    if (fstat(it.tfd, &st) == 0 && st.st_ino == ino) g_items[n++] = it;
+    p = s;
+  }
+  *items = g_items;
+  return n;
+}
+
+int restore_epoll(RestoreCtx& c, const FdRecord& rec, const char* path) {
+  if (rec.content_len % static_cast<int64_t>(sizeof(EpollItem)) != 0)
+    return fail_fd(c, rec, "bad epoll registrations in the section", EINVAL);
+  for (int64_t k = 0; k < rec.content_len / static_cast<int64_t>(sizeof(EpollItem)); ++k) {
+    EpollItem it;
+    if (!c.in.bytes(&it, sizeof it) || it.tfd < 0) return fail_fd(c, rec, "bad epoll registration in the section", EINVAL);
+    if (g_npending < kMaxEpollItems) g_pending[g_npending++] = Pending{rec.fd, it};
+  }
+  int fd = epoll_create1(EPOLL_CLOEXEC);
+  if (fd < 0) return stand_in(c, rec, path, "cannot be recreated");
+  return place(c, fd, rec);
+}
+
+void epoll_rearm(bool apply) {
+  char line[160];
+  for (int k = 0; apply && k < g_npending; ++k) {
+    const Pending& p = g_pending[k];
+    struct epoll_event ev = {};
+    ev.events = p.item.events;
+    ev.data.u64 = p.item.data;
+    if (epoll_ctl(p.epfd, EPOLL_CTL_ADD, p.item.tfd, &ev) != 0) {
+      int e = errno;
+      warn(Msg(line, sizeof line).s("fd ").i(p.epfd).s(" (epoll): cannot watch fd ").i(p.item.tfd).s(" again: ").err(e)
+          .c_str());
+    }
+  }
+  g_npending = 0;
 }
 
 }  // namespace revive::plugins
