@@ -143,6 +143,8 @@ void Checkpoint::Impl::Write(int64_t it) {
   job->version = NextVersion();
   job->iteration = it;
   job->parent_version = parent ? parent->version : 0;
+  // Paths are made here: the writer thread must not call into the Comm (MPI may not allow it).
+  for (auto& f : job->files) f->path = store.DataPath(job->version, f->key, comm->rank(), comm->size());
   if (comm->rank() == 0) job->result = store.BeginVersion(job->version);
   // The others write into the directory rank 0 created; its failure is reported in Finish().
   if (!comm->allreduce_and(job->result.ok())) {
@@ -163,8 +165,7 @@ void Checkpoint::Impl::Write(int64_t it) {
 void Checkpoint::Impl::RunJob(Job* job) {
   int level = opts.compress ? opts.compress_level : 0;
   for (auto& f : job->files) {
-    std::string path = store.DataPath(job->version, f->key, comm->rank(), comm->size());
-    job->result = storage::WriteDataFile(env, path, f->header, f->spans, level);
+    job->result = storage::WriteDataFile(env, f->path, f->header, f->spans, level);
     if (!job->result.ok()) return;
   }
 }

@@ -25,6 +25,7 @@ class Checkpoint::Impl {
   // One data file to write. Heap-allocated so `scratch` (which spans may point into) never moves.
   struct FileJob {
     std::string key;
+    std::string path;
     storage::FileHeader header;
     std::string scratch;
     std::vector<storage::Span> spans;
