@@ -159,7 +159,9 @@ TEST_F(PluginRestore, FdsComeBackAtTheirNumbersWithFlagsOffsetsAndContents) {
   // timerfds with their counter, time and pending expirations.
   EXPECT_TRUE(has(a.out, "fd 7 fifo pipe flags=04000 cloexec=0")) << a.out;
   EXPECT_TRUE(has(a.out, "fd 15 anon anon_inode:[eventfd] flags=02 cloexec=1")) << a.out;
-  EXPECT_TRUE(has(a.out, "epoll ready: 4660/1 77/1\n")) << a.out;  // 0x1234: the pipe; 77: the eventfd
+  EXPECT_TRUE(has(a.out, "epoll ready: 4660/1 77/1\n")) << a.out;
+  EXPECT_TRUE(has(a.out, "signalfd reads signal 23\n")) << a.out;  // SIGURG
+  EXPECT_TRUE(has(a.out, "fd 29 anon anon_inode:[signalfd] flags=04002 cloexec=1")) << a.out;  // 0x1234: the pipe; 77: the eventfd
   EXPECT_TRUE(has(b.err, "fd 28 (epoll): cannot watch fd 13 again")) << b.err;  // a stand-in cannot be watched
   EXPECT_TRUE(has(a.out, "fd7 (pipe) reads hello-pipe\nfd7 then reads via-dup\neventfd reads 5\n"
                          "timerfd 16 interval 2s value~100s\ntimerfd 17 expirations 1\n")) << a.out;
@@ -175,7 +177,7 @@ TEST_F(PluginRestore, FdsComeBackAtTheirNumbersWithFlagsOffsetsAndContents) {
     EXPECT_TRUE(has(line_of_fd(b.out, fd), " chr /dev/null flags=0")) << line_of_fd(b.out, fd);
     EXPECT_TRUE(stand_in_warned(b.err, fd)) << fd << ": " << b.err;
   }
-  for (int fd : {7, 8, 15, 16, 17, 23, 28}) EXPECT_FALSE(stand_in_warned(b.err, fd)) << fd << ": " << b.err;
+  for (int fd : {7, 8, 15, 16, 17, 23, 28, 29}) EXPECT_FALSE(stand_in_warned(b.err, fd)) << fd << ": " << b.err;
   EXPECT_TRUE(has(b.err, "fd 13 (socket socket:[")) << b.err;
   EXPECT_TRUE(has(b.err, "fd 27 (pipe pipe:[")) << b.err;
 }

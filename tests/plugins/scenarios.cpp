@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/signalfd.h>
 #include <sys/timerfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -138,6 +139,11 @@ void setup_fd(const std::string& dir) {
   ev.events = EPOLLIN;
   ev.data.u64 = 13;
   epoll_ctl(28, EPOLL_CTL_ADD, 13, &ev);
+  sigset_t urg;
+  sigemptyset(&urg);
+  sigaddset(&urg, SIGURG);
+  sigaddset(&urg, SIGWINCH);
+  put_cloexec_at(signalfd(-1, &urg, SFD_NONBLOCK), 29);
   put_at(open(data.c_str(), O_RDONLY | O_NONBLOCK), 20);
   lseek(20, 99, SEEK_SET);
   // Shared open file descriptions (dup, 2>&1): one offset for both numbers, before and after restore.
@@ -178,6 +184,13 @@ std::string exercise_fd(const std::string& dir) {
          std::to_string(its.it_value.tv_sec + (its.it_value.tv_nsec >= 500000000)) + "s\n";
   v = 0;
   out += "timerfd 17 expirations " + std::to_string(read(17, &v, 8) == 8 ? v : 0) + "\n";
+  sigset_t urg;
+  sigemptyset(&urg);
+  sigaddset(&urg, SIGURG);
+  pthread_sigmask(SIG_BLOCK, &urg, nullptr);
+  raise(SIGURG);
+  signalfd_siginfo si{};
+  out += "signalfd reads signal " + std::to_string(read(29, &si, sizeof si) == sizeof si ? si.ssi_signo : 0) + "\n";
   std::string status = read_n(24, 4096);
   out += "fd24 is this process's status: " + std::to_string(status.find("\nPid:\t" + std::to_string(getpid()) + "\n") != std::string::npos) + "\n";
   out += "log.txt is [" + file_contents(dir + "/log.txt") + "]\n";

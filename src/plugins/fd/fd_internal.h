@@ -32,12 +32,13 @@ int place(RestoreCtx& c, int tmp, const FdRecord& rec);
 int stand_in(RestoreCtx& c, const FdRecord& rec, const char* path, const char* why);
 
 // Kinds whose state is saved beyond their path (fd_special.cpp).
-// Save: the payload for an eventfd/timerfd record (its counter or settings), or -1 if unreadable.
+// Save: the payload for an eventfd/timerfd/signalfd record (counter, settings, mask), or -1 if unreadable.
 int64_t special_payload(int fd, FdKind kind, void* buf, size_t cap);
 // Save: drains a pipe both of whose ends are here into buf and writes it back; the byte count or -errno.
 int64_t pipe_peek(int read_end, int write_end, char* buf, size_t cap);
 int restore_eventfd(RestoreCtx& c, const FdRecord& rec, const char* path);
 int restore_timerfd(RestoreCtx& c, const FdRecord& rec, const char* path);
+int restore_signalfd(RestoreCtx& c, const FdRecord& rec, const char* path);
 int restore_local_pipe(RestoreCtx& c, const FdRecord& rec);
 // Save: an epoll instance's registrations into the static list; their count, or -1.
 int epoll_items(int fd, const EpollItem** items);

@@ -22,8 +22,9 @@ enum class FdKind : uint32_t {
   kEventfd = 10,  // counter saved (payload EventfdState), recreated
   kTimerfd = 11,  // clock, remaining time, interval, unread expirations saved (TimerfdState), recreated
   kEpoll = 12,    // registrations saved (EpollItem list), recreated and re-registered after all fds
+  kSignalfd = 13, // signal mask saved (u64), recreated; the signals themselves are the signal plugin's
 };
-constexpr uint32_t kMaxFdKind = 12;
+constexpr uint32_t kMaxFdKind = 13;
 
 struct EpollItem {
   int32_t tfd;

@@ -230,6 +230,7 @@ int restore_one(Ctx& c, const FdRecord& rec, const char* path) {
     case FdKind::kEventfd: return restore_eventfd(c, rec, path);
     case FdKind::kTimerfd: return restore_timerfd(c, rec, path);
     case FdKind::kEpoll: return restore_epoll(c, rec, path);
+    case FdKind::kSignalfd: return restore_signalfd(c, rec, path);
     case FdKind::kPipe:
       if (rec.peer_fd >= 0) return restore_local_pipe(c, rec);
       return stand_in(c, rec, path, "cannot be restored yet");
@@ -245,7 +246,7 @@ int restore_one(Ctx& c, const FdRecord& rec, const char* path) {
 bool record_ok(const FdRecord& rec, int prev, size_t remaining) {
   auto kind = static_cast<FdKind>(rec.kind);
   bool has_content = kind == FdKind::kDeleted || kind == FdKind::kEventfd || kind == FdKind::kTimerfd ||
-                     kind == FdKind::kEpoll ||
+                     kind == FdKind::kEpoll || kind == FdKind::kSignalfd ||
                      (kind == FdKind::kPipe && rec.peer_fd >= 0 && rec.peer_fd < rec.fd);
   bool peer_ok = rec.peer_fd == -1 ||
                  (kind == FdKind::kPipe && rec.fd > 2 && rec.peer_fd > 2 && rec.peer_fd != rec.fd && rec.dup_of < 0);

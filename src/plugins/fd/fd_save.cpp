@@ -41,6 +41,7 @@ FdKind classify(int fd, const struct stat& st, const char* path) {
   if (strcmp(path, "anon_inode:[eventfd]") == 0) return FdKind::kEventfd;
   if (strcmp(path, "anon_inode:[timerfd]") == 0) return FdKind::kTimerfd;
   if (strcmp(path, "anon_inode:[eventpoll]") == 0) return FdKind::kEpoll;
+  if (strcmp(path, "anon_inode:[signalfd]") == 0) return FdKind::kSignalfd;
   return FdKind::kOther;  // anon inodes (eventfd, epoll...) report mode 0; block devices land here too
 }
 
@@ -142,7 +143,7 @@ int save_one(Out& out, int fd) {
   // State beyond the path, read now (content follows the record): see fd_special.cpp.
   char payload[64];
   const char* content = nullptr;
-  if (rec.dup_of < 0 && (kind == FdKind::kEventfd || kind == FdKind::kTimerfd)) {
+  if (rec.dup_of < 0 && (kind == FdKind::kEventfd || kind == FdKind::kTimerfd || kind == FdKind::kSignalfd)) {
     int64_t n = special_payload(fd, kind, payload, sizeof payload);
     if (n > 0) {
       content = payload;
@@ -251,6 +252,7 @@ const char* fd_kind_name(uint32_t kind) {
     case FdKind::kEventfd: return "eventfd";
     case FdKind::kTimerfd: return "timerfd";
     case FdKind::kEpoll: return "epoll";
+    case FdKind::kSignalfd: return "signalfd";
   }
   return "unknown";
 }
