@@ -128,7 +128,7 @@ bool open_view(const char* name, const uint8_t* base, uint64_t size, View* v, ch
     for (uint32_t c = r.first_chunk; c < r.first_chunk + r.chunk_count; ++c) {
       const ChunkRecord& k = v->chunks[c];
       bool bad = k.addr < r.start || k.len > r.end - k.addr || k.len % h->page_size || k.addr % h->page_size ||
-                 k.file_offset < kHeaderSize || k.stored_len > h->dir_offset ||
+                 k.file_offset < kHeaderSize || k.stored_len > k.len ||
                  k.file_offset > h->dir_offset - k.stored_len || (!compressed && k.stored_len != k.len) ||
                  (!compressed && k.file_offset % h->page_size);
       if (bad) {

@@ -176,7 +176,7 @@ void after_restore() {
     }
     if (const char* v = blob_env(ri, "REVIVE_INTERVAL")) g.cfg.interval_s = uint32_t(sys::parse_dec(v));
     if (const char* v = blob_env(ri, "REVIVE_FORK")) g.cfg.fork = *v == '1';
-    if (const char* v = blob_env(ri, "REVIVE_COMPRESS")) g.cfg.compress = *v == '1';
+    if (const char* v = blob_env(ri, "REVIVE_COMPRESS")) g.cfg.compress = *v == '1' && compress_ready();
     if (const char* v = blob_env(ri, "REVIVE_LOG")) g.cfg.log = int(sys::parse_dec(v));
     // The restart's coordinator (or none: standalone), never the dead process's.
     set_coord_config(blob_env(ri, "REVIVE_COORD_HOST"), blob_env(ri, "REVIVE_COORD_PORT"),

@@ -75,6 +75,10 @@ struct Engine {
   uint64_t* pagemap;
   size_t pagemap_cap;  // entries
   char* text;          // /proc reading buffer
+  uint8_t* zarena;     // zstd's context (compress.cpp)
+  size_t zarena_len;
+  uint8_t* zout;       // one compressed chunk
+  size_t zout_cap;
   uint8_t* wstack;     // stack the writer runs on, so the checkpoint thread's own stack holds still
   size_t wstack_len;
   size_t text_cap;
@@ -117,6 +121,11 @@ bool plugins_save(char* err, size_t err_len);
 void plugins_resume(bool ok);
 void plugins_free_output();
 bool plugins_restore(const image::RestartInfo& ri, char* err, size_t err_len);
+// compress.cpp: zstd loaded at init; compress_ready() builds the context in scratch (again after a restart).
+bool compress_load();
+bool compress_ready();
+size_t compress_bound(size_t n);
+long compress_chunk(const void* src, size_t n, void* dst, size_t cap);
 // checkpoint.cpp
 // One checkpoint of this process into generation `gen`. Returns 1 when it returns in a restored process,
 // 0 after a successful checkpoint (resumed), -1 on failure (resumed, message in err).

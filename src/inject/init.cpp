@@ -151,6 +151,8 @@ bool alloc_scratch() {
       {reinterpret_cast<void**>(&g.pagemap), size_t{1} << 20},
       {reinterpret_cast<void**>(&g.text), size_t{1} << 24},
       {reinterpret_cast<void**>(&g.wstack), size_t{1} << 20},
+      {reinterpret_cast<void**>(&g.zarena), size_t{64} << 20},
+      {reinterpret_cast<void**>(&g.zout), size_t{9} << 20},  // > ZSTD_compressBound(8 MiB chunk)
   };
   g.excl_count = 0;
   for (auto& w : want) {
@@ -167,6 +169,8 @@ bool alloc_scratch() {
   g.pagemap_cap = (size_t{1} << 20) / 8;
   g.text_cap = size_t{1} << 24;
   g.wstack_len = size_t{1} << 20;
+  g.zarena_len = size_t{64} << 20;
+  g.zout_cap = size_t{9} << 20;
   return true;
 }
 
@@ -195,6 +199,7 @@ __attribute__((constructor)) void revive_init() {
     return;
   }
   install_handler();
+  if (g.cfg.compress && !compress_load()) sys::log(0, "REVIVE_COMPRESS=1 but libzstd.so.1 cannot be loaded; writing uncompressed");
   if (!plugins_init()) sys::log(0, "a plugin failed to initialise; checkpointing disabled");
   else g.ready = true;
   pthread_attr_t attr;

@@ -26,6 +26,7 @@ struct Out {
   uint64_t off;
   long err;
   size_t nchunks;
+  bool compress;
 };
 
 bool page_is_zero(const uint8_t* p) {
@@ -45,14 +46,23 @@ bool flush_run(Out* o, uint64_t addr, uint64_t len) {
   c->addr = addr;
   c->len = len;
   c->file_offset = o->off;
-  c->stored_len = len;
-  c->xxh3 = XXH3_64bits(reinterpret_cast<const void*>(addr), len);
-  long r = sys::write_all(o->fd, reinterpret_cast<const void*>(addr), len);
+  const void* data = reinterpret_cast<const void*>(addr);
+  uint64_t stored = len;
+  if (o->compress) {
+    long n = compress_chunk(data, len, g.zout, g.zout_cap);
+    if (n > 0 && uint64_t(n) < len) {  // else stored as is: stored_len == len means raw
+      data = g.zout;
+      stored = uint64_t(n);
+    }
+  }
+  c->stored_len = stored;
+  c->xxh3 = XXH3_64bits(data, stored);
+  long r = sys::write_all(o->fd, data, stored);
   if (r < 0) {
     o->err = r;
     return false;
   }
-  o->off += len;
+  o->off += stored;
   return true;
 }
 
@@ -63,7 +73,12 @@ bool save_region(Out* o, int pm_fd, image::RegionRecord* r) {
   if (r->flags & image::kRegSpecial) {
     // The vdso's bytes let the restarter refuse a kernel whose vdso differs (libc caches pointers into it).
     bool ok = true;
-    if (sys::starts_with(r->path, "[vdso]")) ok = flush_run(o, r->start, r->end - r->start);
+    if (sys::starts_with(r->path, "[vdso]")) {
+      const bool c = o->compress;
+      o->compress = false;  // stored raw: the restarter compares it byte for byte
+      ok = flush_run(o, r->start, r->end - r->start);
+      o->compress = c;
+    }
     r->chunk_count = uint32_t(o->nchunks - r->first_chunk);
     return ok;
   }
@@ -150,7 +165,8 @@ long write_image(const char* dir, const char* path, uint64_t gen, bool forked, c
   image::ProcessInfo* pi = &g.proc;
   long nreg = read_maps(pi);
   int pm_fd = int(sys::sc(SYS_open, "/proc/self/pagemap", O_RDONLY | O_CLOEXEC));
-  Out o = {fd, image::kHeaderSize, 0, 0};
+  const bool compress = g.cfg.compress && compress_ready() && compress_bound(kChunkMax) <= g.zout_cap;
+  Out o = {fd, image::kHeaderSize, 0, 0, compress};
   bool ok = nreg >= 0 && pm_fd >= 0 && sys::sc(SYS_lseek, fd, image::kHeaderSize, 0 /*SEEK_SET*/) >= 0;
   if (!ok) o.err = nreg < 0 ? nreg : -5;
   for (long i = 0; ok && i < nreg; ++i) ok = save_region(&o, pm_fd, &g.regions[i]);
@@ -210,7 +226,8 @@ long write_image(const char* dir, const char* path, uint64_t gen, bool forked, c
   h.version = image::kFormatVersion;
   h.arch = image::kArchX86_64;
   h.page_size = uint32_t(kPage);
-  h.flags = image::kFlagSparse | (forked ? uint32_t{image::kFlagForked} : 0u);
+  h.flags = image::kFlagSparse | (forked ? uint32_t{image::kFlagForked} : 0u) |
+            (compress ? uint32_t{image::kFlagCompressed} : 0u);
   h.dir_offset = dir_off;
   h.dir_count = nd;
   h.file_size = t.file_size;

@@ -15,9 +15,12 @@
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
+#include <zstd.h>
 
 namespace revive::restart {
 namespace {
+
+ZSTD_DCtx* g_dctx;
 
 bool fail(char* err, size_t n, const image::RegionRecord& r, const char* what, int e) {
   snprintf(err, n, "region %llx-%llx %s: %s%s%s", (unsigned long long)r.start, (unsigned long long)r.end,
@@ -69,6 +72,24 @@ bool fill_region(const image::View& v, const image::RegionRecord& r, const char*
       if (got != at) return fail(err, n, r, "lazy mapping of the image failed", errno);
       continue;
     }
+    if (k.stored_len < k.len) {  // a zstd frame (compressed images only; the view checked the flag)
+      ZSTD_DCtx* dctx = g_dctx;
+      const uint8_t* src = v.base + k.file_offset;
+      if (XXH3_64bits(src, k.stored_len) != k.xxh3) {
+        char what[160];
+        snprintf(what, sizeof what, "compressed chunk %u (at image offset %llu) checksum mismatch in %s", c,
+                 (unsigned long long)k.file_offset, name);
+        return fail(err, n, r, what, 0);
+      }
+      size_t got = dctx ? ZSTD_decompressDCtx(dctx, at, k.len, src, k.stored_len) : 0;
+      if (!dctx || ZSTD_isError(got) || got != k.len) {
+        char what[200];
+        snprintf(what, sizeof what, "compressed chunk %u in %s does not decompress to %llu bytes (%s)", c, name,
+                 (unsigned long long)k.len, dctx && ZSTD_isError(got) ? ZSTD_getErrorName(got) : "size");
+        return fail(err, n, r, what, 0);
+      }
+      continue;
+    }
     for (uint64_t done = 0; done < k.len;) {
       ssize_t got = pread(fd, static_cast<char*>(at) + done, k.len - done, off_t(k.file_offset + done));
       if (got < 0 && errno == EINTR) continue;
@@ -86,6 +107,8 @@ bool fill_region(const image::View& v, const image::RegionRecord& r, const char*
 }
 
 }  // namespace
+
+void warm_up() { g_dctx = ZSTD_createDCtx(); }
 
 bool restore_memory(const image::View& v, const char* name, int fd, bool lazy, char* err, size_t n) {
   for (uint32_t i = 0; i < v.region_count; ++i) {

@@ -16,6 +16,9 @@ struct Range {
 
 constexpr size_t kMaxOwn = 256;
 
+// Makes the allocations restore_memory() needs (zstd context) before the layout check.
+void warm_up();
+
 // Our own mappings from /proc/self/maps. Returns count or -1.
 long read_own_maps(Range* out, size_t cap);
 

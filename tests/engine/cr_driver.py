@@ -51,11 +51,14 @@ def checkpoint_and_kill(proc, ckdir, first_gen, count, dmin, dmax, rng):
         fail("program was not killed by SIGKILL (rc %s)" % proc.returncode)
     return img
 
-def check_forked(img):
+FLAGS = {"compressed": 1, "sparse": 2, "forked": 4}  # FileHeader::flags (src/image/format.h)
+
+def check_flags(img, names):
     with open(img, "rb") as f:
         flags = int.from_bytes(f.read(24)[20:24], "little")
-    if not flags & 4:
-        fail("image %s was not written by a forked child (flags %#x)" % (img, flags))
+    for n in names:
+        if not flags & FLAGS[n]:
+            fail("image %s lacks the %s flag (flags %#x)" % (img, n, flags))
 
 def check_lazy(proc, img):
     # A lazy restart maps the image's page runs: the image must show up in the restored process's maps.
@@ -89,7 +92,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=60)
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--save-image", help="only checkpoint once, kill, and copy the image here (fixture)")
-    ap.add_argument("--expect-forked", action="store_true", help="images must carry the forked flag")
+    ap.add_argument("--expect-flag", action="append", default=[], choices=sorted(FLAGS),
+                    help="images must carry this header flag")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     prog = a.prog[1:] if a.prog and a.prog[0] == "--" else a.prog
@@ -122,8 +126,7 @@ def main():
     out.close()
     err.close()
     img = checkpoint_and_kill(proc, ck, 1, a.ckpts, a.delay[0], a.delay[1], rng)
-    if a.expect_forked:
-        check_forked(img)
+    check_flags(img, a.expect_flag)
     if a.save_image:
         shutil.copyfile(img, a.save_image)
         print("OK: image saved to %s" % a.save_image)
