@@ -137,10 +137,14 @@ void restore_mm(const image::View& v) {
   m.arg_end = pi->arg_end;
   m.env_start = pi->env_start;
   m.env_end = pi->env_end;
-  m.exe_fd = uint32_t(-1);
-  // Needs CAP_SYS_RESOURCE (or CAP_CHECKPOINT_RESTORE). Without it the kernel keeps our own brk; glibc's
-  // sbrk then fails (the old heap is in the way) and malloc falls back to mmap: slower, still correct.
-  if (prctl(PR_SET_MM, PR_SET_MM_MAP, &m, sizeof m, 0) != 0) {
+  m.exe_fd = uint32_t(-1);  // replacing /proc/self/exe would need CAP_CHECKPOINT_RESTORE
+  // PR_SET_MM_MAP needs no capability (unlike the single-field PR_SET_MM_* calls, CAP_SYS_RESOURCE) but
+  // needs CONFIG_CHECKPOINT_RESTORE. Where it fails the kernel keeps our own brk: glibc's sbrk then fails
+  // (the old heap is in the way) and malloc falls back to mmap, slower but correct.
+  // REVIVE_RESTART_NO_MM=1 skips it, so tests can exercise that fallback on this kernel.
+  const char* skip = getenv("REVIVE_RESTART_NO_MM");
+  errno = ENOSYS;
+  if ((skip && *skip == '1') || prctl(PR_SET_MM, PR_SET_MM_MAP, &m, sizeof m, 0) != 0) {
     if (getenv("REVIVE_LOG") && atoi(getenv("REVIVE_LOG")) >= 1)
       fprintf(stderr, "revive-restart: PR_SET_MM_MAP failed (%s); malloc will use mmap instead of brk\n",
               strerror(errno));

@@ -92,6 +92,9 @@ def main():
     ap.add_argument("--timeout", type=float, default=60)
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--save-image", help="only checkpoint once, kill, and copy the image here (fixture)")
+    ap.add_argument("--restart-prefix", default="", help="command words to run revive-restart under")
+    ap.add_argument("--expect-restart-stderr", default=None, help="text the restart must print on stderr")
+    ap.add_argument("--restart-env", action="append", default=[], help="K=V for the restart only")
     ap.add_argument("--expect-flag", action="append", default=[], choices=sorted(FLAGS),
                     help="images must carry this header flag")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
@@ -117,6 +120,9 @@ def main():
         k, v = kv.split("=", 1)
         env[k] = v
     rst_env = {k: v for k, v in env.items() if k != "LD_PRELOAD"}
+    for kv in a.restart_env:
+        k, v = kv.split("=", 1)
+        rst_env[k] = v
     stdout_path = os.path.join(run, "stdout")
     out = open(stdout_path, "wb")
     errpath = os.path.join(a.workdir, "stderr-run")
@@ -133,7 +139,7 @@ def main():
         return
     gen = a.ckpts + 1
     for c in range(a.chain + 1):
-        cmd = [os.path.abspath(a.restart)] + (["--lazy"] if a.lazy else []) + [img]
+        cmd = a.restart_prefix.split() + [os.path.abspath(a.restart)] + (["--lazy"] if a.lazy else []) + [img]
         print("restart: " + " ".join(cmd), flush=True)
         rout = open(os.path.join(run, "restart-stdout-%d" % c), "wb")
         errpath = os.path.join(a.workdir, "stderr-restart-%d" % c)
@@ -155,6 +161,10 @@ def main():
             proc.kill()
             fail("restarted program did not finish within %ss" % a.timeout)
     rc = proc.returncode
+    if a.expect_restart_stderr is not None:
+        text = open(STDERR_FILES[-1], "rb").read().decode(errors="replace")
+        if a.expect_restart_stderr not in text:
+            fail("restart stderr lacks %r" % a.expect_restart_stderr)
     if rc != ref_rc:
         fail("exit code %s after restart, %s without checkpointing" % (rc, ref_rc))
     for name in ["stdout"] + a.file:
