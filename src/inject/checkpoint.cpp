@@ -62,7 +62,10 @@ long write_on_scratch_stack(const char* dir, const char* path, uint64_t gen, boo
 
 bool ckpt_suspend(char* err, size_t err_len) {
   g.released = false;
-  return suspend_all(err, err_len);
+  g.t_start_ns = now_ns();
+  bool ok = suspend_all(err, err_len);
+  g.t_suspended_ns = now_ns();
+  return ok;
 }
 
 int ckpt_write(uint64_t gen, const char* dir, char* path, size_t path_cap, long* bytes, char* err, size_t err_len) {
@@ -128,6 +131,7 @@ void ckpt_resume(bool ok) {
   plugins_resume(ok);
   plugins_free_output();
   g.released = true;
+  g.t_released_ns = now_ns();
   release_all();
 }
 

@@ -91,6 +91,7 @@ struct Engine {
   int image_fd;  // while writing (fd_reserved)
   int coord_fd;  // coordinator socket (fd_reserved), -1 when none
   bool released; // user threads already let go in this checkpoint
+  uint64_t t_start_ns, t_suspended_ns, t_released_ns;  // timings of the last checkpoint (log, bench)
   bool ready;
 };
 
@@ -98,6 +99,7 @@ extern Engine g;
 extern image::RestartInfo g_restart_info;
 
 // init.cpp
+uint64_t now_ns();  // CLOCK_MONOTONIC
 // Coordinator address from REVIVE_COORD_HOST/PORT/SECRET_FILE values (port absent: standalone).
 void set_coord_config(const char* host, const char* port, const char* secret);
 bool alloc_scratch();

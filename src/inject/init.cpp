@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "inject/engine.h"
@@ -23,6 +24,12 @@ int checkpoint_signal() { return g.cfg.sig; }
 
 // The engine's descriptors are not the program's: the fd plugin must neither save nor replace them.
 bool fd_reserved(int fd) { return fd >= 0 && (fd == g.image_fd || fd == g.coord_fd); }
+
+uint64_t now_ns() {
+  struct timespec ts;
+  sys::sc(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
+}
 
 namespace sys {
 void log(int level, const char* a, const char* b, const char* c, const char* d) {
@@ -237,7 +244,15 @@ void* ckpt_main(void*) {
       restored_continue();
       if (coord_configured()) coord_serve();
     } else if (rc == 0) {
-      sys::log(1, "checkpoint written: ", path);
+      // One line with the timings, for people and for bench/transparent.
+      uint64_t end = now_ns();
+      char t[160] = " quiesce_us=";
+      sys::append_u64(t, sizeof t, (g.t_suspended_ns - g.t_start_ns) / 1000);
+      sys::append(t, sizeof t, " pause_us=");
+      sys::append_u64(t, sizeof t, (g.t_released_ns - g.t_start_ns) / 1000);
+      sys::append(t, sizeof t, " total_us=");
+      sys::append_u64(t, sizeof t, (end - g.t_start_ns) / 1000);
+      sys::log(1, "checkpoint written: ", path, t);
     } else {
       sys::log(0, "checkpoint failed: ", err);
     }

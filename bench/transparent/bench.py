@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Transparent C/R figures: checkpoint time vs raw write+fsync of the same bytes (same run, same disk),
+program pause (normal, fork), restart time (normal, lazy), image size; runtime overhead of the preloaded
+engine vs native. Medians of --runs runs. Printed, never asserted."""
+import argparse, glob, os, re, shutil, signal, statistics, subprocess, sys, time
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+def wait_line(stream, pattern, timeout):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        line = stream.readline()
+        if not line:
+            return None
+        m = re.search(pattern, line.decode(errors="replace"))
+        if m:
+            return m
+    return None
+
+def checkpoint_once(a, size, kind, env_extra):
+    ck = os.path.join(a.dir, "ck")
+    shutil.rmtree(ck, ignore_errors=True)
+    env = dict(os.environ, LD_PRELOAD=a.inject, REVIVE_CKPT_DIR=ck, REVIVE_LOG="1", **env_extra)
+    p = subprocess.Popen([a.prog, "hold", str(size), kind], env=env, stderr=subprocess.PIPE,
+                         stdout=subprocess.DEVNULL)
+    if not wait_line(p.stderr, r"^ready", 300):
+        sys.exit("bench program did not get ready")
+    os.kill(p.pid, signal.SIGRTMAX - 2)
+    m = wait_line(p.stderr, r"checkpoint written: (\S+) quiesce_us=(\d+) pause_us=(\d+) total_us=(\d+)", 600)
+    p.kill()
+    p.wait()
+    if not m:
+        sys.exit("no checkpoint line from the engine")
+    img = m.group(1)
+    return img, int(m.group(3)) / 1e6, int(m.group(4)) / 1e6, os.path.getsize(img)
+
+def restart_once(a, img, lazy):
+    env = dict(os.environ, REVIVE_LOG="1")
+    t0 = time.time()
+    p = subprocess.Popen([a.restart] + (["--lazy"] if lazy else []) + [img], env=env, stderr=subprocess.PIPE,
+                         stdout=subprocess.DEVNULL)
+    m = wait_line(p.stderr, r"revive: restored", 600)
+    t = time.time() - t0
+    p.kill()
+    p.wait()
+    if not m:
+        sys.exit("restart did not report 'restored'")
+    return t
+
+def raw_once(a, size, kind):
+    out = subprocess.run([a.prog, "rawwrite", str(size), kind, os.path.join(a.dir, "raw.bin")],
+                         capture_output=True, check=True)
+    return float(out.stdout)
+
+def overhead(a, mode, n):
+    nat, pre = [], []
+    for _ in range(a.runs):
+        nat.append(float(subprocess.run([a.prog, mode, str(n)], capture_output=True, check=True).stdout))
+        env = dict(os.environ, LD_PRELOAD=a.inject, REVIVE_CKPT_DIR=os.path.join(a.dir, "ck"))
+        pre.append(float(subprocess.run([a.prog, mode, str(n)], capture_output=True, check=True, env=env).stdout))
+    return med(nat), med(pre)
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--dir", required=True)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[256, 1024])
+    ap.add_argument("--runs", type=int, default=3)
+    a = ap.parse_args()
+    a.inject = os.path.join(a.build, "src/inject/librevive_inject.so")
+    a.restart = os.path.join(a.build, "src/restart/revive-restart")
+    a.prog = os.path.join(a.build, "bench/transparent/bench_transparent_prog")
+    os.makedirs(a.dir, exist_ok=True)
+    print("# medians of %d runs; disk = %s; restart times read a warm page cache" % (a.runs, a.dir))
+    print("%-6s %-12s %-10s %9s %9s %9s %7s %10s %9s %9s" % (
+        "MB", "data", "mode", "raw_s", "ckpt_s", "pause_s", "raw/ck", "image_MB", "rst_s", "lazy_s"))
+    for size in a.sizes:
+        for kind in ("random", "compressible"):
+            raw = med([raw_once(a, size, kind) for _ in range(a.runs)])
+            for mode, extra in (("normal", {}), ("fork", {"REVIVE_FORK": "1"}), ("zstd", {"REVIVE_COMPRESS": "1"})):
+                ck, pause, img_mb, rst, lazy = [], [], [], [], []
+                for _ in range(a.runs):
+                    img, p, t, sz = checkpoint_once(a, size, kind, extra)
+                    ck.append(t), pause.append(p), img_mb.append(sz / 2**20)
+                    if mode != "fork":
+                        rst.append(restart_once(a, img, False))
+                        if mode == "normal":
+                            lazy.append(restart_once(a, img, True))
+                print("%-6d %-12s %-10s %9.3f %9.3f %9.3f %7.2f %10.1f %9s %9s" % (
+                    size, kind, mode, raw, med(ck), med(pause), raw / med(ck), med(img_mb),
+                    "%.3f" % med(rst) if rst else "-", "%.3f" % med(lazy) if lazy else "-"), flush=True)
+    for mode, n in (("compute", 300000000), ("syscall", 1000000)):
+        nat, pre = overhead(a, mode, n)
+        print("overhead %-8s native %.4fs preloaded %.4fs ratio %.4f" % (mode, nat, pre, pre / nat), flush=True)
+    shutil.rmtree(os.path.join(a.dir, "ck"), ignore_errors=True)
+
+if __name__ == "__main__":
+    main()
