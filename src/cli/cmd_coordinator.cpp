@@ -22,7 +22,7 @@ void OnTerm(int) {
 }
 
 struct CoordArgs {
-  std::string port, ckpt_dir, bind = "127.0.0.1", restart_manifest;
+  std::string port, ckpt_dir, bind = "127.0.0.1", restart_manifest, parent;
   double interval = 0, phase_timeout = 600;
   bool exit_on_last = false, daemon = false, no_compress = false, fork = false;
 };
@@ -47,6 +47,7 @@ int Serve(const CoordArgs& a, int ready_fd) {
   o.compress = !a.no_compress;
   o.fork = a.fork;
   o.restart_manifest = a.restart_manifest;
+  o.parent = a.parent;
   auto server = std::make_unique<coord::Server>(o);
   if (s.ok()) s = server->Start();
   if (!s.ok()) {
@@ -131,6 +132,9 @@ void AddCoordinatorCommand(CLI::App& app, int* rc) {
   c->add_flag("--daemon", a->daemon, "Detach (double fork, setsid) and write nothing to the terminal");
   c->add_flag("--no-compress", a->no_compress, "Tell processes not to compress images");
   c->add_flag("--fork", a->fork, "Tell processes to write images from a forked child");
+  c->add_option("--parent", a->parent,
+                "HOST:PORT of the root coordinator: run as a sub-coordinator for this node's processes "
+                "(same secret; the root assigns upids and writes the manifest)");
   c->add_option("--restart-manifest", a->restart_manifest,
                 "MANIFEST.json listing the processes a restart waits for (default: newest generation)");
   c->callback([a, rc] { *rc = a->daemon ? Daemonize(*a) : Serve(*a, -1); });

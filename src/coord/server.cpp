@@ -96,6 +96,13 @@ Status Server::Start() {
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
   ev.data.u64 = UINT64_MAX;  // wake-up
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  if (!o_.parent.empty()) {
+    o_.interval = 0;  // the root decides when to checkpoint
+    s = ConnectUpstream();
+    if (!s.ok()) return s;
+    ev.data.u64 = kUpstreamId;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, up_->client.fd(), &ev);
+  }
   started_at_ = MonotonicSeconds();
   next_interval_ = started_at_ + o_.interval;
   Log(2, "listening on %s:%u, checkpoint dir %s", o_.bind.c_str(), port_, o_.ckpt_dir.c_str());
@@ -120,6 +127,10 @@ Status Server::Run() {
       }
       if (id == UINT64_MAX) {
         stopping_ = true;
+        continue;
+      }
+      if (id == kUpstreamId) {
+        OnUpstreamReadable();
         continue;
       }
       auto it = conns_.find(id);
@@ -241,10 +252,6 @@ void Server::OnWritable(Conn* c) {
   if (c->out_off == c->out.size()) {
     c->out.clear();
     c->out_off = 0;
-    if (c->close_after_flush) {
-      Drop(c, "closed by coordinator");
-      return;
-    }
   } else if (c->out_off > (1u << 20)) {
     c->out.erase(0, c->out_off);
     c->out_off = 0;
@@ -297,7 +304,11 @@ void Server::Drop(Conn* c, const std::string& why) {
   close(c->fd);
   c->fd = -1;
   dead_.push_back(c->id);
-  if (c->role == Conn::Role::kProc) OnProcGone(c, c->said_bye ? "exited" : why);
+  if (!o_.parent.empty()) {
+    if (c->role == Conn::Role::kProc) SubPeerGone(c, c->said_bye ? "exited" : why);
+  } else if (c->role == Conn::Role::kProc || c->role == Conn::Role::kSub) {
+    OnPeerGone(c, c->said_bye ? "exited" : why);
+  }
 }
 
 void Server::Reap() {
@@ -308,7 +319,8 @@ void Server::Reap() {
 size_t Server::ProcCount() const {
   size_t n = 0;
   for (const auto& [id, c] : conns_)
-    if (!c->dead && c->role == Conn::Role::kProc) n++;
+    if (!c->dead && (c->role == Conn::Role::kProc || c->role == Conn::Role::kSub))
+      n += c->members.size() - c->members.count(0);  // 0: a HELLO on its way to the root (sub)
   return n;
 }
 
@@ -322,41 +334,47 @@ void Server::HandleFrame(Conn* c, const FrameHeader& h, const Payload& p) {
     HandleHello(c, h, p);
     return;
   }
+  if (!o_.parent.empty()) {  // we are a sub-coordinator: server_sub.cpp
+    SubHandleFrame(c, h, p);
+    return;
+  }
+  bool has_members = c->role == Conn::Role::kProc || c->role == Conn::Role::kSub;
   switch (h.type) {
+    case kHello:
+      if (c->role == Conn::Role::kSub) {  // a process behind the sub (the sub checked its proof)
+        RegisterMember(c, h, p);
+        return;
+      }
+      break;
     case kCkptRequest: RequestCheckpoint(c, h.seq); return;
     case kStatusRequest: SendStatus(c, h.seq); return;
     case kPublish: HandlePublish(p); return;
     case kLookup: HandleLookup(c, h, p); return;
     case kPhaseDone:
-      if (c->role == Conn::Role::kProc) {
+      if (has_members) {
         OnPhaseDone(c, p);
         return;
       }
       break;
-    case kBye:
+    case kBye: {
+      int64_t st = 0;
+      p.get_i64("status", &st);
+      uint64_t upid = 0;
+      if (c->role == Conn::Role::kSub && p.get_u64("upid", &upid)) {
+        RemoveMember(c, upid, "exited with status " + std::to_string(st));
+        return;
+      }
       if (c->role == Conn::Role::kProc) {
         c->said_bye = true;
-        int64_t st = 0;
-        p.get_i64("status", &st);
         Log(2, "%s said BYE, status %lld", c->Describe().c_str(), (long long)st);
         Drop(c, "exited with status " + std::to_string(st));
         return;
       }
       break;
+    }
     case kKill:
-      if (c->role == Conn::Role::kCli) {
-        uint8_t buf[64];
-        size_t told = 0;
-        for (auto& [id, pc] : conns_) {
-          if (pc->dead || pc->role != Conn::Role::kProc) continue;
-          FrameBuilder b(buf, sizeof buf, kKill, 0);
-          Send(pc.get(), b);
-          told++;
-        }
-        Log(1, "kill: told %zu processes to exit", told);
-        FrameBuilder b(buf, sizeof buf, kKill, h.seq);
-        b.add_u64("procs", told);
-        Send(c, b);
+      if (c->role == Conn::Role::kCli || c->role == Conn::Role::kSub) {
+        KillAll(c, h.seq);
         return;
       }
       break;
@@ -366,6 +384,21 @@ void Server::HandleFrame(Conn* c, const FrameHeader& h, const Payload& p) {
   std::string why = std::string(msg_type_name(h.type)) + " is not valid from this peer";
   SendError(c, h.seq, why);
   Drop(c, why);
+}
+
+void Server::KillAll(Conn* requester, uint32_t seq) {
+  uint8_t buf[64];
+  size_t told = 0;
+  for (auto& [id, pc] : conns_) {
+    if (pc->dead || (pc->role != Conn::Role::kProc && pc->role != Conn::Role::kSub)) continue;
+    FrameBuilder b(buf, sizeof buf, kKill, 0);
+    Send(pc.get(), b);
+    told += pc->members.size();
+  }
+  Log(1, "kill: told %zu processes to exit", told);
+  FrameBuilder b(buf, sizeof buf, kKill, seq);
+  b.add_u64("procs", told);
+  Send(requester, b);
 }
 
 void Server::HandleHello(Conn* c, const FrameHeader& h, const Payload& p) {
@@ -379,48 +412,89 @@ void Server::HandleHello(Conn* c, const FrameHeader& h, const Payload& p) {
   char role[16] = "";
   p.get_str("role", role, sizeof role);
   std::string r = role;
-  if (r == "sub") {
-    // The protocol admits a sub-coordinator (docs/protocol.md), this coordinator does not serve one yet.
-    SendError(c, h.seq, "role=sub: sub-coordinators are not supported by this coordinator version");
+  const char* v;
+  size_t n;
+  if (p.get("host", &v, &n)) c->host.assign(v, n);
+  if (r == "sub" && !o_.parent.empty()) {
+    SendError(c, h.seq, "role=sub: this is itself a sub-coordinator; connect to the root");
     Drop(c, "role=sub refused");
     return;
   }
-  if (r != "proc" && r != "cli") {
+  if (r == "sub") {
+    c->role = Conn::Role::kSub;
+    SendWelcome(c, h.seq, 0);
+    Log(2, "sub-coordinator on %s connected", c->host.c_str());
+    return;
+  }
+  if (r == "cli") {
+    c->role = Conn::Role::kCli;
+    SendWelcome(c, h.seq, 0);
+    return;
+  }
+  if (r != "proc") {
     SendError(c, h.seq, "HELLO: unknown role \"" + r + "\" (proc, cli or sub)");
     Drop(c, "bad role");
     return;
   }
-  uint64_t restart = 0;
-  p.get_u64("restart", &restart);
-  c->role = r == "proc" ? Conn::Role::kProc : Conn::Role::kCli;
-  const char* v;
-  size_t n;
-  if (p.get("host", &v, &n)) c->host.assign(v, n);
-  if (p.get("prog", &v, &n)) c->prog.assign(v, n);
-  p.get_u64("pid", &c->pid);
-  if (c->role == Conn::Role::kProc) {
-    if (restart == 1) {
-      if (!p.get_u64("upid", &c->upid) || c->upid == 0) {
-        SendError(c, h.seq, "HELLO restart=1 needs the process's upid");
-        Drop(c, "restart without upid");
-        return;
-      }
-      next_upid_ = std::max(next_upid_, c->upid + 1);
-      c->awaiting_restart = true;
-      c->state = "restored";
-    } else {
-      c->upid = next_upid_++;
-    }
-    ever_had_proc_ = true;
+  c->role = Conn::Role::kProc;
+  if (!o_.parent.empty()) {  // sub-coordinator: the root assigns the upid (server_sub.cpp)
+    SubForwardHello(c, h, p);
+    return;
   }
+  RegisterMember(c, h, p);
+}
+
+void Server::SendWelcome(Conn* c, uint32_t seq, uint64_t upid) {
   uint8_t buf[4096 + 512];
-  FrameBuilder b(buf, sizeof buf, kWelcome, h.seq);
-  b.add_u64("upid", c->upid).add("ckpt_dir", o_.ckpt_dir.c_str()).add_u64("generation", generation_)
+  FrameBuilder b(buf, sizeof buf, kWelcome, seq);
+  b.add_u64("upid", upid).add("ckpt_dir", o_.ckpt_dir.c_str()).add_u64("generation", generation_)
       .add_u64("compress", o_.compress).add_u64("fork", o_.fork).add_u64("interval", (uint64_t)o_.interval);
   Send(c, b);
-  Log(2, "%s connected%s", c->role == Conn::Role::kProc ? c->Describe().c_str() : "cli",
-      restart ? " (restart)" : "");
-  if (c->awaiting_restart) OnRestartHello(c);
+}
+
+// A process, connected directly (owner = its own connection) or behind a sub-coordinator (owner = the
+// sub, which relays our WELCOME by seq).
+void Server::RegisterMember(Conn* owner, const FrameHeader& h, const Payload& p) {
+  Member m;
+  const char* v;
+  size_t n;
+  if (p.get("host", &v, &n)) m.host.assign(v, n);
+  if (p.get("prog", &v, &n)) m.prog.assign(v, n);
+  p.get_u64("pid", &m.pid);
+  uint64_t restart = 0;
+  p.get_u64("restart", &restart);
+  if (restart == 1) {
+    if (!p.get_u64("upid", &m.upid) || m.upid == 0) {
+      SendError(owner, h.seq, "HELLO restart=1 needs the process's upid");
+      if (owner->role == Conn::Role::kProc) Drop(owner, "restart without upid");
+      return;
+    }
+    for (const auto& [id, c] : conns_) {
+      if (!c->dead && c->members.count(m.upid) != 0) {
+        SendError(owner, h.seq, "HELLO restart=1 upid=" + std::to_string(m.upid) + ": that upid is connected already");
+        if (owner->role == Conn::Role::kProc) Drop(owner, "duplicate upid");
+        return;
+      }
+    }
+    next_upid_ = std::max(next_upid_, m.upid + 1);
+    m.awaiting_restart = true;
+    m.state = "restored";
+  } else {
+    m.upid = next_upid_++;
+  }
+  owner->members[m.upid] = m;
+  ever_had_proc_ = true;
+  SendWelcome(owner, h.seq, m.upid);
+  Log(2, "%s connected%s", m.Describe().c_str(), restart ? " (restart)" : "");
+  if (m.awaiting_restart) OnRestartHello(m.upid);
+}
+
+void Server::RemoveMember(Conn* sub, uint64_t upid, const std::string& why) {
+  auto it = sub->members.find(upid);
+  if (it == sub->members.end()) return;
+  Log(2, "%s (behind %s) %s", it->second.Describe().c_str(), sub->Describe().c_str(), why.c_str());
+  if (it->second.awaiting_restart && state_ == State::kRestartWait) restart_expected_.insert(upid);
+  sub->members.erase(it);
 }
 
 void Server::HandlePublish(const Payload& p) {
@@ -469,11 +543,14 @@ void Server::SendStatus(Conn* c, uint32_t seq) {
   b.add("ckpt_dir", o_.ckpt_dir.c_str()).add_u64("coord_pid", (uint64_t)getpid());
   size_t i = 0;
   for (const auto& [id, pc] : conns_) {
-    if (pc->dead || pc->role != Conn::Role::kProc) continue;
-    std::string pre = "p." + std::to_string(i++) + ".";
-    b.add_u64((pre + "upid").c_str(), pc->upid).add_u64((pre + "pid").c_str(), pc->pid)
-        .add((pre + "host").c_str(), pc->host.c_str()).add((pre + "prog").c_str(), pc->prog.c_str())
-        .add((pre + "state").c_str(), pc->state.c_str());
+    if (pc->dead) continue;
+    for (const auto& [upid, m] : pc->members) {
+      if (upid == 0) continue;  // sub-coordinator: a HELLO still on its way to the root
+      std::string pre = "p." + std::to_string(i++) + ".";
+      b.add_u64((pre + "upid").c_str(), m.upid).add_u64((pre + "pid").c_str(), m.pid)
+          .add((pre + "host").c_str(), m.host.c_str()).add((pre + "prog").c_str(), m.prog.c_str())
+          .add((pre + "state").c_str(), m.state.c_str());
+    }
   }
   Send(c, b);
 }

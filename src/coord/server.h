@@ -30,6 +30,7 @@ struct ServerOptions {
   bool compress = true;      // told to processes in WELCOME
   bool fork = false;
   std::string restart_manifest;  // expected processes of a restart (else the newest manifest)
+  std::string parent;            // "host:port" of the root: run as a sub-coordinator (server_sub.cpp)
 };
 
 class Server {
@@ -57,6 +58,10 @@ class Server {
   void OnWritable(Conn* c);
   void HandleFrame(Conn* c, const FrameHeader& h, const Payload& p);
   void HandleHello(Conn* c, const FrameHeader& h, const Payload& p);
+  void SendWelcome(Conn* c, uint32_t seq, uint64_t upid);
+  void RegisterMember(Conn* owner, const FrameHeader& h, const Payload& p);
+  void RemoveMember(Conn* sub, uint64_t upid, const std::string& why);
+  void KillAll(Conn* requester, uint32_t seq);
   void HandleLookup(Conn* c, const FrameHeader& h, const Payload& p);
   void HandlePublish(const Payload& p);
   void SendStatus(Conn* c, uint32_t seq);
@@ -67,15 +72,29 @@ class Server {
   void UpdateInterest(Conn* c);
   size_t ProcCount() const;
 
+  // server_sub.cpp: sub-coordinator mode (o_.parent set): relay between local peers and the root.
+  Status ConnectUpstream();
+  void OnUpstreamReadable();
+  void SubHandleFrame(Conn* c, const FrameHeader& h, const Payload& p);
+  void SubForwardHello(Conn* c, const FrameHeader& h, const Payload& p);
+  void SubForward(Conn* c, const FrameHeader& h, const Payload& p);
+  void SubStartPhase(const Payload& p);
+  void SubOnPhaseDone(Conn* c, const Payload& p);
+  void SubPeerGone(Conn* c, const std::string& why);
+  void SubFinishPhaseIfDone();
+  bool SendUp(uint16_t type, uint32_t seq, const char* payload, size_t len);
+  void SendRaw(Conn* c, uint16_t type, uint32_t seq, const char* payload, size_t len);
+
   // server_barrier.cpp: checkpoint and restart barriers.
   void RequestCheckpoint(Conn* requester, uint32_t seq);
   void StartPhase(const char* name);
   void OnPhaseDone(Conn* c, const Payload& p);
-  void OnProcGone(Conn* c, const std::string& why);
+  void OnPeerGone(Conn* c, const std::string& why);
+  void AddImages(Conn* c, const Payload& p);
   void AdvanceIfBarrierComplete();
   void FailGeneration(const std::string& why);
   void FinishCheckpoint();
-  void OnRestartHello(Conn* c);
+  void OnRestartHello(uint64_t upid);
   void CheckTimers();
   int NextTimeoutMs() const;
   std::string StateName() const;
@@ -114,6 +133,10 @@ class Server {
   std::vector<std::pair<uint64_t, uint32_t>> requesters_;  // (conn id, seq) awaiting CKPT_DONE
   Manifest manifest_;                // being built for cur_gen_
   std::set<uint64_t> restart_expected_;  // upids still to come back
+
+  // Sub-coordinator state.
+  struct Upstream;
+  std::unique_ptr<Upstream> up_;
 
   // Pub/sub.
   std::map<std::string, std::string> kv_;

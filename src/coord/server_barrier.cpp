@@ -49,7 +49,9 @@ void Server::RequestCheckpoint(Conn* requester, uint32_t seq) {
     b.add("ok", "0").add_u64("generation", 0).add("error", error.substr(0, 900).c_str());
     Send(requester, b);
   };
-  if (state_ == State::kCheckpoint) {  // join the generation in progress
+  // Join the generation in progress, or queue behind a running restart barrier (it ends on its own,
+  // unlike the wait for restored processes, which may never all come).
+  if (state_ == State::kCheckpoint || state_ == State::kRestart) {
     if (requester != nullptr) requesters_.emplace_back(requester->id, seq);
     return;
   }
@@ -69,7 +71,7 @@ void Server::RequestCheckpoint(Conn* requester, uint32_t seq) {
   manifest_.generation = cur_gen_;
   participants_.clear();
   for (const auto& [id, c] : conns_)
-    if (!c->dead && c->role == Conn::Role::kProc && !c->awaiting_restart) participants_.insert(id);
+    if (!c->dead && c->HasMembers(/*awaiting=*/false)) participants_.insert(id);
   ckpt_started_ = MonotonicSeconds();
   phase_index_ = 0;
   Log(2, "checkpoint generation %llu of %zu processes", (unsigned long long)cur_gen_, participants_.size());
@@ -89,6 +91,8 @@ void Server::StartPhase(const char* name) {
     b.add("name", name).add_u64("generation", state_ == State::kCheckpoint ? cur_gen_ : generation_)
         .add("dir", dir.c_str());
     if (phase_ == "resume") b.add("ok", failed_ ? "0" : "1");  // plugins' resume(ok)
+    // Which of a sub-coordinator's processes take part: the running ones or the restored ones.
+    b.add("barrier", state_ == State::kCheckpoint ? "checkpoint" : "restart");
     Send(it->second.get(), b);
   }
   AdvanceIfBarrierComplete();
@@ -110,30 +114,60 @@ void Server::OnPhaseDone(Conn* c, const Payload& p) {
     p.get_str("error", err, sizeof err);
     FailGeneration(c->Describe() + " failed phase " + phase_ + ": " + err);
   } else if (state_ == State::kCheckpoint && phase_ == "write") {
-    char image[4096] = "";
-    uint64_t bytes = 0;
-    p.get_str("image", image, sizeof image);
-    p.get_u64("bytes", &bytes);
-    std::string file = Basename(image);
-    std::string path = GenerationDir(o_.ckpt_dir, cur_gen_) + "/" + file;
-    struct stat st;
-    if (file.empty() || stat(path.c_str(), &st) != 0) {
-      FailGeneration(c->Describe() + " reported image \"" + image + "\", not found in " +
-                     GenerationDir(o_.ckpt_dir, cur_gen_));
-    } else {
-      ManifestProc mp;
-      mp.upid = c->upid;
-      mp.pid = c->pid;
-      mp.host = c->host;
-      mp.prog = c->prog;
-      mp.image = file;
-      mp.bytes = bytes != 0 ? bytes : (uint64_t)st.st_size;
-      manifest_.procs.push_back(mp);
-    }
+    AddImages(c, p);
   }
-  c->state = phase_;
+  bool restart = state_ == State::kRestart;
+  for (auto& [u, m] : c->members)
+    if (m.awaiting_restart == restart) m.state = phase_;
   waiting_.erase(c->id);
   AdvanceIfBarrierComplete();
+}
+
+// PHASE_DONE write: a process reports its image; a sub-coordinator reports n of them as p.<i>.upid/image/
+// bytes. Each image must exist in the generation directory.
+void Server::AddImages(Conn* c, const Payload& p) {
+  std::string gen_dir = GenerationDir(o_.ckpt_dir, cur_gen_);
+  auto add = [&](const Member& m, const std::string& image, uint64_t bytes) {
+    std::string file = Basename(image);
+    struct stat st;
+    if (file.empty() || stat((gen_dir + "/" + file).c_str(), &st) != 0) {
+      FailGeneration(m.Describe() + " reported image \"" + image + "\", not found in " + gen_dir);
+      return;
+    }
+    ManifestProc mp;
+    mp.upid = m.upid;
+    mp.pid = m.pid;
+    mp.host = m.host;
+    mp.prog = m.prog;
+    mp.image = file;
+    mp.bytes = bytes != 0 ? bytes : (uint64_t)st.st_size;
+    manifest_.procs.push_back(mp);
+  };
+  char image[4096] = "";
+  uint64_t bytes = 0;
+  if (c->role == Conn::Role::kProc) {
+    p.get_str("image", image, sizeof image);
+    p.get_u64("bytes", &bytes);
+    add(*c->Self(), image, bytes);
+    return;
+  }
+  uint64_t n = 0;
+  p.get_u64("n", &n);
+  for (uint64_t i = 0; i < n; i++) {
+    std::string pre = "p." + std::to_string(i) + ".";
+    uint64_t upid = 0;
+    bytes = 0;
+    image[0] = '\0';
+    p.get_u64((pre + "upid").c_str(), &upid);
+    p.get_str((pre + "image").c_str(), image, sizeof image);
+    p.get_u64((pre + "bytes").c_str(), &bytes);
+    auto it = c->members.find(upid);
+    if (it == c->members.end()) {
+      FailGeneration(c->Describe() + " reported an image for unknown upid " + std::to_string(upid));
+      continue;
+    }
+    add(it->second, image, bytes);
+  }
 }
 
 void Server::FailGeneration(const std::string& why) {
@@ -142,8 +176,10 @@ void Server::FailGeneration(const std::string& why) {
   failed_ = true;
 }
 
-void Server::OnProcGone(Conn* c, const std::string& why) {
-  if (c->awaiting_restart && state_ == State::kRestartWait) restart_expected_.insert(c->upid);
+void Server::OnPeerGone(Conn* c, const std::string& why) {
+  if (state_ == State::kRestartWait)
+    for (const auto& [u, m] : c->members)
+      if (m.awaiting_restart) restart_expected_.insert(u);
   if (participants_.erase(c->id) == 0) return;
   bool was_waiting = waiting_.erase(c->id) > 0;
   if (state_ == State::kCheckpoint && phase_ != "resume")
@@ -157,12 +193,22 @@ void Server::AdvanceIfBarrierComplete() {
     if (phase_ == "resume") {
       for (uint64_t id : participants_) {
         auto it = conns_.find(id);
-        if (it != conns_.end()) it->second->awaiting_restart = false;
+        if (it == conns_.end()) continue;
+        for (auto& [u, m] : it->second->members) {
+          if (m.awaiting_restart) m.state = "running";
+          m.awaiting_restart = false;
+        }
       }
       Log(2, "restart of generation %llu complete", (unsigned long long)generation_);
       participants_.clear();
       state_ = State::kIdle;
       next_interval_ = MonotonicSeconds() + o_.interval;
+      auto queued = std::move(requesters_);  // checkpoints requested during the restart barrier
+      requesters_.clear();
+      for (auto [id, seq] : queued) {
+        auto it = conns_.find(id);
+        if (it != conns_.end() && !it->second->dead) RequestCheckpoint(it->second.get(), seq);
+      }
       return;
     }
     phase_index_++;
@@ -215,10 +261,11 @@ void Server::FinishCheckpoint() {
   next_interval_ = MonotonicSeconds() + o_.interval;
   // Processes restored while we were busy get their restart barrier now.
   for (const auto& [id, c] : conns_)
-    if (!c->dead && c->awaiting_restart) {
-      OnRestartHello(c.get());
-      break;
-    }
+    for (const auto& [u, m] : c->members)
+      if (!c->dead && m.awaiting_restart) {
+        OnRestartHello(u);
+        return;
+      }
 }
 
 Status Server::LoadRestartManifest(Manifest* m) {
@@ -232,7 +279,7 @@ Status Server::LoadRestartManifest(Manifest* m) {
   return ReadManifest(Env::Default(), path, m);
 }
 
-void Server::OnRestartHello(Conn* c) {
+void Server::OnRestartHello(uint64_t upid) {
   if (state_ == State::kCheckpoint || state_ == State::kRestart) return;  // FinishCheckpoint comes back
   if (state_ == State::kIdle) {
     restart_expected_.clear();
@@ -240,26 +287,27 @@ void Server::OnRestartHello(Conn* c) {
     Status s = LoadRestartManifest(&m);
     bool listed = false;
     if (s.ok()) {
-      for (const auto& p : m.procs) listed |= p.upid == c->upid;
+      for (const auto& p : m.procs) listed |= p.upid == upid;
       if (listed) {
         for (const auto& p : m.procs) restart_expected_.insert(p.upid);
         generation_ = m.generation;
       }
     }
     // A process not in the manifest (e.g. one image restored on its own) restarts alone.
-    if (!listed) restart_expected_.insert(c->upid);
+    if (!listed) restart_expected_.insert(upid);
     // Those already back (restored before this one) count too.
     for (const auto& [id, pc] : conns_)
-      if (!pc->dead && pc->awaiting_restart) restart_expected_.erase(pc->upid);
+      for (const auto& [u, mem] : pc->members)
+        if (!pc->dead && mem.awaiting_restart) restart_expected_.erase(u);
     state_ = State::kRestartWait;
   }
-  restart_expected_.erase(c->upid);
-  Log(2, "%s is back; %zu more expected", c->Describe().c_str(), restart_expected_.size());
+  restart_expected_.erase(upid);
+  Log(2, "process upid %llu is back; %zu more expected", (unsigned long long)upid, restart_expected_.size());
   if (!restart_expected_.empty()) return;
   state_ = State::kRestart;
   participants_.clear();
   for (const auto& [id, pc] : conns_)
-    if (!pc->dead && pc->awaiting_restart) participants_.insert(id);
+    if (!pc->dead && pc->HasMembers(/*awaiting=*/true)) participants_.insert(id);
   phase_index_ = 0;
   StartPhase(kRestartPhases[0]);
 }

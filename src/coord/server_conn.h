@@ -2,14 +2,34 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <set>
 #include <string>
+#include <vector>
 
+#include "coord/client.h"
 #include "coord/server.h"
 
 namespace revive::coord {
 
+constexpr uint64_t kUpstreamId = UINT64_MAX - 1;    // epoll tag of a sub-coordinator's root link
 constexpr double kAuthTimeoutSeconds = 10;          // to send a valid HELLO after accept
 constexpr double kPartialFrameTimeoutSeconds = 30;  // a started frame may stay incomplete this long
+
+// A process of the computation: directly connected (role proc) or behind a sub-coordinator.
+struct Member {
+  uint64_t upid = 0;
+  uint64_t pid = 0;
+  std::string host;
+  std::string prog;
+  bool awaiting_restart = false;  // restored, waiting for reconnect/refill/resume
+  std::string state = "running";  // for STATUS: running, restored, or the last phase it completed
+
+  std::string Describe() const {
+    return "process upid " + std::to_string(upid) + " (" + prog + ", pid " + std::to_string(pid) + " on " +
+           host + ")";
+  }
+};
 
 struct Server::Conn {
   enum class Role { kUnauth, kProc, kCli, kSub };
@@ -23,22 +43,49 @@ struct Server::Conn {
   size_t out_off = 0;   // bytes of out already sent
   bool want_out = false;  // EPOLLOUT registered
   bool dead = false;
-  bool close_after_flush = false;
   double since = 0;         // accept time, or when a partial frame started
   bool said_bye = false;
+  std::string host;         // from HELLO
 
-  // Processes.
-  uint64_t upid = 0;
-  uint64_t pid = 0;
-  std::string host;
-  std::string prog;
-  bool awaiting_restart = false;  // restored, waiting for reconnect/refill/resume
-  std::string state = "running";  // for STATUS: running, or the last phase it completed
+  // role proc: exactly one member (itself); role sub: the processes behind it, by upid.
+  std::map<uint64_t, Member> members;
 
-  std::string Describe() const {
-    return "process upid " + std::to_string(upid) + " (" + prog + ", pid " + std::to_string(pid) + " on " +
-           host + ")";
+  // On a sub-coordinator: a local process whose HELLO went up to the root and awaits its WELCOME.
+  uint32_t hello_seq = 0;
+
+  bool HasMembers(bool awaiting) const {
+    for (const auto& [u, m] : members)
+      if (m.awaiting_restart == awaiting) return true;
+    return false;
   }
+  Member* Self() { return members.empty() ? nullptr : &members.begin()->second; }
+  std::string Describe() const {
+    if (role == Role::kSub)
+      return "sub-coordinator on " + host + " (" + std::to_string(members.size()) + " processes)";
+    if (!members.empty()) return members.begin()->second.Describe();
+    return "connection " + std::to_string(id);
+  }
+};
+
+// A sub-coordinator's link to the root and the barrier phase it relays to its local processes.
+struct Server::Upstream {
+  Client client;  // role=sub
+  uint32_t seq = 0;
+  std::map<uint32_t, std::pair<uint64_t, uint32_t>> pending;  // our seq -> (local conn id, its seq)
+  bool in_phase = false;
+  std::string phase;
+  bool restart = false;          // restart barrier: the restored processes take part
+  std::set<uint64_t> waiting;    // local conn ids
+  std::set<uint64_t> parts;
+  bool failed = false;
+  std::string error;
+  struct Image {
+    uint64_t upid;
+    std::string image;
+    uint64_t bytes;
+  };
+  std::vector<Image> images;
+  ~Upstream() { client.close(); }
 };
 
 double MonotonicSeconds();

@@ -127,5 +127,30 @@ expect_err "bind 127.0.0.1:$PORT: Address already in use"
 kill "$CPID"; wait "$CPID"; rc=$?
 [ "$rc" -eq 0 ] || fail "coordinator exit status after SIGTERM: $rc"
 
+echo "== two-level tree: a program behind a sub-coordinator"
+CK=$T/ck4
+SUBPORT=$((PORT + 1))
+mkdir -p "$CK"
+"$REVIVE" coordinator --port "$PORT" --ckpt-dir "$CK" >"$T/root.out" 2>&1 &
+ROOT=$!
+wait_for 10 "$REVIVE" status --port "$PORT" --ckpt-dir "$CK" >/dev/null 2>&1 || fail "root coordinator"
+"$REVIVE" coordinator --parent "127.0.0.1:$PORT" --port "$SUBPORT" --ckpt-dir "$CK" >"$T/sub.out" 2>&1 &
+SUB=$!
+wait_for 10 "$REVIVE" status --port "$SUBPORT" --ckpt-dir "$CK" >/dev/null 2>&1 || fail "sub-coordinator: $(cat "$T/sub.out")"
+"$REVIVE" launch --port "$SUBPORT" --ckpt-dir "$CK" -- "$FAKE" >"$T/launch4.out" 2>"$T/launch4.err" &
+LPID=$!
+wait_for 10 grep -q '^upid=' "$T/launch4.out" || fail "program behind the sub never connected: $(cat "$T/launch4.err")"
+expect_rc 0 "$REVIVE" checkpoint --port "$PORT" --ckpt-dir "$CK"
+[ "$(cat "$T/out")" = "$CK/ckpt-1" ] || fail "tree checkpoint printed '$(cat "$T/out")'"
+grep -q '"prog": "fake_proc"' "$CK/ckpt-1/MANIFEST.json" || fail "tree manifest: $(cat "$CK/ckpt-1/MANIFEST.json")"
+expect_rc 0 "$REVIVE" status --port "$PORT" --ckpt-dir "$CK"
+expect_out "processes:   1"
+expect_rc 0 "$REVIVE" kill --port "$PORT" --ckpt-dir "$CK"
+wait "$LPID"; rc=$?
+[ "$rc" -eq 3 ] || fail "program behind the sub: exit status $rc after kill, want 3"
+kill "$ROOT"; wait "$ROOT"
+wait_for 10 bash -c "! kill -0 $SUB 2>/dev/null" || fail "sub-coordinator outlived its root"
+wait "$SUB" 2>/dev/null
+
 if [ "$failures" -ne 0 ]; then echo "$failures failure(s)"; exit 1; fi
 echo "all CLI tests passed"

@@ -370,12 +370,166 @@ TEST_F(ServerTest, RestartBarrierWaitsForEveryProcessOfTheManifest) {
   EXPECT_EQ(ReadGen(2).procs.size(), 3u);
 }
 
-TEST_F(ServerTest, SubCoordinatorRoleIsRefusedClearly) {
+// Two-level tree: processes behind a sub-coordinator take part in the root's barriers like direct ones.
+class TreeTest : public ServerTest {
+ protected:
+  void StartSub() {
+    ServerOptions o;
+    o.port = 0;
+    o.ckpt_dir = sub_dir_.path;
+    o.secret_file = secret_;
+    o.parent = "127.0.0.1:" + std::to_string(port_);
+    sub_ = std::make_unique<TestServer>(o);
+    Status s = sub_->Start();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    sub_port_ = sub_->port();
+  }
+  TempDir sub_dir_;
+  std::unique_ptr<TestServer> sub_;
+  uint16_t sub_port_ = 0;
+};
+
+TEST_F(TreeTest, CheckpointThroughSubCoordinator) {
   StartServer();
+  StartSub();
+  FakeProc direct(port_, secret_, "direct"), a(sub_port_, secret_, "left"), b(sub_port_, secret_, "right");
+  for (FakeProc* p : {&direct, &a, &b}) ASSERT_TRUE(p->connected()) << p->error();
+  std::set<uint64_t> upids = {direct.upid(), a.upid(), b.upid()};
+  EXPECT_EQ(upids.size(), 3u) << "the root assigns upids, unique across the tree";
+  auto done = Checkpoint();
+  ASSERT_EQ(done["ok"], "1") << done["error"];
+  EXPECT_EQ(done["images"], "3");
+  Manifest m = ReadGen(1);
+  ASSERT_EQ(m.procs.size(), 3u);
+  std::set<std::string> progs;
+  for (const auto& p : m.procs) {
+    progs.insert(p.prog);
+    EXPECT_EQ(p.image, p.prog + "-" + std::to_string(p.upid) + ".rimg");
+    EXPECT_TRUE(upids.count(p.upid));
+  }
+  EXPECT_EQ(progs, (std::set<std::string>{"direct", "left", "right"}));
+  for (FakeProc* p : {&direct, &a, &b}) {
+    ASSERT_TRUE(p->WaitSeen(4));
+    EXPECT_EQ(p->Seen(), (std::vector<std::string>{"suspend", "drain", "write", "resume:1"}));
+  }
+  // STATUS at the root counts the processes behind the sub; STATUS asked at the sub is the root's.
+  for (uint16_t port : {port_, sub_port_}) {
+    Cli cli(port, secret_);
+    ASSERT_TRUE(cli.ok()) << cli.error();
+    FrameHeader h;
+    Payload p;
+    ASSERT_TRUE(cli.Call(kStatusRequest, {}, &h, &p)) << cli.error();
+    EXPECT_EQ(Str(p, "procs"), "3");
+    EXPECT_EQ(Str(p, "generation"), "1");
+  }
+  // A checkpoint requested at the sub is the root's.
+  Cli at_sub(sub_port_, secret_);
+  FrameHeader h;
+  Payload p;
+  ASSERT_TRUE(at_sub.Call(kCkptRequest, {}, &h, &p)) << at_sub.error();
+  EXPECT_EQ(Str(p, "ok"), "1") << Str(p, "error");
+  EXPECT_EQ(Str(p, "generation"), "2");
+}
+
+TEST_F(TreeTest, FailureBehindSubNamesTheProcess) {
+  StartServer();
+  StartSub();
+  FakeProc direct(port_, secret_, "direct"), a(sub_port_, secret_, "left"), b(sub_port_, secret_, "right");
+  b.ActAt("write", FakeProc::Act::kFail);
+  auto done = Checkpoint();
+  EXPECT_EQ(done["ok"], "0");
+  EXPECT_NE(done["error"].find("upid " + std::to_string(b.upid()) + " (right"), std::string::npos) << done["error"];
+  EXPECT_FALSE(Exists(dir_.path + "/ckpt-1/MANIFEST.json"));
+  for (FakeProc* p : {&direct, &a, &b}) {
+    ASSERT_TRUE(p->WaitSeen(4));
+    EXPECT_EQ(p->Seen().back(), "resume:0");
+  }
+  // A process behind the sub vanishing mid-checkpoint fails the generation too, and then leaves.
+  b.ActAt("", FakeProc::Act::kOk);
+  a.ActAt("drain", FakeProc::Act::kDisconnect);
+  done = Checkpoint();
+  EXPECT_EQ(done["ok"], "0");
+  EXPECT_NE(done["error"].find("disconnected during phase drain"), std::string::npos) << done["error"];
+  done = Checkpoint();
+  EXPECT_EQ(done["ok"], "1") << done["error"];
+  EXPECT_EQ(done["images"], "2");
+}
+
+TEST_F(TreeTest, RestartThroughSubCoordinator) {
+  StartServer();
+  uint64_t u1, u2;
+  {
+    StartSub();
+    FakeProc a(port_, secret_, "a"), b(sub_port_, secret_, "b");
+    u1 = a.upid();
+    u2 = b.upid();
+    auto done = Checkpoint();
+    ASSERT_EQ(done["ok"], "1") << done["error"];
+    sub_.reset();
+  }
+  server_.reset();
+  StartServer();
+  StartSub();
+  FakeProc rb(sub_port_, secret_, "b", /*restart=*/true, u2);
+  ASSERT_TRUE(rb.connected()) << rb.error();
+  EXPECT_EQ(rb.upid(), u2);
+  usleep(300000);
+  EXPECT_TRUE(rb.Seen().empty()) << "restart phases began before every process was back";
+  FakeProc ra(port_, secret_, "a", true, u1);
+  for (FakeProc* p : {&ra, &rb}) {
+    ASSERT_TRUE(p->WaitSeen(3));
+    EXPECT_EQ(p->Seen(), (std::vector<std::string>{"reconnect", "refill", "resume:1"}));
+  }
+  auto done = Checkpoint();
+  EXPECT_EQ(done["ok"], "1") << done["error"];
+  EXPECT_EQ(ReadGen(2).procs.size(), 2u);
+}
+
+TEST_F(TreeTest, PubSubAndKillAcrossTheTree) {
+  StartServer();
+  StartSub();
+  FakeProc a(sub_port_, secret_, "a");
+  Cli at_root(port_, secret_), at_sub(sub_port_, secret_);
+  ASSERT_TRUE(at_root.ok() && at_sub.ok());
+  FrameBuilder b(at_root.client().tx_buffer(), Client::kTxCap, kLookup, 5);
+  b.add("key", "addr.9").add("wait", "1");
+  ASSERT_TRUE(at_root.client().send(b));
+  FrameBuilder pb(at_sub.client().tx_buffer(), Client::kTxCap, kPublish, 1);
+  pb.add("key", "addr.9").add("value", "10.0.0.9:5000");
+  ASSERT_TRUE(at_sub.client().send(pb));
+  FrameHeader h;
+  Payload p;
+  ASSERT_EQ(1, at_root.client().recv(&h, &p, 5000)) << at_root.client().error();
+  EXPECT_EQ(Str(p, "value"), "10.0.0.9:5000");
+  ASSERT_TRUE(at_sub.Call(kLookup, {{"key", "addr.9"}, {"wait", "0"}}, &h, &p));
+  EXPECT_EQ(Str(p, "value"), "10.0.0.9:5000");
+  ASSERT_TRUE(at_root.Call(kKill, {}, &h, &p));
+  EXPECT_EQ(Str(p, "procs"), "1");
+  ASSERT_TRUE(a.WaitSeen(1));
+  EXPECT_EQ(a.Seen()[0], "KILL");
+}
+
+TEST_F(TreeTest, SubExitsWhenTheRootGoesAndRefusesSubs) {
+  StartServer();
+  StartSub();
   Client c;
-  ClientOptions o = Opts(port_, secret_, "sub");
-  EXPECT_FALSE(c.connect(o, nullptr));
+  EXPECT_FALSE(c.connect(Opts(sub_port_, secret_, "sub"), nullptr));
   EXPECT_NE(std::string(c.error()).find("role=sub"), std::string::npos) << c.error();
+  server_.reset();
+  EXPECT_TRUE(sub_->WaitDone(5));
+}
+
+TEST_F(TreeTest, ExitOnLastCountsProcessesBehindSubs) {
+  ServerOptions o;
+  o.exit_on_last = true;
+  StartServer(o);
+  StartSub();
+  auto a = std::make_unique<FakeProc>(sub_port_, secret_);
+  ASSERT_TRUE(a->connected());
+  usleep(200000);
+  EXPECT_FALSE(server_->WaitDone(0.3)) << "root exited with a process behind its sub";
+  a->Bye(0);
+  EXPECT_TRUE(server_->WaitDone(5));
 }
 
 }  // namespace

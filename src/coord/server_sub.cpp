@@ -1,0 +1,279 @@
+// Sub-coordinator mode (`revive coordinator --parent HOST:PORT`): DMTCP's two-level tree. Local processes
+// connect here exactly as to a coordinator (same secret); we hold one connection to the root (role=sub)
+// and relay:
+//   local HELLO (proof checked here)  -> root HELLO over our link; the root's WELCOME (upid) comes back
+//   root PHASE                         -> every local process of that barrier; one aggregated PHASE_DONE
+//                                         up (ok=0 with the first failure; write: p.<i>.upid/image/bytes)
+//   local BYE / disconnect             -> root BYE upid=... (the process left)
+//   local requests (CKPT_REQUEST, STATUS_REQUEST, LOOKUP, KILL, PUBLISH) -> root, replies back by seq
+//   root KILL                          -> every local process
+// Losing the root ends the sub-coordinator (its processes then run on without a coordinator).
+#include <stdlib.h>
+#include <string.h>
+
+#include "coord/log.h"
+#include "coord/server.h"
+#include "coord/server_conn.h"
+
+namespace revive::coord {
+
+Status Server::ConnectUpstream() {
+  std::string host = o_.parent;
+  uint16_t port = 7779;
+  size_t colon = o_.parent.rfind(':');
+  if (colon != std::string::npos) {
+    host = o_.parent.substr(0, colon);
+    char* end = nullptr;
+    long p = strtol(o_.parent.c_str() + colon + 1, &end, 10);
+    if (*end != '\0' || p < 1 || p > 65535)
+      return Status::InvalidArgument("--parent " + o_.parent + ": bad port");
+    port = (uint16_t)p;
+  }
+  up_ = std::make_unique<Upstream>();
+  ClientOptions co;
+  co.host = host.c_str();
+  co.port = port;
+  co.secret_file = o_.secret_file.c_str();
+  co.role = "sub";
+  co.prog = "revive-sub";
+  co.connect_timeout_ms = 10000;
+  Welcome w;
+  if (!up_->client.connect(co, &w)) return Status::IOError(std::string("root coordinator: ") + up_->client.error());
+  // Processes learn where images go from our WELCOME: the root's directory.
+  if (w.ckpt_dir[0] == '/') o_.ckpt_dir = w.ckpt_dir;
+  generation_ = w.generation;
+  o_.compress = w.compress;
+  o_.fork = w.fork;
+  return Status::OK();
+}
+
+bool Server::SendUp(uint16_t type, uint32_t seq, const char* payload, size_t len) {
+  if (len > Client::kTxCap - kHeaderSize) {
+    Log(0, "sub: frame of %zu bytes too large to relay", len);
+    return false;
+  }
+  uint8_t* tx = up_->client.tx_buffer();
+  encode_header(FrameHeader{type, 0, (uint32_t)len, seq}, tx);
+  memcpy(tx + kHeaderSize, payload, len);
+  if (up_->client.send(tx, kHeaderSize + len)) return true;
+  Log(0, "sub: lost the root coordinator: %s", up_->client.error());
+  stopping_ = true;
+  return false;
+}
+
+void Server::SendRaw(Conn* c, uint16_t type, uint32_t seq, const char* payload, size_t len) {
+  if (c->dead) return;
+  char hdr[kHeaderSize];
+  encode_header(FrameHeader{type, 0, (uint32_t)len, seq}, (uint8_t*)hdr);
+  c->out.append(hdr, kHeaderSize);
+  c->out.append(payload, len);
+  OnWritable(c);
+}
+
+void Server::SubForwardHello(Conn* c, const FrameHeader& h, const Payload& p) {
+  // Keep what the process told us; the upid comes with the root's WELCOME.
+  Member m;
+  const char* v;
+  size_t n;
+  if (p.get("host", &v, &n)) m.host.assign(v, n);
+  if (p.get("prog", &v, &n)) m.prog.assign(v, n);
+  p.get_u64("pid", &m.pid);
+  uint64_t restart = 0;
+  p.get_u64("restart", &restart);
+  m.awaiting_restart = restart == 1;
+  c->members[0] = m;
+  c->hello_seq = h.seq;
+  SubForward(c, h, p);
+}
+
+// Sends a local peer's request to the root under a new seq; the reply is relayed back by that seq.
+void Server::SubForward(Conn* c, const FrameHeader& h, const Payload& p) {
+  uint32_t seq = ++up_->seq;
+  if (h.type != kPublish) up_->pending[seq] = {c->id, h.seq};
+  SendUp(h.type, seq, p.data(), p.size());
+}
+
+void Server::SubHandleFrame(Conn* c, const FrameHeader& h, const Payload& p) {
+  switch (h.type) {
+    case kCkptRequest:
+    case kStatusRequest:
+    case kLookup:
+    case kPublish:
+      SubForward(c, h, p);
+      return;
+    case kKill:
+      if (c->role == Conn::Role::kCli) {
+        SubForward(c, h, p);
+        return;
+      }
+      break;
+    case kPhaseDone:
+      if (c->role == Conn::Role::kProc) {
+        SubOnPhaseDone(c, p);
+        return;
+      }
+      break;
+    case kBye:
+      if (c->role == Conn::Role::kProc) {
+        c->said_bye = true;
+        Drop(c, "exited");  // SubPeerGone tells the root
+        return;
+      }
+      break;
+    default:
+      break;
+  }
+  std::string why = std::string(msg_type_name(h.type)) + " is not valid from this peer";
+  SendError(c, h.seq, why);
+  Drop(c, why);
+}
+
+void Server::SubPeerGone(Conn* c, const std::string& why) {
+  for (const auto& [upid, m] : c->members) {
+    if (upid == 0) continue;
+    uint8_t buf[256];
+    FrameBuilder b(buf, sizeof buf, kBye, 0);
+    b.add_u64("upid", upid).add_i64("status", c->said_bye ? 0 : -1);
+    if (size_t n = b.finish()) SendUp(kBye, 0, (const char*)buf + kHeaderSize, n - kHeaderSize);
+  }
+  if (up_->in_phase && up_->waiting.erase(c->id) > 0) {
+    if (!up_->failed) up_->error = c->Describe() + " " + why + " during phase " + up_->phase;
+    up_->failed = true;
+    SubFinishPhaseIfDone();
+  }
+  up_->parts.erase(c->id);
+}
+
+void Server::OnUpstreamReadable() {
+  for (;;) {
+    FrameHeader h;
+    Payload p;
+    int r = up_->client.recv(&h, &p, 0);
+    if (r == 0) return;
+    if (r < 0) {
+      Log(0, "sub: lost the root coordinator: %s", up_->client.error());
+      stopping_ = true;
+      return;
+    }
+    auto it = up_->pending.find(h.seq);
+    if (h.seq != 0 && it != up_->pending.end()) {
+      auto [conn_id, local_seq] = it->second;
+      // A LOOKUP wait=1 is answered once; everything else too.
+      up_->pending.erase(it);
+      auto ci = conns_.find(conn_id);
+      if (ci == conns_.end() || ci->second->dead) continue;
+      Conn* c = ci->second.get();
+      if (c->role == Conn::Role::kProc && c->members.count(0) != 0) {  // the answer to its HELLO
+        uint64_t upid = 0;
+        if (h.type == kWelcome && p.get_u64("upid", &upid) && upid != 0) {
+          Member m = c->members[0];
+          m.upid = upid;
+          m.state = m.awaiting_restart ? "restored" : "running";
+          c->members.erase(0);
+          c->members[upid] = m;
+          SendRaw(c, h.type, c->hello_seq, p.data(), p.size());
+        } else {
+          SendRaw(c, h.type, c->hello_seq, p.data(), p.size());
+          c->members.clear();
+          Drop(c, "refused by the root coordinator");
+        }
+        continue;
+      }
+      SendRaw(c, h.type, local_seq, p.data(), p.size());
+      continue;
+    }
+    if (h.type == kPhase) {
+      SubStartPhase(p);
+    } else if (h.type == kKill) {
+      for (auto& [id, c] : conns_)
+        if (!c->dead && c->role == Conn::Role::kProc) SendRaw(c.get(), kKill, 0, "", 0);
+    } else if (h.type == kError) {
+      char reason[512] = "";
+      p.get_str("reason", reason, sizeof reason);
+      Log(0, "sub: root coordinator says: %s", reason);
+    }
+  }
+}
+
+void Server::SubStartPhase(const Payload& p) {
+  char name[32] = "", barrier[16] = "";
+  p.get_str("name", name, sizeof name);
+  p.get_str("barrier", barrier, sizeof barrier);
+  up_->phase = name;
+  up_->restart = std::string(barrier) == "restart";
+  if (up_->phase == (up_->restart ? "reconnect" : "suspend")) {  // a new barrier: fix its participants
+    up_->parts.clear();
+    up_->failed = false;
+    up_->error.clear();
+    for (const auto& [id, c] : conns_)
+      if (!c->dead && c->role == Conn::Role::kProc && c->HasMembers(up_->restart) && c->members.count(0) == 0)
+        up_->parts.insert(id);
+  }
+  up_->in_phase = true;
+  up_->images.clear();
+  up_->waiting = up_->parts;
+  for (uint64_t id : up_->parts) SendRaw(conns_[id].get(), kPhase, 0, p.data(), p.size());
+  SubFinishPhaseIfDone();
+}
+
+void Server::SubOnPhaseDone(Conn* c, const Payload& p) {
+  char name[32] = "";
+  p.get_str("name", name, sizeof name);
+  if (!up_->in_phase || up_->phase != name || up_->waiting.count(c->id) == 0) {
+    Log(1, "%s: ignoring PHASE_DONE %s", c->Describe().c_str(), name);
+    return;
+  }
+  uint64_t ok = 0;
+  p.get_u64("ok", &ok);
+  if (ok != 1) {
+    char err[512] = "no reason given";
+    p.get_str("error", err, sizeof err);
+    if (!up_->failed) up_->error = c->Describe() + " failed phase " + up_->phase + ": " + err;
+    up_->failed = true;
+  } else if (up_->phase == "write" && c->Self() != nullptr) {
+    char image[4096] = "";
+    uint64_t bytes = 0;
+    p.get_str("image", image, sizeof image);
+    p.get_u64("bytes", &bytes);
+    up_->images.push_back({c->Self()->upid, image, bytes});
+  }
+  if (Member* m = c->Self()) m->state = up_->phase;
+  up_->waiting.erase(c->id);
+  SubFinishPhaseIfDone();
+}
+
+void Server::SubFinishPhaseIfDone() {
+  if (!up_->in_phase || !up_->waiting.empty()) return;
+  up_->in_phase = false;
+  std::string frame(kHeaderSize + kMaxPayload, '\0');
+  FrameBuilder b((uint8_t*)frame.data(), frame.size(), kPhaseDone, 0);
+  b.add("name", up_->phase.c_str()).add("ok", up_->failed ? "0" : "1");
+  if (up_->failed) b.add("error", up_->error.substr(0, 2000).c_str());
+  if (up_->phase == "write") {
+    b.add_u64("n", up_->images.size());
+    for (size_t i = 0; i < up_->images.size(); i++) {
+      std::string pre = "p." + std::to_string(i) + ".";
+      b.add_u64((pre + "upid").c_str(), up_->images[i].upid).add((pre + "image").c_str(), up_->images[i].image.c_str())
+          .add_u64((pre + "bytes").c_str(), up_->images[i].bytes);
+    }
+  }
+  if (up_->phase == "resume") {
+    for (uint64_t id : up_->parts) {
+      auto it = conns_.find(id);
+      if (it == conns_.end()) continue;
+      for (auto& [u, m] : it->second->members) {
+        if (m.awaiting_restart) m.state = "running";
+        m.awaiting_restart = false;
+      }
+    }
+    up_->parts.clear();
+  }
+  size_t n = b.finish();
+  if (n == 0) {
+    Log(0, "sub: PHASE_DONE too large: %s", wire_err_str(b.error()));
+    return;
+  }
+  SendUp(kPhaseDone, 0, frame.data() + kHeaderSize, n - kHeaderSize);
+}
+
+}  // namespace revive::coord
