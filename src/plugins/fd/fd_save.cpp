@@ -110,6 +110,43 @@ int find_dup(int fd, const struct stat& st) {
   return -1;
 }
 
+// State beyond the path of an fd that is not a dup, read now (the content follows the record; see
+// fd_special.cpp): sets rec.content_len/peer_fd/size and *content. A kind whose state cannot be read is
+// saved as kOther (a stand-in on restore). 0 or -errno.
+int special_state(FdRecord& rec, int fd, const struct stat& st, int fl, char* payload, size_t cap,
+                  const char** content) {
+  auto kind = static_cast<FdKind>(rec.kind);
+  if (kind == FdKind::kEventfd || kind == FdKind::kTimerfd || kind == FdKind::kSignalfd) {
+    int64_t n = special_payload(fd, kind, payload, cap);
+    if (n <= 0) {
+      rec.kind = static_cast<uint32_t>(FdKind::kOther);
+      return 0;
+    }
+    *content = payload;
+    rec.content_len = n;
+  } else if (kind == FdKind::kEpoll) {
+    const EpollItem* items = nullptr;
+    int n = epoll_items(fd, &items);
+    if (n < 0) {
+      rec.kind = static_cast<uint32_t>(FdKind::kOther);
+      return 0;
+    }
+    *content = reinterpret_cast<const char*>(items);
+    rec.content_len = static_cast<int64_t>(n) * static_cast<int64_t>(sizeof(EpollItem));
+  } else if (kind == FdKind::kPipe) {
+    rec.peer_fd = find_pipe_peer(fd, st, fl & O_ACCMODE);
+    rec.size = rec.peer_fd >= 0 ? fcntl(fd, F_GETPIPE_SZ) : 0;
+    if (rec.peer_fd >= 0 && rec.peer_fd < fd) {  // second end: carries the bytes in the pipe
+      bool reader = (fl & O_ACCMODE) == O_RDONLY;
+      int64_t n = pipe_peek(reader ? fd : rec.peer_fd, reader ? rec.peer_fd : fd, g_pipe_data, sizeof g_pipe_data);
+      if (n < 0) return static_cast<int>(n);
+      *content = g_pipe_data;
+      rec.content_len = n;
+    }
+  }
+  return 0;
+}
+
 // Saves one descriptor. Returns 0, or -errno with a warning on stderr naming it (save has no message
 // channel of its own).
 int save_one(Out& out, int fd) {
@@ -140,38 +177,11 @@ int save_one(Out& out, int fd) {
   rec.dup_of = find_dup(fd, st);
   rec.peer_fd = -1;
   if (g_nseen < kMaxFds) g_seen[g_nseen++] = Seen{fd, st.st_dev, st.st_ino};
-  // State beyond the path, read now (content follows the record): see fd_special.cpp.
   char payload[64];
   const char* content = nullptr;
-  if (rec.dup_of < 0 && (kind == FdKind::kEventfd || kind == FdKind::kTimerfd || kind == FdKind::kSignalfd)) {
-    int64_t n = special_payload(fd, kind, payload, sizeof payload);
-    if (n > 0) {
-      content = payload;
-      rec.content_len = n;
-    } else {
-      rec.kind = static_cast<uint32_t>(FdKind::kOther);  // unreadable state: a stand-in on restore
-    }
-  }
-  if (rec.dup_of < 0 && kind == FdKind::kEpoll) {
-    const EpollItem* items = nullptr;
-    int n = epoll_items(fd, &items);
-    if (n >= 0) {
-      content = reinterpret_cast<const char*>(items);
-      rec.content_len = static_cast<int64_t>(n) * static_cast<int64_t>(sizeof(EpollItem));
-    } else {
-      rec.kind = static_cast<uint32_t>(FdKind::kOther);
-    }
-  }
-  if (rec.dup_of < 0 && kind == FdKind::kPipe) {
-    rec.peer_fd = find_pipe_peer(fd, st, fl & O_ACCMODE);
-    rec.size = rec.peer_fd >= 0 ? fcntl(fd, F_GETPIPE_SZ) : 0;
-    if (rec.peer_fd >= 0 && rec.peer_fd < fd) {  // second end: carries the bytes in the pipe
-      bool reader = (fl & O_ACCMODE) == O_RDONLY;
-      int64_t n = pipe_peek(reader ? fd : rec.peer_fd, reader ? rec.peer_fd : fd, g_pipe_data, sizeof g_pipe_data);
-      if (n < 0) return static_cast<int>(n);
-      content = g_pipe_data;
-      rec.content_len = n;
-    }
+  if (rec.dup_of < 0) {
+    int rc = special_state(rec, fd, st, fl, payload, sizeof payload, &content);
+    if (rc != 0) return rc;
   }
   if (kind == FdKind::kDeleted && rec.dup_of < 0) {
     if (st.st_size > g_max_deleted_bytes) {
