@@ -29,6 +29,27 @@ constexpr size_t kMaxQueuedOut = 64u << 20;   // a peer that stops reading is dr
 
 }  // namespace
 
+Member MemberFromHello(const Payload& p) {
+  Member m;
+  const char* v;
+  size_t n;
+  if (p.get("host", &v, &n)) m.host.assign(v, n);
+  if (p.get("prog", &v, &n)) m.prog.assign(v, n);
+  p.get_u64("pid", &m.pid);
+  uint64_t restart = 0;
+  m.awaiting_restart = p.get_u64("restart", &restart) && restart == 1;
+  return m;
+}
+
+bool PhaseDoneOk(const Payload& p, const std::string& who, const std::string& phase, std::string* why) {
+  uint64_t ok = 0;
+  if (p.get_u64("ok", &ok) && ok == 1) return true;
+  char err[512] = "no reason given";
+  p.get_str("error", err, sizeof err);
+  *why = who + " failed phase " + phase + ": " + err;
+  return false;
+}
+
 double MonotonicSeconds() {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -455,15 +476,9 @@ void Server::SendWelcome(Conn* c, uint32_t seq, uint64_t upid) {
 // A process, connected directly (owner = its own connection) or behind a sub-coordinator (owner = the
 // sub, which relays our WELCOME by seq).
 void Server::RegisterMember(Conn* owner, const FrameHeader& h, const Payload& p) {
-  Member m;
-  const char* v;
-  size_t n;
-  if (p.get("host", &v, &n)) m.host.assign(v, n);
-  if (p.get("prog", &v, &n)) m.prog.assign(v, n);
-  p.get_u64("pid", &m.pid);
-  uint64_t restart = 0;
-  p.get_u64("restart", &restart);
-  if (restart == 1) {
+  Member m = MemberFromHello(p);
+  bool restart = m.awaiting_restart;
+  if (restart) {
     if (!p.get_u64("upid", &m.upid) || m.upid == 0) {
       SendError(owner, h.seq, "HELLO restart=1 needs the process's upid");
       if (owner->role == Conn::Role::kProc) Drop(owner, "restart without upid");
@@ -477,7 +492,6 @@ void Server::RegisterMember(Conn* owner, const FrameHeader& h, const Payload& p)
       }
     }
     next_upid_ = std::max(next_upid_, m.upid + 1);
-    m.awaiting_restart = true;
     m.state = "restored";
   } else {
     m.upid = next_upid_++;

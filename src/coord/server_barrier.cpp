@@ -107,12 +107,9 @@ void Server::OnPhaseDone(Conn* c, const Payload& p) {
     Log(1, "%s: ignoring PHASE_DONE %s (coordinator is %s)", c->Describe().c_str(), name, StateName().c_str());
     return;
   }
-  uint64_t ok = 0;
-  p.get_u64("ok", &ok);
-  if (ok != 1) {
-    char err[512] = "no reason given";
-    p.get_str("error", err, sizeof err);
-    FailGeneration(c->Describe() + " failed phase " + phase_ + ": " + err);
+  std::string why;
+  if (!PhaseDoneOk(p, c->Describe(), phase_, &why)) {
+    FailGeneration(why);
   } else if (state_ == State::kCheckpoint && phase_ == "write") {
     AddImages(c, p);
   }

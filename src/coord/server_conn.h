@@ -88,6 +88,11 @@ struct Server::Upstream {
   ~Upstream() { client.close(); }
 };
 
+// What a HELLO says about a process (host, prog, pid; awaiting_restart from restart=1; upid left 0).
+Member MemberFromHello(const Payload& p);
+// A PHASE_DONE's verdict: true if ok=1, else false with *why = "<who> failed phase <phase>: <error>".
+bool PhaseDoneOk(const Payload& p, const std::string& who, const std::string& phase, std::string* why);
+
 double MonotonicSeconds();
 double WallSeconds();
 

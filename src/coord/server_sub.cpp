@@ -72,16 +72,7 @@ void Server::SendRaw(Conn* c, uint16_t type, uint32_t seq, const char* payload, 
 
 void Server::SubForwardHello(Conn* c, const FrameHeader& h, const Payload& p) {
   // Keep what the process told us; the upid comes with the root's WELCOME.
-  Member m;
-  const char* v;
-  size_t n;
-  if (p.get("host", &v, &n)) m.host.assign(v, n);
-  if (p.get("prog", &v, &n)) m.prog.assign(v, n);
-  p.get_u64("pid", &m.pid);
-  uint64_t restart = 0;
-  p.get_u64("restart", &restart);
-  m.awaiting_restart = restart == 1;
-  c->members[0] = m;
+  c->members[0] = MemberFromHello(p);
   c->hello_seq = h.seq;
   SubForward(c, h, p);
 }
@@ -223,12 +214,9 @@ void Server::SubOnPhaseDone(Conn* c, const Payload& p) {
     Log(1, "%s: ignoring PHASE_DONE %s", c->Describe().c_str(), name);
     return;
   }
-  uint64_t ok = 0;
-  p.get_u64("ok", &ok);
-  if (ok != 1) {
-    char err[512] = "no reason given";
-    p.get_str("error", err, sizeof err);
-    if (!up_->failed) up_->error = c->Describe() + " failed phase " + up_->phase + ": " + err;
+  std::string why;
+  if (!PhaseDoneOk(p, c->Describe(), up_->phase, &why)) {
+    if (!up_->failed) up_->error = why;
     up_->failed = true;
   } else if (up_->phase == "write" && c->Self() != nullptr) {
     char image[4096] = "";
