@@ -235,6 +235,8 @@ Status Checkpoint::Impl::VerifyLocal(uint64_t v, storage::Manifest* m) {
   Status s = store.ReadManifest(v, m);
   if (!s.ok()) return s;
   std::string vdir = store.VersionDir(v);
+  if (m->name != name)
+    return Status::Corruption(vdir + "/" + storage::kManifestName + ": belongs to checkpoint '" + m->name + "'");
   if (m->ranks != static_cast<uint32_t>(comm->size()))
     return Status::InvalidArgument(vdir + " was written by " + std::to_string(m->ranks) + " ranks, this run has " +
                                    std::to_string(comm->size()));

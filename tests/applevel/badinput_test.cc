@@ -82,6 +82,34 @@ TEST(BadInput, DamagedNewestVersionFallsBackAndSaysSo) {
   }
 }
 
+TEST(BadInput, VersionCopiedFromAnotherCheckpointIsRefused) {
+  TmpDir t;
+  WriteTwo(t);
+  {
+    int x = 999;
+    double arr[64] = {};
+    Checkpoint other("other", Opts(t));
+    other.add("x", &x);
+    other.add("arr", arr, 64);
+    other.commit();
+    other.write(0);
+    other.write(1);
+    other.write(2);
+  }
+  std::filesystem::copy(t / "cp/other/v-3", t / "cp/bad/v-3");
+  int x = 0;
+  double arr[64] = {};
+  Checkpoint cp("bad", Opts(t));
+  cp.add("x", &x);
+  cp.add("arr", arr, 64);
+  cp.commit();
+  ::testing::internal::CaptureStderr();
+  ASSERT_TRUE(cp.restart_if_needed());
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(x, 200);
+  EXPECT_NE(err.find("belongs to checkpoint 'other'"), std::string::npos) << err;
+}
+
 TEST(BadInput, EveryVersionDamagedMeansFreshStart) {
   TmpDir t;
   WriteTwo(t);
