@@ -33,13 +33,14 @@ def wait_image(ckdir, gen, timeout):
 def ckpt_signal():
     return int(os.environ.get("REVIVE_SIGNAL", signal.SIGRTMAX - 2))
 
-def checkpoint_and_kill(proc, ckdir, first_gen, count, dmin, dmax, rng):
+def checkpoint_and_kill(proc, ckdir, first_gen, count, dmin, dmax, rng, trigger=True):
     img = None
     for k in range(count):
         time.sleep(rng.uniform(dmin, dmax))
         if proc.poll() is not None:
             fail("program ended (rc %s) before checkpoint %d; make it run longer" % (proc.returncode, k + 1))
-        os.kill(proc.pid, ckpt_signal())
+        if trigger:
+            os.kill(proc.pid, ckpt_signal())
         img = wait_image(ckdir, first_gen + k, 60)
         print("checkpoint %d: %s (%d bytes)" % (first_gen + k, img, os.path.getsize(img)), flush=True)
     time.sleep(rng.uniform(0, dmin))
@@ -91,6 +92,8 @@ def main():
     ap.add_argument("--file", action="append", default=[], help="output file (in the cwd) to compare too")
     ap.add_argument("--timeout", type=float, default=60)
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--interval", action="store_true",
+                    help="no trigger: the engine checkpoints by itself (REVIVE_INTERVAL in --env)")
     ap.add_argument("--save-image", help="only checkpoint once, kill, and copy the image here (fixture)")
     ap.add_argument("--restart-prefix", default="", help="command words to run revive-restart under")
     ap.add_argument("--expect-restart-stderr", default=None, help="text the restart must print on stderr")
@@ -131,7 +134,7 @@ def main():
     proc = subprocess.Popen(prog, cwd=run, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
     out.close()
     err.close()
-    img = checkpoint_and_kill(proc, ck, 1, a.ckpts, a.delay[0], a.delay[1], rng)
+    img = checkpoint_and_kill(proc, ck, 1, a.ckpts, a.delay[0], a.delay[1], rng, trigger=not a.interval)
     check_flags(img, a.expect_flag)
     if a.save_image:
         shutil.copyfile(img, a.save_image)
