@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <filesystem>
 #include <cstdio>
 #include <limits>
 
@@ -28,13 +29,27 @@ bool ValidName(const std::string& s) {
       return false;
   return s != storage::kManifestName && s.find(".tmp") == std::string::npos;
 }
+
+// A relative base path is resolved once, at construction: a later chdir() of the program must not move
+// its checkpoints.
+Options Resolve(Options o) {
+  if (o.base_path.empty()) throw Error("checkpoint base path is empty");
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(o.base_path, ec);
+  if (!ec) {
+    std::string s = p.lexically_normal().string();
+    while (s.size() > 1 && s.back() == '/') s.pop_back();
+    o.base_path = s;
+  }
+  return o;
+}
 }  // namespace applevel
 
 using applevel::ValidName;
 
 Checkpoint::Impl::Impl(std::string n, std::shared_ptr<detail::Comm> c, Options o)
     : name(std::move(n)),
-      opts(std::move(o)),
+      opts(applevel::Resolve(std::move(o))),
       comm(c ? std::move(c) : detail::serial_comm()),
       env(applevel::CheckpointEnv()),
       store(env, opts.base_path + "/" + name),
@@ -43,7 +58,6 @@ Checkpoint::Impl::Impl(std::string n, std::shared_ptr<detail::Comm> c, Options o
   if (opts.keep < 1) throw Error("checkpoint '" + name + "': keep must be >= 1 (got " + std::to_string(opts.keep) + ")");
   if (!ValidName(name))
     throw Error("checkpoint name '" + name + "' is not a valid directory name (use letters, digits, _ - . +)");
-  if (opts.base_path.empty()) throw Error("checkpoint '" + name + "': empty base path");
 }
 
 std::string Checkpoint::Impl::Where() const { return "checkpoint '" + name + "' (" + store.dir() + ")"; }

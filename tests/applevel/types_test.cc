@@ -297,6 +297,26 @@ TEST(Api, MisuseIsAClearError) {
   ExpectError([&] { third.add_child(other); }, {"already has a parent"});
 }
 
+TEST(Api, RelativeBaseIsResolvedAtConstruction) {
+  TmpDir t;
+  std::filesystem::path old = std::filesystem::current_path();
+  std::filesystem::current_path(t.path());
+  Options o;
+  o.base_path = "rel/./cps/";
+  int x = 3;
+  {
+    Checkpoint cp("c", o);
+    std::filesystem::current_path(old);  // the program moves; its checkpoints do not
+    EXPECT_EQ(cp.directory(), t / "rel/cps/c");
+    cp.add("x", &x);
+    cp.commit();
+    cp.write(0);
+  }
+  EXPECT_TRUE(std::filesystem::exists(t / "rel/cps/c/v-1/x"));
+  o.base_path = "";
+  ExpectError([&] { Checkpoint cp("c", o); }, {"base path is empty"});
+}
+
 TEST(Api, UnwritableBaseIsAClearError) {
   TmpDir t;
   std::string file = t / "plainfile";
