@@ -146,9 +146,14 @@ TEST_F(SignalWrappers, ProgramCannotCatchOrIgnoreTheCheckpointSignalButSeesItsOw
   g_engine_hits = 0;
   raise(ckpt_);
   EXPECT_EQ(g_engine_hits, 1);  // still delivered to the engine
-  // Other signals are installed for real.
+  // Other signals are installed for real, but their handlers' masks cannot block the checkpoint signal.
+  sigfillset(&mine.sa_mask);
   EXPECT_EQ(sigaction(SIGUSR1, &mine, nullptr), 0);
   EXPECT_EQ(kernel_action(SIGUSR1).handler, reinterpret_cast<void*>(program_handler));
+  EXPECT_EQ(kernel_action(SIGUSR1).mask & bit(ckpt_), 0u);
+  EXPECT_NE(kernel_action(SIGUSR1).mask & bit(SIGUSR2), 0u);
+  EXPECT_EQ(sigaction(SIGUSR1, nullptr, &old), 0);
+  EXPECT_FALSE(sigismember(&old.sa_mask, ckpt_));
   signal(SIGUSR1, SIG_DFL);
 }
 

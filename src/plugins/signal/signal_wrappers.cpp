@@ -112,10 +112,20 @@ using revive::plugins::is_ckpt;
 using revive::plugins::next_or_enosys;
 using revive::plugins::strip;
 
+// Other signals: installed for real, but a handler's sa_mask (often a full set) may not block the
+// checkpoint signal while the handler runs either; it is hidden from the mask read back.
 REVIVE_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
   if (is_ckpt(sig)) return revive::plugins::virtual_sigaction(act, old);
   auto f = next_or_enosys(&g_real.sigaction, "sigaction");
-  return f ? f(sig, act, old) : -1;
+  if (!f) return -1;
+  struct sigaction copy;
+  if (act) {
+    copy = *act;
+    revive::plugins::hide(&copy.sa_mask);
+  }
+  int rc = f(sig, act ? &copy : nullptr, old);
+  if (rc == 0 && old) revive::plugins::hide(&old->sa_mask);
+  return rc;
 }
 
 REVIVE_EXPORT sighandler_t signal(int sig, sighandler_t h) noexcept {
