@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
   int efd = eventfd(0, EFD_CLOEXEC);
   if (efd < 0) die("eventfd");
 
-  int ckpt = SIGRTMAX - 2;  /* the engine's default checkpoint signal */
+  /* The engine's checkpoint signal: SIGRTMAX-2 unless REVIVE_SIGNAL says otherwise. */
+  int ckpt = getenv("REVIVE_SIGNAL") ? atoi(getenv("REVIVE_SIGNAL")) : SIGRTMAX - 2;
   sigset_t all;
   sigfillset(&all);
   sigprocmask(SIG_BLOCK, &all, NULL);
