@@ -178,7 +178,9 @@ Status Server::Run() {
 
 void Server::Accept() {
   for (;;) {
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    struct sockaddr_in peer;
+    socklen_t peer_len = sizeof peer;
+    int fd = accept4(listen_fd_, (struct sockaddr*)&peer, &peer_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno != EAGAIN) Log(0, "accept: %s", strerror(errno));  // EMFILE: the listener stays armed
@@ -190,6 +192,9 @@ void Server::Accept() {
     c->id = ++next_conn_id_;
     c->fd = fd;
     c->since = MonotonicSeconds();
+    char ip[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
+    c->addr = std::string(ip) + ":" + std::to_string(ntohs(peer.sin_port));
     if (getrandom(c->nonce, sizeof c->nonce, 0) != (ssize_t)sizeof c->nonce) {
       Log(0, "getrandom: %s", strerror(errno));
       close(fd);
@@ -228,8 +233,11 @@ void Server::OnReadable(Conn* c) {
   while (!c->dead && c->in.size() - off >= kHeaderSize) {
     FrameHeader h;
     WireErr e = decode_header((const uint8_t*)c->in.data() + off, &h);
-    if (e == WireErr::kOk && c->role == Conn::Role::kUnauth && h.length > kPreAuthMaxPayload)
-      e = WireErr::kTooLarge;
+    if (e == WireErr::kOk && c->role == Conn::Role::kUnauth && h.length > kPreAuthMaxPayload) {
+      SendError(c, h.seq, "protocol error: frame larger than 4 KiB before authentication");
+      Drop(c, "protocol error: frame larger than 4 KiB before authentication");
+      return;
+    }
     if (e != WireErr::kOk) {
       SendError(c, 0, std::string("protocol error: ") + wire_err_str(e));
       Drop(c, std::string("protocol error: ") + wire_err_str(e));
@@ -315,8 +323,9 @@ void Server::SendError(Conn* c, uint32_t seq, const std::string& reason) {
 
 void Server::Drop(Conn* c, const std::string& why) {
   if (c->dead) return;
-  Log(c->role == Conn::Role::kProc && !c->said_bye ? 1 : 2, "dropping connection %llu: %s",
-      (unsigned long long)c->id, why.c_str());
+  bool routine = c->said_bye || (c->role == Conn::Role::kCli && why == "disconnected");
+  Log(routine ? 2 : 1, "dropping %s (%s): %s", c->Describe().c_str(),
+      c->addr.c_str(), why.c_str());
   // Best effort: flush what is queued (an ERROR explaining why) before closing.
   if (c->out_off < c->out.size())
     (void)!send(c->fd, c->out.data() + c->out_off, c->out.size() - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);

@@ -46,6 +46,7 @@ struct Server::Conn {
   double since = 0;         // accept time, or when a partial frame started
   bool said_bye = false;
   std::string host;         // from HELLO
+  std::string addr;         // peer address "ip:port", for messages
 
   // role proc: exactly one member (itself); role sub: the processes behind it, by upid.
   std::map<uint64_t, Member> members;
@@ -63,7 +64,7 @@ struct Server::Conn {
     if (role == Role::kSub)
       return "sub-coordinator on " + host + " (" + std::to_string(members.size()) + " processes)";
     if (!members.empty()) return members.begin()->second.Describe();
-    return "connection " + std::to_string(id);
+    return role == Role::kCli ? "cli" : "unauthenticated peer";
   }
 };
 

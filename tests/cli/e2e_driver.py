@@ -82,6 +82,7 @@ def main():
     ap.add_argument("--chain", type=int, default=0)
     ap.add_argument("--interval", type=float, default=0)
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--lazy", action="store_true", help="launch --no-compress, restart --lazy")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     prog = a.prog[1:] if a.prog and a.prog[0] == "--" else a.prog
@@ -107,6 +108,8 @@ def main():
     launch = [a.revive, "launch", "--port", str(port), "--ckpt-dir", ck]
     if a.interval:
         launch += ["--interval", str(a.interval)]
+    if a.lazy:
+        launch += ["--no-compress"]
     with open(os.path.join(work, "stdout"), "wb") as out:
         proc = subprocess.Popen(launch + ["--"] + prog, cwd=work, stdout=out, stdin=subprocess.DEVNULL, env=env)
     gen = 1
@@ -132,7 +135,7 @@ def main():
         fail("launch's coordinator did not exit after its only process died")
 
     for c in range(a.chain + 1):
-        cmd = [a.revive, "restart", "--port", str(port), ck]
+        cmd = [a.revive, "restart", "--port", str(port)] + (["--lazy"] if a.lazy else []) + [ck]
         print("restart %d: %s" % (c, " ".join(cmd)), flush=True)
         rerr = open(os.path.join(work, "restart-stderr-%d" % c), "wb")
         proc = subprocess.Popen(cmd, cwd=work, stdout=rerr, stderr=rerr, stdin=subprocess.DEVNULL, env=env)
