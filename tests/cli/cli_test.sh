@@ -4,7 +4,16 @@
 set -u
 REVIVE=$1 FAKE=$2 FAKE_RESTART=$3 FAKE_INJECT=$4 STATIC=$5
 T=$(mktemp -d /tmp/revive-cli-test.XXXXXX)
-PORT=$((20000 + RANDOM % 20000))
+# Two adjacent free ports (root and sub-coordinator in the tree test).
+PORT=$(python3 -c 'import random, socket
+for _ in range(200):
+    p = random.randrange(20000, 40000)
+    try:
+        for q in (p, p + 1):
+            s = socket.socket(); s.bind(("127.0.0.1", q)); s.close()
+        print(p); break
+    except OSError:
+        pass')
 failures=0
 cleanup() {
   # Stop any coordinator we started (its pid comes from `revive status`).

@@ -72,6 +72,19 @@ def child_of(pid):
         fail("revive restart has %d children, want 1" % len(kids))
     return int(kids[0])
 
+def free_port(rng):
+    """A random port nobody listens on now (another test or engineer may hold a fixed one)."""
+    import socket
+    for _ in range(100):
+        port = 20000 + rng.randrange(20000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    fail("no free port found")
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--revive", required=True)
@@ -89,7 +102,7 @@ def main():
     a.revive = os.path.abspath(a.revive)
     seed = a.seed if a.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
-    port = 20000 + rng.randrange(20000)
+    port = free_port(rng)
     print("seed %d port %d" % (seed, port), flush=True)
     shutil.rmtree(a.workdir, ignore_errors=True)
     ref, work, ck = (os.path.join(a.workdir, d) for d in ("ref", "run", "ck"))
