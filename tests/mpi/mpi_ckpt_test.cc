@@ -9,6 +9,8 @@
 //     corrupt     as delete, but one byte in the middle of the last rank's file is flipped.
 //     mismatch    restart with a derived datatype of another element count: a revive::Error naming the
 //                 key, on every rank, instead of a crash.
+//     writefail   (built with REVIVE_MPI_TEST_FAULTS) the last rank's fsync of version 4 fails: every rank
+//                 gets a revive::Error, rank 0 publishes no manifest, and restart reads iteration 3.
 // Exit status 0 only if every check passes on every rank.
 #include <mpi.h>
 
@@ -21,6 +23,10 @@
 #include <vector>
 
 #include "revive/checkpoint_mpi.hpp"
+#ifdef REVIVE_MPI_TEST_FAULTS
+#include "applevel/env_hook.h"  // white-box: the library's filesystem fault injection
+#include "core/fault_env.h"
+#endif
 
 namespace fs = std::filesystem;
 
@@ -183,6 +189,37 @@ void CheckMismatch(const std::string& dir) {
   MPI_Type_free(&col);
 }
 
+#ifdef REVIVE_MPI_TEST_FAULTS
+// Visibility is collective: a version that failed on one rank must not become visible on any.
+void CheckWriteFailure(const std::string& dir) {
+  revive::FaultEnv fault(revive::Env::Default());
+  if (g_rank == g_size - 1) {
+    fault.FailNth(revive::FaultEnv::Op::kSync, 1);  // the first fsync of the next write: a data file
+    revive::applevel::SetEnvForTesting(&fault);
+  }
+  MPI_Datatype col = Column(kRows);
+  Data d;
+  std::string msg;
+  {
+    revive::mpi::Checkpoint cp("mpitest", MPI_COMM_WORLD, Opts(dir));
+    Register(cp, d, col);
+    d.Fill(4);
+    try {
+      cp.write(4);
+    } catch (const revive::Error& e) {
+      msg = e.what();
+    }
+  }
+  revive::applevel::SetEnvForTesting(nullptr);
+  MPI_Type_free(&col);
+  EXPECT(msg.find("writing version 4 failed") != std::string::npos, "expected a write failure, got '%s'",
+         msg.c_str());
+  if (g_rank == 0 || g_rank == g_size - 1) std::printf("rank %d: write failure reported: %s\n", g_rank, msg.c_str());
+  EXPECT(!fs::exists(fs::path(dir) / "mpitest" / "v-4" / "MANIFEST"), "version 4 was published");
+  CheckRestart(dir, 3);
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -190,7 +227,7 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
   if (argc != 3) {
-    if (g_rank == 0) std::fprintf(stderr, "usage: mpi_ckpt_test DIR roundtrip|delete|corrupt|mismatch\n");
+    if (g_rank == 0) std::fprintf(stderr, "usage: mpi_ckpt_test DIR roundtrip|delete|corrupt|mismatch|writefail\n");
     MPI_Finalize();
     return 2;
   }
@@ -211,6 +248,10 @@ int main(int argc, char** argv) {
       CheckRestart(dir, 2);
     } else if (scenario == "mismatch") {
       CheckMismatch(dir);
+#ifdef REVIVE_MPI_TEST_FAULTS
+    } else if (scenario == "writefail") {
+      CheckWriteFailure(dir);
+#endif
     } else {
       EXPECT(false, "unknown scenario %s", scenario.c_str());
     }

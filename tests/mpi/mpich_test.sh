@@ -8,12 +8,14 @@ src=$1; work=$2; lib=$3
 rm -rf "$work"; mkdir -p "$work"
 mpicxx.mpich -std=c++20 -O1 -Wall -Wextra -DMPICH_SKIP_MPICXX=1 -I"$src/include" \
   "$src/src/mpi/mpi_comm.cc" "$src/src/mpi/datatype_item.cc" "$src/tests/mpi/mpi_ckpt_test.cc" \
-  "$lib" -Wl,-rpath,"$(dirname "$lib")" -o "$work/mpi_ckpt_test_mpich"
+  "$lib" -Wl,-rpath,"$(dirname "$lib")" -o "$work/mpi_ckpt_test_mpich" || { echo "mpicxx.mpich: build failed"; exit 1; }
 # The binary must really be an MPICH program.
 ldd "$work/mpi_ckpt_test_mpich" | grep -q libmpich || { echo "not linked against MPICH"; exit 1; }
 for s in roundtrip delete; do
-  mpiexec.mpich -n 2 "$work/mpi_ckpt_test_mpich" "$work/ckpt-$s" "$s" 2>&1 | tee "$work/$s.log"
-  grep -q "^$s: PASS" "$work/$s.log" || { echo "MPICH $s scenario failed"; exit 1; }
+  st=0
+  mpiexec.mpich -n 2 "$work/mpi_ckpt_test_mpich" "$work/ckpt-$s" "$s" >"$work/$s.log" 2>&1 || st=$?
+  cat "$work/$s.log"
+  ((st == 0)) && grep -q "^$s: PASS" "$work/$s.log" || { echo "MPICH $s scenario failed (status $st)"; exit 1; }
 done
 grep -q 'falling back to an older version' "$work/delete.log" || { echo "fallback was not reported"; exit 1; }
 rm -rf "$work"
