@@ -79,9 +79,12 @@ int main(int argc, char** argv) {
     fprintf(stderr, "revive-restart: cannot read /proc/self/maps\n");
     return 3;
   }
-  if (restart::collides(v, own, size_t(n), err, sizeof err)) {
-    const char* a = getenv("REVIVE_RESTART_ATTEMPT");
-    int attempt = a ? atoi(a) : 0;
+  const char* a = getenv("REVIVE_RESTART_ATTEMPT");
+  const int attempt = a ? atoi(a) : 0;
+  // REVIVE_RESTART_FORCE_REEXEC=N pretends the first N layouts collide, so tests can cover this path.
+  const char* force = getenv("REVIVE_RESTART_FORCE_REEXEC");
+  if (force && attempt < atoi(force)) snprintf(err, sizeof err, "collision forced by REVIVE_RESTART_FORCE_REEXEC");
+  if ((force && attempt < atoi(force)) || restart::collides(v, own, size_t(n), err, sizeof err)) {
     if (attempt >= 32) {
       fprintf(stderr, "revive-restart: %s (still after %d re-executions)\n", err, attempt);
       return 3;
@@ -93,7 +96,10 @@ int main(int argc, char** argv) {
     fprintf(stderr, "revive-restart: re-exec failed: %s\n", strerror(errno));
     return 3;
   }
+  if (attempt > 0 && getenv("REVIVE_LOG") && atoi(getenv("REVIVE_LOG")) >= 1)
+    fprintf(stderr, "revive-restart: layout found after %d re-execution(s)\n", attempt);
   unsetenv("REVIVE_RESTART_ATTEMPT");
+  unsetenv("REVIVE_RESTART_FORCE_REEXEC");
   if (!restart::move_specials(v, own, size_t(n), err, sizeof err)) {
     fprintf(stderr, "revive-restart: image %s: %s\n", abs, err);
     return 3;
