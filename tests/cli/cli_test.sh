@@ -42,6 +42,12 @@ wait_for() {  # wait_for SECONDS CMD...: until CMD succeeds
   return 1
 }
 no_coordinator() { ! "$REVIVE" status --port "$PORT" --ckpt-dir "$1" >/dev/null 2>&1; }
+stop_coordinator() {  # stop_coordinator DIR: SIGTERM the coordinator of DIR on $PORT, wait until gone
+  local pid
+  pid=$("$REVIVE" status --port "$PORT" --ckpt-dir "$1" 2>/dev/null | sed -n 's/^coordinator: pid \([0-9]*\).*/\1/p')
+  [ -n "$pid" ] && kill "$pid"
+  wait_for 10 no_coordinator "$1" || fail "coordinator of $1 did not stop"
+}
 
 echo "== help"
 expect_rc 0 "$REVIVE" --help
@@ -126,6 +132,23 @@ wait_for 10 no_coordinator "$CK" || fail "restart's coordinator did not exit"
 expect_rc 7 "$REVIVE" restart --port "$PORT" "$CK/ckpt-1/fake_proc-1.rimg"
 expect_out "restored upid=1 phases=reconnect,refill,resume"
 wait_for 10 no_coordinator "$CK" || fail "restart's coordinator did not exit"
+
+echo "== restart: a restored program killed by a signal gives 128+N"
+printf '#!/bin/sh\nkill -KILL $$\n' > "$T/die-restart" && chmod +x "$T/die-restart"
+REVIVE_RESTART_BIN=$T/die-restart expect_rc 137 "$REVIVE" restart --port "$PORT" "$CK"
+stop_coordinator "$CK"  # nobody connected to it: it would only leave after its idle limit
+
+echo "== helpers found in the installed layout <prefix>/lib/revive"
+mkdir -p "$T/prefix/bin" "$T/prefix/lib/revive"
+cp "$REVIVE" "$T/prefix/bin/revive"
+cp "$FAKE_INJECT" "$T/prefix/lib/revive/librevive_inject.so"
+(unset REVIVE_INJECT_LIB; "$T/prefix/bin/revive" launch --port "$PORT" --ckpt-dir "$T/ck5" -- "$FAKE" --exit-after 0 \
+   >"$T/out" 2>"$T/err")
+expect_out "^env LD_PRELOAD=$T/prefix/lib/revive/librevive_inject.so\$"
+rm "$T/prefix/lib/revive/librevive_inject.so"
+(unset REVIVE_INJECT_LIB; "$T/prefix/bin/revive" launch --port "$PORT" --ckpt-dir "$T/ck5" -- "$FAKE" >"$T/out" 2>"$T/err")
+expect_err "librevive_inject.so not found (looked at $T/prefix/bin/../inject/librevive_inject.so, $T/prefix/bin/../lib/revive/librevive_inject.so)"
+wait_for 10 no_coordinator "$T/ck5" || fail "coordinator of the installed-layout launch did not exit"
 
 echo "== coordinator --daemon reports a port it cannot bind"
 "$REVIVE" coordinator --port "$PORT" --ckpt-dir "$T/ck2" >"$T/fg.out" 2>&1 &
