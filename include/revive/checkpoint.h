@@ -16,6 +16,24 @@ extern "C" {
 
 typedef struct revive_cp revive_cp;
 
+/* Every option of revive::Options (docs/applevel.md); booleans are 0/1. */
+typedef struct revive_options {
+  char base_path[4096]; /* REVIVE_CP_PATH */
+  int read_on_restart;  /* REVIVE_READ_ON_RESTART */
+  int async;            /* REVIVE_WRITE_ASYNC */
+  int zero_copy;        /* REVIVE_WRITE_ASYNC_ZERO_COPY */
+  int async_thread_cpu; /* REVIVE_ASYNC_THREAD_CPU, -1 = not pinned */
+  int keep;             /* REVIVE_KEEP */
+  int compress;         /* REVIVE_COMPRESS */
+  int compress_level;   /* REVIVE_COMPRESS_LEVEL */
+  int verbose;          /* REVIVE_VERBOSE */
+} revive_options;
+
+/* Fills *o with the defaults overridden by the environment. 0, or -1 for a malformed variable. */
+int revive_options_from_env(revive_options* o);
+/* Serial checkpoint with exactly these options. NULL on error. */
+revive_cp* revive_cp_create_with(const char* name, const revive_options* o);
+
 /* Serial checkpoint named `name` with options from the environment. NULL on error. */
 revive_cp* revive_cp_create(const char* name);
 /* Same, but the checkpoint directory's base is `base_path` instead of REVIVE_CP_PATH (NULL = env). */
@@ -41,6 +59,8 @@ int revive_cp_restart_if_needed(revive_cp* cp, int64_t* iteration);
 /* 1 = written, 0 = not this iteration, -1 = error. */
 int revive_cp_update_and_write(revive_cp* cp, int64_t iteration, int64_t every);
 int revive_cp_write(revive_cp* cp, int64_t iteration);
+/* Calls update hooks; in async copy mode snapshots the data the next write will store. */
+int revive_cp_update(revive_cp* cp);
 int revive_cp_wait(revive_cp* cp);
 /* Newest version written or read (0 = none); 0 also for a NULL handle. */
 uint64_t revive_cp_version(const revive_cp* cp);

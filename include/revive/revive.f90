@@ -81,6 +81,10 @@ module revive
       type(c_ptr), value :: cp
       integer(c_int64_t), value :: iteration
     end function
+    integer(c_int) function revive_cp_update(cp) bind(C, name="revive_cp_update")
+      import :: c_ptr, c_int
+      type(c_ptr), value :: cp
+    end function
     integer(c_int) function revive_cp_wait(cp) bind(C, name="revive_cp_wait")
       import :: c_ptr, c_int
       type(c_ptr), value :: cp

@@ -2,6 +2,7 @@
 #include "revive/checkpoint.h"
 
 #include <complex>
+#include <cstring>
 #include <string>
 
 #include "revive/checkpoint.hpp"
@@ -41,11 +42,26 @@ int AddArray(revive_cp* cp, const char* key, T* p, size_t n, const char* fn) {
   });
 }
 
-revive_cp* Create(const char* name, const char* base) {
+revive_cp* Create(const char* name, const char* base, const revive_options* copts) {
   revive_cp* h = nullptr;
   Guard([&] {
     if (!name) throw revive::Error("revive_cp_create: null name");
-    revive::Options o = revive::Options::from_env();
+    revive::Options o;
+    if (copts) {
+      if (std::memchr(copts->base_path, '\0', sizeof copts->base_path) == nullptr)
+        throw revive::Error("revive_cp_create_with: base_path is not NUL-terminated");
+      o.base_path = copts->base_path;
+      o.read_on_restart = copts->read_on_restart != 0;
+      o.async = copts->async != 0;
+      o.zero_copy = copts->zero_copy != 0;
+      o.async_thread_cpu = copts->async_thread_cpu;
+      o.keep = copts->keep;
+      o.compress = copts->compress != 0;
+      o.compress_level = copts->compress_level;
+      o.verbose = copts->verbose != 0;
+    } else {
+      o = revive::Options::from_env();
+    }
     if (base) o.base_path = base;
     h = new revive_cp{std::make_unique<revive::Checkpoint>(name, o)};
     return 0;
@@ -56,8 +72,36 @@ revive_cp* Create(const char* name, const char* base) {
 
 extern "C" {
 
-revive_cp* revive_cp_create(const char* name) { return Create(name, nullptr); }
-revive_cp* revive_cp_create_at(const char* name, const char* base_path) { return Create(name, base_path); }
+int revive_options_from_env(revive_options* o) {
+  if (!o) {
+    g_error = "revive_options_from_env: null options";
+    return -1;
+  }
+  return Guard([&] {
+    revive::Options x = revive::Options::from_env();
+    if (x.base_path.size() >= sizeof o->base_path) throw revive::Error("REVIVE_CP_PATH is too long");
+    std::memset(o, 0, sizeof *o);
+    std::memcpy(o->base_path, x.base_path.c_str(), x.base_path.size() + 1);
+    o->read_on_restart = x.read_on_restart;
+    o->async = x.async;
+    o->zero_copy = x.zero_copy;
+    o->async_thread_cpu = x.async_thread_cpu;
+    o->keep = x.keep;
+    o->compress = x.compress;
+    o->compress_level = x.compress_level;
+    o->verbose = x.verbose;
+    return 0;
+  });
+}
+revive_cp* revive_cp_create_with(const char* name, const revive_options* o) {
+  if (!o) {
+    g_error = "revive_cp_create_with: null options";
+    return nullptr;
+  }
+  return Create(name, nullptr, o);
+}
+revive_cp* revive_cp_create(const char* name) { return Create(name, nullptr, nullptr); }
+revive_cp* revive_cp_create_at(const char* name, const char* base_path) { return Create(name, base_path, nullptr); }
 void revive_cp_destroy(revive_cp* cp) { delete cp; }
 
 int revive_cp_add_int(revive_cp* cp, const char* key, int* p, size_t n) { return AddArray(cp, key, p, n, "revive_cp_add_int"); }
@@ -91,6 +135,10 @@ int revive_cp_update_and_write(revive_cp* cp, int64_t iteration, int64_t every) 
 int revive_cp_write(revive_cp* cp, int64_t iteration) {
   if (!cp) return NullHandle("revive_cp_write");
   return Guard([&] { cp->cp->write(iteration); return 0; });
+}
+int revive_cp_update(revive_cp* cp) {
+  if (!cp) return NullHandle("revive_cp_update");
+  return Guard([&] { cp->cp->update(); return 0; });
 }
 int revive_cp_wait(revive_cp* cp) {
   if (!cp) return NullHandle("revive_cp_wait");

@@ -115,6 +115,34 @@ int main(int argc, char** argv) {
   CHECK(strstr(revive_last_error(), "did not add") != NULL);
   revive_cp_destroy(cp);
 
+  /* Programmatic options: async zero-copy with keep=1, update() + write(). */
+  revive_options o;
+  CHECK(revive_options_from_env(&o) == 0);
+  CHECK(o.keep == 2 && o.read_on_restart == 1 && o.async_thread_cpu == -1);
+  snprintf(o.base_path, sizeof o.base_path, "%s/opts", base);
+  o.keep = 1;
+  o.zero_copy = 1;
+  o.compress = 1;
+  int v = 5;
+  revive_cp* c3 = revive_cp_create_with("withopts", &o);
+  CHECK(c3 != NULL);
+  CHECK(revive_cp_add_int(c3, "v", &v, 1) == 0);
+  CHECK(revive_cp_commit(c3) == 0);
+  CHECK(revive_cp_update(c3) == 0);
+  CHECK(revive_cp_write(c3, 1) == 0);
+  CHECK(revive_cp_wait(c3) == 0);
+  CHECK(revive_cp_write(c3, 2) == 0);
+  CHECK(revive_cp_wait(c3) == 0);
+  revive_cp_destroy(c3);
+  char path[8192];
+  snprintf(path, sizeof path, "%s/opts/withopts/v-1", base);
+  FILE* gone = fopen(path, "r");
+  CHECK(gone == NULL); /* keep=1 removed version 1 */
+  if (gone) fclose(gone);
+  o.keep = 0;
+  CHECK(revive_cp_create_with("withopts", &o) == NULL);
+  CHECK(strstr(revive_last_error(), "keep") != NULL);
+
   /* Bad arguments. */
   CHECK(revive_cp_create_at("bad/name", base) == NULL);
   CHECK(strstr(revive_last_error(), "bad/name") != NULL);
