@@ -21,7 +21,7 @@ def coordinator_gone(revive, port, ck, timeout=10):
         time.sleep(0.1)
     return False
 
-def checkpoint(revive, port, ck, want_gen):
+def checkpoint(revive, port, ck, want_gen, procs=1):
     r = run([revive, "checkpoint", "--port", str(port), "--ckpt-dir", ck], timeout=120)
     if r.returncode != 0:
         fail("revive checkpoint exited %d: %s" % (r.returncode, r.stderr.strip()))
@@ -30,6 +30,10 @@ def checkpoint(revive, port, ck, want_gen):
         fail("revive checkpoint printed %r, want generation %d" % (got, want_gen))
     if not os.path.exists(os.path.join(got, "MANIFEST.json")):
         fail("checkpoint returned before %s/MANIFEST.json existed" % got)
+    import json
+    n = len(json.load(open(os.path.join(got, "MANIFEST.json")))["processes"])
+    if n != procs:
+        fail("%s/MANIFEST.json lists %d processes, want %d" % (got, n, procs))
     print("checkpoint: %s" % got, flush=True)
     inspect(revive, got)
 
@@ -96,17 +100,22 @@ def main():
     ap.add_argument("--interval", type=float, default=0)
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--lazy", action="store_true", help="launch --no-compress, restart --lazy")
+    ap.add_argument("--copies", type=int, default=1,
+                    help="launch PROG this many times into one computation (one coordinator, one manifest)")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     prog = a.prog[1:] if a.prog and a.prog[0] == "--" else a.prog
     a.revive = os.path.abspath(a.revive)
+    if a.copies > 1 and a.chain:
+        fail("--copies and --chain together are not supported")
     seed = a.seed if a.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
     port = free_port(rng)
     print("seed %d port %d" % (seed, port), flush=True)
     shutil.rmtree(a.workdir, ignore_errors=True)
     ref, work, ck = (os.path.join(a.workdir, d) for d in ("ref", "run", "ck"))
-    for d in (ref, work):
+    runs = [os.path.join(work, "copy-%d" % i) for i in range(a.copies)]
+    for d in [ref] + runs:
         os.makedirs(d)
     env = dict(os.environ, REVIVE_INJECT_LIB=os.path.abspath(a.inject),
                REVIVE_RESTART_BIN=os.path.abspath(a.restart), REVIVE_LOG="0")
@@ -123,8 +132,12 @@ def main():
         launch += ["--interval", str(a.interval)]
     if a.lazy:
         launch += ["--no-compress"]
-    with open(os.path.join(work, "stdout"), "wb") as out:
-        proc = subprocess.Popen(launch + ["--"] + prog, cwd=work, stdout=out, stdin=subprocess.DEVNULL, env=env)
+    procs = []
+    for d in runs:  # each copy writes its own stdout file; the fd plugin restores each one
+        with open(os.path.join(d, "stdout"), "wb") as out:
+            procs.append(subprocess.Popen(launch + ["--"] + prog, cwd=d, stdout=out, stdin=subprocess.DEVNULL,
+                                          env=env))
+    proc = procs[0]
     gen = 1
     if a.interval:
         deadline = time.time() + 30
@@ -138,12 +151,13 @@ def main():
         print("interval checkpoints seen, newest complete: ckpt-%d" % (gen - 1), flush=True)
     else:
         time.sleep(rng.uniform(*a.delay))
-        checkpoint(a.revive, port, ck, gen)
+        checkpoint(a.revive, port, ck, gen, a.copies)
         gen += 1
         time.sleep(rng.uniform(0, a.delay[0]))
-    kill(proc, "launched program")
-    if proc.returncode != -signal.SIGKILL:
-        fail("launched program was not killed by SIGKILL (rc %s)" % proc.returncode)
+    for p in procs:
+        kill(p, "launched program")
+        if p.returncode != -signal.SIGKILL:
+            fail("launched program was not killed by SIGKILL (rc %s)" % p.returncode)
     if not coordinator_gone(a.revive, port, ck):
         fail("launch's coordinator did not exit after its only process died")
 
@@ -171,12 +185,13 @@ def main():
         fail("revive restart exited %s, the uninterrupted run %s; stderr: %s" % (
             proc.returncode, ref_rc, open(os.path.join(work, "restart-stderr-%d" % a.chain)).read()))
     want = open(os.path.join(ref, "stdout"), "rb").read()
-    got = open(os.path.join(work, "stdout"), "rb").read()
-    if want != got:
-        fail("stdout differs after restart: %d bytes vs %d expected" % (len(got), len(want)))
+    for d in runs:
+        got = open(os.path.join(d, "stdout"), "rb").read()
+        if want != got:
+            fail("%s/stdout differs after restart: %d bytes vs %d expected" % (d, len(got), len(want)))
     if not coordinator_gone(a.revive, port, ck):
         fail("restart's coordinator did not exit after the program ended")
-    print("OK: stdout identical (%d bytes), rc %d" % (len(want), ref_rc), flush=True)
+    print("OK: stdout of %d process(es) identical (%d bytes), rc %d" % (a.copies, len(want), ref_rc), flush=True)
 
 if __name__ == "__main__":
     main()
