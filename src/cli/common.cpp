@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,9 +88,14 @@ Status EnsureCoordinator(const Target& t, const std::vector<std::string>& extra_
                                      "--port", std::to_string(t.port), "--ckpt-dir", t.ckpt_dir};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
     Progress("revive: starting a coordinator on port " + std::to_string(t.port));
+    // Its complaints go through a pipe: when two launches race to start the same coordinator, the
+    // loser's "address already in use" is not an error (the winner is listening), so it is not shown.
+    int err_pipe[2];
+    if (pipe2(err_pipe, O_CLOEXEC) != 0) return Status::FromErrno("pipe", errno);
     pid_t pid = fork();
     if (pid < 0) return Status::FromErrno("fork", errno);
     if (pid == 0) {
+      dup2(err_pipe[1], 2);
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -97,14 +103,21 @@ Status EnsureCoordinator(const Target& t, const std::vector<std::string>& extra_
       fprintf(stderr, "revive: exec /proc/self/exe coordinator: %s\n", strerror(errno));
       _exit(127);
     }
+    close(err_pipe[1]);
+    std::string complaint;
+    char buf[512];
+    ssize_t n;
+    while ((n = read(err_pipe[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
+      if (n > 0) complaint.append(buf, (size_t)n);
+    close(err_pipe[0]);
     int st = 0;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
-    // The daemon's foreground parent exits 0 only once the coordinator listens (it printed why if not).
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-      // Lost a race with another launcher starting the same coordinator? Then it listens now.
-      if (!Listening(t))
-        return Status::IOError("could not start a coordinator on port " + std::to_string(t.port));
+    // The daemon's foreground parent exits 0 only once the coordinator listens.
+    if ((!WIFEXITED(st) || WEXITSTATUS(st) != 0) && !Listening(t)) {
+      while (!complaint.empty() && complaint.back() == '\n') complaint.pop_back();
+      return Status::IOError("could not start a coordinator on port " + std::to_string(t.port) +
+                             (complaint.empty() ? "" : ": " + complaint));
     }
   }
   ScopedClient sc;

@@ -124,6 +124,17 @@ wait "$LPID"; rc=$?
 [ "$rc" -eq 3 ] || fail "launch exit status $rc, want the program's 3"
 wait_for 10 no_coordinator "$CK" || fail "coordinator did not exit after its last process (--exit-on-last)"
 
+echo "== three launches racing to start the same coordinator join one computation quietly"
+for i in 1 2 3; do
+  "$REVIVE" launch --port "$PORT" --ckpt-dir "$T/ck6" -- "$FAKE" --exit-after 1 >"$T/race$i.out" 2>"$T/race$i.err" &
+done
+wait
+for i in 1 2 3; do
+  [ -s "$T/race$i.err" ] && fail "racing launch $i complained: $(cat "$T/race$i.err")"
+done
+[ "$(cat "$T"/race*.out | grep '^upid=' | sort -u | wc -l)" -eq 3 ] || fail "racing launches: $(cat "$T"/race*.out)"
+wait_for 10 no_coordinator "$T/ck6" || fail "the shared coordinator did not exit after the last of three"
+
 echo "== restart (newest generation, then one image)"
 export REVIVE_RESTART_BIN=$FAKE_RESTART
 expect_rc 7 "$REVIVE" restart --port "$PORT" "$CK"
