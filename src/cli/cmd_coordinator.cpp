@@ -91,11 +91,7 @@ int Daemonize(const CoordArgs& a) {
   }
   if (pid > 0) {
     close(p[1]);
-    std::string msg;
-    char buf[512];
-    ssize_t n;
-    while ((n = read(p[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
-      if (n > 0) msg.append(buf, (size_t)n);
+    std::string msg = ReadAll(p[0]);
     if (msg == "ok") return 0;
     fprintf(stderr, "%s\n", msg.empty() ? "revive coordinator: daemon died while starting" : msg.c_str());
     return 1;

@@ -104,11 +104,7 @@ Status EnsureCoordinator(const Target& t, const std::vector<std::string>& extra_
       _exit(127);
     }
     close(err_pipe[1]);
-    std::string complaint;
-    char buf[512];
-    ssize_t n;
-    while ((n = read(err_pipe[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
-      if (n > 0) complaint.append(buf, (size_t)n);
+    std::string complaint = ReadAll(err_pipe[0]);
     close(err_pipe[0]);
     int st = 0;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
@@ -122,6 +118,15 @@ Status EnsureCoordinator(const Target& t, const std::vector<std::string>& extra_
   }
   ScopedClient sc;
   return ConnectCli(t, 5000, &sc.c);
+}
+
+std::string ReadAll(int fd) {
+  std::string out;
+  char buf[512];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
+    if (n > 0) out.append(buf, (size_t)n);
+  return out;
 }
 
 void Progress(const std::string& line) {

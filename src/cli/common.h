@@ -33,6 +33,9 @@ bool Listening(const Target& t);
 // checks that we can authenticate (a coordinator of another computation on that port is an error).
 Status EnsureCoordinator(const Target& t, const std::vector<std::string>& extra_args);
 
+// Everything readable from fd until EOF (pipes from helper processes).
+std::string ReadAll(int fd);
+
 // Progress/info lines on stderr, only when it is a terminal.
 void Progress(const std::string& line);
 
