@@ -70,6 +70,12 @@ int StatusCmd(const ControlArgs& a) {
          Str(p, "coord_pid").c_str(), Str(p, "ckpt_dir").c_str(),
          Str(p, "generation").c_str(), Str(p, "state").c_str(), Str(p, "procs").c_str());
   size_t n = std::stoul("0" + Str(p, "procs"));
+  if (Str(p, "truncated") == "1") {
+    size_t listed = 0;
+    while (p.has(("p." + std::to_string(listed) + ".upid").c_str())) listed++;
+    printf("(list truncated to %zu processes)\n", listed);
+    n = listed;
+  }
   if (n > 0) printf("%8s %8s %-16s %-12s %s\n", "UPID", "PID", "HOST", "STATE", "PROG");
   for (size_t i = 0; i < n; i++) {
     std::string pre = "p." + std::to_string(i) + ".";

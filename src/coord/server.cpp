@@ -564,11 +564,19 @@ void Server::SendStatus(Conn* c, uint32_t seq) {
   FrameBuilder b((uint8_t*)frame.data(), frame.size(), kStatus, seq);
   b.add_u64("procs", ProcCount()).add_u64("generation", generation_).add("state", StateName().c_str());
   b.add("ckpt_dir", o_.ckpt_dir.c_str()).add_u64("coord_pid", (uint64_t)getpid());
-  size_t i = 0;
+  // The process list stops short of the 1 MiB frame limit (tens of thousands of processes): STATUS then
+  // says truncated=1 rather than failing.
+  size_t i = 0, bytes = 512 + o_.ckpt_dir.size();
   for (const auto& [id, pc] : conns_) {
     if (pc->dead) continue;
     for (const auto& [upid, m] : pc->members) {
       if (upid == 0) continue;  // sub-coordinator: a HELLO still on its way to the root
+      bytes += 5 * 32 + 60 + m.host.size() + m.prog.size() + m.state.size();
+      if (bytes > kMaxPayload) {
+        b.add("truncated", "1");
+        Send(c, b);
+        return;
+      }
       std::string pre = "p." + std::to_string(i++) + ".";
       b.add_u64((pre + "upid").c_str(), m.upid).add_u64((pre + "pid").c_str(), m.pid)
           .add((pre + "host").c_str(), m.host.c_str()).add((pre + "prog").c_str(), m.prog.c_str())

@@ -41,6 +41,12 @@ TEST(CoordScale, CheckpointRoundWith128Processes) {
     printf("round %d: %d processes checkpointed in %.2f ms (coordinator says %s s)\n", round, kProcs,
            std::chrono::duration<double, std::milli>(c1 - c0).count(), Str(p, "seconds").c_str());
   }
+  FrameHeader h;
+  Payload p;
+  ASSERT_TRUE(cli.Call(kStatusRequest, {}, &h, &p)) << cli.error();
+  EXPECT_EQ(Str(p, "procs"), std::to_string(kProcs));
+  EXPECT_TRUE(p.has(("p." + std::to_string(kProcs - 1) + ".upid").c_str()));
+  EXPECT_FALSE(p.has("truncated"));
   printf("%d processes connected in %.2f ms\n", kProcs, std::chrono::duration<double, std::milli>(t1 - t0).count());
   std::set<uint64_t> upids;
   for (auto& p : procs) {
