@@ -3,9 +3,9 @@
 #include "applevel/checkpoint_impl.h"
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <cstdio>
 #include <limits>
 
 #include "applevel/type_names.h"
@@ -27,7 +27,7 @@ bool ValidName(const std::string& s) {
   for (char c : s)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == '+'))
       return false;
-  return s != storage::kManifestName && s.find(".tmp") == std::string::npos;
+  return s.compare(0, 8, storage::kManifestName) != 0;  // MANIFEST and MANIFEST.tmp are ours
 }
 
 // A relative base path is resolved once, at construction: a later chdir() of the program must not move
