@@ -28,7 +28,46 @@ struct Plan {
   std::string ckpt_dir;
   std::string manifest;             // "" when restoring a single image
   std::vector<std::string> images;  // absolute
+  std::vector<uint64_t> upids;      // of each image (0 = unknown)
 };
+
+// "<prog>-<upid>.rimg" -> upid (contracts.md layout); 0 if the name does not follow it.
+uint64_t UpidFromImageName(const std::string& path) {
+  size_t dash = path.find_last_of('-'), dot = path.rfind(".rimg");
+  if (dash == std::string::npos || dot == std::string::npos || dot <= dash + 1) return 0;
+  uint64_t u = 0;
+  for (size_t i = dash + 1; i < dot; i++) {
+    if (path[i] < '0' || path[i] > '9') return 0;
+    u = u * 10 + (uint64_t)(path[i] - '0');
+  }
+  return u;
+}
+
+// A restored copy next to a still-running original would be two processes with one identity: refuse
+// while the coordinator still has any of the images' processes.
+Status CheckNotRunning(const Target& t, const Plan& plan) {
+  ScopedClient sc;
+  Status s = ConnectCli(t, 2000, &sc.c);
+  if (!s.ok()) return s;
+  coord::FrameBuilder b(sc.c.tx_buffer(), coord::Client::kTxCap, coord::kStatusRequest, sc.c.next_seq());
+  coord::FrameHeader h;
+  coord::Payload p;
+  if (!sc.c.send(b) || sc.c.recv(&h, &p, 10000) != 1) return Status::IOError(sc.c.error());
+  for (size_t i = 0;; i++) {
+    std::string pre = "p." + std::to_string(i) + ".";
+    uint64_t upid = 0, pid = 0;
+    if (!p.get_u64((pre + "upid").c_str(), &upid)) break;
+    p.get_u64((pre + "pid").c_str(), &pid);
+    char host[256] = "?";
+    p.get_str((pre + "host").c_str(), host, sizeof host);
+    for (uint64_t want : plan.upids)
+      if (want != 0 && want == upid)
+        return Status::InvalidArgument("process upid " + std::to_string(upid) + " is still running (pid " +
+                                       std::to_string(pid) + " on " + host +
+                                       "); stop the computation first (revive kill)");
+  }
+  return Status::OK();
+}
 
 std::string Parent(const std::string& p) {
   size_t s = p.find_last_of('/');
@@ -48,6 +87,7 @@ Status MakePlan(const std::string& what, Plan* plan) {
   if (stat(path.c_str(), &st) != 0) return Status::FromErrno(path, errno);
   if (S_ISREG(st.st_mode)) {  // <ckpt-dir>/ckpt-G/prog-upid.rimg
     plan->images = {path};
+    plan->upids = {UpidFromImageName(path)};
     plan->ckpt_dir = Parent(Parent(path));
     return Status::OK();
   }
@@ -73,6 +113,7 @@ Status MakePlan(const std::string& what, Plan* plan) {
       return Status::NotFound(plan->manifest + " lists " + p.image + " (upid " + std::to_string(p.upid) +
                               "), but " + image + " is missing");
     plan->images.push_back(image);
+    plan->upids.push_back(p.upid);
   }
   return Status::OK();
 }
@@ -98,6 +139,8 @@ int Restart(const RestartArgs& a) {
   std::vector<std::string> extra;
   if (!plan.manifest.empty()) extra = {"--restart-manifest", plan.manifest};
   s = EnsureCoordinator(t, extra);
+  if (!s.ok()) return Fail(s.message());
+  s = CheckNotRunning(t, plan);
   if (!s.ok()) return Fail(s.message());
 
   Progress("revive: restoring " + std::to_string(plan.images.size()) + " process(es) from " +

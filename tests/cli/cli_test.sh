@@ -119,6 +119,11 @@ mkdir -p "$T/ck-other" && printf 'another computation' > "$T/ck-other/.revive-se
 chmod 600 "$T/ck-other/.revive-secret"
 expect_rc 2 "$REVIVE" status --port "$PORT" --ckpt-dir "$T/ck-other"
 expect_err "authentication failed"
+# Restoring a process that is still running would make two of it.
+REVIVE_RESTART_BIN=$FAKE_RESTART expect_rc 2 "$REVIVE" restart --port "$PORT" "$CK"
+expect_err "process upid 1 is still running"
+REVIVE_RESTART_BIN=$FAKE_RESTART expect_rc 2 "$REVIVE" restart --port "$PORT" "$CK/ckpt-1/fake_proc-1.rimg"
+expect_err "process upid 1 is still running"
 expect_rc 0 "$REVIVE" kill --port "$PORT" --ckpt-dir "$CK"
 wait "$LPID"; rc=$?
 [ "$rc" -eq 3 ] || fail "launch exit status $rc, want the program's 3"
