@@ -21,18 +21,25 @@ void Spit(const std::string& p, const std::string& d) {
   f << d;
 }
 
+// Checkpoint `name` over an int "x" and a double[64] "arr", committed.
+struct XArr {
+  int x = 0;
+  double arr[64] = {};
+  Checkpoint cp;
+  XArr(const TmpDir& t, const char* name, int x0) : x(x0), cp(name, Opts(t)) {
+    cp.add("x", &x);
+    cp.add("arr", arr, 64);
+    cp.commit();
+  }
+};
+
 // Writes versions 1 and 2 of "bad": x = 100 * version, arr[i] = version + i.
 void WriteTwo(const TmpDir& t) {
-  int x = 0;
-  double arr[64];
-  Checkpoint cp("bad", Opts(t));
-  cp.add("x", &x);
-  cp.add("arr", arr, 64);
-  cp.commit();
+  XArr w(t, "bad", 0);
   for (int v = 1; v <= 2; ++v) {
-    x = 100 * v;
-    for (int i = 0; i < 64; ++i) arr[i] = v + i;
-    cp.write(v * 10);
+    w.x = 100 * v;
+    for (int i = 0; i < 64; ++i) w.arr[i] = v + i;
+    w.cp.write(v * 10);
   }
 }
 
@@ -60,12 +67,10 @@ TEST(BadInput, DamagedNewestVersionFallsBackAndSaysSo) {
     std::string path = t / (std::string("cp/bad/v-2/") + d.file);
     if (d.apply) Spit(path, d.apply(Slurp(path)));
     else std::filesystem::remove(path);
-    int x = 0;
-    double arr[64] = {};
-    Checkpoint cp("bad", Opts(t));
-    cp.add("x", &x);
-    cp.add("arr", arr, 64);
-    cp.commit();
+    XArr r(t, "bad", 0);
+    int& x = r.x;
+    double* arr = r.arr;
+    Checkpoint& cp = r.cp;
     int64_t it = 0;
     ::testing::internal::CaptureStderr();
     bool restarted = cp.restart_if_needed(&it);
@@ -86,27 +91,15 @@ TEST(BadInput, VersionCopiedFromAnotherCheckpointIsRefused) {
   TmpDir t;
   WriteTwo(t);
   {
-    int x = 999;
-    double arr[64] = {};
-    Checkpoint other("other", Opts(t));
-    other.add("x", &x);
-    other.add("arr", arr, 64);
-    other.commit();
-    other.write(0);
-    other.write(1);
-    other.write(2);
+    XArr other(t, "other", 999);
+    for (int v = 0; v < 3; ++v) other.cp.write(v);
   }
   std::filesystem::copy(t / "cp/other/v-3", t / "cp/bad/v-3");
-  int x = 0;
-  double arr[64] = {};
-  Checkpoint cp("bad", Opts(t));
-  cp.add("x", &x);
-  cp.add("arr", arr, 64);
-  cp.commit();
+  XArr r(t, "bad", 0);
   ::testing::internal::CaptureStderr();
-  ASSERT_TRUE(cp.restart_if_needed());
+  ASSERT_TRUE(r.cp.restart_if_needed());
   std::string err = ::testing::internal::GetCapturedStderr();
-  EXPECT_EQ(x, 200);
+  EXPECT_EQ(r.x, 200);
   EXPECT_NE(err.find("belongs to checkpoint 'other'"), std::string::npos) << err;
 }
 
@@ -114,20 +107,15 @@ TEST(BadInput, EveryVersionDamagedMeansFreshStart) {
   TmpDir t;
   WriteTwo(t);
   for (int v = 1; v <= 2; ++v) Spit(t / ("cp/bad/v-" + std::to_string(v) + "/x"), "garbage");
-  int x = -7;
-  double arr[64] = {};
-  Checkpoint cp("bad", Opts(t));
-  cp.add("x", &x);
-  cp.add("arr", arr, 64);
-  cp.commit();
+  XArr r(t, "bad", -7);
   ::testing::internal::CaptureStderr();
-  EXPECT_FALSE(cp.restart_if_needed());
+  EXPECT_FALSE(r.cp.restart_if_needed());
   std::string err = ::testing::internal::GetCapturedStderr();
-  EXPECT_EQ(x, -7);  // untouched: verification happens before anything is read into user memory
-  EXPECT_EQ(arr[5], 0);
+  EXPECT_EQ(r.x, -7);  // untouched: verification happens before anything is read into user memory
+  EXPECT_EQ(r.arr[5], 0);
   EXPECT_NE(err.find("version 1 is unusable"), std::string::npos) << err;
-  cp.write(1);
-  EXPECT_EQ(cp.version(), 3u);
+  r.cp.write(1);
+  EXPECT_EQ(r.cp.version(), 3u);
 }
 
 TEST(BadInput, TypeSizeAndKeyMismatchesAreErrors) {

@@ -20,21 +20,16 @@ struct pod {
   double b;
 };
 
-int main(int argc, char** argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s BASE_DIR\n", argv[0]);
-    return 2;
-  }
-  const char* base = argv[1];
-  int n = 0;
-  int64_t big = 0;
-  float f[3] = {0};
-  double d[4] = {0};
-  double z[2] = {0};
-  char name[16] = {0};
-  struct pod p = {0, 0};
+/* The data of checkpoint "capi", one variable per C type. */
+static int n;
+static int64_t big;
+static float f[3];
+static double d[4];
+static double z[2];
+static char name[16];
+static struct pod p;
 
-  /* First run: fresh start, write at iterations 0, 5, 10. */
+static revive_cp* open_capi(const char* base) {
   revive_cp* cp = revive_cp_create_at("capi", base);
   CHECK(cp != NULL);
   CHECK(revive_cp_add_int(cp, "n", &n, 1) == 0);
@@ -44,6 +39,18 @@ int main(int argc, char** argv) {
   CHECK(revive_cp_add_complex_double(cp, "z", z, 1) == 0);
   CHECK(revive_cp_add_char(cp, "name", name, sizeof name) == 0);
   CHECK(revive_cp_add_bytes(cp, "pod", &p, sizeof p) == 0);
+  return cp;
+}
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s BASE_DIR\n", argv[0]);
+    return 2;
+  }
+  const char* base = argv[1];
+
+  /* First run: fresh start, write at iterations 0, 5, 10. */
+  revive_cp* cp = open_capi(base);
   CHECK(revive_cp_add_int(cp, "n", &n, 1) == -1); /* duplicate */
   CHECK(strstr(revive_last_error(), "twice") != NULL);
   CHECK(revive_cp_commit(cp) == 0);
@@ -73,14 +80,7 @@ int main(int argc, char** argv) {
   memset(d, 0, sizeof d);
   memset(&p, 0, sizeof p);
   memset(name, 0, sizeof name);
-  cp = revive_cp_create_at("capi", base);
-  CHECK(revive_cp_add_int(cp, "n", &n, 1) == 0);
-  CHECK(revive_cp_add_int64(cp, "big", &big, 1) == 0);
-  CHECK(revive_cp_add_float(cp, "f", f, 3) == 0);
-  CHECK(revive_cp_add_double(cp, "d", d, 4) == 0);
-  CHECK(revive_cp_add_complex_double(cp, "z", z, 1) == 0);
-  CHECK(revive_cp_add_char(cp, "name", name, sizeof name) == 0);
-  CHECK(revive_cp_add_bytes(cp, "pod", &p, sizeof p) == 0);
+  cp = open_capi(base);
   CHECK(revive_cp_commit(cp) == 0);
   it = 0;
   CHECK(revive_cp_restart_if_needed(cp, &it) == 1);

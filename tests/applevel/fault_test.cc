@@ -30,6 +30,18 @@ struct Data {
   }
 };
 
+// Checkpoint "f" over Data, with version 1 (Fill(1), iteration 1) already written.
+struct WithVersion1 {
+  Data d;
+  Checkpoint cp;
+  explicit WithVersion1(const TmpDir& t) : cp("f", Opts(t)) {
+    d.Register(cp);
+    cp.commit();
+    d.Fill(1);
+    cp.write(1);
+  }
+};
+
 class FaultTest : public ::testing::Test {
  protected:
   FaultEnv env{Env::Default()};
@@ -71,12 +83,9 @@ TEST_F(FaultTest, EachInjectedFailureIsReportedAndKeepsVersion1) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c.what + std::to_string(c.n));
     TmpDir t;
-    Data d;
-    Checkpoint cp("f", Opts(t));
-    d.Register(cp);
-    cp.commit();
-    d.Fill(1);
-    cp.write(1);
+    WithVersion1 w(t);
+    Data& d = w.d;
+    Checkpoint& cp = w.cp;
     env.Reset();
     env.FailNth(c.op, c.n);
     d.Fill(2);
@@ -93,12 +102,9 @@ TEST_F(FaultTest, EachInjectedFailureIsReportedAndKeepsVersion1) {
 
 TEST_F(FaultTest, ShortWriteIsReported) {
   TmpDir t;
-  Data d;
-  Checkpoint cp("f", Opts(t));
-  d.Register(cp);
-  cp.commit();
-  d.Fill(1);
-  cp.write(1);
+  WithVersion1 w(t);
+  Data& d = w.d;
+  Checkpoint& cp = w.cp;
   env.ShortWriteNth(2);
   d.Fill(2);
   ExpectError([&] { cp.write(2); }, {"short write", "v-2/a", "version 1 is still the newest"});
@@ -110,12 +116,9 @@ TEST_F(FaultTest, CrashAtEveryStepRestartsFromAnIntactVersion) {
   uint64_t total = 0;
   {
     TmpDir t;
-    Data d;
-    Checkpoint cp("f", Opts(t));
-    d.Register(cp);
-    cp.commit();
-    d.Fill(1);
-    cp.write(1);
+    WithVersion1 w(t);
+    Data& d = w.d;
+    Checkpoint& cp = w.cp;
     env.Reset();
     d.Fill(2);
     cp.write(2);
@@ -127,12 +130,9 @@ TEST_F(FaultTest, CrashAtEveryStepRestartsFromAnIntactVersion) {
     SCOPED_TRACE("crash at operation " + std::to_string(n) + " of " + std::to_string(total));
     TmpDir t;
     {
-      Data d;
-      Checkpoint cp("f", Opts(t));
-      d.Register(cp);
-      cp.commit();
-      d.Fill(1);
-      cp.write(1);
+      WithVersion1 w(t);
+      Data& d = w.d;
+      Checkpoint& cp = w.cp;
       env.Reset();
       env.FailFrom(n);
       d.Fill(2);
