@@ -21,7 +21,7 @@ def coordinator_gone(revive, port, ck, timeout=10):
         time.sleep(0.1)
     return False
 
-def checkpoint(revive, port, ck, want_gen, procs=1):
+def checkpoint(revive, port, ck, want_gen, procs=1, forked=False):
     r = run([revive, "checkpoint", "--port", str(port), "--ckpt-dir", ck], timeout=120)
     if r.returncode != 0:
         fail("revive checkpoint exited %d: %s" % (r.returncode, r.stderr.strip()))
@@ -35,9 +35,9 @@ def checkpoint(revive, port, ck, want_gen, procs=1):
     if n != procs:
         fail("%s/MANIFEST.json lists %d processes, want %d" % (got, n, procs))
     print("checkpoint: %s" % got, flush=True)
-    inspect(revive, got)
+    inspect(revive, got, forked)
 
-def inspect(revive, gen_dir):
+def inspect(revive, gen_dir, forked=False):
     """revive inspect on every image of the generation: JSON parses, names the program, checksums verify;
     a copy with one flipped byte in the middle is reported damaged (exit 1 or 2, never a crash)."""
     import json
@@ -52,6 +52,8 @@ def inspect(revive, gen_dir):
             fail("revive inspect %s: unexpected summary %s" % (img, r.stdout[:400]))
         if not j["threads"] or not j["regions"]:
             fail("revive inspect %s: no threads or regions" % img)
+        if forked and not j["header"]["forked"]:
+            fail("launch --fork, but %s was not written by a forked child" % img)
         bad = img + ".damaged"
         data = bytearray(open(img, "rb").read())
         data[len(data) // 2] ^= 0xFF
@@ -100,6 +102,7 @@ def main():
     ap.add_argument("--interval", type=float, default=0)
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--lazy", action="store_true", help="launch --no-compress, restart --lazy")
+    ap.add_argument("--fork", action="store_true", help="launch --fork: images written by a forked child")
     ap.add_argument("--copies", type=int, default=1,
                     help="launch PROG this many times into one computation (one coordinator, one manifest)")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
@@ -132,6 +135,8 @@ def main():
         launch += ["--interval", str(a.interval)]
     if a.lazy:
         launch += ["--no-compress"]
+    if a.fork:
+        launch += ["--fork"]
     procs = []
     for d in runs:  # each copy writes its own stdout file; the fd plugin restores each one
         with open(os.path.join(d, "stdout"), "wb") as out:
@@ -151,7 +156,7 @@ def main():
         print("interval checkpoints seen, newest complete: ckpt-%d" % (gen - 1), flush=True)
     else:
         time.sleep(rng.uniform(*a.delay))
-        checkpoint(a.revive, port, ck, gen, a.copies)
+        checkpoint(a.revive, port, ck, gen, a.copies, a.fork)
         gen += 1
         time.sleep(rng.uniform(0, a.delay[0]))
     for p in procs:
