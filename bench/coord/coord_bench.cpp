@@ -4,7 +4,8 @@
 //   answer back, through the same kernel TCP path), plus the durable manifest write (write + fsync +
 //   rename + directory fsync of the same bytes), plus creating N empty image files.
 // Prints medians of several rounds and their ratio. Never asserted.
-//   coord_bench [--procs N]... [--rounds R]
+// With --subs K the processes connect to K sub-coordinators (two-level tree) instead of the root.
+//   coord_bench [--procs N]... [--subs K] [--rounds R]
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -179,15 +180,16 @@ double CreateFiles(const std::string& dir, int n) {
 
 int main(int argc, char** argv) {
   std::vector<int> sizes;
-  int rounds = 7;
+  int rounds = 7, subs = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "--procs") == 0) sizes.push_back(atoi(argv[i + 1]));
     else if (strcmp(argv[i], "--rounds") == 0) rounds = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--subs") == 0) subs = atoi(argv[i + 1]);
   }
   if (sizes.empty()) sizes = {1, 16, 128};
   setenv("REVIVE_LOG", "0", 1);
   printf("medians of %d rounds; limit = 4 loopback fan-out round trips + durable manifest write + N file "
-         "creates\n%6s %10s %10s %8s   %10s %10s %10s\n", rounds, "procs", "round ms", "limit ms", "ratio",
+         "creates; %d sub-coordinators\n%6s %10s %10s %8s   %10s %10s %10s\n", rounds, subs, "procs", "round ms", "limit ms", "ratio",
          "fanout ms", "fsync ms", "create ms");
   for (int n : sizes) {
     char tmpl[] = "/tmp/revive-coord-bench-XXXXXX";
@@ -203,9 +205,25 @@ int main(int argc, char** argv) {
     }
     std::thread loop([&] { server.Run(); });
     std::string secret = dir + "/.revive-secret";
+    std::vector<std::unique_ptr<Server>> sub_servers;
+    std::vector<std::thread> sub_loops;
+    for (int k = 0; k < subs; k++) {
+      ServerOptions so;
+      so.port = 0;
+      so.ckpt_dir = dir;
+      so.parent = "127.0.0.1:" + std::to_string(server.port());
+      sub_servers.push_back(std::make_unique<Server>(so));
+      Status ss = sub_servers.back()->Start();
+      if (!ss.ok()) {
+        fprintf(stderr, "coord_bench: sub-coordinator: %s\n", ss.message().c_str());
+        return 1;
+      }
+      sub_loops.emplace_back([s = sub_servers.back().get()] { s->Run(); });
+    }
     {
       std::vector<std::unique_ptr<Proc>> procs;
-      for (int i = 0; i < n; i++) procs.push_back(std::make_unique<Proc>(server.port(), secret));
+      for (int i = 0; i < n; i++)
+        procs.push_back(std::make_unique<Proc>(subs ? sub_servers[i % subs]->port() : server.port(), secret));
       ClientOptions co;
       co.port = server.port();
       co.secret_file = secret.c_str();
@@ -250,6 +268,8 @@ int main(int argc, char** argv) {
       printf("%6d %10.3f %10.3f %8.2f   %10.3f %10.3f %10.3f\n", n, a, l, a / l, Median(net), Median(durable),
              Median(creates));
     }
+    for (auto& ss : sub_servers) ss->Stop();
+    for (auto& t : sub_loops) t.join();
     server.Stop();
     loop.join();
     (void)!system(("rm -rf '" + dir + "'").c_str());
