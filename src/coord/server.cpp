@@ -416,21 +416,6 @@ void Server::HandleFrame(Conn* c, const FrameHeader& h, const Payload& p) {
   Drop(c, why);
 }
 
-void Server::KillAll(Conn* requester, uint32_t seq) {
-  uint8_t buf[64];
-  size_t told = 0;
-  for (auto& [id, pc] : conns_) {
-    if (pc->dead || (pc->role != Conn::Role::kProc && pc->role != Conn::Role::kSub)) continue;
-    FrameBuilder b(buf, sizeof buf, kKill, 0);
-    Send(pc.get(), b);
-    told += pc->members.size();
-  }
-  Log(1, "kill: told %zu processes to exit", told);
-  FrameBuilder b(buf, sizeof buf, kKill, seq);
-  b.add_u64("procs", told);
-  Send(requester, b);
-}
-
 void Server::HandleHello(Conn* c, const FrameHeader& h, const Payload& p) {
   uint8_t want[kSha256Size], got[kSha256Size];
   hmac_sha256(secret_.data(), secret_.size(), c->nonce, sizeof c->nonce, want);
@@ -518,72 +503,6 @@ void Server::RemoveMember(Conn* sub, uint64_t upid, const std::string& why) {
   Log(2, "%s (behind %s) %s", it->second.Describe().c_str(), sub->Describe().c_str(), why.c_str());
   if (it->second.awaiting_restart && state_ == State::kRestartWait) restart_expected_.insert(upid);
   sub->members.erase(it);
-}
-
-void Server::HandlePublish(const Payload& p) {
-  const char *k, *v;
-  size_t kn, vn;
-  p.get("key", &k, &kn);
-  p.get("value", &v, &vn);
-  std::string key(k, kn), value(v, vn);
-  kv_[key] = value;
-  auto range = lookup_waiters_.equal_range(key);
-  for (auto it = range.first; it != range.second; ++it) {
-    auto c = conns_.find(it->second.first);
-    if (c == conns_.end() || c->second->dead) continue;
-    std::string frame(kHeaderSize + key.size() + value.size() + 32, '\0');
-    FrameBuilder b((uint8_t*)frame.data(), frame.size(), kValue, it->second.second);
-    b.add("key", key.c_str(), key.size()).add("value", value.c_str(), value.size()).add("found", "1");
-    Send(c->second.get(), b);
-  }
-  lookup_waiters_.erase(range.first, range.second);
-}
-
-void Server::HandleLookup(Conn* c, const FrameHeader& h, const Payload& p) {
-  const char* k;
-  size_t kn;
-  p.get("key", &k, &kn);
-  std::string key(k, kn);
-  uint64_t wait = 0;
-  p.get_u64("wait", &wait);
-  auto it = kv_.find(key);
-  if (it == kv_.end() && wait == 1) {
-    lookup_waiters_.emplace(key, std::make_pair(c->id, h.seq));
-    return;
-  }
-  const std::string value = it == kv_.end() ? "" : it->second;
-  std::string frame(kHeaderSize + key.size() + value.size() + 32, '\0');
-  FrameBuilder b((uint8_t*)frame.data(), frame.size(), kValue, h.seq);
-  b.add("key", key.c_str(), key.size()).add("value", value.c_str(), value.size())
-      .add("found", it == kv_.end() ? "0" : "1");
-  Send(c, b);
-}
-
-void Server::SendStatus(Conn* c, uint32_t seq) {
-  std::string frame(kHeaderSize + kMaxPayload, '\0');
-  FrameBuilder b((uint8_t*)frame.data(), frame.size(), kStatus, seq);
-  b.add_u64("procs", ProcCount()).add_u64("generation", generation_).add("state", StateName().c_str());
-  b.add("ckpt_dir", o_.ckpt_dir.c_str()).add_u64("coord_pid", (uint64_t)getpid());
-  // The process list stops short of the 1 MiB frame limit (tens of thousands of processes): STATUS then
-  // says truncated=1 rather than failing.
-  size_t i = 0, bytes = 512 + o_.ckpt_dir.size();
-  for (const auto& [id, pc] : conns_) {
-    if (pc->dead) continue;
-    for (const auto& [upid, m] : pc->members) {
-      if (upid == 0) continue;  // sub-coordinator: a HELLO still on its way to the root
-      bytes += 5 * 32 + 60 + m.host.size() + m.prog.size() + m.state.size();
-      if (bytes > kMaxPayload) {
-        b.add("truncated", "1");
-        Send(c, b);
-        return;
-      }
-      std::string pre = "p." + std::to_string(i++) + ".";
-      b.add_u64((pre + "upid").c_str(), m.upid).add_u64((pre + "pid").c_str(), m.pid)
-          .add((pre + "host").c_str(), m.host.c_str()).add((pre + "prog").c_str(), m.prog.c_str())
-          .add((pre + "state").c_str(), m.state.c_str());
-    }
-  }
-  Send(c, b);
 }
 
 }  // namespace revive::coord
