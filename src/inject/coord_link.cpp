@@ -43,8 +43,8 @@ bool connect(bool restart) {
     g.cfg.ckpt_dir[0] = 0;
     sys::append(g.cfg.ckpt_dir, sizeof g.cfg.ckpt_dir, w.ckpt_dir);
   }
-  // Loading zstd now is safe only while the program runs (not when restored threads are parked).
-  g.cfg.compress = w.compress && (compress_ready() || (!restart && compress_load()));
+  // zstd was loaded at init when a coordinator is configured (never dlopen here: it allocates).
+  g.cfg.compress = w.compress && compress_ready();
   g.cfg.fork = w.fork;
   sys::log(1, restart ? "reconnected to the coordinator" : "connected to the coordinator");
   return true;

@@ -7,6 +7,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -195,6 +197,27 @@ void install_handler() {
 
 namespace {
 
+// A numeric coordinator address now, so connecting later never runs getaddrinfo (it allocates).
+void resolve_coord_host() {
+  if (!g.cfg.coord_port) return;
+  unsigned char buf[sizeof(struct in6_addr)];
+  if (inet_pton(AF_INET, g.cfg.coord_host, buf) == 1 || inet_pton(AF_INET6, g.cfg.coord_host, buf) == 1) return;
+  struct addrinfo hints = {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  struct addrinfo* res = nullptr;
+  if (getaddrinfo(g.cfg.coord_host, nullptr, &hints, &res) != 0 || !res) return;
+  char num[INET6_ADDRSTRLEN] = "";
+  const void* a = res->ai_family == AF_INET
+                      ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr)
+                      : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(res->ai_addr)->sin6_addr);
+  if (inet_ntop(res->ai_family, a, num, sizeof num)) {
+    g.cfg.coord_host[0] = 0;
+    sys::append(g.cfg.coord_host, sizeof g.cfg.coord_host, num);
+  }
+  freeaddrinfo(res);
+}
+
 __attribute__((constructor)) void revive_init() {
   g.image_fd = -1;
   g.coord_fd = -1;
@@ -206,7 +229,10 @@ __attribute__((constructor)) void revive_init() {
     return;
   }
   install_handler();
-  if (g.cfg.compress && !compress_load()) sys::log(0, "REVIVE_COMPRESS=1 but libzstd.so.1 cannot be loaded; writing uncompressed");
+  // zstd: also when a coordinator may ask for compression in its WELCOME (dlopen allocates: not later).
+  if ((g.cfg.compress || g.cfg.coord_port) && !compress_load() && g.cfg.compress)
+    sys::log(0, "REVIVE_COMPRESS=1 but libzstd.so.1 cannot be loaded; writing uncompressed");
+  resolve_coord_host();
   if (!plugins_init()) sys::log(0, "a plugin failed to initialise; checkpointing disabled");
   else g.ready = true;
   pthread_attr_t attr;
