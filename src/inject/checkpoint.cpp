@@ -185,6 +185,8 @@ void after_restore() {
     // The restart's coordinator (or none: standalone), never the dead process's.
     set_coord_config(blob_env(ri, "REVIVE_COORD_HOST"), blob_env(ri, "REVIVE_COORD_PORT"),
                      blob_env(ri, "REVIVE_SECRET_FILE"));
+    g.cfg.host_id[0] = 0;  // the host we were restarted on (migration), not the one we were saved on
+    if (const char* h = blob_env(ri, "REVIVE_HOST_ID")) sys::append(g.cfg.host_id, sizeof g.cfg.host_id, h);
   }
   char err[512] = "";
   if (!plugins_restore(ri, err, sizeof err)) {

@@ -28,6 +28,7 @@ bool connect(bool restart) {
   o.secret_file = g.cfg.secret_file;
   o.role = "proc";
   o.prog = g.cfg.prog;
+  o.host_id = g.cfg.host_id;
   o.restart = restart;
   o.upid = restart ? g.upid : 0;
   o.min_fd = 100;  // keep the program's low descriptor numbers free

@@ -28,6 +28,7 @@ struct Config {
   char coord_host[256];
   uint16_t coord_port;  // 0: no coordinator (standalone)
   char secret_file[1100];
+  char host_id[64];  // REVIVE_HOST_ID ("" = hostname); a restart on another host takes the restarter's
 };
 
 struct ThreadSlot {

@@ -99,6 +99,7 @@ void read_config() {
   }
   sys::append(c.prog, sizeof c.prog, program_invocation_short_name);
   set_coord_config(getenv("REVIVE_COORD_HOST"), getenv("REVIVE_COORD_PORT"), getenv("REVIVE_SECRET_FILE"));
+  if (const char* h = getenv("REVIVE_HOST_ID")) sys::append(c.host_id, sizeof c.host_id, h);
   for (char* p = c.prog; *p; ++p)
     if (*p == '/' || *p == ' ') *p = '_';
 }

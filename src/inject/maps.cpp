@@ -1,5 +1,7 @@
-// The address space as the kernel reports it: /proc/self/maps into RegionRecords (engine scratch left
-// out), and the mm fields of /proc/self/stat that the restarter hands to prctl(PR_SET_MM_MAP).
+// The address space as the kernel reports it: /proc/thread-self/maps into RegionRecords (engine scratch
+// left out), and the mm fields of .../stat that the restarter hands to prctl(PR_SET_MM_MAP).
+// thread-self, not self: /proc/self is the thread-group leader, whose files are empty once the program's
+// main thread has called pthread_exit.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -76,7 +78,7 @@ void note_special(image::ProcessInfo* pi, const image::RegionRecord& r) {
 }
 
 void read_stat(image::ProcessInfo* pi) {
-  if (slurp("/proc/self/stat") <= 0) return;
+  if (slurp("/proc/thread-self/stat") <= 0) return;
   const char* p = g.text;
   for (const char* q = g.text; *q; ++q)
     if (*q == ')') p = q + 2;  // after "pid (comm) "
@@ -98,9 +100,9 @@ void read_stat(image::ProcessInfo* pi) {
 long read_maps(image::ProcessInfo* pi) {
   read_stat(pi);
   pi->vdso_start = pi->vdso_end = pi->vvar_start = pi->vvar_end = pi->vclock_start = pi->vclock_end = 0;
-  long len = sys::sc(SYS_readlink, "/proc/self/exe", pi->exe, sizeof pi->exe - 1);
+  long len = sys::sc(SYS_readlink, "/proc/thread-self/exe", pi->exe, sizeof pi->exe - 1);
   pi->exe[len > 0 ? len : 0] = 0;
-  long n = slurp("/proc/self/maps");
+  long n = slurp("/proc/thread-self/maps");
   if (n < 0) return n;
   size_t count = 0;
   for (const char* p = g.text; *p;) {

@@ -164,7 +164,7 @@ long write_image(const char* dir, const char* path, uint64_t gen, bool forked, c
   g.image_fd = fd;
   image::ProcessInfo* pi = &g.proc;
   long nreg = read_maps(pi);
-  int pm_fd = int(sys::sc(SYS_open, "/proc/self/pagemap", O_RDONLY | O_CLOEXEC));
+  int pm_fd = int(sys::sc(SYS_open, "/proc/thread-self/pagemap", O_RDONLY | O_CLOEXEC));
   const bool compress = g.cfg.compress && compress_ready() && compress_bound(kChunkMax) <= g.zout_cap;
   Out o = {fd, image::kHeaderSize, 0, 0, compress};
   bool ok = nreg >= 0 && pm_fd >= 0 && sys::sc(SYS_lseek, fd, image::kHeaderSize, 0 /*SEEK_SET*/) >= 0;
