@@ -453,6 +453,7 @@ class Checkpoint {
   // checkpoint already wrote or read a version in this run.
   bool restart_if_needed(int64_t* iteration = nullptr);
   bool restart_if_needed(int* iteration);
+  bool restart_if_needed(std::nullptr_t) { return restart_if_needed(static_cast<int64_t*>(nullptr)); }
 
   // Writes when iteration % every == 0 (every <= 0: never). Returns true when a write was started.
   bool update_and_write(int64_t iteration, int64_t every = 1);

@@ -168,6 +168,7 @@ TEST_P(TypesTest, EveryTypeRoundTrips) {
   // A second call in the same run does not read again.
   b.i = -1;
   EXPECT_FALSE(cp.restart_if_needed(&it));
+  EXPECT_FALSE(cp.restart_if_needed(nullptr));
   EXPECT_EQ(b.i, -1);
 }
 
