@@ -88,15 +88,21 @@ bool save_region(Out* o, int pm_fd, image::RegionRecord* r) {
   for (uint64_t a = r->start; a < r->end;) {
     uint64_t n = (r->end - a) / kPage;
     if (n > g.pagemap_cap) n = g.pagemap_cap;
-    long got = sys::sc(SYS_pread64, pm_fd, g.pagemap, n * 8, (a / kPage) * 8);
-    if (got <= 0) {
+    // Shared memory: our page tables say nothing about pages another process (or write()) filled, so
+    // ask the page cache (mincore) instead of pagemap.
+    const bool shared = all && (r->flags & image::kRegShared);
+    auto* resident = reinterpret_cast<unsigned char*>(g.pagemap);
+    long got = shared ? sys::sc(SYS_mincore, a, n * kPage, resident)
+                      : sys::sc(SYS_pread64, pm_fd, g.pagemap, n * 8, (a / kPage) * 8);
+    if (got < 0 || (!shared && got == 0)) {
       o->err = got < 0 ? got : -5;
       return false;
     }
-    n = uint64_t(got) / 8;
+    if (!shared) n = uint64_t(got) / 8;
     for (uint64_t i = 0; i < n; ++i, a += kPage) {
-      uint64_t pm = g.pagemap[i];
-      bool want = (r->flags & image::kRegFromImage) || ((pm & (kPmPresent | kPmSwap)) && (all || !(pm & kPmFile)));
+      const uint64_t pm = shared ? 0 : g.pagemap[i];
+      bool want = (r->flags & image::kRegFromImage) || (shared && (resident[i] & 1)) ||
+                  ((pm & (kPmPresent | kPmSwap)) && (all || !(pm & kPmFile)));
       if (want && !(r->prot & PROT_READ) && !opened) {
         sys::sc(SYS_mprotect, r->start, r->end - r->start, r->prot | PROT_READ);
         opened = true;

@@ -45,6 +45,14 @@ bool map_region(const image::RegionRecord& r, char* err, size_t n) {
       return fail(err, n, r, "file changed since the checkpoint (inode, size or mtime differ)", 0);
     }
     if (shared) prot = int(r.prot) | ((r.flags & image::kRegSavedAll) ? PROT_WRITE : 0);
+    // Shared memory whose bytes the image holds (/dev/shm): back to the checkpoint's state, i.e. pages
+    // the image does not hold are zero again, whatever the killed process wrote after the checkpoint.
+    if (shared && (r.flags & image::kRegSavedAll) &&
+        fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off_t(r.file_offset), off_t(len)) != 0) {
+      int e = errno;
+      close(fd);
+      return fail(err, n, r, "cannot reset the shared memory file", e);
+    }
     got = mmap(want, len, prot, (shared ? MAP_SHARED : MAP_PRIVATE) | MAP_FIXED_NOREPLACE, fd, off_t(r.file_offset));
     int e = errno;
     close(fd);
