@@ -271,7 +271,9 @@ bool Client::connect(const ClientOptions& o, Welcome* w) {
   memset(secret, 0, sizeof secret);
 
   char host[256];
-  if (gethostname(host, sizeof host) != 0) str_copy(host, sizeof host, "unknown");
+  const char* host_id = o.host_id != nullptr ? o.host_id : getenv("REVIVE_HOST_ID");
+  if (host_id != nullptr && *host_id) str_copy(host, sizeof host, host_id);
+  else if (gethostname(host, sizeof host) != 0) str_copy(host, sizeof host, "unknown");
   host[sizeof host - 1] = '\0';
   FrameBuilder b(tx_, kTxCap, kHello, next_seq());
   b.add("role", o.role).add_u64("pid", o.pid ? o.pid : (uint64_t)getpid()).add("host", host)

@@ -30,6 +30,9 @@ struct ClientOptions {
   bool restart = false;
   uint64_t upid = 0;          // sent when restart (or nonzero)
   uint64_t pid = 0;           // 0 = getpid()
+  // HELLO `host`: which host the process runs on (recorded in the manifest). nullptr: REVIVE_HOST_ID if
+  // set, else gethostname(); "": gethostname(). Network namespaces share the UTS name, hence the id.
+  const char* host_id = nullptr;
 };
 
 // What WELCOME told us, copied out of the receive buffer.
