@@ -78,7 +78,49 @@ void lost() {
 
 bool eq(const char* a, const char* b) { return sys::slen(a) == sys::slen(b) && sys::starts_with(a, b); }
 
+// PHASE drain/reconnect/refill: the plugins' events of that name (they may talk to their peers).
+void plugin_phase(uint32_t seq, const char* name, uint64_t gen) {
+  char err[512] = "";
+  bool ok = plugins_phase(name, gen, err, sizeof err);
+  reply(seq, name, ok, err, nullptr, 0);
+}
+
 }  // namespace
+
+bool coord_publish(const char* key, const char* value) {
+  if (!g_client.connected()) return false;
+  coord::FrameBuilder b(g_client.tx_buffer(), coord::Client::kTxCap, coord::kPublish, g_client.next_seq());
+  b.add("key", key).add("value", value);
+  return g_client.send(b);
+}
+
+int coord_lookup(const char* key, bool wait, int timeout_ms, char* value, size_t cap) {
+  if (!g_client.connected()) return -1;
+  uint32_t seq = g_client.next_seq();
+  coord::FrameBuilder b(g_client.tx_buffer(), coord::Client::kTxCap, coord::kLookup, seq);
+  b.add("key", key).add("wait", wait ? "1" : "0");
+  if (!g_client.send(b)) return -1;
+  const uint64_t deadline = now_ns() + uint64_t(timeout_ms) * 1000000;
+  for (;;) {
+    uint64_t now = now_ns();
+    if (now >= deadline) return 0;
+    coord::FrameHeader h;
+    coord::Payload p;
+    int r = g_client.recv(&h, &p, int((deadline - now) / 1000000) + 1);
+    if (r < 0) return -1;
+    if (r == 0) return 0;
+    if (h.type == coord::kKill) sys::sc(SYS_kill, sys::getpid(), SIGKILL);
+    if (h.type != coord::kValue || h.seq != seq) continue;  // e.g. a late answer to an earlier wait
+    uint64_t found = 0;
+    p.get_u64("found", &found);
+    if (!found) return 0;
+    if (cap) value[0] = 0;
+    p.get_str("value", value, cap);
+    return 1;
+  }
+}
+
+int coord_socket() { return g_client.connected() ? g_client.fd() : -1; }
 
 bool coord_configured() { return g.cfg.coord_port != 0; }
 
@@ -149,8 +191,10 @@ void coord_serve() {
         g_st.suspended = false;
       }
       reply(h.seq, name, true, nullptr, nullptr, 0);
+    } else if (eq(name, "drain") || eq(name, "reconnect") || eq(name, "refill")) {
+      plugin_phase(h.seq, name, gen);
     } else {
-      reply(h.seq, name, true, nullptr, nullptr, 0);  // drain, reconnect, refill: nothing to do here
+      reply(h.seq, name, true, nullptr, nullptr, 0);  // a phase this engine does not know
     }
   }
 }

@@ -123,6 +123,8 @@ bool plugins_init();
 bool plugins_save(char* err, size_t err_len);
 void plugins_resume(bool ok);
 void plugins_free_output();
+// PHASE drain/reconnect/refill: that event of every plugin, in list order; false at the first failure.
+bool plugins_phase(const char* name, uint64_t gen, char* err, size_t err_len);
 bool plugins_restore(const image::RestartInfo& ri, char* err, size_t err_len);
 // compress.cpp: zstd loaded at init; compress_ready() builds the context in scratch (again after a restart).
 bool compress_load();

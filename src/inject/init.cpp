@@ -128,6 +128,19 @@ void* ckpt_main(void*);
 
 }  // namespace
 
+// At load, and in the child of a fork (fork_child.cpp): the child has only the forking thread.
+void start_checkpoint_thread() {
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 1 << 20);
+  sigset_t all;
+  sigfillset(&all);
+  pthread_attr_setsigmask_np(&attr, &all);
+  pthread_t t;
+  if (pthread_create(&t, &attr, ckpt_main, nullptr) != 0) sys::log(0, "cannot start the checkpoint thread");
+  pthread_attr_destroy(&attr);
+}
+
 bool Buf::put(const void* d, size_t n) {
   if (len + n > cap) {
     size_t ncap = cap ? cap : 65536;
@@ -236,15 +249,7 @@ __attribute__((constructor)) void revive_init() {
   resolve_coord_host();
   if (!plugins_init()) sys::log(0, "a plugin failed to initialise; checkpointing disabled");
   else g.ready = true;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, 1 << 20);
-  sigset_t all;
-  sigfillset(&all);
-  pthread_attr_setsigmask_np(&attr, &all);
-  pthread_t t;
-  if (pthread_create(&t, &attr, ckpt_main, nullptr) != 0) sys::log(0, "cannot start the checkpoint thread");
-  pthread_attr_destroy(&attr);
+  start_checkpoint_thread();
 }
 
 void* ckpt_main(void*) {
