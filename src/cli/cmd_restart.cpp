@@ -15,6 +15,8 @@
 #include "coord/manifest.h"
 #include "coord/secret.h"
 #include "core/env.h"
+#include "launch/hostlist.h"
+#include "launch/launcher.h"
 
 namespace revive::cli {
 namespace {
@@ -22,6 +24,7 @@ namespace {
 struct RestartArgs {
   std::string port, what;
   bool lazy = false;
+  std::string hosts, hostfile, launcher;  // placement (migration): docs/hosts.md
 };
 
 struct Plan {
@@ -123,6 +126,37 @@ int Fail(const std::string& msg, int code = 2) {
   return code;
 }
 
+// With --hosts/--hostfile, each image's command line goes through the launcher onto its host; the command
+// carries its environment itself (`env K=V ...`: ssh and srun do not forward ours) and REVIVE_HOST_ID
+// so the manifest of the next generation records where the process now runs. Empty: run locally.
+Status PlaceImages(const RestartArgs& a, const Target& t, const std::string& bin, const Plan& plan,
+                   std::vector<std::vector<std::string>>* cmds) {
+  if (a.hosts.empty() && a.hostfile.empty() && a.launcher.empty()) return Status::OK();
+  if (!a.hosts.empty() && !a.hostfile.empty()) return Status::InvalidArgument("--hosts and --hostfile contradict each other");
+  std::vector<std::string> hosts;
+  Status s = !a.hosts.empty() ? launch::ParseHostList(a.hosts, &hosts)
+             : !a.hostfile.empty() ? launch::ReadHostFile(a.hostfile, &hosts) : Status::OK();
+  if (!s.ok()) return s;
+  if (hosts.empty()) hosts = {""};  // --launcher alone: same template for every image, no host
+  std::string tmpl = launch::ResolveTemplate(a.launcher.empty() ? "ssh" : a.launcher);
+  std::vector<std::string> placed = launch::Place(hosts, plan.images.size());
+  for (size_t i = 0; i < plan.images.size(); i++) {
+    std::vector<std::string> cmd = {"env", "REVIVE_COORD_HOST=" + t.host, "REVIVE_COORD_PORT=" + std::to_string(t.port),
+                                    "REVIVE_SECRET_FILE=" + t.secret_file, "REVIVE_CKPT_DIR=" + t.ckpt_dir};
+    if (!placed[i].empty()) cmd.push_back("REVIVE_HOST_ID=" + placed[i]);
+    for (const char* k : {"REVIVE_LOG", "REVIVE_SIGNAL"})
+      if (const char* v = getenv(k)) cmd.push_back(std::string(k) + "=" + v);
+    cmd.push_back(bin);
+    if (a.lazy) cmd.push_back("--lazy");
+    cmd.push_back(plan.images[i]);
+    std::vector<std::string> argv;
+    s = launch::Expand(tmpl, placed[i], cmd, &argv);
+    if (!s.ok()) return s;
+    cmds->push_back(std::move(argv));
+  }
+  return Status::OK();
+}
+
 int Restart(const RestartArgs& a) {
   Plan plan;
   Status s = MakePlan(a.what, &plan);
@@ -142,11 +176,15 @@ int Restart(const RestartArgs& a) {
   if (!s.ok()) return Fail(s.message());
   s = CheckNotRunning(t, plan);
   if (!s.ok()) return Fail(s.message());
+  std::vector<std::vector<std::string>> remote;
+  s = PlaceImages(a, t, bin, plan, &remote);
+  if (!s.ok()) return Fail(s.message());
 
   Progress("revive: restoring " + std::to_string(plan.images.size()) + " process(es) from " +
            (plan.manifest.empty() ? plan.images[0] : plan.manifest));
   std::vector<pid_t> kids;
-  for (const auto& image : plan.images) {
+  for (size_t k = 0; k < plan.images.size(); k++) {
+    const std::string& image = plan.images[k];
     pid_t pid = fork();
     if (pid < 0) return Fail(std::string("fork: ") + strerror(errno), 1);
     if (pid == 0) {
@@ -155,6 +193,14 @@ int Restart(const RestartArgs& a) {
       setenv("REVIVE_SECRET_FILE", t.secret_file.c_str(), 1);
       setenv("REVIVE_CKPT_DIR", t.ckpt_dir.c_str(), 1);
       signal(SIGPIPE, SIG_DFL);
+      if (!remote.empty()) {
+        std::vector<char*> rargv;
+        for (auto& w : remote[k]) rargv.push_back(w.data());
+        rargv.push_back(nullptr);
+        execvp(rargv[0], rargv.data());
+        fprintf(stderr, "revive restart: launcher %s: %s\n", rargv[0], strerror(errno));
+        _exit(127);
+      }
       std::vector<const char*> argv = {bin.c_str()};
       if (a.lazy) argv.push_back("--lazy");
       argv.push_back(image.c_str());
@@ -190,6 +236,11 @@ void AddRestartCommand(CLI::App& app, int* rc) {
       "the restored program (128+N if killed by signal N).");
   c->add_option("--port", a->port, "Coordinator port (default: REVIVE_PORT or 7779)");
   c->add_flag("--lazy", a->lazy, "Map image pages on demand instead of reading them (uncompressed images)");
+  c->add_option("--hosts", a->hosts, "Comma-separated hosts; process i (manifest order) goes to host i mod n");
+  c->add_option("--hostfile", a->hostfile, "File with one host per line (`host slots=N` repeats it)");
+  c->add_option("--launcher", a->launcher,
+                "How to run a process on a host: ssh (default with --hosts), netns, local, or a template "
+                "such as 'ip netns exec {host} {cmd}' or 'ssh {host} {cmdq}' (docs/hosts.md)");
   c->add_option("what", a->what, "IMAGE.rimg, ckpt-G directory or checkpoint directory")->required();
   c->callback([a, rc] { *rc = Restart(*a); });
 }

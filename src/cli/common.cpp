@@ -87,6 +87,13 @@ Status EnsureCoordinator(const Target& t, const std::vector<std::string>& extra_
     std::vector<std::string> args = {"/proc/self/exe", "coordinator", "--daemon", "--exit-on-last",
                                      "--port", std::to_string(t.port), "--ckpt-dir", t.ckpt_dir};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
+    // REVIVE_COORD_HOST names where processes reach the coordinator (e.g. a bridge address other network
+    // namespaces or hosts can route to): listen there, not only on loopback.
+    struct in_addr a4;
+    if (t.host != "127.0.0.1" && inet_pton(AF_INET, t.host.c_str(), &a4) == 1) {
+      args.push_back("--bind");
+      args.push_back(t.host);
+    }
     Progress("revive: starting a coordinator on port " + std::to_string(t.port));
     // Its complaints go through a pipe: when two launches race to start the same coordinator, the
     // loser's "address already in use" is not an error (the winner is listening), so it is not shown.
