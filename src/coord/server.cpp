@@ -333,17 +333,29 @@ void Server::Drop(Conn* c, const std::string& why) {
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->fd, nullptr);
   close(c->fd);
   c->fd = -1;
+  c->drop_reason = why;
+  // The barrier hears about it in Reap(), not here: Drop() can be reached from inside a Send() made while
+  // iterating participants, which must not change under the loop.
   dead_.push_back(c->id);
-  if (!o_.parent.empty()) {
-    if (c->role == Conn::Role::kProc) SubPeerGone(c, c->said_bye ? "exited" : why);
-  } else if (c->role == Conn::Role::kProc || c->role == Conn::Role::kSub) {
-    OnPeerGone(c, c->said_bye ? "exited" : why);
-  }
 }
 
 void Server::Reap() {
-  for (uint64_t id : dead_) conns_.erase(id);
-  dead_.clear();
+  while (!dead_.empty()) {  // reacting to one loss may lose more peers (sends to them fail)
+    std::vector<uint64_t> batch;
+    batch.swap(dead_);
+    for (uint64_t id : batch) {
+      auto it = conns_.find(id);
+      if (it == conns_.end()) continue;
+      Conn* c = it->second.get();
+      std::string why = c->said_bye ? "exited" : c->drop_reason;
+      if (!o_.parent.empty()) {
+        if (c->role == Conn::Role::kProc) SubPeerGone(c, why);
+      } else if (c->role == Conn::Role::kProc || c->role == Conn::Role::kSub) {
+        OnPeerGone(c, why);
+      }
+    }
+    for (uint64_t id : batch) conns_.erase(id);
+  }
 }
 
 size_t Server::ProcCount() const {

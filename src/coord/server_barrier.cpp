@@ -84,7 +84,8 @@ void Server::StartPhase(const char* name) {
   waiting_ = participants_;
   std::string dir = GenerationDir(o_.ckpt_dir, state_ == State::kCheckpoint ? cur_gen_ : generation_);
   uint8_t buf[4096 + 256];
-  for (uint64_t id : participants_) {
+  const std::vector<uint64_t> targets(participants_.begin(), participants_.end());
+  for (uint64_t id : targets) {
     auto it = conns_.find(id);
     if (it == conns_.end() || it->second->dead) continue;
     FrameBuilder b(buf, sizeof buf, kPhase, 0);

@@ -45,6 +45,7 @@ struct Server::Conn {
   bool dead = false;
   double since = 0;         // accept time, or when a partial frame started
   bool said_bye = false;
+  std::string drop_reason;  // why Drop() closed it; the barrier learns it in Reap()
   std::string host;         // from HELLO
   std::string addr;         // peer address "ip:port", for messages
 

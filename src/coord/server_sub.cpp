@@ -203,7 +203,8 @@ void Server::SubStartPhase(const Payload& p) {
   up_->in_phase = true;
   up_->images.clear();
   up_->waiting = up_->parts;
-  for (uint64_t id : up_->parts) SendRaw(conns_[id].get(), kPhase, 0, p.data(), p.size());
+  const std::vector<uint64_t> targets(up_->parts.begin(), up_->parts.end());
+  for (uint64_t id : targets) SendRaw(conns_[id].get(), kPhase, 0, p.data(), p.size());
   SubFinishPhaseIfDone();
 }
 
