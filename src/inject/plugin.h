@@ -40,7 +40,23 @@ struct Plugin {
   // Restored process, memory back, user threads held. Same restrictions as save. 0 or -errno; on error writes
   // a nul-terminated message naming the object (fd number, path, signal...) and the reason into msg.
   int (*restore)(SectionReader& in, char* msg, size_t msg_len);
+  // Optional phase events (nullptr: nothing to do), on the checkpoint thread with user threads held, same
+  // restrictions as save; each runs when the coordinator's PHASE of the same name arrives, in every process
+  // of the computation at once (a plugin may wait for its peers). 0 or -errno with a message in msg.
+  // drain: original process, after every process is suspended, before write. reconnect, refill: restored
+  // process, after every process of the manifest is back. A plugin that drained refills in its resume().
+  int (*drain)(uint64_t generation, char* msg, size_t msg_len);
+  int (*reconnect)(uint64_t generation, char* msg, size_t msg_len);
+  int (*refill)(uint64_t generation, char* msg, size_t msg_len);
 };
+
+// The coordinator's key/value table (PUBLISH/LOOKUP), for plugins during the phase events above.
+// coord_publish: false without a coordinator. coord_lookup: 1 found (value copied, nul-terminated),
+// 0 not found (wait: not published within timeout_ms), -1 no coordinator or it was lost.
+bool coord_publish(const char* key, const char* value);
+int coord_lookup(const char* key, bool wait, int timeout_ms, char* value, size_t cap);
+// The engine's socket to the coordinator (-1 when none): its local address is this host as peers reach it.
+int coord_socket();
 
 // The checkpoint signal owned by the engine (default SIGRTMAX-2, REVIVE_SIGNAL overrides).
 int checkpoint_signal();

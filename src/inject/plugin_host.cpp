@@ -85,6 +85,24 @@ void plugins_resume(bool ok) {
     if (kPlugins[i] && kPlugins[i]->resume) kPlugins[i]->resume(ok);
 }
 
+bool plugins_phase(const char* name, uint64_t gen, char* err, size_t err_len) {
+  for (size_t i = 0; i < kPluginCount; ++i) {
+    const Plugin* p = kPlugins[i];
+    if (!p) continue;
+    int (*fn)(uint64_t, char*, size_t) = nullptr;
+    if (sys::starts_with(name, "drain")) fn = p->drain;
+    else if (sys::starts_with(name, "reconnect")) fn = p->reconnect;
+    else if (sys::starts_with(name, "refill")) fn = p->refill;
+    if (!fn) continue;
+    char msg[400] = "";
+    if (fn(gen, msg, sizeof msg) != 0) {
+      add_error(err, err_len, p->name, msg[0] ? msg : name);
+      return false;
+    }
+  }
+  return true;
+}
+
 void plugins_free_output() {
   for (uint32_t i = 0; i < g.plugin_out_count; ++i) g.plugin_out[i].data.release();
   g.plugin_out_count = 0;

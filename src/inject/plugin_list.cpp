@@ -8,10 +8,11 @@ extern const Plugin kProcPlugin __attribute__((weak));
 extern const Plugin kFdPlugin __attribute__((weak));
 extern const Plugin kSignalPlugin __attribute__((weak));
 extern const Plugin kTimerPlugin __attribute__((weak));
+extern const Plugin kChanPlugin __attribute__((weak));
 
 // Order recommended by the plugins' author (src/plugins/plugins.h): limits before fds, dispositions
-// before timers can fire.
-const Plugin* const kPlugins[] = {&kProcPlugin, &kFdPlugin, &kSignalPlugin, &kTimerPlugin};
+// before timers can fire; channels last (they replace the fd plugin's stand-ins for sockets).
+const Plugin* const kPlugins[] = {&kProcPlugin, &kFdPlugin, &kSignalPlugin, &kTimerPlugin, &kChanPlugin};
 const size_t kPluginCount = sizeof kPlugins / sizeof kPlugins[0];
 
 }  // namespace revive::inject

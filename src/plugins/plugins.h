@@ -4,6 +4,7 @@
 //   &kFdPlugin
 //   &kSignalPlugin  dispositions before pending signals are re-raised and before timers can fire
 //   &kTimerPlugin
+//   &kChanPlugin    last: replaces the fd plugin's stand-ins for sockets (docs/channels.md)
 // See docs/plugins.md for what each saves and its policies.
 #pragma once
 
@@ -17,6 +18,7 @@ extern const Plugin kProcPlugin;
 extern const Plugin kFdPlugin;
 extern const Plugin kSignalPlugin;
 extern const Plugin kTimerPlugin;
+extern const Plugin kChanPlugin;
 
 // Implemented by the engine: true for a descriptor the engine itself owns (coordinator socket, image
 // file, log...). The fd plugin neither saves such an fd nor lets a restored fd replace it (restore fails

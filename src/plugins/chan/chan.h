@@ -1,0 +1,72 @@
+// Channels plugin: connected stream sockets between processes of one computation. At checkpoint the data
+// in flight is drained (drain phase: a marker per direction, read until the peer's marker), kept in
+// memory that the image carries, and put back by handing it to the sender, which writes it again (DMTCP's
+// refill). On restart each connection is rebuilt through the coordinator's PUBLISH/LOOKUP and dup3'd onto
+// its old number; listening sockets bind their port again. See docs/channels.md.
+#pragma once
+
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdint.h>
+
+namespace revive::chan {
+
+enum Kind : uint32_t {
+  kTcp = 1,        // connected TCP socket whose peer is in the computation
+  kListen = 2,     // listening TCP socket
+  kOutside = 3,    // connected TCP socket to a peer outside the computation
+};
+
+// Growable byte buffer on mmap (usable with user threads held; its pages are process memory, so the
+// drained bytes reach the image with the rest of memory).
+struct Bytes {
+  uint8_t* p;
+  size_t len, cap;
+  bool reserve(size_t n);  // room for n more bytes
+  void clear() { len = 0; }
+};
+
+struct Chan {
+  int32_t fd;
+  uint32_t kind;
+  int32_t family;
+  int32_t flags;     // F_GETFL (O_NONBLOCK...)
+  int32_t cloexec;   // FD_CLOEXEC
+  int32_t nodelay;   // TCP_NODELAY
+  sockaddr_in6 local, peer;  // sockaddr_in or sockaddr_in6
+  char key[80];       // hex(local, peer): this end's name; the peer names it reversed
+  char peer_key[80];
+  bool acceptor;      // restart: this end listens, the other connects (the smaller key listens)
+  // Run-time state of the phases.
+  Bytes rx;           // drained: bytes the peer had sent that we had not read, in order
+  Bytes back;         // refill: the peer's drained bytes, to be written back to it
+  size_t sent, got;   // progress of the marker / refill exchange
+  uint64_t want;      // refill: length announced by the peer
+  bool rx_done, tx_done, done;
+  int listen_fd;      // restart: acceptor's temporary listener
+};
+
+constexpr size_t kMaxChans = 256;
+extern Chan g_chans[kMaxChans];
+extern uint32_t g_nchans;
+extern bool g_drained;  // data was drained in this checkpoint: refill before threads run
+
+// chan_scan.cpp: fills the table with this process's TCP sockets (connected ones as kOutside for now).
+int scan(char* msg, size_t cap);
+// chan_drain.cpp: decides which connections are internal (PUBLISH/LOOKUP) and drains them.
+int drain(uint64_t gen, char* msg, size_t cap);
+// chan_refill.cpp: hands drained bytes back to the senders, which write them again.
+int refill(char* msg, size_t cap);
+// chan_connect.cpp: restored process. restore_local: listeners and outside connections, at restore;
+// reconnect: internal connections, in the reconnect phase.
+int restore_local(char* msg, size_t cap);
+int reconnect(uint64_t gen, char* msg, size_t cap);
+
+// Helpers (chan_scan.cpp).
+size_t addr_len(int family);
+void hex(char* out, size_t cap, const void* p, size_t n);
+uint64_t now_ms();
+// Waits until fds[i] has events (poll), at most ms. Returns poll's count or -errno.
+int wait_fd(int fd, short events, int ms);
+
+}  // namespace revive::chan

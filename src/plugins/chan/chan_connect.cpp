@@ -1,0 +1,166 @@
+// Restored process: sockets come back. Listening sockets bind their old address again at restore (with
+// SO_REUSEADDR, so a port whose old connections sit in TIME_WAIT is free at once). Connections to
+// outside peers come back closed. Internal connections are rebuilt in the reconnect phase: the end with
+// the smaller name listens on a fresh port and publishes "chanr.<G>.<its name>" = its address; the other
+// end looks that up and connects. Each new socket is dup3'd onto the old number with the old flags.
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "inject/plugin.h"
+#include "plugins/chan/chan.h"
+#include "plugins/common/msg.h"
+
+namespace revive::chan {
+namespace {
+
+constexpr int kReconnectTimeoutMs = 60000;
+
+int err(char* msg, size_t cap, const Chan& c, const char* what, int e) {
+  plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": ").s(what).s(": ").err(e);
+  return e > 0 ? -e : -EIO;
+}
+
+// Puts `s` at c.fd (replacing the fd plugin's stand-in) with the saved flags.
+int place(Chan& c, int s, char* msg, size_t cap) {
+  if (c.nodelay) {
+    int one = 1;
+    setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  if (s != c.fd && dup3(s, c.fd, c.cloexec ? O_CLOEXEC : 0) < 0) {
+    int e = errno;
+    close(s);
+    return err(msg, cap, c, "cannot put the socket back at its number", e);
+  }
+  if (s != c.fd) close(s);
+  if (!c.cloexec) fcntl(c.fd, F_SETFD, 0);
+  fcntl(c.fd, F_SETFL, c.flags & (O_NONBLOCK | O_APPEND | O_ASYNC));
+  return 0;
+}
+
+void unhex(const char* s, uint8_t* out, size_t cap, size_t* n) {
+  auto v = [](char ch) { return ch >= 'a' ? ch - 'a' + 10 : ch - '0'; };
+  size_t i = 0;
+  for (; s[0] && s[1] && i < cap; s += 2) out[i++] = uint8_t(v(s[0]) << 4 | v(s[1]));
+  *n = i;
+}
+
+// The address peers can reach us at: our end of the coordinator connection (same family), else the
+// address this end had before.
+void my_address(const Chan& c, sockaddr_in6* a) {
+  memset(a, 0, sizeof *a);
+  socklen_t l = sizeof *a;
+  int cs = inject::coord_socket();
+  if (cs < 0 || getsockname(cs, reinterpret_cast<sockaddr*>(a), &l) != 0 || a->sin6_family != c.family)
+    memcpy(a, &c.local, sizeof *a);
+}
+
+int listen_fresh(Chan& c, uint64_t gen, char* msg, size_t cap) {
+  int s = socket(c.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return err(msg, cap, c, "socket", errno);
+  sockaddr_in6 any;
+  memset(&any, 0, sizeof any);
+  any.sin6_family = sa_family_t(c.family);  // wildcard address, port 0 (sin_family is at the same place)
+  if (bind(s, reinterpret_cast<sockaddr*>(&any), socklen_t(addr_len(c.family))) != 0 || listen(s, 4) != 0) {
+    int e = errno;
+    close(s);
+    return err(msg, cap, c, "cannot listen for the peer's reconnection", e);
+  }
+  sockaddr_in6 bound, me;
+  socklen_t l = sizeof bound;
+  getsockname(s, reinterpret_cast<sockaddr*>(&bound), &l);
+  my_address(c, &me);
+  me.sin6_port = bound.sin6_port;  // sin_port is at the same offset
+  char key[128], val[80];
+  plugins::Msg(key, sizeof key).s("chanr.").u(gen).s(".").s(c.key);
+  hex(val, sizeof val, &me, addr_len(c.family));
+  if (!inject::coord_publish(key, val)) {
+    close(s);
+    return err(msg, cap, c, "cannot publish the new address", EIO);
+  }
+  c.listen_fd = s;
+  return 0;
+}
+
+int connect_peer(Chan& c, uint64_t gen, char* msg, size_t cap) {
+  char key[128], val[96];
+  plugins::Msg(key, sizeof key).s("chanr.").u(gen).s(".").s(c.peer_key);
+  int r = inject::coord_lookup(key, true, kReconnectTimeoutMs, val, sizeof val);
+  if (r != 1) return err(msg, cap, c, "the peer did not publish its new address", r < 0 ? EIO : ETIMEDOUT);
+  sockaddr_in6 a;
+  size_t n = 0;
+  memset(&a, 0, sizeof a);
+  unhex(val, reinterpret_cast<uint8_t*>(&a), sizeof a, &n);
+  if (n != addr_len(c.family) || a.sin6_family != c.family)
+    return err(msg, cap, c, "the peer published a malformed address", EINVAL);
+  int s = socket(c.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return err(msg, cap, c, "socket", errno);
+  if (connect(s, reinterpret_cast<sockaddr*>(&a), socklen_t(n)) != 0) {
+    int e = errno;
+    close(s);
+    return err(msg, cap, c, "cannot reconnect to the peer", e);
+  }
+  return place(c, s, msg, cap);
+}
+
+int accept_peer(Chan& c, char* msg, size_t cap) {
+  int r = wait_fd(c.listen_fd, POLLIN, kReconnectTimeoutMs);
+  int s = r > 0 ? accept4(c.listen_fd, nullptr, nullptr, SOCK_CLOEXEC) : -1;
+  int e = r == 0 ? ETIMEDOUT : errno;
+  close(c.listen_fd);
+  c.listen_fd = -1;
+  if (s < 0) return err(msg, cap, c, "the peer did not reconnect", e);
+  return place(c, s, msg, cap);
+}
+
+}  // namespace
+
+int restore_local(char* msg, size_t cap) {
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    c.listen_fd = -1;
+    if (c.kind == kListen) {
+      int s = socket(c.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      int one = 1;
+      if (s < 0) return err(msg, cap, c, "socket", errno);
+      setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      if (bind(s, reinterpret_cast<sockaddr*>(&c.local), socklen_t(addr_len(c.family))) != 0 ||
+          listen(s, SOMAXCONN) != 0) {
+        int e = errno;
+        close(s);
+        char what[96];
+        plugins::Msg(what, sizeof what).s("cannot listen again on port ").u(ntohs(c.local.sin6_port));
+        return err(msg, cap, c, what, e);
+      }
+      if (int rc = place(c, s, msg, cap)) return rc;
+    } else if (c.kind == kOutside) {
+      // Documented policy: a connection to a process outside the computation comes back closed by its
+      // peer (reads see end of file, writes fail with EPIPE), as if that peer had gone away.
+      int sv[2];
+      if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return err(msg, cap, c, "socketpair", errno);
+      close(sv[1]);
+      if (int rc = place(c, sv[0], msg, cap)) return rc;
+    }
+  }
+  return 0;
+}
+
+int reconnect(uint64_t gen, char* msg, size_t cap) {
+  for (uint32_t i = 0; i < g_nchans; ++i)
+    if (g_chans[i].kind == kTcp && g_chans[i].acceptor)
+      if (int rc = listen_fresh(g_chans[i], gen, msg, cap)) return rc;
+  for (uint32_t i = 0; i < g_nchans; ++i)
+    if (g_chans[i].kind == kTcp && !g_chans[i].acceptor)
+      if (int rc = connect_peer(g_chans[i], gen, msg, cap)) return rc;
+  for (uint32_t i = 0; i < g_nchans; ++i)
+    if (g_chans[i].kind == kTcp && g_chans[i].acceptor)
+      if (int rc = accept_peer(g_chans[i], msg, cap)) return rc;
+  g_drained = true;  // the drained bytes (in restored memory) go back in the refill phase
+  return 0;
+}
+
+}  // namespace revive::chan

@@ -1,0 +1,125 @@
+// Drain phase. Every process of the computation is suspended, so nothing new enters a connection. Each end
+// publishes its connections under "chan.<G>.<local><peer>" and looks up the reversed name: found = the
+// peer is in the computation. Then each end sends a marker into every internal connection and reads
+// until the peer's marker: what came before it is the data that was in flight towards us.
+#include <errno.h>
+#include <string.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include "plugins/chan/chan.h"
+#include "inject/plugin.h"
+#include "plugins/common/msg.h"
+
+namespace revive::chan {
+namespace {
+
+// Peers publish at the same moment (the coordinator starts the phase everywhere at once); one whose name
+// never shows up within this time is outside the computation.
+constexpr int kPeerWaitMs = 2000;
+constexpr int kDrainTimeoutMs = 60000;
+
+void marker(uint64_t gen, uint8_t out[16]) {
+  memcpy(out, "\xffRVDRAIN", 8);
+  memcpy(out + 8, &gen, 8);
+}
+
+void name(char* out, size_t cap, const char* prefix, uint64_t gen, const char* key) {
+  plugins::Msg(out, cap).s(prefix).u(gen).s(".").s(key);
+}
+
+// One step of one connection's marker exchange; false on a hard error (message set).
+bool step(Chan& c, const uint8_t mk[16], char* msg, size_t cap) {
+  if (!c.tx_done) {
+    ssize_t w = send(c.fd, mk + c.sent, 16 - c.sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (w > 0) c.sent += size_t(w);
+    else if (w < 0 && errno == EPIPE) c.sent = 16;  // the peer shut its reading side: nothing to tell it
+    else if (w < 0 && errno != EAGAIN && errno != EINTR) goto fail;
+    c.tx_done = c.sent == 16;
+  }
+  while (!c.rx_done) {
+    if (!c.rx.reserve(1 << 16)) {
+      plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": no memory for drained data");
+      return false;
+    }
+    ssize_t r = recv(c.fd, c.rx.p + c.rx.len, c.rx.cap - c.rx.len, MSG_DONTWAIT);
+    if (r < 0 && (errno == EAGAIN || errno == EINTR)) break;
+    if (r < 0) goto fail;
+    if (r == 0) {  // the peer closed its writing side: all it sent is here (no marker will come)
+      c.rx_done = true;
+      break;
+    }
+    c.rx.len += size_t(r);
+    if (c.rx.len >= 16 && memcmp(c.rx.p + c.rx.len - 16, mk, 16) == 0) {
+      c.rx.len -= 16;
+      c.rx_done = true;
+    }
+  }
+  return true;
+fail:
+  int e = errno;
+  plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": drain: ").err(e);
+  return false;
+}
+
+}  // namespace
+
+int drain(uint64_t gen, char* msg, size_t cap) {
+  g_drained = false;
+  if (int rc = scan(msg, cap)) return rc;
+  char key[128], val[64];
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    if (g_chans[i].kind != kOutside) continue;
+    name(key, sizeof key, "chan.", gen, g_chans[i].key);
+    if (!inject::coord_publish(key, "1")) {
+      plugins::Msg(msg, cap).s("fd ").i(g_chans[i].fd).s(": cannot publish the connection to the coordinator");
+      return -EIO;
+    }
+  }
+  const uint64_t until = now_ms() + kPeerWaitMs;
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    if (c.kind != kOutside) continue;
+    uint64_t now = now_ms();
+    int ms = now < until ? int(until - now) : 0;
+    name(key, sizeof key, "chan.", gen, c.peer_key);
+    int r = inject::coord_lookup(key, true, ms < 200 ? 200 : ms, val, sizeof val);
+    if (r < 0) {
+      plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": coordinator lost while looking up the peer");
+      return -EIO;
+    }
+    if (r == 1) c.kind = kTcp;
+  }
+  uint8_t mk[16];
+  marker(gen, mk);
+  const uint64_t deadline = now_ms() + kDrainTimeoutMs;
+  for (;;) {
+    bool all = true;
+    for (uint32_t i = 0; i < g_nchans; ++i) {
+      Chan& c = g_chans[i];
+      if (c.kind != kTcp) continue;
+      if (!step(c, mk, msg, cap)) return -EIO;
+      all = all && c.rx_done && c.tx_done;
+    }
+    g_drained = true;  // from the first byte read on, the bytes must be put back
+    if (all) return 0;
+    if (now_ms() > deadline) {
+      for (uint32_t i = 0; i < g_nchans; ++i)
+        if (g_chans[i].kind == kTcp && !(g_chans[i].rx_done && g_chans[i].tx_done)) {
+          plugins::Msg(msg, cap).s("fd ").i(g_chans[i].fd).s(": the peer's drain marker did not arrive");
+          break;
+        }
+      return -ETIMEDOUT;
+    }
+    // Nothing to do until some connection moves: a short sleep in poll on the first pending one.
+    for (uint32_t i = 0; i < g_nchans; ++i) {
+      Chan& c = g_chans[i];
+      if (c.kind == kTcp && !(c.rx_done && c.tx_done)) {
+        wait_fd(c.fd, short((c.rx_done ? 0 : POLLIN) | (c.tx_done ? 0 : POLLOUT)), 5);
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace revive::chan

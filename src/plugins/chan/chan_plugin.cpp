@@ -1,0 +1,85 @@
+// The channels plugin object (docs/channels.md). Its section lists the sockets it took charge of; the
+// drained bytes themselves ride in process memory (mmap'ed buffers the image saves like any other), so
+// the restored process finds them where the drain left them.
+#include <errno.h>
+
+#include "inject/plugin.h"
+#include "plugins/chan/chan.h"
+#include "plugins/common/msg.h"
+#include "plugins/common/section_io.h"
+
+namespace revive::chan {
+namespace {
+
+bool g_scanned;  // the table describes this checkpoint (drain ran)
+
+int save(inject::SectionWriter& w) {
+  if (!g_scanned) {  // no drain phase (standalone checkpoint): every connection counts as outside
+    char msg[256];
+    if (scan(msg, sizeof msg) != 0) plugins::warn(msg);
+  }
+  plugins::Out o(w);
+  o.tag("RVCH");
+  o.u32(g_nchans);
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    o.u32(uint32_t(g_chans[i].fd));
+    o.u32(g_chans[i].kind);
+    o.i64(int64_t(g_chans[i].rx.len));
+  }
+  return o.ok() ? 0 : -ENOMEM;
+}
+
+void resume(bool) {
+  char msg[400] = "";
+  if (refill(msg, sizeof msg) != 0) {
+    char line[480];
+    plugins::warn(plugins::Msg(line, sizeof line).s("channels: data in flight may be lost: ").s(msg).c_str());
+  }
+  g_scanned = false;
+}
+
+// The table came back with memory; the section must describe the same sockets.
+int restore(inject::SectionReader& r, char* msg, size_t cap) {
+  plugins::In in(r);
+  if (!in.tag("RVCH")) {
+    plugins::Msg(msg, cap).s("chan section: bad tag");
+    return -EINVAL;
+  }
+  uint32_t n = in.u32();
+  if (!in.ok() || n != g_nchans) {
+    plugins::Msg(msg, cap).s("chan section: ").u(n).s(" sockets, but memory holds ").u(g_nchans);
+    return -EINVAL;
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t fd = in.u32(), kind = in.u32();
+    int64_t len = in.i64();
+    if (!in.ok() || fd != uint32_t(g_chans[i].fd) || kind != g_chans[i].kind || uint64_t(len) != g_chans[i].rx.len) {
+      plugins::Msg(msg, cap).s("chan section: socket record ").u(i).s(" (fd ").u(fd).s(") does not match memory");
+      return -EINVAL;
+    }
+  }
+  g_scanned = false;
+  return restore_local(msg, cap);
+}
+
+int on_drain(uint64_t gen, char* msg, size_t cap) {
+  g_scanned = true;
+  return drain(gen, msg, cap);
+}
+
+int on_refill(uint64_t, char* msg, size_t cap) { return refill(msg, cap); }
+
+}  // namespace
+}  // namespace revive::chan
+
+namespace revive::inject {
+
+// Weak defaults so the plugins link (and their tests run) without the engine, which defines the real ones.
+__attribute__((weak)) bool coord_publish(const char*, const char*) { return false; }
+__attribute__((weak)) int coord_lookup(const char*, bool, int, char*, size_t) { return -1; }
+__attribute__((weak)) int coord_socket() { return -1; }
+
+extern const Plugin kChanPlugin = {"chan",     1,           nullptr,          chan::save,     chan::resume,
+                                   chan::restore, chan::on_drain, chan::reconnect, chan::on_refill};
+
+}  // namespace revive::inject

@@ -1,0 +1,126 @@
+// Refill: every end sends the peer "[u64 n][the n bytes it drained]" and reads the same from the peer,
+// exactly that many bytes, then writes the peer's bytes back into the connection, where they land in
+// the peer's receive queue in their original order. Nothing else moves meanwhile (all threads held),
+// and the bytes fitted in these buffers before, so the write-back completes without the peer reading.
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "plugins/chan/chan.h"
+#include "plugins/common/msg.h"
+
+namespace revive::chan {
+namespace {
+
+constexpr int kRefillTimeoutMs = 60000;
+
+bool soft(ssize_t n) { return n < 0 && (errno == EAGAIN || errno == EINTR); }
+
+// A rebuilt connection starts with small buffers, which the bytes to write back may not fit while the
+// peer is not reading: make the send buffer big enough for them (root may exceed wmem_max).
+void grow_sndbuf(Chan& c) {
+  int cur = 0;
+  socklen_t l = sizeof cur;
+  getsockopt(c.fd, SOL_SOCKET, SO_SNDBUF, &cur, &l);
+  uint64_t need = 2 * c.want + (1 << 16);
+  if (uint64_t(cur) >= need || need > (1u << 30)) return;
+  int v = int(need);
+  if (setsockopt(c.fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof v) != 0)
+    setsockopt(c.fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
+}
+
+// One step; false on a hard error (message set).
+bool step(Chan& c, char* msg, size_t cap) {
+  const uint64_t n = c.rx.len;
+  while (c.sent < 8 + n) {  // our header and drained bytes
+    const uint8_t* p = c.sent < 8 ? reinterpret_cast<const uint8_t*>(&n) + c.sent : c.rx.p + (c.sent - 8);
+    size_t len = c.sent < 8 ? 8 - c.sent : 8 + n - c.sent;
+    ssize_t w = send(c.fd, p, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (soft(w)) break;
+    if (w <= 0) goto fail;
+    c.sent += size_t(w);
+  }
+  while (c.got < 8 + c.want) {  // the peer's header, then exactly its bytes
+    ssize_t r;
+    if (c.got < 8) {
+      r = recv(c.fd, reinterpret_cast<uint8_t*>(&c.want) + c.got, 8 - c.got, MSG_DONTWAIT);
+    } else {
+      if (!c.back.reserve(c.want - c.back.len)) {
+        plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": no memory for ").u(c.want).s(" bytes to refill");
+        return false;
+      }
+      r = recv(c.fd, c.back.p + c.back.len, c.want - c.back.len, MSG_DONTWAIT);
+      if (r > 0) c.back.len += size_t(r);
+    }
+    if (soft(r)) break;
+    if (r == 0) {
+      plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": the peer closed the connection during refill");
+      return false;
+    }
+    if (r < 0) goto fail;
+    c.got += size_t(r);
+    if (c.got == 8 && c.want > (uint64_t(1) << 40)) {
+      plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": refill header announces ").u(c.want).s(" bytes");
+      return false;
+    }
+  }
+  if (c.got == 8 + c.want && c.sent == 8 + n) {  // write back what the peer had not read
+    while (c.back.len > 0) {
+      ssize_t w = send(c.fd, c.back.p, c.back.len, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (soft(w)) {
+        grow_sndbuf(c);
+        return true;
+      }
+      if (w <= 0) goto fail;
+      memmove(c.back.p, c.back.p + w, c.back.len - size_t(w));
+      c.back.len -= size_t(w);
+    }
+    c.done = true;
+  }
+  return true;
+fail:
+  int e = errno;
+  plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": refill: ").err(e);
+  return false;
+}
+
+}  // namespace
+
+int refill(char* msg, size_t cap) {
+  if (!g_drained) return 0;
+  g_drained = false;
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    c.sent = c.got = 0;
+    c.want = 0;
+    c.back.clear();
+    c.done = c.kind != kTcp || c.fd < 0;
+  }
+  const uint64_t deadline = now_ms() + kRefillTimeoutMs;
+  for (;;) {
+    bool all = true;
+    int pending = -1;
+    short ev = 0;
+    for (uint32_t i = 0; i < g_nchans; ++i) {
+      Chan& c = g_chans[i];
+      if (c.done) continue;
+      if (!step(c, msg, cap)) return -EIO;
+      if (!c.done && pending < 0) {
+        pending = c.fd;
+        ev = short(c.got < 8 + c.want ? POLLIN : POLLOUT);
+      }
+      all = all && c.done;
+    }
+    if (all) break;
+    if (now_ms() > deadline) {
+      plugins::Msg(msg, cap).s("fd ").i(pending).s(": refill did not complete in time (peer not refilling?)");
+      return -ETIMEDOUT;
+    }
+    wait_fd(pending, ev, 5);
+  }
+  for (uint32_t i = 0; i < g_nchans; ++i) g_chans[i].rx.clear();
+  return 0;
+}
+
+}  // namespace revive::chan

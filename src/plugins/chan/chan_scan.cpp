@@ -1,0 +1,164 @@
+// Finds this process's TCP sockets (listening and connected) by listing /proc/self/fd, with raw syscalls
+// only (user threads are held while this runs).
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <poll.h>
+#include <unistd.h>
+#include <errno.h>
+
+#include "plugins/chan/chan.h"
+#include "plugins/common/msg.h"
+#include "plugins/plugins.h"
+
+namespace revive::chan {
+
+Chan g_chans[kMaxChans];
+uint32_t g_nchans;
+bool g_drained;
+
+bool Bytes::reserve(size_t n) {
+  if (len + n <= cap) return true;
+  size_t nc = cap ? cap : 1 << 16;
+  while (nc < len + n) nc *= 2;
+  void* q = p ? mremap(p, cap, nc, MREMAP_MAYMOVE) : mmap(nullptr, nc, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (q == MAP_FAILED) return false;
+  p = static_cast<uint8_t*>(q);
+  cap = nc;
+  return true;
+}
+
+size_t addr_len(int family) { return family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6); }
+
+void hex(char* out, size_t cap, const void* p, size_t n) {
+  static const char kDigits[] = "0123456789abcdef";
+  const uint8_t* b = static_cast<const uint8_t*>(p);
+  size_t o = 0;
+  for (size_t i = 0; i < n && o + 2 < cap; ++i) {
+    out[o++] = kDigits[b[i] >> 4];
+    out[o++] = kDigits[b[i] & 15];
+  }
+  if (cap) out[o] = 0;
+}
+
+uint64_t now_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1000000;
+}
+
+int wait_fd(int fd, short events, int ms) {
+  pollfd p = {fd, events, 0};
+  int r = poll(&p, 1, ms);
+  return r < 0 ? -errno : r;
+}
+
+namespace {
+
+// The address part of a socket name as key material: IPv4 address+port, or IPv6 address+port.
+size_t addr_key(const sockaddr_in6& a, uint8_t* out) {
+  if (a.sin6_family == AF_INET) {
+    const sockaddr_in& v4 = reinterpret_cast<const sockaddr_in&>(a);
+    memcpy(out, &v4.sin_addr, 4);
+    memcpy(out + 4, &v4.sin_port, 2);
+    return 6;
+  }
+  memcpy(out, &a.sin6_addr, 16);
+  memcpy(out + 16, &a.sin6_port, 2);
+  return 18;
+}
+
+void make_keys(Chan& c) {
+  uint8_t a[18], b[18];
+  size_t la = addr_key(c.local, a), lb = addr_key(c.peer, b);
+  uint8_t k[36];
+  memcpy(k, a, la);
+  memcpy(k + la, b, lb);
+  hex(c.key, sizeof c.key, k, la + lb);
+  memcpy(k, b, lb);
+  memcpy(k + lb, a, la);
+  hex(c.peer_key, sizeof c.peer_key, k, la + lb);
+  c.acceptor = strcmp(c.key, c.peer_key) < 0;
+}
+
+int int_opt(int fd, int level, int name) {
+  int v = 0;
+  socklen_t l = sizeof v;
+  return getsockopt(fd, level, name, &v, &l) == 0 ? v : -1;
+}
+
+// One descriptor: a TCP socket goes into the table (slot reused: the buffers stay mapped across
+// checkpoints), anything else is the fd plugin's.
+void consider(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) || inject::fd_reserved(fd)) return;
+  int family = int_opt(fd, SOL_SOCKET, SO_DOMAIN);
+  if ((family != AF_INET && family != AF_INET6) || int_opt(fd, SOL_SOCKET, SO_TYPE) != SOCK_STREAM) return;
+  if (g_nchans >= kMaxChans) return;
+  Chan& c = g_chans[g_nchans];
+  Bytes rx = c.rx, back = c.back;
+  memset(&c, 0, sizeof c);
+  c.rx = rx;
+  c.back = back;
+  c.rx.clear();
+  c.back.clear();
+  c.fd = fd;
+  c.family = family;
+  c.flags = fcntl(fd, F_GETFL);
+  c.cloexec = (fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0;
+  c.nodelay = int_opt(fd, IPPROTO_TCP, TCP_NODELAY) > 0;
+  c.listen_fd = -1;
+  socklen_t l = sizeof c.local;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&c.local), &l) != 0) return;
+  if (int_opt(fd, SOL_SOCKET, SO_ACCEPTCONN) == 1) {
+    c.kind = kListen;
+  } else {
+    l = sizeof c.peer;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&c.peer), &l) != 0) return;  // unconnected: fd plugin
+    c.kind = kOutside;  // until its peer shows up in the drain phase
+    make_keys(c);
+  }
+  ++g_nchans;
+}
+
+struct Dirent64 {
+  uint64_t ino;
+  int64_t off;
+  unsigned short reclen;
+  unsigned char type;
+  char name[];
+};
+
+}  // namespace
+
+int scan(char* msg, size_t cap) {
+  g_nchans = 0;
+  int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) {
+    int e = errno;
+    plugins::Msg(msg, cap).s("cannot list /proc/self/fd: ").err(e);
+    return -e;
+  }
+  alignas(8) char buf[4096];
+  for (;;) {
+    long got = syscall(SYS_getdents64, dir, buf, sizeof buf);
+    if (got <= 0) break;
+    for (long off = 0; off < got;) {
+      auto* d = reinterpret_cast<Dirent64*>(buf + off);
+      off += d->reclen;
+      if (d->name[0] < '0' || d->name[0] > '9') continue;
+      int fd = 0;
+      for (const char* s = d->name; *s; ++s) fd = fd * 10 + (*s - '0');
+      if (fd != dir) consider(fd);
+    }
+  }
+  close(dir);
+  return 0;
+}
+
+}  // namespace revive::chan
