@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""End-to-end test of the channels plugin: several programs talking to each other (TCP, ...) are run once
+natively (the reference), then each under `revive launch` into one computation; while they talk, K
+checkpoints are taken (each manifest must list every process), then all are SIGKILLed and brought back
+with `revive restart`; with --chain N the restored computation is checkpointed and killed again N times.
+Every program's stdout (a regular file) and exit status must equal the reference run's.
+
+  chan_driver.py --revive R --inject I --restart S --workdir W [--checkpoints K] [--chain N]
+                 --proc 'PROG ARGS {port}' --proc ...      ({port}: a free TCP port chosen here)"""
+import argparse, json, os, random, shlex, shutil, signal, socket, subprocess, sys, time
+
+def fail(msg):
+    print("FAIL: " + msg, flush=True)
+    sys.exit(1)
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+def free_port(rng, avoid=()):
+    for _ in range(200):
+        port = 20000 + rng.randrange(20000)
+        if port in avoid:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    fail("no free port")
+
+def start(cmds, dirs, prefix, env, stagger):
+    procs = []
+    for cmd, d in zip(cmds, dirs):
+        with open(os.path.join(d, "stdout"), "wb") as out, open(os.path.join(d, "stderr"), "wb") as err:
+            procs.append(subprocess.Popen(prefix + cmd, cwd=d, stdout=out, stderr=err,
+                                          stdin=subprocess.DEVNULL, env=env))
+        time.sleep(stagger)
+    return procs
+
+def wait_all(procs, what, timeout=120):
+    deadline = time.time() + timeout
+    rcs = []
+    for p in procs:
+        try:
+            rcs.append(p.wait(max(1, deadline - time.time())))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            fail("%s did not finish in %ds" % (what, timeout))
+    return rcs
+
+def checkpoint(a, port, ck, gen, n):
+    r = run([a.revive, "checkpoint", "--port", str(port), "--ckpt-dir", ck], timeout=120)
+    if r.returncode != 0:
+        fail("revive checkpoint (generation %d) exited %d: %s" % (gen, r.returncode, r.stderr.strip()))
+    got = r.stdout.strip()
+    if got != os.path.join(ck, "ckpt-%d" % gen):
+        fail("revive checkpoint printed %r, want generation %d" % (got, gen))
+    m = json.load(open(os.path.join(got, "MANIFEST.json")))
+    if len(m["processes"]) != n:
+        fail("%s lists %d processes, want %d" % (got, len(m["processes"]), n))
+    print("checkpoint %s (%d processes)" % (got, n), flush=True)
+
+def alive(procs):
+    for i, p in enumerate(procs):
+        if p.poll() is not None:
+            fail("process %d ended (rc %s) before the checkpoints were done; make it run longer" % (i, p.returncode))
+
+def main():
+    ap = argparse.ArgumentParser()
+    for k in ("revive", "inject", "restart", "workdir"):
+        ap.add_argument("--" + k, required=True)
+    ap.add_argument("--proc", action="append", required=True)
+    ap.add_argument("--checkpoints", type=int, default=3)
+    ap.add_argument("--chain", type=int, default=0)
+    ap.add_argument("--first", type=float, default=0.5, help="seconds before the first checkpoint")
+    ap.add_argument("--gap", type=float, default=0.3, help="seconds between checkpoints")
+    ap.add_argument("--stagger", type=float, default=0.2, help="seconds between starting the programs")
+    ap.add_argument("--seed", type=int)
+    a = ap.parse_args()
+    seed = a.seed if a.seed is not None else random.randrange(1 << 30)
+    rng = random.Random(seed)
+    coord_port = free_port(rng)
+    app_port = free_port(rng, (coord_port,))
+    print("seed %d coordinator port %d program port %d" % (seed, coord_port, app_port), flush=True)
+    cmds = [shlex.split(p.replace("{port}", str(app_port))) for p in a.proc]
+    shutil.rmtree(a.workdir, ignore_errors=True)
+    ref = [os.path.join(a.workdir, "ref", str(i)) for i in range(len(cmds))]
+    run_dirs = [os.path.join(a.workdir, "run", str(i)) for i in range(len(cmds))]
+    ck = os.path.join(a.workdir, "ck")
+    for d in ref + run_dirs:
+        os.makedirs(d)
+    env = dict(os.environ, REVIVE_INJECT_LIB=os.path.abspath(a.inject),
+               REVIVE_RESTART_BIN=os.path.abspath(a.restart), REVIVE_LOG="0")
+    for k in ("REVIVE_PORT", "REVIVE_CKPT_DIR", "REVIVE_SECRET_FILE", "LD_PRELOAD"):
+        env.pop(k, None)
+
+    t0 = time.time()
+    ref_rcs = wait_all(start(cmds, ref, [], env, a.stagger), "reference run")
+    print("reference: rcs %s in %.2fs" % (ref_rcs, time.time() - t0), flush=True)
+    if any(ref_rcs):
+        fail("reference run failed: " + open(os.path.join(ref[ref_rcs.index(next(r for r in ref_rcs if r))],
+                                                            "stderr")).read())
+
+    launch = [a.revive, "launch", "--port", str(coord_port), "--ckpt-dir", ck, "--"]
+    procs = start(cmds, run_dirs, launch, env, a.stagger)
+    gen = 0
+    time.sleep(a.first)
+    for _ in range(a.checkpoints):
+        alive(procs)
+        gen += 1
+        checkpoint(a, coord_port, ck, gen, len(cmds))
+        time.sleep(a.gap)
+    alive(procs)
+    for p in procs:
+        os.kill(p.pid, signal.SIGKILL)
+    for p in procs:
+        p.wait()
+    print("killed the launched programs", flush=True)
+    for round in range(a.chain + 1):
+        # The coordinator of the killed run leaves once its last process is gone (--exit-on-last).
+        deadline = time.time() + 10
+        while run([a.revive, "status", "--port", str(coord_port), "--ckpt-dir", ck]).returncode == 0:
+            if time.time() > deadline:
+                fail("the coordinator of the killed run is still there")
+            time.sleep(0.1)
+        rs = subprocess.Popen([a.revive, "restart", "--port", str(coord_port), ck], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env)
+        if round == a.chain:
+            try:
+                out, err = rs.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                rs.kill()
+                fail("restarted computation did not finish")
+            rcs = rs.returncode
+            break
+        time.sleep(a.first)
+        if rs.poll() is not None:
+            fail("restarted computation ended before its checkpoint: %s" % rs.communicate()[1])
+        gen += 1
+        checkpoint(a, coord_port, ck, gen, len(cmds))
+        kids = open("/proc/%d/task/%d/children" % (rs.pid, rs.pid)).read().split()
+        if len(kids) != len(cmds):
+            fail("revive restart has %d children, want %d" % (len(kids), len(cmds)))
+        for k in kids:
+            os.kill(int(k), signal.SIGKILL)
+        rs.communicate()
+        print("killed restored round %d" % round, flush=True)
+    if rcs != 0:
+        fail("revive restart exited %d: %s" % (rcs, err.strip()))
+    for i in range(len(cmds)):
+        want = open(os.path.join(ref[i], "stdout"), "rb").read()
+        got = open(os.path.join(run_dirs[i], "stdout"), "rb").read()
+        if want != got:
+            fail("program %d (%s): output differs from the reference (%d vs %d bytes); stderr: %s\nrestart: %s" %
+                 (i, a.proc[i], len(got), len(want), open(os.path.join(run_dirs[i], "stderr")).read()[-2000:],
+                  err[-2000:]))
+    print("PASS: %d programs, %d checkpoints, outputs identical to the reference" % (len(cmds), gen), flush=True)
+
+if __name__ == "__main__":
+    main()
