@@ -58,14 +58,12 @@ long read_own_maps(Range* out, size_t cap) {
 }
 
 bool collides(const image::View& v, const Range* own, size_t n, char* what, size_t what_len) {
-  const image::ProcessInfo* pi = v.process;
   for (size_t i = 0; i < n; ++i) {
     if (is_special(own[i].name)) continue;
     for (uint32_t k = 0; k < v.region_count; ++k) {
       const image::RegionRecord& r = v.regions[k];
-      if (r.flags & image::kRegSpecial) {
-        if (strncmp(r.path, "[vsyscall]", 10) == 0) continue;
-      }
+      // The vsyscall page sits at the same fixed address in every process.
+      if ((r.flags & image::kRegSpecial) && strncmp(r.path, "[vsyscall]", 10) == 0) continue;
       if (overlap(r.start, r.end, own[i].start, own[i].end)) {
         snprintf(what, what_len, "saved region %llx-%llx %s overlaps restarter mapping %llx-%llx %s",
                  (unsigned long long)r.start, (unsigned long long)r.end, r.path, (unsigned long long)own[i].start,
@@ -73,7 +71,6 @@ bool collides(const image::View& v, const Range* own, size_t n, char* what, size
         return true;
       }
     }
-    (void)pi;
   }
   return false;
 }
