@@ -1,0 +1,97 @@
+"""Shared by tests/hosts, tests/scale and bench/distributed: run `revive`, pick ports, wait for the
+coordinator, read manifests. Failures print FAIL and exit 1; a test that cannot run here exits 77 with
+the reason (CTest SKIP_RETURN_CODE)."""
+import json, os, random, socket, subprocess, sys, time
+
+def fail(msg):
+    print("FAIL: " + msg, flush=True)
+    sys.exit(1)
+
+def skip(msg):
+    print("SKIP: " + msg, flush=True)
+    sys.exit(77)
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+def free_port(rng, host="127.0.0.1"):
+    """A random port nobody listens on now (other tests and engineers share the machine)."""
+    for _ in range(200):
+        port = 20000 + rng.randrange(20000)
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+                return port
+            except OSError:
+                continue
+    fail("no free port found")
+
+def clean_env(revive_env):
+    env = dict(os.environ, **revive_env)
+    for k in ("REVIVE_PORT", "REVIVE_CKPT_DIR", "REVIVE_SECRET_FILE", "LD_PRELOAD", "REVIVE_HOST_ID",
+              "REVIVE_COORD_HOST"):
+        if k not in revive_env:
+            env.pop(k, None)
+    return env
+
+def status(revive, port, ck, env):
+    return run([revive, "status", "--port", str(port), "--ckpt-dir", ck], env=env, timeout=30)
+
+def wait_procs(revive, port, ck, env, n, timeout=60):
+    """Until the coordinator lists n processes (all connected and idle)."""
+    deadline = time.time() + timeout
+    last = ""
+    while time.time() < deadline:
+        r = status(revive, port, ck, env)
+        last = r.stdout + r.stderr
+        if r.returncode == 0 and count_procs(r.stdout) == n and status_field(r.stdout, "state") == "idle":
+            return r.stdout
+        time.sleep(0.1)
+    fail("coordinator did not list %d processes within %ds; last status: %s" % (n, timeout, last[-2000:]))
+
+def status_field(text, key):
+    """`revive status` prints "key:   value" lines first."""
+    for line in text.splitlines():
+        k, _, v = line.partition(":")
+        if k.strip() == key:
+            return v.strip()
+    return None
+
+def count_procs(text):
+    for line in text.splitlines():
+        w = line.replace(":", " ").split()
+        if "processes" in w:
+            i = w.index("processes")
+            for cand in (w[i - 1] if i > 0 else "", w[i + 1] if i + 1 < len(w) else ""):
+                if cand.isdigit():
+                    return int(cand)
+    return -1
+
+def coordinator_gone(revive, port, ck, env, timeout=15):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if status(revive, port, ck, env).returncode != 0:
+            return True
+        time.sleep(0.1)
+    return False
+
+def checkpoint(revive, port, ck, env, want_gen, nprocs):
+    t0 = time.time()
+    r = run([revive, "checkpoint", "--port", str(port), "--ckpt-dir", ck], env=env, timeout=300)
+    secs = time.time() - t0
+    if r.returncode != 0:
+        fail("revive checkpoint exited %d: %s" % (r.returncode, r.stderr.strip()))
+    got = r.stdout.strip()
+    if got != os.path.join(ck, "ckpt-%d" % want_gen):
+        fail("revive checkpoint printed %r, want generation %d" % (got, want_gen))
+    m = json.load(open(os.path.join(got, "MANIFEST.json")))
+    if len(m["processes"]) != nprocs:
+        fail("%s/MANIFEST.json lists %d processes, want %d" % (got, len(m["processes"]), nprocs))
+    return m, secs
+
+def children(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []

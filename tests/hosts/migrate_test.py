@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Migration across hosts (network namespaces made by scripts/netns.sh): NPROCS independent processes
+are launched alternately in namespaces rvh1 and rvh2 (REVIVE_HOST_ID names the namespace), checkpointed
+at a random moment, SIGKILLed, and restarted with `revive restart --hosts ... --launcher 'ip netns exec
+{host} {cmd}'` so that every process lands on the OTHER namespace. Checks: the manifest records each
+process's namespace; every restored process really runs in its new namespace (/proc/PID/ns/net); a
+checkpoint after the restart records the new hosts; each stdout and exit status equals an uninterrupted
+run's, byte for byte."""
+import argparse, json, os, random, shutil, signal, subprocess, sys, time
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import *
+
+def netns_inode(ns):
+    return os.stat("/run/netns/" + ns).st_ino
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--revive", required=True)
+    ap.add_argument("--inject", required=True)
+    ap.add_argument("--restart", required=True)
+    ap.add_argument("--netns", required=True, help="scripts/netns.sh")
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--procs", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("prog", nargs=argparse.REMAINDER)
+    a = ap.parse_args()
+    prog = a.prog[1:] if a.prog and a.prog[0] == "--" else a.prog
+    seed = a.seed if a.seed is not None else random.randrange(1 << 30)
+    rng = random.Random(seed)
+    prefix, net = "rvm", "10.79.%d" % (rng.randrange(200) + 20)
+    nsenv = dict(os.environ, REVIVE_NETNS_PREFIX=prefix, REVIVE_NETNS_NET=net)
+    chk = run(["bash", a.netns, "check"], env=nsenv)
+    if chk.returncode == 77:
+        skip(chk.stdout.strip())
+    r = run(["bash", a.netns, "up", "2"], env=nsenv)
+    if r.returncode != 0:
+        fail("netns.sh up 2: " + r.stdout + r.stderr)
+    try:
+        test(a, prog, rng, seed, prefix, net)
+    finally:
+        run(["bash", a.netns, "down"], env=nsenv)
+
+def test(a, prog, rng, seed, prefix, net):
+    hosts = [prefix + "1", prefix + "2"]
+    coord_ip = net + ".1"
+    port = free_port(rng, coord_ip)
+    print("seed %d port %d coordinator %s" % (seed, port, coord_ip), flush=True)
+    shutil.rmtree(a.workdir, ignore_errors=True)
+    ck = os.path.join(a.workdir, "ck")
+    env = clean_env(dict(REVIVE_INJECT_LIB=os.path.abspath(a.inject), REVIVE_RESTART_BIN=os.path.abspath(a.restart),
+                         REVIVE_LOG="0", REVIVE_COORD_HOST=coord_ip))
+    revive = os.path.abspath(a.revive)
+    # Each process gets its own arguments (rounds) so the outputs differ and a mix-up shows.
+    progs = [prog[:1] + [str(int(prog[1]) + 7 * i)] + prog[2:] for i in range(a.procs)]
+    ref_rc = []
+    for i, p in enumerate(progs):
+        d = os.path.join(a.workdir, "ref-%d" % i)
+        os.makedirs(d)
+        with open(os.path.join(d, "stdout"), "wb") as out:
+            ref_rc.append(subprocess.run(p, cwd=d, stdout=out, stdin=subprocess.DEVNULL, timeout=120).returncode)
+
+    # The coordinator listens on the bridge address so every namespace reaches it; `revive launch` inside a
+    # namespace finds it there and only checks it belongs to this computation.
+    os.makedirs(ck)
+    r = run([revive, "coordinator", "--daemon", "--exit-on-last", "--port", str(port), "--ckpt-dir", ck,
+             "--bind", coord_ip], env=env)
+    if r.returncode != 0:
+        fail("coordinator --bind %s: %s" % (coord_ip, r.stderr))
+    procs, runs = [], []
+    for i, p in enumerate(progs):
+        d = os.path.join(a.workdir, "run-%d" % i)
+        os.makedirs(d)
+        runs.append(d)
+        host = hosts[i % 2]
+        with open(os.path.join(d, "stdout"), "wb") as out:
+            procs.append(subprocess.Popen(["ip", "netns", "exec", host, "env", "REVIVE_HOST_ID=" + host, revive,
+                                           "launch", "--port", str(port), "--ckpt-dir", ck, "--"] + p,
+                                          cwd=d, stdout=out, stdin=subprocess.DEVNULL, env=env))
+    wait_procs(revive, port, ck, env, a.procs)
+    for i, p in enumerate(procs):  # launched where we said: the program's own network namespace
+        got = os.stat("/proc/%d/ns/net" % p.pid).st_ino
+        if got != netns_inode(hosts[i % 2]):
+            fail("process %d (pid %d) is not in namespace %s" % (i, p.pid, hosts[i % 2]))
+    time.sleep(rng.uniform(0.2, 0.6))
+    m, _ = checkpoint(revive, port, ck, env, 1, a.procs)
+    # Which process is which: its stdout file is in its run directory (image name has the upid).
+    where = {}
+    for p in m["processes"]:
+        where[p["upid"]] = p["host"]
+    upid_of = {}
+    for i, p in enumerate(procs):
+        for q in m["processes"]:
+            if q["pid"] == p.pid:
+                upid_of[i] = q["upid"]
+        if i not in upid_of:
+            fail("manifest has no process with pid %d: %s" % (p.pid, json.dumps(m)))
+        if where[upid_of[i]] != hosts[i % 2]:
+            fail("manifest records host %r for process %d, launched in %s" % (where[upid_of[i]], i, hosts[i % 2]))
+    print("checkpoint 1: hosts recorded %s" % sorted(where.items()), flush=True)
+    time.sleep(rng.uniform(0, 0.2))
+    for p in procs:
+        if p.poll() is not None:
+            fail("a launched program ended (rc %s) before it was killed; make it run longer" % p.returncode)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    if not coordinator_gone(revive, port, ck, env):
+        fail("coordinator did not exit after its processes died")
+
+    # Swap: each process goes to the namespace it was not in. Process k of the manifest -> hosts[k].
+    swapped = [hosts[1] if p["host"] == hosts[0] else hosts[0] for p in m["processes"]]
+    cmd = [revive, "restart", "--port", str(port), "--hosts", ",".join(swapped),
+           "--launcher", "ip netns exec {host} {cmd}", ck]
+    print("restart: " + " ".join(cmd), flush=True)
+    rerr = open(os.path.join(a.workdir, "restart-stderr"), "wb")
+    rp = subprocess.Popen(cmd, cwd=a.workdir, stdout=rerr, stderr=rerr, stdin=subprocess.DEVNULL, env=env)
+    rerr.close()
+    wait_procs(revive, port, ck, env, a.procs)
+    moved = 0
+    for pid in children(rp.pid):
+        try:
+            out = os.readlink("/proc/%d/fd/1" % pid)
+            netino = os.stat("/proc/%d/ns/net" % pid).st_ino
+        except OSError:
+            continue  # already finished
+        i = runs.index(os.path.dirname(out)) if os.path.dirname(out) in runs else -1
+        if i < 0:
+            fail("restored pid %d writes to %s, not a run directory" % (pid, out))
+        want = hosts[1 - i % 2]
+        if netino != netns_inode(want):
+            fail("restored process %d (pid %d) is not in namespace %s" % (i, pid, want))
+        moved += 1
+    if moved != a.procs:
+        fail("found %d restored processes in their new namespaces, want %d" % (moved, a.procs))
+    m2, _ = checkpoint(revive, port, ck, env, 2, a.procs)
+    for q in m2["processes"]:
+        i = [k for k, u in upid_of.items() if u == q["upid"]]
+        if len(i) != 1 or q["host"] != hosts[1 - i[0] % 2]:
+            fail("after migration the manifest records %r for upid %d" % (q["host"], q["upid"]))
+    print("checkpoint 2 after migration: hosts %s" % sorted((q["upid"], q["host"]) for q in m2["processes"]),
+          flush=True)
+    try:
+        rp.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        rp.kill()
+        fail("restarted computation did not finish")
+    rcs = [ref_rc[i] for i in sorted(upid_of, key=lambda i: upid_of[i])]
+    want_rc = next((c for c in rcs if c != 0), 0)  # restart's rule: first non-zero in manifest order
+    if rp.returncode != want_rc:
+        fail("revive restart exited %s, want %s; stderr: %s" % (rp.returncode, want_rc,
+             open(os.path.join(a.workdir, "restart-stderr")).read()))
+    for i in range(a.procs):
+        want = open(os.path.join(a.workdir, "ref-%d" % i, "stdout"), "rb").read()
+        got = open(os.path.join(runs[i], "stdout"), "rb").read()
+        if want != got:
+            fail("process %d: stdout differs after migration (%d bytes vs %d)" % (i, len(got), len(want)))
+    if not coordinator_gone(revive, port, ck, env):
+        fail("restart's coordinator did not exit after the computation ended")
+    print("OK: %d processes migrated between %s and %s, outputs identical" % (a.procs, hosts[0], hosts[1]),
+          flush=True)
+
+if __name__ == "__main__":
+    main()
