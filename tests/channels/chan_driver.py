@@ -6,7 +6,8 @@ with `revive restart`; with --chain N the restored computation is checkpointed a
 Every program's stdout (a regular file) and exit status must equal the reference run's.
 
   chan_driver.py --revive R --inject I --restart S --workdir W [--checkpoints K] [--chain N]
-                 --proc 'PROG ARGS {port}' --proc ...      ({port}: a free TCP port chosen here)"""
+                 --proc 'PROG ARGS {port}' --proc ...      ({port}: a free TCP port chosen here,
+                                                          {dir}: a directory of this run, e.g. for sockets)"""
 import argparse, json, os, random, shlex, shutil, signal, socket, subprocess, sys, time
 
 def fail(msg):
@@ -29,9 +30,11 @@ def free_port(rng, avoid=()):
                 continue
     fail("no free port")
 
-def start(cmds, dirs, prefix, env, stagger):
+def start(cmds, dirs, prefix, env, stagger, shared):
+    os.makedirs(shared)
     procs = []
     for cmd, d in zip(cmds, dirs):
+        cmd = [w.replace("{dir}", shared) for w in cmd]
         with open(os.path.join(d, "stdout"), "wb") as out, open(os.path.join(d, "stderr"), "wb") as err:
             procs.append(subprocess.Popen(prefix + cmd, cwd=d, stdout=out, stderr=err,
                                           stdin=subprocess.DEVNULL, env=env))
@@ -97,14 +100,14 @@ def main():
         env.pop(k, None)
 
     t0 = time.time()
-    ref_rcs = wait_all(start(cmds, ref, [], env, a.stagger), "reference run")
+    ref_rcs = wait_all(start(cmds, ref, [], env, a.stagger, os.path.join(a.workdir, "ref-dir")), "reference run")
     print("reference: rcs %s in %.2fs" % (ref_rcs, time.time() - t0), flush=True)
     if any(ref_rcs):
         fail("reference run failed: " + open(os.path.join(ref[ref_rcs.index(next(r for r in ref_rcs if r))],
                                                             "stderr")).read())
 
     launch = [a.revive, "launch", "--port", str(coord_port), "--ckpt-dir", ck, "--"]
-    procs = start(cmds, run_dirs, launch, env, a.stagger)
+    procs = start(cmds, run_dirs, launch, env, a.stagger, os.path.join(a.workdir, "run-dir"))
     gen = 0
     time.sleep(a.first)
     for _ in range(a.checkpoints):

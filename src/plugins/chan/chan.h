@@ -6,15 +6,16 @@
 #pragma once
 
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <stddef.h>
 #include <stdint.h>
 
 namespace revive::chan {
 
 enum Kind : uint32_t {
-  kTcp = 1,        // connected TCP socket whose peer is in the computation
-  kListen = 2,     // listening TCP socket
-  kOutside = 3,    // connected TCP socket to a peer outside the computation
+  kConn = 1,       // connected stream socket (TCP, Unix) whose peer is in the computation
+  kListen = 2,     // listening stream socket (TCP, Unix bound to a path or abstract name)
+  kOutside = 3,    // connected stream socket to a peer outside the computation
 };
 
 // Growable byte buffer on mmap (usable with user threads held; its pages are process memory, so the
@@ -33,7 +34,8 @@ struct Chan {
   int32_t flags;     // F_GETFL (O_NONBLOCK...)
   int32_t cloexec;   // FD_CLOEXEC
   int32_t nodelay;   // TCP_NODELAY
-  sockaddr_in6 local, peer;  // sockaddr_in or sockaddr_in6
+  sockaddr_storage local, peer;  // sockaddr_in, sockaddr_in6 or sockaddr_un
+  uint32_t local_len;
   char key[80];       // hex(local, peer): this end's name; the peer names it reversed
   char peer_key[80];
   bool acceptor;      // restart: this end listens, the other connects (the smaller key listens)
@@ -51,7 +53,7 @@ extern Chan g_chans[kMaxChans];
 extern uint32_t g_nchans;
 extern bool g_drained;  // data was drained in this checkpoint: refill before threads run
 
-// chan_scan.cpp: fills the table with this process's TCP sockets (connected ones as kOutside for now).
+// chan_scan.cpp: fills the table with this process's stream sockets (connected ones as kOutside for now).
 int scan(char* msg, size_t cap);
 // chan_drain.cpp: decides which connections are internal (PUBLISH/LOOKUP) and drains them.
 int drain(uint64_t gen, char* msg, size_t cap);
@@ -63,7 +65,9 @@ int restore_local(char* msg, size_t cap);
 int reconnect(uint64_t gen, char* msg, size_t cap);
 
 // Helpers (chan_scan.cpp).
-size_t addr_len(int family);
+size_t addr_len(int family);  // of an inet address (sockaddr_in / sockaddr_in6)
+// Unix socket: the inode of the socket at the other end of socket `ino` (sock_diag), 0 if none.
+uint64_t unix_peer_ino(uint64_t ino);
 void hex(char* out, size_t cap, const void* p, size_t n);
 uint64_t now_ms();
 // Waits until fds[i] has events (poll), at most ms. Returns poll's count or -errno.

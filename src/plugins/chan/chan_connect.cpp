@@ -9,6 +9,8 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "inject/plugin.h"
@@ -51,33 +53,47 @@ void unhex(const char* s, uint8_t* out, size_t cap, size_t* n) {
 
 // The address peers can reach us at: our end of the coordinator connection (same family), else the
 // address this end had before.
-void my_address(const Chan& c, sockaddr_in6* a) {
+void my_address(const Chan& c, sockaddr_storage* a) {
   memset(a, 0, sizeof *a);
   socklen_t l = sizeof *a;
   int cs = inject::coord_socket();
-  if (cs < 0 || getsockname(cs, reinterpret_cast<sockaddr*>(a), &l) != 0 || a->sin6_family != c.family)
+  if (cs < 0 || getsockname(cs, reinterpret_cast<sockaddr*>(a), &l) != 0 || a->ss_family != c.family)
     memcpy(a, &c.local, sizeof *a);
 }
 
-int listen_fresh(Chan& c, uint64_t gen, char* msg, size_t cap) {
+// A fresh listener for the peer to reconnect to: inet on the wildcard address and a free port, Unix on an
+// autobound abstract name (nothing in the filesystem to clean up). *len: the length of its address.
+int fresh_listener(const Chan& c, sockaddr_storage* a, socklen_t* len) {
   int s = socket(c.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s < 0) return err(msg, cap, c, "socket", errno);
-  sockaddr_in6 any;
+  if (s < 0) return -1;
+  sockaddr_storage any;
   memset(&any, 0, sizeof any);
-  any.sin6_family = sa_family_t(c.family);  // wildcard address, port 0 (sin_family is at the same place)
-  if (bind(s, reinterpret_cast<sockaddr*>(&any), socklen_t(addr_len(c.family))) != 0 || listen(s, 4) != 0) {
+  any.ss_family = sa_family_t(c.family);
+  socklen_t l = c.family == AF_UNIX ? sizeof(sa_family_t) : socklen_t(addr_len(c.family));
+  *len = sizeof *a;
+  if (bind(s, reinterpret_cast<sockaddr*>(&any), l) != 0 || listen(s, 4) != 0 ||
+      getsockname(s, reinterpret_cast<sockaddr*>(a), len) != 0) {
     int e = errno;
     close(s);
-    return err(msg, cap, c, "cannot listen for the peer's reconnection", e);
+    errno = e;
+    return -1;
   }
-  sockaddr_in6 bound, me;
-  socklen_t l = sizeof bound;
-  getsockname(s, reinterpret_cast<sockaddr*>(&bound), &l);
-  my_address(c, &me);
-  me.sin6_port = bound.sin6_port;  // sin_port is at the same offset
-  char key[128], val[80];
+  if (c.family != AF_UNIX) {
+    in_port_t port = reinterpret_cast<sockaddr_in*>(a)->sin_port;  // same offset in sockaddr_in6
+    my_address(c, a);
+    reinterpret_cast<sockaddr_in*>(a)->sin_port = port;
+  }
+  return s;
+}
+
+int listen_fresh(Chan& c, uint64_t gen, char* msg, size_t cap) {
+  sockaddr_storage me;
+  socklen_t len = 0;
+  int s = fresh_listener(c, &me, &len);
+  if (s < 0) return err(msg, cap, c, "cannot listen for the peer's reconnection", errno);
+  char key[128], val[300];
   plugins::Msg(key, sizeof key).s("chanr.").u(gen).s(".").s(c.key);
-  hex(val, sizeof val, &me, addr_len(c.family));
+  hex(val, sizeof val, &me, len);
   if (!inject::coord_publish(key, val)) {
     close(s);
     return err(msg, cap, c, "cannot publish the new address", EIO);
@@ -87,15 +103,15 @@ int listen_fresh(Chan& c, uint64_t gen, char* msg, size_t cap) {
 }
 
 int connect_peer(Chan& c, uint64_t gen, char* msg, size_t cap) {
-  char key[128], val[96];
+  char key[128], val[300];
   plugins::Msg(key, sizeof key).s("chanr.").u(gen).s(".").s(c.peer_key);
   int r = inject::coord_lookup(key, true, kReconnectTimeoutMs, val, sizeof val);
   if (r != 1) return err(msg, cap, c, "the peer did not publish its new address", r < 0 ? EIO : ETIMEDOUT);
-  sockaddr_in6 a;
+  sockaddr_storage a;
   size_t n = 0;
   memset(&a, 0, sizeof a);
   unhex(val, reinterpret_cast<uint8_t*>(&a), sizeof a, &n);
-  if (n != addr_len(c.family) || a.sin6_family != c.family)
+  if (n < sizeof(sa_family_t) || a.ss_family != c.family)
     return err(msg, cap, c, "the peer published a malformed address", EINVAL);
   int s = socket(c.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s < 0) return err(msg, cap, c, "socket", errno);
@@ -117,6 +133,30 @@ int accept_peer(Chan& c, char* msg, size_t cap) {
   return place(c, s, msg, cap);
 }
 
+// A listening socket binds its old name again: SO_REUSEADDR for a port whose connections sit in TIME_WAIT;
+// a Unix socket file left behind by the killed process is removed first (only if it is a socket).
+int relisten(Chan& c, char* msg, size_t cap) {
+  int s = socket(c.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  if (s < 0) return err(msg, cap, c, "socket", errno);
+  setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  const sockaddr_un& un = reinterpret_cast<const sockaddr_un&>(c.local);
+  struct stat st;
+  if (c.family == AF_UNIX && un.sun_path[0] && stat(un.sun_path, &st) == 0 && S_ISSOCK(st.st_mode))
+    unlink(un.sun_path);
+  if (bind(s, reinterpret_cast<sockaddr*>(&c.local), c.local_len) != 0 || listen(s, SOMAXCONN) != 0) {
+    int e = errno;
+    close(s);
+    char what[160];
+    plugins::Msg m(what, sizeof what);
+    m.s("cannot listen again on ");
+    if (c.family == AF_UNIX) m.s(un.sun_path[0] ? un.sun_path : "an abstract name");
+    else m.s("port ").u(ntohs(reinterpret_cast<const sockaddr_in&>(c.local).sin_port));
+    return err(msg, cap, c, what, e);
+  }
+  return place(c, s, msg, cap);
+}
+
 }  // namespace
 
 int restore_local(char* msg, size_t cap) {
@@ -124,19 +164,7 @@ int restore_local(char* msg, size_t cap) {
     Chan& c = g_chans[i];
     c.listen_fd = -1;
     if (c.kind == kListen) {
-      int s = socket(c.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      int one = 1;
-      if (s < 0) return err(msg, cap, c, "socket", errno);
-      setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-      if (bind(s, reinterpret_cast<sockaddr*>(&c.local), socklen_t(addr_len(c.family))) != 0 ||
-          listen(s, SOMAXCONN) != 0) {
-        int e = errno;
-        close(s);
-        char what[96];
-        plugins::Msg(what, sizeof what).s("cannot listen again on port ").u(ntohs(c.local.sin6_port));
-        return err(msg, cap, c, what, e);
-      }
-      if (int rc = place(c, s, msg, cap)) return rc;
+      if (int rc = relisten(c, msg, cap)) return rc;
     } else if (c.kind == kOutside) {
       // Documented policy: a connection to a process outside the computation comes back closed by its
       // peer (reads see end of file, writes fail with EPIPE), as if that peer had gone away.
@@ -151,13 +179,13 @@ int restore_local(char* msg, size_t cap) {
 
 int reconnect(uint64_t gen, char* msg, size_t cap) {
   for (uint32_t i = 0; i < g_nchans; ++i)
-    if (g_chans[i].kind == kTcp && g_chans[i].acceptor)
+    if (g_chans[i].kind == kConn && g_chans[i].acceptor)
       if (int rc = listen_fresh(g_chans[i], gen, msg, cap)) return rc;
   for (uint32_t i = 0; i < g_nchans; ++i)
-    if (g_chans[i].kind == kTcp && !g_chans[i].acceptor)
+    if (g_chans[i].kind == kConn && !g_chans[i].acceptor)
       if (int rc = connect_peer(g_chans[i], gen, msg, cap)) return rc;
   for (uint32_t i = 0; i < g_nchans; ++i)
-    if (g_chans[i].kind == kTcp && g_chans[i].acceptor)
+    if (g_chans[i].kind == kConn && g_chans[i].acceptor)
       if (int rc = accept_peer(g_chans[i], msg, cap)) return rc;
   g_drained = true;  // the drained bytes (in restored memory) go back in the refill phase
   return 0;

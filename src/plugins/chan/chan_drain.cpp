@@ -88,7 +88,7 @@ int drain(uint64_t gen, char* msg, size_t cap) {
       plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": coordinator lost while looking up the peer");
       return -EIO;
     }
-    if (r == 1) c.kind = kTcp;
+    if (r == 1) c.kind = kConn;
   }
   uint8_t mk[16];
   marker(gen, mk);
@@ -97,7 +97,7 @@ int drain(uint64_t gen, char* msg, size_t cap) {
     bool all = true;
     for (uint32_t i = 0; i < g_nchans; ++i) {
       Chan& c = g_chans[i];
-      if (c.kind != kTcp) continue;
+      if (c.kind != kConn) continue;
       if (!step(c, mk, msg, cap)) return -EIO;
       all = all && c.rx_done && c.tx_done;
     }
@@ -105,7 +105,7 @@ int drain(uint64_t gen, char* msg, size_t cap) {
     if (all) return 0;
     if (now_ms() > deadline) {
       for (uint32_t i = 0; i < g_nchans; ++i)
-        if (g_chans[i].kind == kTcp && !(g_chans[i].rx_done && g_chans[i].tx_done)) {
+        if (g_chans[i].kind == kConn && !(g_chans[i].rx_done && g_chans[i].tx_done)) {
           plugins::Msg(msg, cap).s("fd ").i(g_chans[i].fd).s(": the peer's drain marker did not arrive");
           break;
         }
@@ -114,7 +114,7 @@ int drain(uint64_t gen, char* msg, size_t cap) {
     // Nothing to do until some connection moves: a short sleep in poll on the first pending one.
     for (uint32_t i = 0; i < g_nchans; ++i) {
       Chan& c = g_chans[i];
-      if (c.kind == kTcp && !(c.rx_done && c.tx_done)) {
+      if (c.kind == kConn && !(c.rx_done && c.tx_done)) {
         wait_fd(c.fd, short((c.rx_done ? 0 : POLLIN) | (c.tx_done ? 0 : POLLOUT)), 5);
         break;
       }

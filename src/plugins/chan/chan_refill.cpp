@@ -95,7 +95,7 @@ int refill(char* msg, size_t cap) {
     c.sent = c.got = 0;
     c.want = 0;
     c.back.clear();
-    c.done = c.kind != kTcp || c.fd < 0;
+    c.done = c.kind != kConn || c.fd < 0;
   }
   const uint64_t deadline = now_ms() + kRefillTimeoutMs;
   for (;;) {

@@ -60,23 +60,23 @@ int wait_fd(int fd, short events, int ms) {
 
 namespace {
 
-// The address part of a socket name as key material: IPv4 address+port, or IPv6 address+port.
-size_t addr_key(const sockaddr_in6& a, uint8_t* out) {
-  if (a.sin6_family == AF_INET) {
-    const sockaddr_in& v4 = reinterpret_cast<const sockaddr_in&>(a);
+// The address part of an inet socket name as key material: IPv4 address+port, or IPv6 address+port.
+size_t addr_key(const sockaddr_storage& ss, uint8_t* out) {
+  if (ss.ss_family == AF_INET) {
+    const sockaddr_in& v4 = reinterpret_cast<const sockaddr_in&>(ss);
     memcpy(out, &v4.sin_addr, 4);
     memcpy(out + 4, &v4.sin_port, 2);
     return 6;
   }
+  const sockaddr_in6& a = reinterpret_cast<const sockaddr_in6&>(ss);
   memcpy(out, &a.sin6_addr, 16);
   memcpy(out + 16, &a.sin6_port, 2);
   return 18;
 }
 
-void make_keys(Chan& c) {
-  uint8_t a[18], b[18];
-  size_t la = addr_key(c.local, a), lb = addr_key(c.peer, b);
-  uint8_t k[36];
+// This end's name is (local, peer), the other end's is (peer, local); the smaller one listens on restart.
+void make_keys(Chan& c, const uint8_t* a, size_t la, const uint8_t* b, size_t lb) {
+  uint8_t k[40];
   memcpy(k, a, la);
   memcpy(k + la, b, lb);
   hex(c.key, sizeof c.key, k, la + lb);
@@ -92,13 +92,15 @@ int int_opt(int fd, int level, int name) {
   return getsockopt(fd, level, name, &v, &l) == 0 ? v : -1;
 }
 
-// One descriptor: a TCP socket goes into the table (slot reused: the buffers stay mapped across
+// One descriptor: a stream socket goes into the table (slot reused: the buffers stay mapped across
 // checkpoints), anything else is the fd plugin's.
 void consider(int fd) {
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) || inject::fd_reserved(fd)) return;
   int family = int_opt(fd, SOL_SOCKET, SO_DOMAIN);
-  if ((family != AF_INET && family != AF_INET6) || int_opt(fd, SOL_SOCKET, SO_TYPE) != SOCK_STREAM) return;
+  if ((family != AF_INET && family != AF_INET6 && family != AF_UNIX) ||
+      int_opt(fd, SOL_SOCKET, SO_TYPE) != SOCK_STREAM)
+    return;
   if (g_nchans >= kMaxChans) return;
   Chan& c = g_chans[g_nchans];
   Bytes rx = c.rx, back = c.back;
@@ -111,18 +113,31 @@ void consider(int fd) {
   c.family = family;
   c.flags = fcntl(fd, F_GETFL);
   c.cloexec = (fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0;
-  c.nodelay = int_opt(fd, IPPROTO_TCP, TCP_NODELAY) > 0;
+  c.nodelay = family != AF_UNIX && int_opt(fd, IPPROTO_TCP, TCP_NODELAY) > 0;
   c.listen_fd = -1;
   socklen_t l = sizeof c.local;
   if (getsockname(fd, reinterpret_cast<sockaddr*>(&c.local), &l) != 0) return;
+  c.local_len = l;
   if (int_opt(fd, SOL_SOCKET, SO_ACCEPTCONN) == 1) {
+    // A Unix listener without a name cannot be reached by anyone: leave it to the fd plugin.
+    if (family == AF_UNIX && l <= sizeof(sa_family_t)) return;
     c.kind = kListen;
+    ++g_nchans;
+    return;
+  }
+  if (family == AF_UNIX) {
+    // Unix ends have no addresses that tell connections apart: the pair of socket inodes does.
+    uint64_t me = st.st_ino, peer = unix_peer_ino(me);
+    if (!peer) return;  // not connected: the fd plugin's
+    make_keys(c, reinterpret_cast<const uint8_t*>(&me), 8, reinterpret_cast<const uint8_t*>(&peer), 8);
   } else {
     l = sizeof c.peer;
     if (getpeername(fd, reinterpret_cast<sockaddr*>(&c.peer), &l) != 0) return;  // unconnected: fd plugin
-    c.kind = kOutside;  // until its peer shows up in the drain phase
-    make_keys(c);
+    uint8_t a[18], b[18];
+    size_t la = addr_key(c.local, a), lb = addr_key(c.peer, b);
+    make_keys(c, a, la, b, lb);
   }
+  c.kind = kOutside;  // until its peer shows up in the drain phase
   ++g_nchans;
 }
 

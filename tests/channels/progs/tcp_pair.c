@@ -19,86 +19,12 @@
 #include <time.h>
 #include <unistd.h>
 
-static uint64_t total;
+#include "stream_util.h"
+
 static unsigned pace_us;
 
-static uint8_t byte_at(uint64_t i) {
-  uint64_t x = (i / 8 + 1) * 0x9E3779B97F4A7C15ull;
-  x ^= x >> 29;
-  x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 32;
-  return (uint8_t)(x >> (8 * (i % 8)));
-}
-
-static void die(const char* what) {
-  fprintf(stderr, "tcp_pair: %s: %s\n", what, strerror(errno));
-  exit(1);
-}
-
-static int read_some(int fd, uint8_t* buf, size_t n) {
-  for (;;) {
-    ssize_t r = read(fd, buf, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) die("read");
-    return (int)r;
-  }
-}
-
-static void write_all(int fd, const uint8_t* p, size_t n) {
-  while (n) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) die("write");
-    p += w;
-    n -= (size_t)w;
-  }
-}
-
-/* Reads exactly `total` bytes, checks them against the sequence, prints checksums. */
-static void check_stream(int fd, const char* who, int echo) {
-  static uint8_t buf[1 << 16];
-  uint64_t got = 0, sum = 0, next_report = 1 << 20;
-  while (got < total) {
-    size_t want = sizeof buf < total - got ? sizeof buf : (size_t)(total - got);
-    int r = read_some(fd, buf, want);
-    if (r == 0) {
-      fprintf(stderr, "tcp_pair %s: connection closed after %llu of %llu bytes\n", who,
-              (unsigned long long)got, (unsigned long long)total);
-      exit(1);
-    }
-    for (int i = 0; i < r; ++i) {
-      if (buf[i] != byte_at(got + (uint64_t)i)) {
-        fprintf(stderr, "tcp_pair %s: byte %llu is %u, want %u\n", who, (unsigned long long)(got + (uint64_t)i),
-                buf[i], byte_at(got + (uint64_t)i));
-        exit(1);
-      }
-      sum = (sum * 31 + buf[i]) % 1000000007ull;
-    }
-    if (echo) write_all(fd, buf, (size_t)r);
-    got += (uint64_t)r;
-    while (got >= next_report) {
-      printf("%s %llu MiB ok\n", who, (unsigned long long)(next_report >> 20));
-      fflush(stdout);
-      next_report += 1 << 20;
-    }
-  }
-  printf("%s done %llu bytes checksum %llu\n", who, (unsigned long long)got, (unsigned long long)sum);
-  fflush(stdout);
-}
-
 static void* sender(void* arg) {
-  int fd = *(int*)arg;
-  static uint8_t buf[1 << 16];
-  uint64_t sent = 0;
-  unsigned k = 0;
-  while (sent < total) {
-    size_t n = 1000 + (k++ * 7919) % (sizeof buf - 1000); /* varying chunk sizes */
-    if (n > total - sent) n = (size_t)(total - sent);
-    for (size_t i = 0; i < n; ++i) buf[i] = byte_at(sent + i);
-    write_all(fd, buf, n);
-    sent += n;
-    if (pace_us) usleep(pace_us);
-  }
+  send_stream(*(int*)arg, 0, pace_us);
   return NULL;
 }
 
@@ -138,7 +64,7 @@ int main(int argc, char** argv) {
     if (bind(l, (struct sockaddr*)&a, sizeof a) != 0 || listen(l, 8) != 0) die("bind/listen");
     int s = accept(l, NULL, NULL);
     if (s < 0) die("accept");
-    check_stream(s, "server", 1);
+    check_stream(s, "server", 0, 1);
     int s2 = accept(l, NULL, NULL);
     if (s2 < 0) die("second accept");
     char bye[4] = {0};
@@ -155,7 +81,7 @@ int main(int argc, char** argv) {
   setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   pthread_t t;
   pthread_create(&t, NULL, sender, &s);
-  check_stream(s, "client", 0);
+  check_stream(s, "client", 0, 0);
   pthread_join(t, NULL);
   int s2 = connect_to(port);
   write_all(s2, (const uint8_t*)"bye", 3);
