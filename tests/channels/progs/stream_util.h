@@ -11,12 +11,18 @@
 
 static uint64_t total;
 
-/* Byte i of stream `seed`. */
+/* Byte i of stream `seed`: one 64-bit mix per 8 bytes, cached per thread (sender and checker run
+ * at full speed, so the checking must not be what limits the stream). */
 static uint8_t seq_byte(uint64_t seed, uint64_t i) {
-  uint64_t x = (i / 8 + 1 + seed * 0x100000001B3ull) * 0x9E3779B97F4A7C15ull;
-  x ^= x >> 29;
-  x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 32;
+  static __thread uint64_t word = ~0ull, wseed, x;
+  if (i / 8 != word || seed != wseed) {
+    word = i / 8;
+    wseed = seed;
+    x = (word + 1 + seed * 0x100000001B3ull) * 0x9E3779B97F4A7C15ull;
+    x ^= x >> 29;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 32;
+  }
   return (uint8_t)(x >> (8 * (i % 8)));
 }
 
@@ -62,7 +68,7 @@ static void check_stream(int fd, const char* who, uint64_t seed, int echo) {
                 buf[i], seq_byte(seed, got + (uint64_t)i));
         exit(1);
       }
-      sum = (sum * 31 + buf[i]) % 1000000007ull;
+      sum = sum * 31 + buf[i];
     }
     if (echo) write_all(fd, buf, (size_t)r);
     got += (uint64_t)r;

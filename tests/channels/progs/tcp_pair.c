@@ -79,10 +79,15 @@ int main(int argc, char** argv) {
   int s = connect_to(port);
   int one = 1;
   setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   pthread_t t;
   pthread_create(&t, NULL, sender, &s);
   check_stream(s, "client", 0, 0);
   pthread_join(t, NULL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (getenv("TCP_PAIR_TIMING")) /* for bench/channels: stderr, so stdout stays comparable */
+    fprintf(stderr, "stream_seconds %.6f\n", (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
   int s2 = connect_to(port);
   write_all(s2, (const uint8_t*)"bye", 3);
   printf("client said bye\n");
