@@ -34,10 +34,10 @@ delay=$(( native * (30 + RANDOM % 50) / 100 ))
 pid=$!
 sleep "$(printf '%d.%03d' $((delay / 1000)) $((delay % 1000)))"
 kill -KILL "$pid" 2>/dev/null || true
-wait "$pid" 2>/dev/null && echo "(it finished before the kill; the restart below will just re-read its last checkpoint)" ||
+{ wait "$pid"; } 2>/dev/null && echo "(it finished before the kill; the restart below will just re-read its last checkpoint)" ||
   echo "kill -9 after $delay ms: the process died without a chance to clean up."
 echo "Checkpoint versions on disk:"
-for v in "$work"/ckpt/lanczos/v-*; do
+for v in $(ls -dv "$work"/ckpt/lanczos/v-* 2>/dev/null); do
   [[ -d $v ]] || continue
   if [[ -f $v/MANIFEST ]]; then
     echo "  $(basename "$v"): complete (MANIFEST published), iteration $(sed -n 's/^iteration=//p' "$v/MANIFEST")"
