@@ -1,0 +1,16 @@
+// What the proctree plugin needs from the engine (src/inject/fork_child.cpp). Weak, so the plugins still
+// link (and their unit tests run) without the engine: a null address means "no engine".
+#pragma once
+
+namespace revive::inject {
+
+// In the child of a fork: drop the parent's coordinator connection, connect as a new process of the
+// computation (HELLO role=proc), start this process's checkpoint thread. False if the coordinator could
+// not be reached (the child then runs on unchecked, like a process whose coordinator is lost).
+bool after_fork_child() __attribute__((weak));
+// The coordinator socket (-1: none), kept open across exec so the computation never loses the process.
+int coord_fd_for_exec() __attribute__((weak));
+// Connect now (in an exec'ed image, before main) instead of later on the checkpoint thread.
+bool coord_connect_now(bool drop_inherited) __attribute__((weak));
+
+}  // namespace revive::inject

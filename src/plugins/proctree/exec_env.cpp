@@ -1,0 +1,105 @@
+// The environment an exec'ed descendant needs to stay in the computation: LD_PRELOAD naming our library
+// and the REVIVE_* variables, captured at load time and put back when a program execs with an
+// environment of its own (execve with a custom envp, env -i, a shell that cleaned up LD_PRELOAD...).
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "plugins/common/msg.h"
+#include "plugins/proctree/engine_hooks.h"
+#include "plugins/proctree/proctree.h"
+
+extern char** environ;
+
+namespace revive::proctree {
+namespace {
+
+constexpr int kMaxKeep = 32;
+char* g_keep[kMaxKeep];  // "REVIVE_X=value", strdup'ed at init
+int g_nkeep;
+char g_lib[4096];        // absolute path of librevive_inject.so
+int g_prev_fd = -1;      // predecessor's coordinator socket (exec'ed image), until adopted
+constexpr char kPrevKey[] = "REVIVE_PREV_COORD_FD";
+
+size_t key_len(const char* e) {
+  const char* q = strchr(e, '=');
+  return q ? size_t(q - e) : strlen(e);
+}
+
+bool same_key(const char* a, const char* b) {
+  size_t n = key_len(a);
+  return n == key_len(b) && strncmp(a, b, n) == 0;
+}
+
+}  // namespace
+
+void capture_env() {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&capture_env), &info) && info.dli_fname && info.dli_fname[0] == '/')
+    strncpy(g_lib, info.dli_fname, sizeof g_lib - 1);
+  const char* prev = getenv(kPrevKey);
+  if (prev && *prev) g_prev_fd = atoi(prev);
+  unsetenv(kPrevKey);  // never inherited further: the number is only valid in this image
+  for (char** e = environ; e && *e && g_nkeep < kMaxKeep; ++e)
+    if (strncmp(*e, "REVIVE_", 7) == 0) g_keep[g_nkeep++] = strdup(*e);
+}
+
+void adopt_exec_predecessor() {
+  if (g_prev_fd < 0) return;
+  // Connect first, then let the predecessor's connection go: the coordinator always has this process.
+  if (inject::coord_connect_now) inject::coord_connect_now(false);
+  close(g_prev_fd);
+  g_prev_fd = -1;
+}
+
+char** fixed_env(char* const* envp, int prev_fd) {
+  if (!envp) envp = environ;
+  size_t n = 0;
+  while (envp[n]) ++n;
+  char** out = static_cast<char**>(calloc(n + kMaxKeep + 3, sizeof(char*)));
+  if (!out) return nullptr;
+  size_t k = 0;
+  bool have_preload = false;
+  for (size_t i = 0; i < n; ++i) {
+    const char* e = envp[i];
+    if (same_key(e, kPrevKey)) continue;
+    if (g_lib[0] && same_key(e, "LD_PRELOAD=")) {
+      have_preload = true;
+      if (!strstr(e, g_lib)) {  // the program's own preloads stay, after ours
+        size_t len = strlen(e) + strlen(g_lib) + 2;
+        char* p = static_cast<char*>(malloc(len));
+        if (!p) return nullptr;
+        strcpy(p, "LD_PRELOAD=");
+        strcat(p, g_lib);
+        if (e[11]) strcat(p, ":"), strcat(p, e + 11);
+        out[k++] = p;
+        continue;
+      }
+    }
+    out[k++] = const_cast<char*>(e);
+  }
+  if (g_lib[0] && !have_preload) {
+    char* p = static_cast<char*>(malloc(strlen(g_lib) + 12));
+    if (!p) return nullptr;
+    strcpy(p, "LD_PRELOAD=");
+    strcat(p, g_lib);
+    out[k++] = p;
+  }
+  for (int j = 0; j < g_nkeep; ++j) {
+    bool present = false;
+    for (size_t i = 0; i < n && !present; ++i) present = same_key(envp[i], g_keep[j]);
+    if (!present) out[k++] = g_keep[j];
+  }
+  if (prev_fd >= 0) {
+    char* p = static_cast<char*>(malloc(48));
+    if (!p) return nullptr;
+    plugins::Msg(p, 48).s(kPrevKey).s("=").i(prev_fd);
+    out[k++] = p;
+  }
+  out[k] = nullptr;
+  return out;
+}
+
+}  // namespace revive::proctree

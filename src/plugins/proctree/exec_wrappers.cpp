@@ -1,0 +1,117 @@
+// exec*() and posix_spawn*(): the new program gets LD_PRELOAD and the REVIVE_* environment back (even
+// when the caller passes an envp without them), so a dynamically linked program stays in the
+// computation. exec in the same process also keeps the coordinator socket open across the exec: the
+// new image connects first and only then closes it, so a checkpoint never sees the process missing
+// (one that catches the exec in between fails, as a disconnect, instead of going without the process).
+// glibc's own execv/execvp/execl* call its internal execve, not ours: each is wrapped.
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "plugins/common/next_symbol.h"
+#include "plugins/proctree/engine_hooks.h"
+#include "plugins/proctree/proctree.h"
+
+extern char** environ;
+
+namespace {
+
+using ExecveFn = int (*)(const char*, char* const[], char* const[]);
+using SpawnFn = int (*)(pid_t*, const char*, const posix_spawn_file_actions_t*, const posix_spawnattr_t*,
+                        char* const[], char* const[]);
+ExecveFn g_execve, g_execvpe;
+SpawnFn g_spawn, g_spawnp;
+
+// Runs the real exec with the fixed environment and the coordinator socket inheritable; on failure puts
+// the close-on-exec flag back and returns -1 with exec's errno.
+int exec_with(ExecveFn* slot, const char* name, const char* path, char* const argv[], char* const envp[]) {
+  ExecveFn real = revive::plugins::next_or_enosys(slot, name);
+  if (!real) return -1;
+  int cfd = revive::inject::coord_fd_for_exec ? revive::inject::coord_fd_for_exec() : -1;
+  char** env = revive::proctree::fixed_env(envp, cfd);
+  if (!env) {
+    errno = ENOMEM;
+    return -1;
+  }
+  if (cfd >= 0) fcntl(cfd, F_SETFD, 0);
+  real(path, argv, env);
+  int saved = errno;
+  if (cfd >= 0) fcntl(cfd, F_SETFD, FD_CLOEXEC);
+  errno = saved;
+  return -1;  // env leaks on a failed exec: rare, and the caller usually exits
+}
+
+int spawn_with(SpawnFn* slot, const char* name, pid_t* pid, const char* path, const posix_spawn_file_actions_t* fa,
+               const posix_spawnattr_t* at, char* const argv[], char* const envp[]) {
+  SpawnFn real = revive::plugins::next_symbol(slot, name);
+  if (!real) return ENOSYS;
+  char** env = revive::proctree::fixed_env(envp, -1);
+  if (!env) return ENOMEM;
+  int r = real(pid, path, fa, at, argv, env);
+  if (env != envp) free(env);  // the strings are ours or the caller's; only the array is new
+  return r;
+}
+
+// execl-style argument lists into an array on the stack (the argument count is the caller's).
+#define COLLECT_ARGS(first, argv, with_envp, envp_out)      \
+  size_t n_ = 1;                                            \
+  {                                                         \
+    va_list ap;                                             \
+    va_start(ap, first);                                    \
+    while (va_arg(ap, const char*)) ++n_;                   \
+    va_end(ap);                                             \
+  }                                                         \
+  char* argv[n_ + 1];                                       \
+  {                                                         \
+    va_list ap;                                             \
+    va_start(ap, first);                                    \
+    argv[0] = const_cast<char*>(first);                     \
+    for (size_t i_ = 1; i_ <= n_; ++i_) argv[i_] = va_arg(ap, char*); \
+    if (with_envp) envp_out = va_arg(ap, char**);           \
+    va_end(ap);                                             \
+  }
+
+}  // namespace
+
+extern "C" {
+#define EXPORT __attribute__((visibility("default")))
+
+EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
+  return exec_with(&g_execve, "execve", path, argv, envp);
+}
+EXPORT int execv(const char* path, char* const argv[]) { return exec_with(&g_execve, "execve", path, argv, environ); }
+EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
+  return exec_with(&g_execvpe, "execvpe", file, argv, envp);
+}
+EXPORT int execvp(const char* file, char* const argv[]) {
+  return exec_with(&g_execvpe, "execvpe", file, argv, environ);
+}
+EXPORT int execl(const char* path, const char* arg, ...) {
+  char** unused = nullptr;
+  COLLECT_ARGS(arg, argv, false, unused);
+  (void)unused;
+  return exec_with(&g_execve, "execve", path, argv, environ);
+}
+EXPORT int execlp(const char* file, const char* arg, ...) {
+  char** unused = nullptr;
+  COLLECT_ARGS(arg, argv, false, unused);
+  (void)unused;
+  return exec_with(&g_execvpe, "execvpe", file, argv, environ);
+}
+EXPORT int execle(const char* path, const char* arg, ...) {
+  char** envp = nullptr;
+  COLLECT_ARGS(arg, argv, true, envp);
+  return exec_with(&g_execve, "execve", path, argv, envp);
+}
+EXPORT int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* fa,
+                       const posix_spawnattr_t* at, char* const argv[], char* const envp[]) {
+  return spawn_with(&g_spawn, "posix_spawn", pid, path, fa, at, argv, envp);
+}
+EXPORT int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* fa,
+                        const posix_spawnattr_t* at, char* const argv[], char* const envp[]) {
+  return spawn_with(&g_spawnp, "posix_spawnp", pid, file, fa, at, argv, envp);
+}
+}

@@ -1,0 +1,60 @@
+// fork() and vfork(): the child is a new process of the computation. The parent waits until the child
+// has said HELLO to the coordinator, so that any checkpoint either precedes the fork (no child in the
+// parent's image) or includes the child; a checkpoint that hits the short window in between is refused
+// (see save() in proctree_plugin.cpp). vfork() is a fork(): the vfork child runs on in its own copy of
+// memory, which every correct vfork program tolerates, and our child re-initialisation (a thread, a
+// socket) would corrupt a parent whose memory it shared.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "plugins/common/next_symbol.h"
+#include "plugins/proctree/engine_hooks.h"
+#include "plugins/proctree/proctree.h"
+
+namespace {
+
+using ForkFn = pid_t (*)();
+ForkFn g_real_fork;
+
+pid_t tree_fork() {
+  using revive::proctree::g_forks_in_flight;
+  ForkFn real = revive::plugins::next_or_enosys(&g_real_fork, "fork");
+  if (!real) return -1;
+  __atomic_add_fetch(&g_forks_in_flight, 1, __ATOMIC_ACQ_REL);
+  int sync[2] = {-1, -1};
+  if (pipe2(sync, O_CLOEXEC) != 0) sync[0] = sync[1] = -1;
+  pid_t pid = real();
+  if (pid == 0) {
+    __atomic_store_n(&g_forks_in_flight, 0, __ATOMIC_RELEASE);
+    if (sync[0] >= 0) close(sync[0]);
+    if (revive::inject::after_fork_child) revive::inject::after_fork_child();
+    if (sync[1] >= 0) {
+      char c = 1;
+      while (write(sync[1], &c, 1) < 0 && errno == EINTR) {
+      }
+      close(sync[1]);
+    }
+    return 0;
+  }
+  int saved = errno;
+  if (sync[1] >= 0) close(sync[1]);
+  if (pid > 0 && sync[0] >= 0) {
+    char c;
+    while (read(sync[0], &c, 1) < 0 && errno == EINTR) {  // EOF too: the child died before HELLO
+    }
+  }
+  if (sync[0] >= 0) close(sync[0]);
+  __atomic_sub_fetch(&g_forks_in_flight, 1, __ATOMIC_ACQ_REL);
+  errno = saved;
+  return pid;
+}
+
+}  // namespace
+
+extern "C" {
+__attribute__((visibility("default"))) pid_t fork() { return tree_fork(); }
+__attribute__((visibility("default"))) pid_t vfork() { return tree_fork(); }
+__attribute__((visibility("default"))) pid_t __fork() { return tree_fork(); }
+}

@@ -1,0 +1,23 @@
+// The proctree plugin: every descendant of a checkpointed process stays in the computation (fork, vfork,
+// exec*, posix_spawn wrappers), and the section that lets `revive restart` rebuild the tree. See
+// docs/process-trees.md.
+#pragma once
+
+#include <stdint.h>
+
+namespace revive::proctree {
+
+// Forks in progress in this process (a wrapper between fork() and the child's coordinator HELLO). A
+// checkpoint that finds one refuses: the parent's image would name a child the generation lacks.
+extern volatile uint32_t g_forks_in_flight;
+
+// At init: our library's path and the REVIVE_* environment, put back into every exec'ed environment.
+void capture_env();
+// envp with LD_PRELOAD (our library first) and the REVIVE_* variables put back; envp itself when nothing
+// is missing. `prev_fd` >= 0 also passes REVIVE_PREV_COORD_FD (exec in the same process). Allocates
+// (exec paths only, never on the checkpoint path); nullptr when out of memory.
+char** fixed_env(char* const* envp, int prev_fd);
+// At init of an exec'ed image: connect at once, then close the predecessor's coordinator socket.
+void adopt_exec_predecessor();
+
+}  // namespace revive::proctree

@@ -1,0 +1,59 @@
+// Restart side of process trees (`revive restart`): which image is whose child, and the processes that
+// recreate the tree with the recorded pids before each one restores its own image.
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "plugins/proctree/proctree_record.h"
+
+namespace revive::proctree {
+
+struct TreeProc {
+  std::string image;
+  uint32_t pid = 0, ppid = 0, pgid = 0, sid = 0;
+  std::vector<Zombie> zombies;
+  int parent = -1;            // index of the parent's image; -1: a root (its parent was not checkpointed)
+  std::vector<int> children;  // indexes, ascending pid
+};
+
+struct TreePlan {
+  std::vector<TreeProc> procs;  // image order
+  std::vector<int> roots;
+};
+
+// Reads every image's proctree section. NotFound when an image has none (written without the plugin):
+// the caller then restores the images as independent processes. Other errors name the image and reason.
+Status PlanTree(const std::vector<std::string>& images, TreePlan* plan);
+
+// True when restoring needs the recorded pids: a parent/child relation or a zombie to give back.
+bool NeedsTree(const TreePlan& plan);
+
+// Refuses (naming the pid and who holds it) when a recorded pid is in use.
+Status CheckPidsFree(const TreePlan& plan);
+
+// Creates each root as a child of the caller with its recorded pid (clone3 set_tid); each process makes
+// its process group/session as recorded, creates its zombies and children (recursively), then calls
+// exec_image(index), which must not return. `exact_pids`=false (no privilege, no relations) forks
+// normally. Returns the roots' pids in roots_out (same order as plan.roots).
+Status SpawnTree(const TreePlan& plan, bool exact_pids, const std::function<void(size_t)>& exec_image,
+                 std::vector<pid_t>* roots_out);
+
+}  // namespace revive::proctree
+
+namespace revive::proctree {
+
+// What `revive restart` calls: starts one restorer per image, as the recorded process tree when the
+// images carry proctree sections (pids recreated; a lone process falls back to a new pid when its own is
+// taken or pids cannot be chosen, with a warning), else each as a plain child of the caller.
+// exec_image(i) runs in the new process and must not return. *waited gets the caller's children and
+// *which the image index of each (the tree's roots; the others are reaped by their restored parents).
+Status StartRestorers(const std::vector<std::string>& images, const std::function<void(size_t)>& exec_image,
+                      std::vector<pid_t>* waited, std::vector<size_t>* which);
+
+}  // namespace revive::proctree

@@ -1,0 +1,145 @@
+// Reading the proctree sections of a generation's images and linking them into a tree.
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+
+#include "image/view.h"
+#include "plugins/proctree/tree.h"
+
+namespace revive::proctree {
+namespace {
+
+uint32_t U32(const uint8_t* p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+
+// One image's section, through the validating view (checksums of header, directory and sections).
+Status ReadSection(const std::string& image, TreeProc* out) {
+  int fd = open(image.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(image, errno);
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size <= 0) {
+    close(fd);
+    return Status::Corruption(image + ": empty or unreadable image");
+  }
+  void* m = mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (m == MAP_FAILED) return Status::FromErrno(image + ": mmap", errno);
+  struct Unmap {
+    void* p;
+    size_t n;
+    ~Unmap() { munmap(p, n); }
+  } unmap{m, size_t(st.st_size)};
+  image::View v;
+  char err[512];
+  if (!image::open_view(image.c_str(), static_cast<const uint8_t*>(m), uint64_t(st.st_size), &v, err, sizeof err))
+    return Status::Corruption(err);
+  const image::SectionEntry* s = image::find_section(v, image::kKindPlugin, "proctree");
+  if (!s) return Status::NotFound(image + ": no proctree section");
+  if (s->version != kVersion)
+    return Status::InvalidArgument(image + ": proctree section version " + std::to_string(s->version) +
+                                   ", this build reads " + std::to_string(kVersion));
+  const uint8_t* p = v.base + s->offset;
+  const uint64_t n = s->length;
+  if (n < 24 || memcmp(p, kTag, 4) != 0) return Status::Corruption(image + ": proctree section: bad tag or too short");
+  out->image = image;
+  out->pid = U32(p + 4);
+  out->ppid = U32(p + 8);
+  out->pgid = U32(p + 12);
+  out->sid = U32(p + 16);
+  uint32_t nz = U32(p + 20);
+  if (nz > kMaxZombies || n != 24 + uint64_t(nz) * 8)
+    return Status::Corruption(image + ": proctree section: " + std::to_string(nz) + " zombies do not fit its " +
+                              std::to_string(n) + " bytes");
+  for (uint32_t i = 0; i < nz; ++i) out->zombies.push_back({U32(p + 24 + 8 * i), U32(p + 28 + 8 * i)});
+  if (out->pid == 0) return Status::Corruption(image + ": proctree section: pid 0");
+  return Status::OK();
+}
+
+bool IsZombie(uint32_t pid) {
+  std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  FILE* f = fopen(path.c_str(), "r");
+  if (!f) return false;
+  char buf[512];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char* close = strrchr(buf, ')');
+  return close && close[1] == ' ' && close[2] == 'Z';
+}
+
+}  // namespace
+
+Status PlanTree(const std::vector<std::string>& images, TreePlan* plan) {
+  plan->procs.assign(images.size(), TreeProc{});
+  std::map<uint32_t, int> by_pid;
+  for (size_t i = 0; i < images.size(); ++i) {
+    Status s = ReadSection(images[i], &plan->procs[i]);
+    if (!s.ok()) return s;
+    auto [it, fresh] = by_pid.emplace(plan->procs[i].pid, int(i));
+    if (!fresh)
+      return Status::InvalidArgument(images[i] + " and " + images[size_t(it->second)] + " both record pid " +
+                                     std::to_string(plan->procs[i].pid) + " (images of different machines or runs)");
+  }
+  for (size_t i = 0; i < plan->procs.size(); ++i) {
+    TreeProc& t = plan->procs[i];
+    auto it = by_pid.find(t.ppid);
+    if (it == by_pid.end()) {
+      plan->roots.push_back(int(i));
+    } else {
+      t.parent = it->second;
+      plan->procs[size_t(it->second)].children.push_back(int(i));
+    }
+    for (const Zombie& z : t.zombies)
+      if (by_pid.count(z.pid))
+        return Status::InvalidArgument(t.image + " records pid " + std::to_string(z.pid) +
+                                       " as an exited child, yet an image of that pid exists");
+  }
+  for (TreeProc& t : plan->procs)
+    std::sort(t.children.begin(), t.children.end(),
+              [&](int a, int b) { return plan->procs[size_t(a)].pid < plan->procs[size_t(b)].pid; });
+  return Status::OK();
+}
+
+bool NeedsTree(const TreePlan& plan) {
+  for (const TreeProc& t : plan.procs)
+    if (t.parent >= 0 || !t.zombies.empty()) return true;
+  return false;
+}
+
+Status CheckPidsFree(const TreePlan& plan) {
+  auto check = [](uint32_t pid, const std::string& what) {
+    // A process killed with its tree may still be a zombie, until its new parent (init) reaps it.
+    for (int i = 0; i < 300 && (kill(pid_t(pid), 0) == 0 || errno == EPERM) && IsZombie(pid); ++i) usleep(10000);
+    if (kill(pid_t(pid), 0) == 0 || errno == EPERM) {
+      char comm[64] = "?";
+      std::string path = "/proc/" + std::to_string(pid) + "/comm";
+      if (FILE* f = fopen(path.c_str(), "r")) {
+        if (fgets(comm, sizeof comm, f)) comm[strcspn(comm, "\n")] = 0;
+        fclose(f);
+      }
+      return Status::InvalidArgument("pid " + std::to_string(pid) + " (" + what + ") is taken by a running process (" +
+                                     comm + "); the tree must come back with its own pids");
+    }
+    return Status::OK();
+  };
+  for (const TreeProc& t : plan.procs) {
+    Status s = check(t.pid, "process of " + t.image);
+    for (size_t z = 0; s.ok() && z < t.zombies.size(); ++z)
+      s = check(t.zombies[z].pid, "exited child recorded in " + t.image);
+    if (!s.ok()) return s;
+  }
+  return Status::OK();
+}
+
+}  // namespace revive::proctree

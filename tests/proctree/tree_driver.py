@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Process-tree checkpoint/restart test (docs/process-trees.md).
+
+Runs PROG natively (reference), then `revive launch PROG`: after a random delay `revive checkpoint`
+(--ckpts times), SIGKILL of the whole tree (every descendant of the launched process), `revive restart`;
+--chain N checkpoints and kills the restored tree again N times. The output file (stdout, opened in
+append mode since parent and children write to it) and the exit code must equal the reference run's.
+The programs check themselves that getpid()/getppid() stay what they were (pids are recreated)."""
+import argparse, json, os, random, shutil, signal, subprocess, sys, time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
+from e2e_driver import coordinator_gone, free_port, run  # the CLI tests' helpers (ports, coordinator)
+
+def fail(msg, work=None):
+    print("FAIL: " + msg, flush=True)
+    if work:
+        for name in sorted(os.listdir(work)):
+            if "stderr" in name:
+                text = open(os.path.join(work, name), "rb").read().decode(errors="replace")
+                if text:
+                    print("--- %s:\n%s" % (name, text[-3000:]), flush=True)
+    sys.exit(1)
+
+def descendants(pid):
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for t in os.listdir("/proc/%d/task" % p):
+                with open("/proc/%d/task/%s/children" % (p, t)) as f:
+                    kids = [int(k) for k in f.read().split()]
+                out += kids
+                todo += kids
+        except OSError:
+            pass
+    return out
+
+def children(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(k) for k in f.read().split()]
+    except OSError:
+        return []
+
+def kill_tree(roots):
+    """SIGKILL the roots and every descendant (stopped first, so none can react or fork meanwhile)."""
+    def everyone():
+        return sorted(set(roots + [d for r in roots for d in descendants(r)]))
+    for p in everyone():
+        try:
+            os.kill(p, signal.SIGSTOP)
+        except OSError:
+            pass
+    pids = everyone()
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+    # Orphans are reaped by init: wait until every pid is free again (restart recreates them).
+    deadline = time.time() + 10
+    while time.time() < deadline and any(os.path.exists("/proc/%d" % p) for p in pids):
+        time.sleep(0.01)
+    print("killed %d process(es)" % len(pids), flush=True)
+    return len(pids)
+
+def checkpoint(revive, port, ck, work):
+    """revive checkpoint; a generation refused because a fork was in flight is retried (documented)."""
+    for attempt in range(30):
+        r = run([revive, "checkpoint", "--port", str(port), "--ckpt-dir", ck], timeout=120)
+        if r.returncode == 0:
+            d = r.stdout.strip()
+            m = json.load(open(os.path.join(d, "MANIFEST.json")))
+            print("checkpoint: %s (%d processes)" % (d, len(m["processes"])), flush=True)
+            return len(m["processes"])
+        if "proctree" not in r.stderr:
+            fail("revive checkpoint exited %d: %s" % (r.returncode, r.stderr.strip()), work)
+        print("checkpoint refused during a fork, retrying", flush=True)
+        time.sleep(0.01)
+    fail("every checkpoint was refused", work)
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--revive", required=True)
+    ap.add_argument("--inject", required=True)
+    ap.add_argument("--restart", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--delay", type=float, nargs=2, default=[0.3, 1.0])
+    ap.add_argument("--ckpts", type=int, default=1)
+    ap.add_argument("--chain", type=int, default=0)
+    ap.add_argument("--min-procs", type=int, default=2, help="a checkpoint must hold at least this many")
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--file", action="append", default=[], help="another output file (in the cwd) to compare")
+    ap.add_argument("prog", nargs=argparse.REMAINDER)
+    a = ap.parse_args()
+    prog = a.prog[1:] if a.prog and a.prog[0] == "--" else a.prog
+    seed = a.seed if a.seed is not None else random.randrange(1 << 30)
+    rng = random.Random(seed)
+    port = free_port(rng)
+    print("seed %d port %d" % (seed, port), flush=True)
+    shutil.rmtree(a.workdir, ignore_errors=True)
+    ref, work, ck = (os.path.join(a.workdir, d) for d in ("ref", "run", "ck"))
+    for d in (ref, work):
+        os.makedirs(d)
+    env = dict(os.environ, REVIVE_INJECT_LIB=os.path.abspath(a.inject),
+               REVIVE_RESTART_BIN=os.path.abspath(a.restart), REVIVE_LOG="0")
+    for k in ("REVIVE_PORT", "REVIVE_CKPT_DIR", "REVIVE_SECRET_FILE", "LD_PRELOAD"):
+        env.pop(k, None)
+
+    with open(os.path.join(ref, "stdout"), "ab") as out:
+        r = subprocess.run(prog, cwd=ref, stdout=out, stdin=subprocess.DEVNULL, timeout=120)
+    ref_rc = r.returncode
+    print("reference: rc %d" % ref_rc, flush=True)
+
+    launch = [os.path.abspath(a.revive), "launch", "--port", str(port), "--ckpt-dir", ck, "--"] + prog
+    with open(os.path.join(work, "stdout"), "ab") as out, open(os.path.join(work, "launch-stderr"), "wb") as err:
+        proc = subprocess.Popen(launch, cwd=work, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
+    restored = False  # proc is `revive launch` (= the program) or `revive restart` (the tree's parent)
+    most = 0
+    for c in range(a.chain + 1):
+        for k in range(a.ckpts if c == 0 else 1):
+            time.sleep(rng.uniform(*a.delay))
+            if proc.poll() is not None:
+                fail("program ended (rc %s) before checkpoint; make it run longer" % proc.returncode, work)
+            most = max(most, checkpoint(a.revive, port, ck, work))
+        time.sleep(rng.uniform(0, a.delay[0]))
+        if proc.poll() is not None:
+            fail("program ended (rc %s) before the kill; make it run longer" % proc.returncode, work)
+        roots = children(proc.pid) if restored else [proc.pid]
+        kill_tree(roots)
+        proc.wait()
+        if not coordinator_gone(a.revive, port, ck):
+            fail("the coordinator did not exit after the tree died", work)
+        cmd = [os.path.abspath(a.revive), "restart", "--port", str(port), ck]
+        print("restart %d: %s" % (c, " ".join(cmd)), flush=True)
+        with open(os.path.join(work, "restart-stderr-%d" % c), "wb") as err:
+            proc = subprocess.Popen(cmd, cwd=work, stdout=err, stderr=err, stdin=subprocess.DEVNULL, env=env)
+        restored = True
+    try:
+        proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        kill_tree([proc.pid])
+        fail("restored tree did not finish", work)
+    if most < a.min_procs:
+        fail("the checkpoints held at most %d process(es), want >= %d" % (most, a.min_procs), work)
+    if proc.returncode != ref_rc:
+        fail("revive restart exited %s, the uninterrupted run %s" % (proc.returncode, ref_rc), work)
+    for name in ["stdout"] + a.file:
+        want = open(os.path.join(ref, name), "rb").read()
+        got = open(os.path.join(work, name), "rb").read()
+        if want != got:
+            i = next((i for i in range(min(len(got), len(want))) if got[i] != want[i]), min(len(got), len(want)))
+            fail("%s differs after restart: %d bytes vs %d expected; first difference at byte %d: %r vs %r"
+                 % (name, len(got), len(want), i, got[max(0, i - 40):i + 40], want[max(0, i - 40):i + 40]), work)
+    if not coordinator_gone(a.revive, port, ck):
+        fail("restart's coordinator did not exit after the tree ended", work)
+    print("OK: %s identical, rc %d, up to %d processes per checkpoint" % (", ".join(["stdout"] + a.file), ref_rc, most),
+          flush=True)
+
+if __name__ == "__main__":
+    main()
