@@ -8,6 +8,7 @@
 #include "coord/client.h"
 #include "inject/engine.h"
 #include "inject/sys.h"
+#include "plugins/proctree/engine_hooks.h"
 
 namespace revive::inject {
 namespace {
@@ -123,6 +124,19 @@ int coord_lookup(const char* key, bool wait, int timeout_ms, char* value, size_t
 int coord_socket() { return g_client.connected() ? g_client.fd() : -1; }
 
 bool coord_configured() { return g.cfg.coord_port != 0; }
+
+// A new process of the computation, now (fork child, exec'ed image: src/plugins/proctree). An inherited
+// connection is the parent's: forget it, closing only our copy of the socket, and say HELLO ourselves.
+bool coord_connect_now(bool drop_inherited) {
+  if (drop_inherited) {
+    int fd = g_client.fd();
+    new (&g_client) coord::Client();
+    g_st = LinkState{};
+    g.coord_fd = -1;
+    if (fd >= 0) sys::sc(SYS_close, fd);
+  }
+  return coord_configured() && connect(false);
+}
 
 // Restored process: the old connection belongs to a dead process. Forget it (its descriptor number
 // means nothing here) and say hello again; without a coordinator the threads go at once.
