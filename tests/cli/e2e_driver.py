@@ -21,6 +21,17 @@ def coordinator_gone(revive, port, ck, timeout=10):
         time.sleep(0.1)
     return False
 
+def wait_connected(revive, port, ck, n, timeout=30):
+    """Until the coordinator has n processes and is idle (a restored one has finished its restart
+    barrier): on a loaded machine a fixed delay is not enough for launch/restore to get there."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        r = run([revive, "status", "--port", str(port), "--ckpt-dir", ck])
+        if r.returncode == 0 and "processes:   %d\n" % n in r.stdout and "state:       idle" in r.stdout:
+            return
+        time.sleep(0.05)
+    fail("the coordinator never had %d idle processes: %s" % (n, r.stdout + r.stderr))
+
 def checkpoint(revive, port, ck, want_gen, procs=1, forked=False):
     r = run([revive, "checkpoint", "--port", str(port), "--ckpt-dir", ck], timeout=120)
     if r.returncode != 0:
@@ -155,6 +166,7 @@ def main():
                   os.path.exists(os.path.join(ck, d, "MANIFEST.json"))) + 1
         print("interval checkpoints seen, newest complete: ckpt-%d" % (gen - 1), flush=True)
     else:
+        wait_connected(a.revive, port, ck, a.copies)
         time.sleep(rng.uniform(*a.delay))
         checkpoint(a.revive, port, ck, gen, a.copies, a.fork)
         gen += 1
@@ -173,6 +185,7 @@ def main():
         proc = subprocess.Popen(cmd, cwd=work, stdout=rerr, stderr=rerr, stdin=subprocess.DEVNULL, env=env)
         rerr.close()
         if c < a.chain:
+            wait_connected(a.revive, port, ck, 1)
             time.sleep(rng.uniform(*a.delay))
             checkpoint(a.revive, port, ck, gen)
             gen += 1
