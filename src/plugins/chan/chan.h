@@ -16,6 +16,7 @@ enum Kind : uint32_t {
   kConn = 1,       // connected stream socket (TCP, Unix) whose peer is in the computation
   kListen = 2,     // listening stream socket (TCP, Unix bound to a path or abstract name)
   kOutside = 3,    // connected stream socket to a peer outside the computation
+  kFifo = 4,       // named FIFO: its buffered bytes are drained by the reader (no marker needed)
 };
 
 // Growable byte buffer on mmap (usable with user threads held; its pages are process memory, so the
@@ -46,6 +47,8 @@ struct Chan {
   uint64_t want;      // refill: length announced by the peer
   bool rx_done, tx_done, done;
   int listen_fd;      // restart: acceptor's temporary listener
+  char path[512];     // kFifo: the FIFO's path
+  uint64_t ino;       // kFifo: its inode (one drain per FIFO)
 };
 
 constexpr size_t kMaxChans = 256;
@@ -63,6 +66,13 @@ int refill(char* msg, size_t cap);
 // reconnect: internal connections, in the reconnect phase.
 int restore_local(char* msg, size_t cap);
 int reconnect(uint64_t gen, char* msg, size_t cap);
+// chan_fifo.cpp: named FIFOs. Drain reads what the FIFO buffers (read ends); put_back writes it again;
+// reopen_fifos reopens read ends (readers) at restore, write ends (writers) at reconnect, when every
+// reader is back. consider_fifo fills a table slot (false: not a named FIFO).
+bool consider_fifo(int fd, Chan& c);
+int drain_fifos(char* msg, size_t cap);
+int put_back_fifos(char* msg, size_t cap);
+int reopen_fifos(bool writers, char* msg, size_t cap);
 
 // Helpers (chan_scan.cpp).
 size_t addr_len(int family);  // of an inet address (sockaddr_in / sockaddr_in6)

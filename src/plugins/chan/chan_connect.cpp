@@ -174,7 +174,7 @@ int restore_local(char* msg, size_t cap) {
       if (int rc = place(c, sv[0], msg, cap)) return rc;
     }
   }
-  return 0;
+  return reopen_fifos(false, msg, cap);
 }
 
 int reconnect(uint64_t gen, char* msg, size_t cap) {
@@ -187,6 +187,7 @@ int reconnect(uint64_t gen, char* msg, size_t cap) {
   for (uint32_t i = 0; i < g_nchans; ++i)
     if (g_chans[i].kind == kConn && g_chans[i].acceptor)
       if (int rc = accept_peer(g_chans[i], msg, cap)) return rc;
+  if (int rc = reopen_fifos(true, msg, cap)) return rc;
   g_drained = true;  // the drained bytes (in restored memory) go back in the refill phase
   return 0;
 }

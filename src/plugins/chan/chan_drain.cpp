@@ -67,6 +67,7 @@ fail:
 int drain(uint64_t gen, char* msg, size_t cap) {
   g_drained = false;
   if (int rc = scan(msg, cap)) return rc;
+  if (int rc = drain_fifos(msg, cap)) return rc;
   char key[128], val[64];
   for (uint32_t i = 0; i < g_nchans; ++i) {
     if (g_chans[i].kind != kOutside) continue;

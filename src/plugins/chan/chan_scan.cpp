@@ -96,7 +96,13 @@ int int_opt(int fd, int level, int name) {
 // checkpoints), anything else is the fd plugin's.
 void consider(int fd) {
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) || inject::fd_reserved(fd)) return;
+  if (fstat(fd, &st) != 0 || inject::fd_reserved(fd) || g_nchans >= kMaxChans) return;
+  if (S_ISFIFO(st.st_mode)) {
+    Chan& c = g_chans[g_nchans];
+    if (consider_fifo(fd, c)) ++g_nchans;
+    return;
+  }
+  if (!S_ISSOCK(st.st_mode)) return;
   int family = int_opt(fd, SOL_SOCKET, SO_DOMAIN);
   if ((family != AF_INET && family != AF_INET6 && family != AF_UNIX) ||
       int_opt(fd, SOL_SOCKET, SO_TYPE) != SOCK_STREAM)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 static uint64_t total;
+static unsigned reader_pace_us; /* sleep after each read in check_stream (0: none) */
 
 /* Byte i of stream `seed`: one 64-bit mix per 8 bytes, cached per thread (sender and checker run
  * at full speed, so the checking must not be what limits the stream). */
@@ -71,6 +72,7 @@ static void check_stream(int fd, const char* who, uint64_t seed, int echo) {
       sum = sum * 31 + buf[i];
     }
     if (echo) write_all(fd, buf, (size_t)r);
+    if (reader_pace_us) usleep(reader_pace_us);
     got += (uint64_t)r;
     while (got >= next_report) {
       printf("%s %llu MiB ok\n", who, (unsigned long long)(next_report >> 20));

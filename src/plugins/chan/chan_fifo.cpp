@@ -1,0 +1,148 @@
+// Named FIFOs between processes of the computation. A FIFO's data in flight is all in its one kernel
+// buffer once every writer is suspended, so the reader drains it alone (no marker) through a second
+// descriptor of its own (/proc/self/fd/N, O_NONBLOCK: the program's descriptor keeps its flags), and puts
+// it back through a write descriptor to the same FIFO: the bytes fitted in that buffer before.
+// Restart: readers reopen the path at restore (a non-blocking open for reading needs no writer), writers
+// at reconnect (then every reader of the computation is back; a write open needs one).
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "plugins/chan/chan.h"
+#include "plugins/common/msg.h"
+
+namespace revive::chan {
+namespace {
+
+constexpr int kWriterWaitMs = 2000;
+
+bool reads(const Chan& c) { return (c.flags & O_ACCMODE) != O_WRONLY; }
+
+void self_path(char* out, size_t cap, int fd) { plugins::Msg(out, cap).s("/proc/self/fd/").i(fd); }
+
+int fifo_err(char* msg, size_t cap, const Chan& c, const char* what, int e) {
+  plugins::Msg(msg, cap).s("fd ").i(c.fd).s(" (FIFO ").s(c.path).s("): ").s(what).s(": ").err(e);
+  return e > 0 ? -e : -EIO;
+}
+
+// The first table entry for the same FIFO read by this process drains it (dup'ed fds share it).
+bool first_reader(uint32_t i) {
+  for (uint32_t j = 0; j < i; ++j)
+    if (g_chans[j].kind == kFifo && g_chans[j].ino == g_chans[i].ino && reads(g_chans[j])) return false;
+  return reads(g_chans[i]);
+}
+
+int place_fifo(Chan& c, int s, char* msg, size_t cap) {
+  if (dup3(s, c.fd, c.cloexec ? O_CLOEXEC : 0) < 0) {
+    int e = errno;
+    close(s);
+    return fifo_err(msg, cap, c, "cannot put it back at its number", e);
+  }
+  close(s);
+  fcntl(c.fd, F_SETFL, c.flags & (O_NONBLOCK | O_APPEND | O_ASYNC));
+  return 0;
+}
+
+}  // namespace
+
+bool consider_fifo(int fd, Chan& c) {
+  char link[64];
+  self_path(link, sizeof link, fd);
+  char path[sizeof c.path];
+  ssize_t n = readlink(link, path, sizeof path - 1);
+  if (n <= 0 || path[0] != '/') return false;  // anonymous pipe ("pipe:[...]"): the fd plugin's
+  path[n] = 0;
+  struct stat st;
+  if (fstat(fd, &st) != 0) return false;
+  Bytes rx = c.rx, back = c.back;
+  memset(&c, 0, sizeof c);
+  c.rx = rx;
+  c.back = back;
+  c.rx.clear();
+  c.back.clear();
+  c.fd = fd;
+  c.kind = kFifo;
+  c.flags = fcntl(fd, F_GETFL);
+  c.cloexec = (fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0;
+  c.listen_fd = -1;
+  c.ino = st.st_ino;
+  memcpy(c.path, path, size_t(n) + 1);
+  return true;
+}
+
+int drain_fifos(char* msg, size_t cap) {
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    if (c.kind != kFifo || !first_reader(i)) continue;
+    char link[64];
+    self_path(link, sizeof link, c.fd);
+    int r = open(link, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (r < 0) return fifo_err(msg, cap, c, "cannot open it to drain", errno);
+    for (;;) {
+      if (!c.rx.reserve(1 << 16)) {
+        close(r);
+        return fifo_err(msg, cap, c, "no memory for drained data", ENOMEM);
+      }
+      ssize_t got = read(r, c.rx.p + c.rx.len, c.rx.cap - c.rx.len);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;  // empty (EAGAIN) or no writer left (0)
+      c.rx.len += size_t(got);
+      g_drained = true;
+    }
+    close(r);
+  }
+  return 0;
+}
+
+int put_back_fifos(char* msg, size_t cap) {
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    if (c.kind != kFifo || c.rx.len == 0) continue;
+    char link[64];
+    self_path(link, sizeof link, c.fd);
+    int w = open(link, O_WRONLY | O_NONBLOCK | O_CLOEXEC);  // we are a reader, so this cannot block
+    if (w < 0) return fifo_err(msg, cap, c, "cannot open it to put its data back", errno);
+    size_t off = 0;
+    while (off < c.rx.len) {
+      ssize_t n = write(w, c.rx.p + off, c.rx.len - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        int e = n < 0 ? errno : EIO;
+        close(w);
+        return fifo_err(msg, cap, c, "cannot put its data back", e);
+      }
+      off += size_t(n);
+    }
+    close(w);
+    c.rx.clear();
+  }
+  return 0;
+}
+
+int reopen_fifos(bool writers, char* msg, size_t cap) {
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    if (c.kind != kFifo || reads(c) == writers) continue;
+    int mode = (c.flags & O_ACCMODE) | O_NONBLOCK | O_CLOEXEC;
+    int s = open(c.path, mode);
+    for (uint64_t until = now_ms() + kWriterWaitMs; s < 0 && errno == ENXIO && now_ms() < until;) {
+      wait_fd(-1, 0, 10);  // no reader yet (it may be outside the computation): retry briefly
+      s = open(c.path, mode);
+    }
+    if (s < 0) {
+      if (writers && errno == ENXIO) {  // policy: like a connection to an outsider, it stays closed
+        char line[700];
+        plugins::warn(plugins::Msg(line, sizeof line).s("fd ").i(c.fd).s(" (FIFO ").s(c.path)
+                          .s("): no reader came back; left as /dev/null").c_str());
+        continue;
+      }
+      return fifo_err(msg, cap, c, "cannot reopen", errno);
+    }
+    if (int rc = place_fifo(c, s, msg, cap)) return rc;
+  }
+  return 0;
+}
+
+}  // namespace revive::chan
