@@ -7,6 +7,7 @@
 //     delete      as above, then the last rank's file of the newest version is deleted: every rank must
 //                 restart from iteration 2 (the newest version complete on every rank).
 //     corrupt     as delete, but one byte in the middle of the last rank's file is flipped.
+//     async-delete  as delete, the three versions written asynchronously (async copy mode).
 //     mismatch    restart with a derived datatype of another element count: a revive::Error naming the
 //                 key, on every rank, instead of a crash.
 //     writefail   (built with REVIVE_MPI_TEST_FAULTS) the last rank's fsync of version 4 fails: every rank
@@ -62,10 +63,11 @@ struct Data {
   }
 };
 
-revive::Options Opts(const std::string& dir) {
+revive::Options Opts(const std::string& dir, bool async = false) {
   revive::Options o;
   o.base_path = dir;
   o.keep = 3;
+  o.async = async;
   return o;
 }
 
@@ -84,10 +86,10 @@ void Register(revive::mpi::Checkpoint& cp, Data& d, MPI_Datatype col) {
   cp.commit();
 }
 
-void WriteThree(const std::string& dir) {
+void WriteThree(const std::string& dir, bool async) {
   MPI_Datatype col = Column(kRows);
   Data d;
-  revive::mpi::Checkpoint cp("mpitest", MPI_COMM_WORLD, Opts(dir));
+  revive::mpi::Checkpoint cp("mpitest", MPI_COMM_WORLD, Opts(dir, async));
   Register(cp, d, col);
   EXPECT(!cp.restart_if_needed(), "fresh directory must not restart");
   for (int it = 1; it <= 3; ++it) {
@@ -227,7 +229,7 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
   if (argc != 3) {
-    if (g_rank == 0) std::fprintf(stderr, "usage: mpi_ckpt_test DIR roundtrip|delete|corrupt|mismatch|writefail\n");
+    if (g_rank == 0) std::fprintf(stderr, "usage: mpi_ckpt_test DIR roundtrip|delete|corrupt|async-delete|mismatch|writefail\n");
     MPI_Finalize();
     return 2;
   }
@@ -239,12 +241,12 @@ int main(int argc, char** argv) {
   }
   MPI_Barrier(MPI_COMM_WORLD);
   try {
-    WriteThree(dir);
+    WriteThree(dir, scenario.rfind("async-", 0) == 0);
     CheckSuffixes(dir);
     if (scenario == "roundtrip") {
       CheckRestart(dir, 3);
-    } else if (scenario == "delete" || scenario == "corrupt") {
-      Damage(dir, scenario == "delete");
+    } else if (scenario == "delete" || scenario == "corrupt" || scenario == "async-delete") {
+      Damage(dir, scenario != "corrupt");
       CheckRestart(dir, 2);
     } else if (scenario == "mismatch") {
       CheckMismatch(dir);
