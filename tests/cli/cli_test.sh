@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end tests of the `revive` command with stand-ins for the engine (fake_proc, fake_restart).
-# usage: cli_test.sh REVIVE FAKE_PROC FAKE_RESTART FAKE_INJECT_SO STATIC_PROG
+# The restart sections restore real images (made with the real engine: revive restart reads them) with the
+# stand-in restorer, which checks the coordinator's side of a restart.
+# usage: cli_test.sh REVIVE FAKE_PROC FAKE_RESTART FAKE_INJECT_SO STATIC_PROG INJECT_SO WORKER
 set -u
-REVIVE=$1 FAKE=$2 FAKE_RESTART=$3 FAKE_INJECT=$4 STATIC=$5
+REVIVE=$1 FAKE=$2 FAKE_RESTART=$3 FAKE_INJECT=$4 STATIC=$5 INJECT=$6 WORKER=$7
 T=$(mktemp -d /tmp/revive-cli-test.XXXXXX)
 # Two adjacent free ports (root and sub-coordinator in the tree test).
 PORT=$(python3 -c 'import random, socket
@@ -140,19 +142,28 @@ done
 [ "$(cat "$T"/race*.out | grep '^upid=' | sort -u | wc -l)" -eq 3 ] || fail "racing launches: $(cat "$T"/race*.out)"
 wait_for 10 no_coordinator "$T/ck6" || fail "the shared coordinator did not exit after the last of three"
 
-echo "== restart (newest generation, then one image)"
+echo "== restart (newest generation, then one image) with the stand-in restorer"
+CKR=$T/ckr
+REVIVE_INJECT_LIB=$INJECT "$REVIVE" launch --port "$PORT" --ckpt-dir "$CKR" -- "$WORKER" 2000 1 >"$T/worker.out" 2>&1 &
+WPID=$!
+wait_for 20 bash -c "'$REVIVE' status --port $PORT --ckpt-dir '$CKR' 2>/dev/null | grep -q 'processes:   1'" ||
+  fail "the real program never connected"
+expect_rc 0 "$REVIVE" checkpoint --port "$PORT" --ckpt-dir "$CKR"
+[ "$(cat "$T/out")" = "$CKR/ckpt-1" ] || fail "checkpoint of the real program printed '$(cat "$T/out")'"
+kill -KILL "$WPID"; wait "$WPID" 2>/dev/null
+wait_for 10 no_coordinator "$CKR" || fail "launch's coordinator did not exit after its program was killed"
 export REVIVE_RESTART_BIN=$FAKE_RESTART
-expect_rc 7 "$REVIVE" restart --port "$PORT" "$CK"
+expect_rc 7 "$REVIVE" restart --port "$PORT" "$CKR"
 expect_out "restored upid=1 phases=reconnect,refill,resume"
-wait_for 10 no_coordinator "$CK" || fail "restart's coordinator did not exit"
-expect_rc 7 "$REVIVE" restart --port "$PORT" "$CK/ckpt-1/fake_proc-1.rimg"
+wait_for 10 no_coordinator "$CKR" || fail "restart's coordinator did not exit"
+expect_rc 7 "$REVIVE" restart --port "$PORT" "$CKR/ckpt-1/$(basename "$WORKER")-1.rimg"
 expect_out "restored upid=1 phases=reconnect,refill,resume"
-wait_for 10 no_coordinator "$CK" || fail "restart's coordinator did not exit"
+wait_for 10 no_coordinator "$CKR" || fail "restart's coordinator did not exit"
 
 echo "== restart: a restored program killed by a signal gives 128+N"
 printf '#!/bin/sh\nkill -KILL $$\n' > "$T/die-restart" && chmod +x "$T/die-restart"
-REVIVE_RESTART_BIN=$T/die-restart expect_rc 137 "$REVIVE" restart --port "$PORT" "$CK"
-stop_coordinator "$CK"  # nobody connected to it: it would only leave after its idle limit
+REVIVE_RESTART_BIN=$T/die-restart expect_rc 137 "$REVIVE" restart --port "$PORT" "$CKR"
+stop_coordinator "$CKR"  # nobody connected to it: it would only leave after its idle limit
 
 echo "== helpers found in the installed layout <prefix>/lib/revive"
 mkdir -p "$T/prefix/bin" "$T/prefix/lib/revive"
