@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "launch/coord_record.h"
 
 namespace revive::cli {
 namespace {
@@ -64,6 +65,11 @@ int StatusCmd(const ControlArgs& a) {
   Status s = Call(a, coord::kStatusRequest, 10000, &sc, &h, &p);
   if (!s.ok()) {
     fprintf(stderr, "revive status: %s\n", s.message().c_str());
+    Target t;
+    if (ResolveTarget(a.port, a.ckpt_dir, &t).ok() && !Listening(t)) {
+      std::string lost = launch::DescribeLostCoordinator(t.ckpt_dir, t.port);
+      if (!lost.empty()) fprintf(stderr, "revive status: %s\n", lost.c_str());
+    }
     return 2;
   }
   printf("coordinator: pid %s, checkpoint directory %s\ngeneration:  %s\nstate:       %s\nprocesses:   %s\n",

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "coord/server.h"
+#include "launch/coord_record.h"
 
 namespace revive::cli {
 namespace {
@@ -61,6 +62,8 @@ int Serve(const CoordArgs& a, int ready_fd) {
     fprintf(stderr, "revive coordinator: listening on %s:%u, checkpoint directory %s\n", o.bind.c_str(),
             server->port(), o.ckpt_dir.c_str());
   }
+  // So that `revive status` can say "coordinator lost" when this process dies without shutting down.
+  launch::WriteCoordRecord(o.ckpt_dir, server->port(), o.bind);
   g_server = server.get();
   struct sigaction sa = {};
   sa.sa_handler = OnTerm;
@@ -68,6 +71,7 @@ int Serve(const CoordArgs& a, int ready_fd) {
   sigaction(SIGINT, &sa, nullptr);
   s = server->Run();
   g_server = nullptr;
+  launch::RemoveCoordRecord(o.ckpt_dir, server->port());
   if (!s.ok()) {
     fprintf(stderr, "revive coordinator: %s\n", s.message().c_str());
     return 1;
