@@ -15,6 +15,7 @@
 #include "coord/manifest.h"
 #include "coord/secret.h"
 #include "core/env.h"
+#include "plugins/proctree/tree.h"
 #include "launch/hostlist.h"
 #include "launch/launcher.h"
 
@@ -183,33 +184,41 @@ int Restart(const RestartArgs& a) {
   Progress("revive: restoring " + std::to_string(plan.images.size()) + " process(es) from " +
            (plan.manifest.empty() ? plan.images[0] : plan.manifest));
   std::vector<pid_t> kids;
-  for (size_t k = 0; k < plan.images.size(); k++) {
+  auto exec_image = [&](size_t k) {
     const std::string& image = plan.images[k];
-    pid_t pid = fork();
-    if (pid < 0) return Fail(std::string("fork: ") + strerror(errno), 1);
-    if (pid == 0) {
-      setenv("REVIVE_COORD_HOST", t.host.c_str(), 1);
-      setenv("REVIVE_COORD_PORT", std::to_string(t.port).c_str(), 1);
-      setenv("REVIVE_SECRET_FILE", t.secret_file.c_str(), 1);
-      setenv("REVIVE_CKPT_DIR", t.ckpt_dir.c_str(), 1);
-      signal(SIGPIPE, SIG_DFL);
-      if (!remote.empty()) {
-        std::vector<char*> rargv;
-        for (auto& w : remote[k]) rargv.push_back(w.data());
-        rargv.push_back(nullptr);
-        execvp(rargv[0], rargv.data());
-        fprintf(stderr, "revive restart: launcher %s: %s\n", rargv[0], strerror(errno));
-        _exit(127);
-      }
-      std::vector<const char*> argv = {bin.c_str()};
-      if (a.lazy) argv.push_back("--lazy");
-      argv.push_back(image.c_str());
-      argv.push_back(nullptr);
-      execv(bin.c_str(), const_cast<char* const*>(argv.data()));
-      fprintf(stderr, "revive restart: exec %s: %s\n", bin.c_str(), strerror(errno));
+    setenv("REVIVE_COORD_HOST", t.host.c_str(), 1);
+    setenv("REVIVE_COORD_PORT", std::to_string(t.port).c_str(), 1);
+    setenv("REVIVE_SECRET_FILE", t.secret_file.c_str(), 1);
+    setenv("REVIVE_CKPT_DIR", t.ckpt_dir.c_str(), 1);
+    signal(SIGPIPE, SIG_DFL);
+    if (!remote.empty()) {
+      std::vector<char*> rargv;
+      for (auto& w : remote[k]) rargv.push_back(w.data());
+      rargv.push_back(nullptr);
+      execvp(rargv[0], rargv.data());
+      fprintf(stderr, "revive restart: launcher %s: %s\n", rargv[0], strerror(errno));
       _exit(127);
     }
-    kids.push_back(pid);
+    std::vector<const char*> argv = {bin.c_str()};
+    if (a.lazy) argv.push_back("--lazy");
+    argv.push_back(image.c_str());
+    argv.push_back(nullptr);
+    execv(bin.c_str(), const_cast<char* const*>(argv.data()));
+    fprintf(stderr, "revive restart: exec %s: %s\n", bin.c_str(), strerror(errno));
+    _exit(127);
+  };
+  std::vector<size_t> which;  // image index of each of kids
+  if (remote.empty()) {
+    // Locally: as the recorded process tree, pids included (docs/process-trees.md); we wait for its roots.
+    s = proctree::StartRestorers(plan.images, exec_image, &kids, &which);
+    if (!s.ok()) return Fail(s.message());
+  } else {
+    for (size_t k = 0; k < plan.images.size(); k++) {
+      pid_t pid = fork();
+      if (pid < 0) return Fail(std::string("fork: ") + strerror(errno), 1);
+      if (pid == 0) exec_image(k);
+      kids.push_back(pid);
+    }
   }
   // Exit status: the first process (manifest order) that did not exit 0, else 0. Signals as 128+sig.
   std::vector<int> codes(kids.size(), 0);
