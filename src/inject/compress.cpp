@@ -1,7 +1,8 @@
 // Optional zstd compression of image chunks (REVIVE_COMPRESS=1). libzstd is dlopen'ed at load time (the
-// engine links libc only) and its context lives in an arena of our own scratch, so compressing while
-// user threads are suspended never reaches malloc. Single-threaded on purpose: ZSTD_c_nbWorkers starts
-// threads through pthread_create, which takes glibc locks a suspended thread may hold.
+// engine links libc only) and every context lives in an arena of our own scratch, so compressing while
+// user threads are suspended never reaches malloc. We never use ZSTD_c_nbWorkers: it starts threads
+// through pthread_create, which takes glibc locks a suspended thread may hold. Parallelism comes from
+// the engine's own workers instead (zworkers.cpp), one context each, one chunk (= one frame) per job.
 #include <dlfcn.h>
 #include <sys/mman.h>
 
@@ -20,20 +21,25 @@ struct Zstd {
   size_t (*compress2)(ZSTD_CCtx*, void*, size_t, const void*, size_t);
   size_t (*bound)(size_t);
   unsigned (*is_error)(size_t);
-  ZSTD_CCtx* cctx;
-  uint8_t* arena;  // bump allocator for zstd's context; scratch, excluded from images
-  size_t arena_len, arena_used;
+  ZSTD_CCtx* cctx;  // the checkpoint thread's own (inline path), in g.zarena
 };
 Zstd z;
 
-void* arena_alloc(void*, size_t n) {
+// Bump allocator at the start of an arena; the context lives as long as the arena.
+struct Arena {
+  uint8_t* base;
+  size_t len, used;
+};
+
+void* arena_alloc(void* opaque, size_t n) {
+  auto* a = static_cast<Arena*>(opaque);
   n = (n + 63) / 64 * 64;
-  if (z.arena_used + n > z.arena_len) return nullptr;
-  void* p = z.arena + z.arena_used;
-  z.arena_used += n;
+  if (a->used + n > a->len) return nullptr;
+  void* p = a->base + a->used;
+  a->used += n;
   return p;
 }
-void arena_free(void*, void*) {}  // the context lives as long as the arena
+void arena_free(void*, void*) {}
 
 }  // namespace
 
@@ -49,24 +55,33 @@ bool compress_load() {
   return z.create && z.set && z.compress2 && z.bound && z.is_error;
 }
 
-// (Re)creates the context in the scratch arena g.zarena (alloc_scratch() made it).
+void* compress_ctx_new(void* arena, size_t len) {
+  if (!z.create || len < sizeof(Arena) + 64) return nullptr;
+  auto* a = static_cast<Arena*>(arena);
+  a->base = static_cast<uint8_t*>(arena) + 64;
+  a->len = len - 64;
+  a->used = 0;
+  ZSTD_CCtx* c = z.create(ZSTD_customMem{arena_alloc, arena_free, a});
+  if (c) z.set(c, ZSTD_c_compressionLevel, 1);  // speed: the disk is the other limit
+  return c;
+}
+
+// Makes the inline context afresh in the scratch arena g.zarena, once per image: after a restart the
+// old arena was not part of the image, and a new one may even sit at the same address (so comparing
+// addresses cannot tell). A context costs nothing until its first frame.
 bool compress_ready() {
   if (!z.create) return false;
-  if (z.arena != g.zarena) {
-    z.arena = g.zarena;
-    z.arena_len = g.zarena_len;
-    z.arena_used = 0;
-    z.cctx = z.create(ZSTD_customMem{arena_alloc, arena_free, nullptr});
-    if (z.cctx) z.set(z.cctx, ZSTD_c_compressionLevel, 1);  // speed: the disk is the other limit
-  }
+  z.cctx = static_cast<ZSTD_CCtx*>(compress_ctx_new(g.zarena, g.zarena_len));
   return z.cctx != nullptr;
 }
 
 size_t compress_bound(size_t n) { return z.bound ? z.bound(n) : 0; }
 
-long compress_chunk(const void* src, size_t n, void* dst, size_t cap) {
-  size_t r = z.compress2(z.cctx, dst, cap, src, n);
+long compress_with(void* ctx, const void* src, size_t n, void* dst, size_t cap) {
+  size_t r = z.compress2(static_cast<ZSTD_CCtx*>(ctx), dst, cap, src, n);
   return z.is_error(r) ? -1 : long(r);
 }
+
+long compress_chunk(const void* src, size_t n, void* dst, size_t cap) { return compress_with(z.cctx, src, n, dst, cap); }
 
 }  // namespace revive::inject

@@ -16,6 +16,7 @@ namespace revive::inject {
 
 constexpr uint32_t kMaxThreads = 1024;
 constexpr uint32_t kMaxPluginSections = 32;
+constexpr uint32_t kMaxZWorkers = 32;
 
 struct Config {
   char ckpt_dir[1024];  // absolute
@@ -25,6 +26,7 @@ struct Config {
   int log;
   bool compress;
   bool fork;
+  uint32_t zthreads;  // REVIVE_COMPRESS_THREADS: compression workers (0: compress on the writing thread)
   char coord_host[256];
   uint16_t coord_port;  // 0: no coordinator (standalone)
   char secret_file[1100];
@@ -131,6 +133,20 @@ bool compress_load();
 bool compress_ready();
 size_t compress_bound(size_t n);
 long compress_chunk(const void* src, size_t n, void* dst, size_t cap);
+// A context of its own in `arena` (len bytes, scratch), for a worker; nullptr on failure.
+void* compress_ctx_new(void* arena, size_t len);
+long compress_with(void* ctx, const void* src, size_t n, void* dst, size_t cap);
+// zworkers.cpp: workers compressing chunks in parallel while one image is written (write_image only).
+// zw_start returns how many workers run (0: compress inline); out_cap = one compressed chunk's bound.
+// Jobs are collected in submission order: zw_oldest waits for the oldest one, zw_pop frees its slot.
+uint32_t zw_start(uint32_t want, size_t out_cap);
+bool zw_full();
+bool zw_empty();
+void zw_submit(uint32_t chunk, const void* src, uint64_t len);
+void zw_oldest(uint32_t* chunk, const void** data, uint64_t* stored);
+void zw_pop();
+void zw_stop();  // workers exited and their memory unmapped when it returns
+uint32_t zw_default_threads();  // online CPUs (at init: uses libc)
 // checkpoint.cpp
 // One checkpoint of this process into generation `gen`. Returns 1 when it returns in a restored process,
 // 0 after a successful checkpoint (resumed), -1 on failure (resumed, message in err).

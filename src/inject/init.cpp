@@ -84,6 +84,8 @@ void read_config() {
   c.interval_s = uint32_t(env_u64("REVIVE_INTERVAL", 0));
   c.compress = env_u64("REVIVE_COMPRESS", 0) != 0;
   c.fork = env_u64("REVIVE_FORK", 0) != 0;
+  c.zthreads = uint32_t(env_u64("REVIVE_COMPRESS_THREADS", zw_default_threads()));
+  if (c.zthreads > kMaxZWorkers) c.zthreads = kMaxZWorkers;
   int sig = int(env_u64("REVIVE_SIGNAL", 0));
   c.sig = (sig >= SIGRTMIN && sig <= SIGRTMAX) ? sig : SIGRTMAX - 2;
   if (sig && c.sig != sig) sys::log(0, "REVIVE_SIGNAL is not a real-time signal number; using the default");

@@ -27,6 +27,7 @@ struct Out {
   long err;
   size_t nchunks;
   bool compress;
+  uint32_t workers;  // compression workers running (zworkers.cpp); 0: compress inline
 };
 
 bool page_is_zero(const uint8_t* p) {
@@ -36,25 +37,9 @@ bool page_is_zero(const uint8_t* p) {
   return true;
 }
 
-bool flush_run(Out* o, uint64_t addr, uint64_t len) {
-  if (!len) return true;
-  if (o->nchunks >= g.chunks_cap) {
-    o->err = -12;
-    return false;
-  }
-  image::ChunkRecord* c = &g.chunks[o->nchunks++];
-  c->addr = addr;
-  c->len = len;
+// Puts one stored chunk at the end of the file: its offset, stored length and checksum go in its record.
+bool emit(Out* o, image::ChunkRecord* c, const void* data, uint64_t stored) {
   c->file_offset = o->off;
-  const void* data = reinterpret_cast<const void*>(addr);
-  uint64_t stored = len;
-  if (o->compress) {
-    long n = compress_chunk(data, len, g.zout, g.zout_cap);
-    if (n > 0 && uint64_t(n) < len) {  // else stored as is: stored_len == len means raw
-      data = g.zout;
-      stored = uint64_t(n);
-    }
-  }
   c->stored_len = stored;
   c->xxh3 = XXH3_64bits(data, stored);
   long r = sys::write_all(o->fd, data, stored);
@@ -64,6 +49,52 @@ bool flush_run(Out* o, uint64_t addr, uint64_t len) {
   }
   o->off += stored;
   return true;
+}
+
+// Writes the oldest worker result (chunks reach the file in order). After an error it only waits, so
+// that no worker still reads memory the caller is about to re-protect.
+bool collect_one(Out* o) {
+  uint32_t idx;
+  const void* data;
+  uint64_t stored;
+  zw_oldest(&idx, &data, &stored);
+  if (!o->err) emit(o, &g.chunks[idx], data, stored);
+  zw_pop();
+  return !o->err;
+}
+
+bool drain(Out* o) {
+  while (!zw_empty()) collect_one(o);
+  return !o->err;
+}
+
+bool flush_run(Out* o, uint64_t addr, uint64_t len) {
+  if (!len) return true;
+  if (o->nchunks >= g.chunks_cap) {
+    o->err = -12;
+    return false;
+  }
+  const uint32_t idx = uint32_t(o->nchunks++);
+  image::ChunkRecord* c = &g.chunks[idx];
+  c->addr = addr;
+  c->len = len;
+  const void* data = reinterpret_cast<const void*>(addr);
+  if (o->compress && o->workers) {  // a worker compresses it; at most 2 per worker in flight
+    while (zw_full())
+      if (!collect_one(o)) return false;
+    zw_submit(idx, data, len);
+    return true;
+  }
+  if (!drain(o)) return false;  // earlier chunks first
+  uint64_t stored = len;
+  if (o->compress) {
+    long n = compress_chunk(data, len, g.zout, g.zout_cap);
+    if (n > 0 && uint64_t(n) < len) {  // else stored as is: stored_len == len means raw
+      data = g.zout;
+      stored = uint64_t(n);
+    }
+  }
+  return emit(o, c, data, stored);
 }
 
 bool save_region(Out* o, int pm_fd, image::RegionRecord* r) {
@@ -84,6 +115,7 @@ bool save_region(Out* o, int pm_fd, image::RegionRecord* r) {
   }
   if (!all && (r->flags & image::kRegShared)) return true;
   bool opened = false;  // made readable for the copy
+  bool ok = true;
   uint64_t run_start = 0, run_len = 0;
   for (uint64_t a = r->start; a < r->end;) {
     uint64_t n = (r->end - a) / kPage;
@@ -96,7 +128,8 @@ bool save_region(Out* o, int pm_fd, image::RegionRecord* r) {
                       : sys::sc(SYS_pread64, pm_fd, g.pagemap, n * 8, (a / kPage) * 8);
     if (got < 0 || (!shared && got == 0)) {
       o->err = got < 0 ? got : -5;
-      return false;
+      ok = false;
+      goto done;
     }
     if (!shared) n = uint64_t(got) / 8;
     for (uint64_t i = 0; i < n; ++i, a += kPage) {
@@ -112,13 +145,20 @@ bool save_region(Out* o, int pm_fd, image::RegionRecord* r) {
         run_len += kPage;
         continue;
       }
-      if (!flush_run(o, run_start, run_len)) return false;
+      if (!flush_run(o, run_start, run_len)) {
+        ok = false;
+        goto done;
+      }
       run_len = 0;
       if (want) run_start = a, run_len = kPage;
     }
   }
-  bool ok = flush_run(o, run_start, run_len);
-  if (opened) sys::sc(SYS_mprotect, r->start, r->end - r->start, r->prot);
+  ok = flush_run(o, run_start, run_len);
+done:
+  if (opened) {
+    ok = drain(o) && ok;  // workers must be done reading before the region closes again
+    sys::sc(SYS_mprotect, r->start, r->end - r->start, r->prot);
+  }
   r->chunk_count = uint32_t(o->nchunks - r->first_chunk);
   return ok;
 }
@@ -172,10 +212,14 @@ long write_image(const char* dir, const char* path, uint64_t gen, bool forked, c
   long nreg = read_maps(pi);
   int pm_fd = int(sys::sc(SYS_open, "/proc/thread-self/pagemap", O_RDONLY | O_CLOEXEC));
   const bool compress = g.cfg.compress && compress_ready() && compress_bound(kChunkMax) <= g.zout_cap;
-  Out o = {fd, image::kHeaderSize, 0, 0, compress};
+  // Workers start before read_maps, so their memory is left out of this very image.
+  const uint32_t workers = compress ? zw_start(g.cfg.zthreads, compress_bound(kChunkMax)) : 0;
+  Out o = {fd, image::kHeaderSize, 0, 0, compress, workers};
   bool ok = nreg >= 0 && pm_fd >= 0 && sys::sc(SYS_lseek, fd, image::kHeaderSize, 0 /*SEEK_SET*/) >= 0;
   if (!ok) o.err = nreg < 0 ? nreg : -5;
   for (long i = 0; ok && i < nreg; ++i) ok = save_region(&o, pm_fd, &g.regions[i]);
+  ok = drain(&o) && ok;
+  zw_stop();
   if (pm_fd >= 0) sys::sc(SYS_close, pm_fd);
 
   // Tables.
