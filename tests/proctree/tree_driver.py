@@ -71,8 +71,17 @@ def checkpoint(revive, port, ck, work):
         if r.returncode == 0:
             d = r.stdout.strip()
             m = json.load(open(os.path.join(d, "MANIFEST.json")))
-            print("checkpoint: %s (%d processes)" % (d, len(m["processes"])), flush=True)
-            return len(m["processes"])
+            zombies = 0  # exited, unreaped children recorded: proctree section = 24 bytes + 8 per zombie
+            for p in m["processes"]:
+                r = run([revive, "inspect", "--json", os.path.join(d, p["image"])])
+                if r.returncode != 0:
+                    fail("revive inspect %s: %s" % (p["image"], r.stderr.strip()), work)
+                sec = [x for x in json.loads(r.stdout)["sections"] if x["name"] == "proctree"]
+                if len(sec) != 1:
+                    fail("%s has no proctree section" % p["image"], work)
+                zombies += (sec[0]["bytes"] - 24) // 8
+            print("checkpoint: %s (%d processes, %d zombies)" % (d, len(m["processes"]), zombies), flush=True)
+            return len(m["processes"]), zombies
         if "proctree" not in r.stderr:
             fail("revive checkpoint exited %d: %s" % (r.returncode, r.stderr.strip()), work)
         print("checkpoint refused during a fork, retrying", flush=True)
@@ -89,6 +98,7 @@ def main():
     ap.add_argument("--ckpts", type=int, default=1)
     ap.add_argument("--chain", type=int, default=0)
     ap.add_argument("--min-procs", type=int, default=2, help="a checkpoint must hold at least this many")
+    ap.add_argument("--min-zombies", type=int, default=0, help="... and record at least this many zombies")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--file", action="append", default=[], help="another output file (in the cwd) to compare")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
@@ -116,13 +126,14 @@ def main():
     with open(os.path.join(work, "stdout"), "ab") as out, open(os.path.join(work, "launch-stderr"), "wb") as err:
         proc = subprocess.Popen(launch, cwd=work, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
     restored = False  # proc is `revive launch` (= the program) or `revive restart` (the tree's parent)
-    most = 0
+    most = most_z = 0
     for c in range(a.chain + 1):
         for k in range(a.ckpts if c == 0 else 1):
             time.sleep(rng.uniform(*a.delay))
             if proc.poll() is not None:
                 fail("program ended (rc %s) before checkpoint; make it run longer" % proc.returncode, work)
-            most = max(most, checkpoint(a.revive, port, ck, work))
+            n, z = checkpoint(a.revive, port, ck, work)
+            most, most_z = max(most, n), max(most_z, z)
         time.sleep(rng.uniform(0, a.delay[0]))
         if proc.poll() is not None:
             fail("program ended (rc %s) before the kill; make it run longer" % proc.returncode, work)
@@ -143,6 +154,8 @@ def main():
         fail("restored tree did not finish", work)
     if most < a.min_procs:
         fail("the checkpoints held at most %d process(es), want >= %d" % (most, a.min_procs), work)
+    if most_z < a.min_zombies:
+        fail("the checkpoints recorded at most %d zombie(s), want >= %d" % (most_z, a.min_zombies), work)
     if proc.returncode != ref_rc:
         fail("revive restart exited %s, the uninterrupted run %s" % (proc.returncode, ref_rc), work)
     for name in ["stdout"] + a.file:
