@@ -24,7 +24,7 @@ static void work(const char* who, int n) {
 int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc > 1 && strcmp(argv[1], "leaf") == 0) {
-    work("leaf", 40);
+    work("leaf", argc > 2 ? atoi(argv[2]) : 40);
     return getenv("CHAIN_MARK") ? 20 : 50;  /* the program's own variable must survive too */
   }
   if (argc > 2 && strcmp(argv[1], "mid") == 0) {
@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
     if (c == 0) {
       char* args[] = {argv[0], "leaf", NULL};
       char* env[] = {"CHAIN_MARK=1", NULL};
-      execve("/proc/self/exe", args, env);
+      execve(argv[0], args, env);  /* not /proc/self/exe: after a restore that names revive-restart */
       _exit(126);
     }
     int st = 0;
@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   self[n] = 0;
   work("top", 15);
   char cmd[4200];
-  snprintf(cmd, sizeof cmd, "'%s' mid 20", self);
+  snprintf(cmd, sizeof cmd, "'%s' mid 20", self);  /* read before any checkpoint */
   int st = system(cmd);
   printf("system returned %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
   work("top after", 10);
