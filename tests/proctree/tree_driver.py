@@ -62,7 +62,26 @@ def kill_tree(roots):
     while time.time() < deadline and any(os.path.exists("/proc/%d" % p) for p in pids):
         time.sleep(0.01)
     print("killed %d process(es)" % len(pids), flush=True)
-    return len(pids)
+    return pids
+
+def squat_and_refuse(squat, pid, cmd, work, env):
+    """With `pid` held by another process, restart must exit 2 naming the pid, and start nothing."""
+    holder = subprocess.Popen([squat, str(pid)], stdout=subprocess.PIPE, start_new_session=True)
+    if holder.stdout.readline().strip() != b"ready":
+        fail("the squatter could not take pid %d" % pid, work)
+    try:
+        r = run(cmd, env=env, timeout=60)
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline and os.path.exists("/proc/%d" % pid):
+        time.sleep(0.01)
+    want = "pid %d " % pid
+    if r.returncode != 2 or want not in r.stderr or "taken" not in r.stderr:
+        fail("restart with pid %d taken: exit %d, stderr %r; want exit 2 naming the pid" % (pid, r.returncode, r.stderr),
+             work)
+    print("restart refused while pid %d was taken: %s" % (pid, r.stderr.strip()), flush=True)
 
 def checkpoint(revive, port, ck, work):
     """revive checkpoint; a generation refused because a fork was in flight is retried (documented)."""
@@ -101,6 +120,8 @@ def main():
     ap.add_argument("--min-zombies", type=int, default=0, help="... and record at least this many zombies")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--file", action="append", default=[], help="another output file (in the cwd) to compare")
+    ap.add_argument("--squat", help="program holding a pid: before the first restart, hold a killed child's pid "
+                                    "and require revive restart to refuse, naming it")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     prog = a.prog[1:] if a.prog and a.prog[0] == "--" else a.prog
@@ -138,11 +159,13 @@ def main():
         if proc.poll() is not None:
             fail("program ended (rc %s) before the kill; make it run longer" % proc.returncode, work)
         roots = children(proc.pid) if restored else [proc.pid]
-        kill_tree(roots)
+        killed = kill_tree(roots)
         proc.wait()
         if not coordinator_gone(a.revive, port, ck):
             fail("the coordinator did not exit after the tree died", work)
         cmd = [os.path.abspath(a.revive), "restart", "--port", str(port), ck]
+        if a.squat and c == 0:
+            squat_and_refuse(a.squat, killed[-1], cmd, work, env)
         print("restart %d: %s" % (c, " ".join(cmd)), flush=True)
         with open(os.path.join(work, "restart-stderr-%d" % c), "wb") as err:
             proc = subprocess.Popen(cmd, cwd=work, stdout=err, stderr=err, stdin=subprocess.DEVNULL, env=env)
