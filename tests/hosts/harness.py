@@ -37,11 +37,15 @@ def clean_env(revive_env):
 def status(revive, port, ck, env):
     return run([revive, "status", "--port", str(port), "--ckpt-dir", ck], env=env, timeout=30)
 
-def wait_procs(revive, port, ck, env, n, timeout=60):
-    """Until the coordinator lists n processes (all connected and idle)."""
+def wait_procs(revive, port, ck, env, n, timeout=60, procs=()):
+    """Until the coordinator lists n processes (all connected and idle); fails at once if one of `procs`
+    (Popen objects that must stay alive meanwhile) has ended."""
     deadline = time.time() + timeout
     last = ""
     while time.time() < deadline:
+        for p in procs:
+            if p.poll() is not None:
+                fail("%s ended with status %s while waiting for %d processes" % (p.args, p.returncode, n))
         r = status(revive, port, ck, env)
         last = r.stdout + r.stderr
         if r.returncode == 0 and count_procs(r.stdout) == n and status_field(r.stdout, "state") == "idle":
