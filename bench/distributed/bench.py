@@ -48,11 +48,18 @@ def computation(a, revive, env, n, mb, tag, rng):
     ck = os.path.join(wd, "ck")
     os.makedirs(wd)
     t0 = time.time()
+    outs = [os.path.join(wd, "out-%d" % i) for i in range(n)]
     procs = [subprocess.Popen([revive, "launch", "--no-compress", "--port", str(port), "--ckpt-dir", ck, "--",
-                               a.memhog, str(mb), "3600"], cwd=wd, stdout=subprocess.DEVNULL,
-                              stdin=subprocess.DEVNULL, env=env) for _ in range(n)]
+                               a.memhog, str(mb), "3600"], cwd=wd, stdout=open(outs[i], "wb"),
+                              stdin=subprocess.DEVNULL, env=env) for i in range(n)]
     wait_procs(revive, port, ck, env, n, timeout=300, procs=procs)
     launch_s = time.time() - t0
+    # The library connects before main runs: wait until every process has filled its memory.
+    deadline = time.time() + 300
+    while not all(open(o, "rb").read().startswith(b"ready") for o in outs):
+        if time.time() > deadline:
+            fail("memhog processes did not all print ready")
+        time.sleep(0.05)
     cpid = coord_pid(revive, port, ck, env)
     ck_s, ck_cpu = [], []
     for g in range(1, a.reps + 1):

@@ -13,6 +13,52 @@ from harness import *
 def netns_inode(ns):
     return os.stat("/run/netns/" + ns).st_ino
 
+ATTACKER = r"""
+import socket, struct, sys
+host, port = sys.argv[1], int(sys.argv[2])
+def attempt(data, close_early=False):
+    s = socket.create_connection((host, port), timeout=5)
+    s.recv(4096)  # CHALLENGE
+    try:
+        s.sendall(data)
+    except (ConnectionResetError, BrokenPipeError):
+        return "closed"  # the coordinator hung up while we were still sending
+    if close_early:
+        s.close()
+        return "closed by us"
+    try:
+        while s.recv(4096):
+            pass
+        return "closed"
+    except ConnectionResetError:
+        return "closed"
+    except socket.timeout:
+        return "left open"
+hdr = lambda t, n: b"RVP1" + struct.pack("<HHII", t, 0, n, 1)
+hello = b"role=proc\npid=1\nproof=" + b"0" * 64 + b"\n"
+print(attempt(hdr(1, len(hello)) + hello))           # HELLO with a wrong proof
+print(attempt(b"\xff" * 70000))                      # garbage
+print(attempt(hdr(1, 1 << 21)))                       # oversized announcement
+print(attempt(hdr(1, 100) + b"role=proc\n", True))   # truncated payload, then gone
+print(attempt(hdr(1, 100)[:7], True))                 # truncated header, then gone
+"""
+
+def attack_from_namespace(revive, ns, coord_ip, port, ck, env, workdir):
+    """Another "host" without the secret: refused; garbage and truncated frames only drop that peer."""
+    wrong = os.path.join(workdir, "wrong-secret")
+    with open(wrong, "w") as f:
+        f.write("not the computation's secret")
+    os.chmod(wrong, 0o600)
+    r = run(["ip", "netns", "exec", ns, revive, "status", "--port", str(port), "--ckpt-dir", ck],
+            env=dict(env, REVIVE_SECRET_FILE=wrong))
+    if r.returncode != 2 or "authentication failed" not in r.stderr:
+        fail("status from %s with a wrong secret: rc %d %r" % (ns, r.returncode, r.stderr))
+    r = run(["ip", "netns", "exec", ns, sys.executable, "-c", ATTACKER, coord_ip, str(port)], timeout=60)
+    got = r.stdout.split("\n")
+    if r.returncode != 0 or got[:3] != ["closed"] * 3:
+        fail("attacks from %s: rc %d, %r %r" % (ns, r.returncode, r.stdout, r.stderr))
+    print("attacks from %s refused/dropped: %s" % (ns, ", ".join(got[:5])), flush=True)
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--revive", required=True)
@@ -81,6 +127,7 @@ def test(a, prog, rng, seed, prefix, net):
         got = os.stat("/proc/%d/ns/net" % p.pid).st_ino
         if got != netns_inode(hosts[i % 2]):
             fail("process %d (pid %d) is not in namespace %s" % (i, p.pid, hosts[i % 2]))
+    attack_from_namespace(revive, hosts[0], coord_ip, port, ck, env, a.workdir)
     time.sleep(rng.uniform(0.2, 0.6))
     m, _ = checkpoint(revive, port, ck, env, 1, a.procs)
     # Which process is which: its stdout file is in its run directory (image name has the upid).
