@@ -1,6 +1,8 @@
 /* Parent and child signal each other ROUNDS times (kill + sigwaitinfo), each checking that its own pid
- * and its partner's stay what they were at the start (a restart must recreate them). The child exits
- * with 7; the parent reaps it with waitpid and prints the status. Output: stdout (line buffered). */
+ * and its partner's stay what they were at the start (a restart must recreate them). The child leads a
+ * session of its own (setsid), and the parent signals it through its process group (kill(-pgid)), so
+ * groups and sessions must come back too. The child exits with 7; the parent reaps it with waitpid and
+ * prints the status. Output: stdout (line buffered). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,17 +36,20 @@ int main(int argc, char** argv) {
   if (child < 0) return 99;
   if (child == 0) {
     pid_t me = getpid();
+    if (setsid() != me) printf("child: setsid failed\n");
     for (int i = 0; i < rounds; i++) {
       wait_usr1();
       if (getpid() != me || getppid() != parent) printf("child: pid changed at round %d\n", i);
+      if (getsid(0) != me || getpgrp() != me) printf("child: session/group changed at round %d\n", i);
       printf("child %d\n", i);
       nap(8);
       kill(parent, SIGUSR1);
     }
     return 7;
   }
+  while (getpgid(child) != child) nap(1); /* until the child's setsid */
   for (int i = 0; i < rounds; i++) {
-    kill(child, SIGUSR1);
+    if (kill(-child, SIGUSR1) != 0) printf("parent: no process group %d at round %d\n", (int)child, i);
     wait_usr1();
     if (getpid() != parent) printf("parent: pid changed at round %d\n", i);
     printf("parent %d\n", i);
