@@ -3,6 +3,7 @@
 // waitpid() and process groups come out as recorded; zombies are children that exit at once with their
 // recorded status and wait to be reaped by the restored parent.
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,11 +33,32 @@ long fork_with_pid(uint32_t pid, bool exact) {
   return r < 0 ? -errno : r;
 }
 
+// Every process of the tree reports on `ready` (its pid, and whether it made all its children) and then
+// waits for EOF on `go` before it execs its restorer: nothing is restored unless the whole tree exists,
+// so a failure part-way never leaves restored processes waiting for a peer that will not come.
+struct Sync {
+  int ready[2] = {-1, -1};
+  int go[2] = {-1, -1};
+};
+Sync g_sync;
+
+struct Report {
+  uint32_t pid;
+  uint32_t ok;
+};
+
+void report(uint32_t pid, bool ok) {
+  Report r = {pid, ok ? 1u : 0u};
+  while (write(g_sync.ready[1], &r, sizeof r) < 0 && errno == EINTR) {
+  }
+}
+
 [[noreturn]] void die(const char* what, uint32_t pid, const TreeProc& t, int err) {
   const char* why = err == EEXIST  ? "the pid is taken"
                     : err == EPERM ? "recreating pids needs CAP_SYS_ADMIN (run revive restart as root)"
                                    : strerror(err);
   fprintf(stderr, "revive restart: cannot recreate %s pid %u of %s: %s\n", what, pid, t.image.c_str(), why);
+  report(uint32_t(getpid()), false);
   _exit(2);
 }
 
@@ -73,6 +95,8 @@ void regroup(const TreePlan& plan, const TreeProc& t) {
 
 [[noreturn]] void become(const TreePlan& plan, size_t i, bool exact, const std::function<void(size_t)>& exec_image) {
   const TreeProc& t = plan.procs[i];
+  close(g_sync.ready[0]);
+  close(g_sync.go[1]);
   regroup(plan, t);
   for (const Zombie& z : t.zombies) {
     long r = fork_with_pid(z.pid, exact);
@@ -84,6 +108,12 @@ void regroup(const TreePlan& plan, const TreeProc& t) {
     if (r == 0) become(plan, size_t(c), exact, exec_image);
     if (r < 0) die("child", plan.procs[size_t(c)].pid, t, int(-r));
   }
+  report(uint32_t(getpid()), true);
+  close(g_sync.ready[1]);
+  char c;
+  while (read(g_sync.go[0], &c, 1) < 0 && errno == EINTR) {
+  }
+  close(g_sync.go[0]);
   exec_image(i);
   _exit(127);
 }
@@ -92,20 +122,58 @@ void regroup(const TreePlan& plan, const TreeProc& t) {
 
 Status SpawnTree(const TreePlan& plan, bool exact_pids, const std::function<void(size_t)>& exec_image,
                  std::vector<pid_t>* roots_out) {
+  if (pipe2(g_sync.ready, O_CLOEXEC) != 0 || pipe2(g_sync.go, O_CLOEXEC) != 0)
+    return Status::FromErrno("pipe", errno);
+  Status s = Status::OK();
   for (int r : plan.roots) {
     const TreeProc& t = plan.procs[size_t(r)];
     long pid = fork_with_pid(t.pid, exact_pids);
     if (pid == 0) become(plan, size_t(r), exact_pids, exec_image);
     if (pid < 0) {
       int e = int(-pid);
-      return Status::IOError("cannot recreate pid " + std::to_string(t.pid) + " of " + t.image + ": " +
-                             (e == EEXIST  ? "the pid is taken"
-                              : e == EPERM ? "recreating pids needs CAP_SYS_ADMIN (run revive restart as root)"
-                                           : strerror(e)));
+      s = Status::IOError("cannot recreate pid " + std::to_string(t.pid) + " of " + t.image + ": " +
+                          (e == EEXIST  ? "the pid is taken"
+                           : e == EPERM ? "recreating pids needs CAP_SYS_ADMIN (run revive restart as root)"
+                                        : strerror(e)));
+      break;
     }
     roots_out->push_back(pid_t(pid));
   }
-  return Status::OK();
+  close(g_sync.ready[1]);
+  close(g_sync.go[0]);
+  // Until every process of the plan reported success, or one failed, or all are gone (EOF).
+  std::vector<pid_t> made;
+  bool failed = !s.ok();
+  for (size_t k = 0; !failed && k < plan.procs.size();) {
+    Report r;
+    ssize_t n = read(g_sync.ready[0], &r, sizeof r);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != sizeof r) {
+      failed = true;
+      if (s.ok()) s = Status::IOError("a process of the tree died before it was complete");
+      break;
+    }
+    if (!r.ok) {
+      failed = true;
+      s = Status::IOError("pid " + std::to_string(r.pid) + " could not recreate its children (see above)");
+      break;
+    }
+    made.push_back(pid_t(r.pid));
+    ++k;
+  }
+  close(g_sync.ready[0]);
+  if (failed) {
+    // Nothing was restored yet: everyone we made still waits for `go`. Take the tree down.
+    for (pid_t p : made) kill(p, SIGKILL);
+    for (pid_t p : *roots_out) {
+      kill(p, SIGKILL);
+      while (waitpid(p, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+    roots_out->clear();
+  }
+  close(g_sync.go[1]);  // EOF: the whole tree exists, every process execs its restorer
+  return s;
 }
 
 }  // namespace revive::proctree
