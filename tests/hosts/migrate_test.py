@@ -68,6 +68,9 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--procs", type=int, default=2)
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--pair", nargs=3, metavar=("PROG", "BYTES", "PACE_US"),
+                    help="instead of independent processes: a tcp_hosts server in the first namespace and its "
+                         "client in the second, connected across the bridge")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     prog = a.prog[1:] if a.prog and a.prog[0] == "--" else a.prog
@@ -96,14 +99,29 @@ def test(a, prog, rng, seed, prefix, net):
     env = clean_env(dict(REVIVE_INJECT_LIB=os.path.abspath(a.inject), REVIVE_RESTART_BIN=os.path.abspath(a.restart),
                          REVIVE_LOG="0", REVIVE_COORD_HOST=coord_ip))
     revive = os.path.abspath(a.revive)
-    # Each process gets its own arguments (rounds) so the outputs differ and a mix-up shows.
-    progs = [prog[:1] + [str(int(prog[1]) + 7 * i)] + prog[2:] for i in range(a.procs)]
-    ref_rc = []
-    for i, p in enumerate(progs):
-        d = os.path.join(a.workdir, "ref-%d" % i)
-        os.makedirs(d)
-        with open(os.path.join(d, "stdout"), "wb") as out:
-            ref_rc.append(subprocess.run(p, cwd=d, stdout=out, stdin=subprocess.DEVNULL, timeout=120).returncode)
+    if a.pair:
+        # Reference: the same pair over loopback in this namespace; then server on host 1, client on host 2.
+        a.procs = 2
+        pport = str(free_port(rng))
+        server = [a.pair[0], "server", pport, a.pair[1], a.pair[2]]
+        progs = [server, [a.pair[0], "client", "127.0.0.1", pport, a.pair[1], a.pair[2]]]
+        refs = []
+        for i, p in enumerate(progs):
+            d = os.path.join(a.workdir, "ref-%d" % i)
+            os.makedirs(d)
+            refs.append(subprocess.Popen(p, cwd=d, stdout=open(os.path.join(d, "stdout"), "wb"),
+                                         stdin=subprocess.DEVNULL))
+        ref_rc = [r.wait(timeout=120) for r in refs]
+        progs[1] = [a.pair[0], "client", net + ".2", pport, a.pair[1], a.pair[2]]  # host 1's address
+    else:
+        # Each process gets its own arguments (rounds) so the outputs differ and a mix-up shows.
+        progs = [prog[:1] + [str(int(prog[1]) + 7 * i)] + prog[2:] for i in range(a.procs)]
+        ref_rc = []
+        for i, p in enumerate(progs):
+            d = os.path.join(a.workdir, "ref-%d" % i)
+            os.makedirs(d)
+            with open(os.path.join(d, "stdout"), "wb") as out:
+                ref_rc.append(subprocess.run(p, cwd=d, stdout=out, stdin=subprocess.DEVNULL, timeout=120).returncode)
 
     # The coordinator listens on the bridge address so every namespace reaches it; `revive launch` inside a
     # namespace finds it there and only checks it belongs to this computation.
@@ -145,10 +163,12 @@ def test(a, prog, rng, seed, prefix, net):
             fail("manifest records host %r for process %d, launched in %s" % (where[upid_of[i]], i, hosts[i % 2]))
     print("checkpoint 1: hosts recorded %s" % sorted(where.items()), flush=True)
     time.sleep(rng.uniform(0, 0.2))
-    for p in procs:
+    for p in procs:  # all alive first: killing one end of a TCP pair makes the other fail on its own
         if p.poll() is not None:
             fail("a launched program ended (rc %s) before it was killed; make it run longer" % p.returncode)
+    for p in procs:
         p.send_signal(signal.SIGKILL)
+    for p in procs:
         p.wait()
     if not coordinator_gone(revive, port, ck, env):
         fail("coordinator did not exit after its processes died")
