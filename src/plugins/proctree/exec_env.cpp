@@ -2,6 +2,7 @@
 // and the REVIVE_* variables, captured at load time and put back when a program execs with an
 // environment of its own (execve with a custom envp, env -i, a shell that cleaned up LD_PRELOAD...).
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,9 @@ char* g_keep[kMaxKeep];  // "REVIVE_X=value", strdup'ed at init
 int g_nkeep;
 char g_lib[4096];        // absolute path of librevive_inject.so
 int g_prev_fd = -1;      // predecessor's coordinator socket (exec'ed image), until adopted
+int g_sync_fd = -1;      // posix_spawn's parent waits for a byte on it (spawned image), until adopted
 constexpr char kPrevKey[] = "REVIVE_PREV_COORD_FD";
+constexpr char kSyncKey[] = "REVIVE_SPAWN_SYNC_FD";
 
 size_t key_len(const char* e) {
   const char* q = strchr(e, '=');
@@ -41,20 +44,30 @@ void capture_env() {
     strncpy(g_lib, info.dli_fname, sizeof g_lib - 1);
   const char* prev = getenv(kPrevKey);
   if (prev && *prev) g_prev_fd = atoi(prev);
-  unsetenv(kPrevKey);  // never inherited further: the number is only valid in this image
+  const char* sync = getenv(kSyncKey);
+  if (sync && *sync) g_sync_fd = atoi(sync);
+  unsetenv(kPrevKey);  // never inherited further: the numbers are only valid in this image
+  unsetenv(kSyncKey);
   for (char** e = environ; e && *e && g_nkeep < kMaxKeep; ++e)
     if (strncmp(*e, "REVIVE_", 7) == 0) g_keep[g_nkeep++] = strdup(*e);
 }
 
 void adopt_exec_predecessor() {
-  if (g_prev_fd < 0) return;
-  // Connect first, then let the predecessor's connection go: the coordinator always has this process.
+  if (g_prev_fd < 0 && g_sync_fd < 0) return;
+  // Connect first, then let the predecessor's connection (or the spawning parent) go: the coordinator
+  // always has this process before anyone can take a checkpoint without it.
   if (inject::coord_connect_now) inject::coord_connect_now(false);
-  close(g_prev_fd);
-  g_prev_fd = -1;
+  if (g_prev_fd >= 0) close(g_prev_fd);
+  if (g_sync_fd >= 0) {
+    char c = 1;
+    while (write(g_sync_fd, &c, 1) < 0 && errno == EINTR) {
+    }
+    close(g_sync_fd);
+  }
+  g_prev_fd = g_sync_fd = -1;
 }
 
-char** fixed_env(char* const* envp, int prev_fd) {
+char** fixed_env(char* const* envp, int prev_fd, int sync_fd) {
   if (!envp) envp = environ;
   size_t n = 0;
   while (envp[n]) ++n;
@@ -64,7 +77,7 @@ char** fixed_env(char* const* envp, int prev_fd) {
   bool have_preload = false;
   for (size_t i = 0; i < n; ++i) {
     const char* e = envp[i];
-    if (same_key(e, kPrevKey)) continue;
+    if (same_key(e, kPrevKey) || same_key(e, kSyncKey)) continue;
     if (g_lib[0] && same_key(e, "LD_PRELOAD=")) {
       have_preload = true;
       if (!strstr(e, g_lib)) {  // the program's own preloads stay, after ours
@@ -92,10 +105,15 @@ char** fixed_env(char* const* envp, int prev_fd) {
     for (size_t i = 0; i < n && !present; ++i) present = same_key(envp[i], g_keep[j]);
     if (!present) out[k++] = g_keep[j];
   }
-  if (prev_fd >= 0) {
+  const struct {
+    const char* key;
+    int fd;
+  } fds[] = {{kPrevKey, prev_fd}, {kSyncKey, sync_fd}};
+  for (const auto& f : fds) {
+    if (f.fd < 0) continue;
     char* p = static_cast<char*>(malloc(48));
     if (!p) return nullptr;
-    plugins::Msg(p, 48).s(kPrevKey).s("=").i(prev_fd);
+    plugins::Msg(p, 48).s(f.key).s("=").i(f.fd);
     out[k++] = p;
   }
   out[k] = nullptr;

@@ -6,6 +6,7 @@
 // glibc's own execv/execvp/execl* call its internal execve, not ours: each is wrapped.
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -31,7 +32,7 @@ int exec_with(ExecveFn* slot, const char* name, const char* path, char* const ar
   ExecveFn real = revive::plugins::next_or_enosys(slot, name);
   if (!real) return -1;
   int cfd = revive::inject::coord_fd_for_exec ? revive::inject::coord_fd_for_exec() : -1;
-  char** env = revive::proctree::fixed_env(envp, cfd);
+  char** env = revive::proctree::fixed_env(envp, cfd, -1);
   if (!env) {
     errno = ENOMEM;
     return -1;
@@ -44,13 +45,38 @@ int exec_with(ExecveFn* slot, const char* name, const char* path, char* const ar
   return -1;  // env leaks on a failed exec: rare, and the caller usually exits
 }
 
+// posix_spawn runs glibc's internal exec, so the child cannot be made to connect before the call
+// returns; instead it inherits the write end of a pipe (REVIVE_SPAWN_SYNC_FD) and the new image writes
+// a byte once connected. Meanwhile a checkpoint is refused as during a fork. A program that cannot load
+// us (static) never writes: the parent goes on after kSpawnWaitMs.
+constexpr int kSpawnWaitMs = 2000;
+
 int spawn_with(SpawnFn* slot, const char* name, pid_t* pid, const char* path, const posix_spawn_file_actions_t* fa,
                const posix_spawnattr_t* at, char* const argv[], char* const envp[]) {
   SpawnFn real = revive::plugins::next_symbol(slot, name);
   if (!real) return ENOSYS;
-  char** env = revive::proctree::fixed_env(envp, -1);
-  if (!env) return ENOMEM;
-  int r = real(pid, path, fa, at, argv, env);
+  using revive::proctree::g_forks_in_flight;
+  int sync[2] = {-1, -1};
+  const bool coord = revive::inject::coord_fd_for_exec && revive::inject::coord_fd_for_exec() >= 0;
+  if (coord && pipe2(sync, O_CLOEXEC) == 0) fcntl(sync[1], F_SETFD, 0);  // inherited through the exec
+  char** env = revive::proctree::fixed_env(envp, -1, sync[1]);
+  if (!env) {
+    if (sync[0] >= 0) close(sync[0]), close(sync[1]);
+    return ENOMEM;
+  }
+  __atomic_add_fetch(&g_forks_in_flight, 1, __ATOMIC_ACQ_REL);
+  pid_t child = 0;
+  int r = real(pid ? pid : &child, path, fa, at, argv, env);
+  if (sync[1] >= 0) close(sync[1]);
+  if (sync[0] >= 0) {
+    if (r == 0) {
+      struct pollfd p = {sync[0], POLLIN, 0};
+      while (poll(&p, 1, kSpawnWaitMs) < 0 && errno == EINTR) {
+      }
+    }
+    close(sync[0]);
+  }
+  __atomic_sub_fetch(&g_forks_in_flight, 1, __ATOMIC_ACQ_REL);
   if (env != envp) free(env);  // the strings are ours or the caller's; only the array is new
   return r;
 }

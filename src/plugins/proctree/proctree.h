@@ -13,11 +13,12 @@ extern volatile uint32_t g_forks_in_flight;
 
 // At init: our library's path and the REVIVE_* environment, put back into every exec'ed environment.
 void capture_env();
-// envp with LD_PRELOAD (our library first) and the REVIVE_* variables put back; envp itself when nothing
-// is missing. `prev_fd` >= 0 also passes REVIVE_PREV_COORD_FD (exec in the same process). Allocates
-// (exec paths only, never on the checkpoint path); nullptr when out of memory.
-char** fixed_env(char* const* envp, int prev_fd);
-// At init of an exec'ed image: connect at once, then close the predecessor's coordinator socket.
+// envp with LD_PRELOAD (our library first) and the REVIVE_* variables put back. `prev_fd` >= 0 also
+// passes REVIVE_PREV_COORD_FD (exec in the same process), `sync_fd` >= 0 REVIVE_SPAWN_SYNC_FD
+// (posix_spawn). Allocates (exec paths only, never on the checkpoint path); nullptr when out of memory.
+char** fixed_env(char* const* envp, int prev_fd, int sync_fd);
+// At init of an exec'ed or spawned image: connect at once, then close the predecessor's coordinator
+// socket / tell the spawning parent (a byte on the sync fd) that we are in.
 void adopt_exec_predecessor();
 
 }  // namespace revive::proctree

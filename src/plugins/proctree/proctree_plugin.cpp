@@ -139,5 +139,8 @@ extern const Plugin kProcTreePlugin = {.name = "proctree",
                                        .init = proctree::init,
                                        .save = proctree::save,
                                        .resume = nullptr,
-                                       .restore = proctree::restore};
+                                       .restore = proctree::restore,
+                                       .drain = nullptr,
+                                       .reconnect = nullptr,
+                                       .refill = nullptr};
 }  // namespace revive::inject
