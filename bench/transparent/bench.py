@@ -77,7 +77,15 @@ def main():
     ap.add_argument("--sizes", type=int, nargs="+", default=[256, 1024])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--only-overhead", action="store_true")
+    ap.add_argument("--no-overhead", action="store_true")
+    ap.add_argument("--modes", nargs="+", help="only these checkpoint modes (names as printed)")
     a = ap.parse_args()
+    ncpu = os.cpu_count() or 1
+    # zstd-0: compressed on the writing thread; zstd-K: K compression workers (REVIVE_COMPRESS_THREADS,
+    # default = online CPUs).
+    modes = [("normal", {}), ("fork", {"REVIVE_FORK": "1"})] + [
+        ("zstd-%d" % k, {"REVIVE_COMPRESS": "1", "REVIVE_COMPRESS_THREADS": str(k)})
+        for k in sorted({0, 1, ncpu})]
     a.inject = os.path.join(a.build, "src/inject/librevive_inject.so")
     a.restart = os.path.join(a.build, "src/restart/revive-restart")
     a.prog = os.path.join(a.build, "bench/transparent/bench_transparent_prog")
@@ -89,7 +97,9 @@ def main():
         "MB", "data", "mode", "raw_s", "ckpt_s", "pause_s", "raw/ck", "image_MB", "rst_s", "lazy_s"))
     for size in ([] if a.only_overhead else a.sizes):
         for kind in ("random", "compressible"):
-            for mode, extra in (("normal", {}), ("fork", {"REVIVE_FORK": "1"}), ("zstd", {"REVIVE_COMPRESS": "1"})):
+            for mode, extra in modes:
+                if a.modes and mode not in a.modes:
+                    continue
                 ck, pause, img_mb, rst, lazy, raws, ratio = [], [], [], [], [], [], []
                 for _ in range(a.runs):
                     # The limit is measured next to each checkpoint: the disk is shared and its speed drifts.
@@ -97,17 +107,27 @@ def main():
                     img, p, t, sz = checkpoint_once(a, size, kind, extra)
                     raws.append(raw), ratio.append(raw / t)
                     ck.append(t), pause.append(p), img_mb.append(sz / 2**20)
-                    if mode != "fork":
+                    if mode in ("normal", "zstd-%d" % ncpu):  # restart does not depend on the workers
                         rst.append(restart_once(a, img, False))
                         if mode == "normal":
                             lazy.append(restart_once(a, img, True))
                 print("%-6d %-12s %-10s %9.3f %9.3f %9.3f %7.2f %10.1f %9s %9s" % (
                     size, kind, mode, med(raws), med(ck), med(pause), med(ratio), med(img_mb),
                     "%.3f" % med(rst) if rst else "-", "%.3f" % med(lazy) if lazy else "-"), flush=True)
-    for mode, n in (("compute", 300000000), ("syscall", 1000000)):
+    for mode, n in (() if a.no_overhead else (("compute", 300000000), ("syscall", 1000000))):
         nat, pre = overhead(a, mode, n)
         print("overhead %-8s native %.4f CPU-s preloaded %.4f CPU-s ratio %.4f" % (mode, nat, pre, pre / nat),
               flush=True)
+    if not a.no_overhead:
+        # Native, no engine: the same syscall loop with and without one idle extra pthread. A second
+        # thread sharing the fd table turns off the kernel's single-threaded fd lookup (no refcount in
+        # fdget) and glibc's single-thread syscall paths: the engine's checkpoint thread does the same.
+        one, two = [], []
+        for _ in range(max(a.runs, 7)):
+            one.append(cpu_seconds([a.prog, "syscall", "1000000"]))
+            two.append(cpu_seconds([a.prog, "syscall-idle-thread", "1000000"]))
+        print("native syscall loop: 1 thread %.4f CPU-s, + 1 idle pthread %.4f CPU-s, ratio %.4f" % (
+            med(one), med(two), med(two) / med(one)), flush=True)
     shutil.rmtree(os.path.join(a.dir, "ck"), ignore_errors=True)
 
 if __name__ == "__main__":

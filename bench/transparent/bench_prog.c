@@ -2,8 +2,11 @@
  *   hold MB random|compressible  fill MB of heap, print "ready" on stderr, then idle-compute until killed
  *   rawwrite MB random|compressible PATH  the physical limit: write+fsync of the same bytes from memory
  *   compute N   a pure compute loop, prints its seconds (runtime overhead)
- *   syscall N   N cheap system calls plus N small writes to /dev/null, prints its seconds */
+ *   syscall N   N cheap system calls plus N small writes to /dev/null, prints its seconds
+ *   syscall-idle-thread N   the same with one extra pthread that only sleeps (native: is the engine's
+ *               syscall overhead simply "the process has a second thread"?) */
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +19,12 @@ static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void* idle_thread(void* arg) {
+  (void)arg;
+  for (;;) pause();
+  return NULL;
 }
 
 static uint64_t* fill(size_t mb, int random) {
@@ -63,6 +72,10 @@ int main(int argc, char** argv) {
     }
   }
   long n = atol(argv[2]);
+  if (!strcmp(argv[1], "syscall-idle-thread")) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, idle_thread, NULL) != 0) return 93;
+  }
   double t0 = now();
   if (!strcmp(argv[1], "compute")) {
     volatile uint64_t h = 1469598103934665603ull;
