@@ -175,8 +175,14 @@ def test(a, prog, rng, seed, prefix, net):
 
     # Swap: each process goes to the namespace it was not in. Process k of the manifest -> hosts[k].
     swapped = [hosts[1] if p["host"] == hosts[0] else hosts[0] for p in m["processes"]]
-    cmd = [revive, "restart", "--port", str(port), "--hosts", ",".join(swapped),
-           "--launcher", "ip netns exec {host} {cmd}", ck]
+    if a.pair:  # the other spellings: a host file and the named launcher
+        hostfile = os.path.join(a.workdir, "hostfile")
+        with open(hostfile, "w") as f:
+            f.write("# swapped placement\n" + "".join("%s slots=1\n" % h for h in swapped))
+        cmd = [revive, "restart", "--port", str(port), "--hostfile", hostfile, "--launcher", "netns", ck]
+    else:
+        cmd = [revive, "restart", "--port", str(port), "--hosts", ",".join(swapped),
+               "--launcher", "ip netns exec {host} {cmd}", ck]
     print("restart: " + " ".join(cmd), flush=True)
     rerr = open(os.path.join(a.workdir, "restart-stderr"), "wb")
     rp = subprocess.Popen(cmd, cwd=a.workdir, stdout=rerr, stderr=rerr, stdin=subprocess.DEVNULL, env=env)
