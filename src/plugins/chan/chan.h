@@ -60,8 +60,9 @@ extern bool g_drained;  // data was drained in this checkpoint: refill before th
 int scan(char* msg, size_t cap);
 // chan_drain.cpp: decides which connections are internal (PUBLISH/LOOKUP) and drains them.
 int drain(uint64_t gen, char* msg, size_t cap);
-// chan_refill.cpp: hands drained bytes back to the senders, which write them again.
-int refill(char* msg, size_t cap);
+// chan_refill.cpp: hands drained socket bytes back to the senders, which write them again; a restored
+// process also writes its FIFOs' bytes back (the original put them back during the drain).
+int refill(bool restored, char* msg, size_t cap);
 // chan_connect.cpp: restored process. restore_local: listeners and outside connections, at restore;
 // reconnect: internal connections, in the reconnect phase.
 int restore_local(char* msg, size_t cap);
@@ -71,7 +72,7 @@ int reconnect(uint64_t gen, char* msg, size_t cap);
 // reader is back. consider_fifo fills a table slot (false: not a named FIFO).
 bool consider_fifo(int fd, Chan& c);
 int drain_fifos(char* msg, size_t cap);
-int put_back_fifos(char* msg, size_t cap);
+int put_back_fifos(bool keep, char* msg, size_t cap);
 int reopen_fifos(bool writers, char* msg, size_t cap);
 
 // Helpers (chan_scan.cpp).

@@ -1,7 +1,8 @@
 // Named FIFOs between processes of the computation. A FIFO's data in flight is all in its one kernel
 // buffer once every writer is suspended, so the reader drains it alone (no marker) through a second
 // descriptor of its own (/proc/self/fd/N, O_NONBLOCK: the program's descriptor keeps its flags), and puts
-// it back through a write descriptor to the same FIFO: the bytes fitted in that buffer before.
+// it back through a write descriptor to the same FIFO at once (the bytes fitted in that buffer before);
+// the copy goes into the image, and only a restored reader writes it again (refill phase).
 // Restart: readers reopen the path at restore (a non-blocking open for reading needs no writer), writers
 // at reconnect (then every reader of the computation is back; a write open needs one).
 #include <errno.h>
@@ -93,10 +94,13 @@ int drain_fifos(char* msg, size_t cap) {
     }
     close(r);
   }
-  return 0;
+  // Put the bytes back at once, keeping the copy for the image: the writers are still suspended, so the
+  // FIFO ends up exactly as it was. Waiting for resume would let a writer released first slip new bytes
+  // in ahead of them (there is no peer exchange to order this, as there is for sockets).
+  return put_back_fifos(true, msg, cap);
 }
 
-int put_back_fifos(char* msg, size_t cap) {
+int put_back_fifos(bool keep, char* msg, size_t cap) {
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
     if (c.kind != kFifo || c.rx.len == 0) continue;
@@ -116,7 +120,7 @@ int put_back_fifos(char* msg, size_t cap) {
       off += size_t(n);
     }
     close(w);
-    c.rx.clear();
+    if (!keep) c.rx.clear();
   }
   return 0;
 }

@@ -31,7 +31,7 @@ int save(inject::SectionWriter& w) {
 
 void resume(bool) {
   char msg[400] = "";
-  if (refill(msg, sizeof msg) != 0) {
+  if (refill(false, msg, sizeof msg) != 0) {
     char line[480];
     plugins::warn(plugins::Msg(line, sizeof line).s("channels: data in flight may be lost: ").s(msg).c_str());
   }
@@ -67,7 +67,7 @@ int on_drain(uint64_t gen, char* msg, size_t cap) {
   return drain(gen, msg, cap);
 }
 
-int on_refill(uint64_t, char* msg, size_t cap) { return refill(msg, cap); }
+int on_refill(uint64_t, char* msg, size_t cap) { return refill(true, msg, cap); }
 
 }  // namespace
 }  // namespace revive::chan

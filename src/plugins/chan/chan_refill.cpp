@@ -87,10 +87,12 @@ fail:
 
 }  // namespace
 
-int refill(char* msg, size_t cap) {
+int refill(bool restored, char* msg, size_t cap) {
   if (!g_drained) return 0;
   g_drained = false;
-  if (int rc = put_back_fifos(msg, cap)) return rc;
+  if (restored) {
+    if (int rc = put_back_fifos(false, msg, cap)) return rc;
+  }
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
     c.sent = c.got = 0;
