@@ -212,7 +212,8 @@ long write_image(const char* dir, const char* path, uint64_t gen, bool forked, c
   long nreg = read_maps(pi);
   int pm_fd = int(sys::sc(SYS_open, "/proc/thread-self/pagemap", O_RDONLY | O_CLOEXEC));
   const bool compress = g.cfg.compress && compress_ready() && compress_bound(kChunkMax) <= g.zout_cap;
-  // Workers start before read_maps, so their memory is left out of this very image.
+  // Workers start after read_maps: their memory is not among the regions this image saves (and is
+  // in g.excl besides).
   const uint32_t workers = compress ? zw_start(g.cfg.zthreads, compress_bound(kChunkMax)) : 0;
   Out o = {fd, image::kHeaderSize, 0, 0, compress, workers};
   bool ok = nreg >= 0 && pm_fd >= 0 && sys::sc(SYS_lseek, fd, image::kHeaderSize, 0 /*SEEK_SET*/) >= 0;

@@ -12,7 +12,8 @@
 // forked checkpoint (one thread, glibc state unusable): the child compresses in parallel too.
 //
 // Memory: one MAP_NORESERVE mapping per image (pool control, per worker a stack and a zstd arena, per
-// slot an output buffer), excluded from the image it is written into, unmapped at the end.
+// slot an output buffer), made after the writer listed the regions to save (and put in g.excl too),
+// unmapped at the end.
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
