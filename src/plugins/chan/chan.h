@@ -17,6 +17,8 @@ enum Kind : uint32_t {
   kListen = 2,     // listening stream socket (TCP, Unix bound to a path or abstract name)
   kOutside = 3,    // connected stream socket to a peer outside the computation
   kFifo = 4,       // named FIFO: its buffered bytes are drained by the reader (no marker needed)
+  kPipe = 5,       // anonymous pipe end whose other end is in another process of the computation
+  kPipeOut = 6,    // anonymous pipe end whose other end is not (left to the fd plugin)
 };
 
 // Growable byte buffer on mmap (usable with user threads held; its pages are process memory, so the
@@ -48,7 +50,8 @@ struct Chan {
   bool rx_done, tx_done, done;
   int listen_fd;      // restart: acceptor's temporary listener
   char path[512];     // kFifo: the FIFO's path
-  uint64_t ino;       // kFifo: its inode (one drain per FIFO)
+  uint64_t ino;       // kFifo, kPipe: its inode (one drain per FIFO or pipe)
+  int pipe_w;         // kPipe reader at restart: the new pipe's write end, handed to the writers
 };
 
 constexpr size_t kMaxChans = 256;
@@ -71,6 +74,15 @@ int reconnect(uint64_t gen, char* msg, size_t cap);
 // reopen_fifos reopens read ends (readers) at restore, write ends (writers) at reconnect, when every
 // reader is back. consider_fifo fills a table slot (false: not a named FIFO).
 bool consider_fifo(int fd, Chan& c);
+// chan_pipe.cpp: anonymous pipes between processes. Readers publish "piper.<G>.<ino>" in the drain, writers
+// look it up (found: kPipe, else kPipeOut). Restart: the reader makes a new pipe and hands its write end
+// to each writer over a Unix socket (SCM_RIGHTS): writers connect in reconnect, the reader serves them
+// all in refill (every connect is queued by then: the phases are barriers).
+bool is_reader(const Chan& c);
+void publish_pipes(uint64_t gen);
+int pipes_listen(uint64_t gen, char* msg, size_t cap);   // reconnect, step 1 (readers)
+int pipes_connect(uint64_t gen, char* msg, size_t cap);  // reconnect, step 2 (writers)
+int pipes_hand_over(char* msg, size_t cap);              // refill, before the bytes go back
 int drain_fifos(char* msg, size_t cap);
 int put_back_fifos(bool keep, char* msg, size_t cap);
 int reopen_fifos(bool writers, char* msg, size_t cap);

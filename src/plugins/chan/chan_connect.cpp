@@ -178,6 +178,8 @@ int restore_local(char* msg, size_t cap) {
 }
 
 int reconnect(uint64_t gen, char* msg, size_t cap) {
+  if (int rc = pipes_listen(gen, msg, cap)) return rc;
+  if (int rc = pipes_connect(gen, msg, cap)) return rc;
   for (uint32_t i = 0; i < g_nchans; ++i)
     if (g_chans[i].kind == kConn && g_chans[i].acceptor)
       if (int rc = listen_fresh(g_chans[i], gen, msg, cap)) return rc;

@@ -67,7 +67,6 @@ fail:
 int drain(uint64_t gen, char* msg, size_t cap) {
   g_drained = false;
   if (int rc = scan(msg, cap)) return rc;
-  if (int rc = drain_fifos(msg, cap)) return rc;
   char key[128], val[64];
   for (uint32_t i = 0; i < g_nchans; ++i) {
     if (g_chans[i].kind != kOutside) continue;
@@ -77,6 +76,8 @@ int drain(uint64_t gen, char* msg, size_t cap) {
       return -EIO;
     }
   }
+  publish_pipes(gen);  // pipes first: their lookups wait for their own peers
+  if (int rc = drain_fifos(msg, cap)) return rc;
   const uint64_t until = now_ms() + kPeerWaitMs;
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];

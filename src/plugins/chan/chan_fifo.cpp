@@ -19,7 +19,6 @@ namespace {
 
 constexpr int kWriterWaitMs = 2000;
 
-bool reads(const Chan& c) { return (c.flags & O_ACCMODE) != O_WRONLY; }
 
 void self_path(char* out, size_t cap, int fd) { plugins::Msg(out, cap).s("/proc/self/fd/").i(fd); }
 
@@ -31,8 +30,8 @@ int fifo_err(char* msg, size_t cap, const Chan& c, const char* what, int e) {
 // The first table entry for the same FIFO read by this process drains it (dup'ed fds share it).
 bool first_reader(uint32_t i) {
   for (uint32_t j = 0; j < i; ++j)
-    if (g_chans[j].kind == kFifo && g_chans[j].ino == g_chans[i].ino && reads(g_chans[j])) return false;
-  return reads(g_chans[i]);
+    if (g_chans[j].kind == g_chans[i].kind && g_chans[j].ino == g_chans[i].ino && is_reader(g_chans[j])) return false;
+  return is_reader(g_chans[i]);
 }
 
 int place_fifo(Chan& c, int s, char* msg, size_t cap) {
@@ -53,7 +52,7 @@ bool consider_fifo(int fd, Chan& c) {
   self_path(link, sizeof link, fd);
   char path[sizeof c.path];
   ssize_t n = readlink(link, path, sizeof path - 1);
-  if (n <= 0 || path[0] != '/') return false;  // anonymous pipe ("pipe:[...]"): the fd plugin's
+  if (n <= 0 || (path[0] != '/' && strncmp(path, "pipe:", 5) != 0)) return false;
   path[n] = 0;
   struct stat st;
   if (fstat(fd, &st) != 0) return false;
@@ -64,7 +63,8 @@ bool consider_fifo(int fd, Chan& c) {
   c.rx.clear();
   c.back.clear();
   c.fd = fd;
-  c.kind = kFifo;
+  c.kind = path[0] == '/' ? kFifo : kPipeOut;  // a pipe becomes kPipe when the drain finds its other end
+  c.pipe_w = -1;
   c.flags = fcntl(fd, F_GETFL);
   c.cloexec = (fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0;
   c.listen_fd = -1;
@@ -76,7 +76,7 @@ bool consider_fifo(int fd, Chan& c) {
 int drain_fifos(char* msg, size_t cap) {
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
-    if (c.kind != kFifo || !first_reader(i)) continue;
+    if ((c.kind != kFifo && c.kind != kPipe) || !first_reader(i)) continue;
     char link[64];
     self_path(link, sizeof link, c.fd);
     int r = open(link, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -103,7 +103,7 @@ int drain_fifos(char* msg, size_t cap) {
 int put_back_fifos(bool keep, char* msg, size_t cap) {
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
-    if (c.kind != kFifo || c.rx.len == 0) continue;
+    if ((c.kind != kFifo && c.kind != kPipe) || c.rx.len == 0) continue;
     char link[64];
     self_path(link, sizeof link, c.fd);
     int w = open(link, O_WRONLY | O_NONBLOCK | O_CLOEXEC);  // we are a reader, so this cannot block
@@ -128,7 +128,7 @@ int put_back_fifos(bool keep, char* msg, size_t cap) {
 int reopen_fifos(bool writers, char* msg, size_t cap) {
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
-    if (c.kind != kFifo || reads(c) == writers) continue;
+    if (c.kind != kFifo || is_reader(c) == writers) continue;
     int mode = (c.flags & O_ACCMODE) | O_NONBLOCK | O_CLOEXEC;
     int s = open(c.path, mode);
     for (uint64_t until = now_ms() + kWriterWaitMs; s < 0 && errno == ENXIO && now_ms() < until;) {

@@ -91,6 +91,7 @@ int refill(bool restored, char* msg, size_t cap) {
   if (!g_drained) return 0;
   g_drained = false;
   if (restored) {
+    if (int rc = pipes_hand_over(msg, cap)) return rc;
     if (int rc = put_back_fifos(false, msg, cap)) return rc;
   }
   for (uint32_t i = 0; i < g_nchans; ++i) {

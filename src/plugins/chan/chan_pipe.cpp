@@ -1,0 +1,209 @@
+// Anonymous pipes between processes of the computation (`producer | consumer` under one launch, a pipe
+// across fork). The bytes are drained and put back like a FIFO's (chan_fifo.cpp). What differs is the
+// restart: a pipe has no name to reopen, so the reader creates a new one and hands its write end to every
+// writer as a descriptor over a Unix socket (SCM_RIGHTS): nothing else can share one pipe between two
+// processes that are not parent and child.
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "inject/plugin.h"
+#include "plugins/chan/chan.h"
+#include "plugins/common/msg.h"
+
+namespace revive::chan {
+namespace {
+
+constexpr int kPeerWaitMs = 2000;
+constexpr int kHandOverTimeoutMs = 60000;
+
+int pipe_err(char* msg, size_t cap, const Chan& c, const char* what, int e) {
+  plugins::Msg(msg, cap).s("fd ").i(c.fd).s(" (pipe ").u(c.ino).s("): ").s(what).s(": ").err(e);
+  return e > 0 ? -e : -EIO;
+}
+
+void key(char* out, size_t cap, const char* prefix, uint64_t gen, uint64_t ino) {
+  plugins::Msg(out, cap).s(prefix).u(gen).s(".").u(ino);
+}
+
+bool pipe_end(const Chan& c) { return c.kind == kPipe || c.kind == kPipeOut; }
+
+// Both ends in this process: the fd plugin's local-pipe policy, not ours.
+bool local(uint32_t i) {
+  for (uint32_t j = 0; j < g_nchans; ++j)
+    if (j != i && pipe_end(g_chans[j]) && g_chans[j].ino == g_chans[i].ino &&
+        is_reader(g_chans[j]) != is_reader(g_chans[i]))
+      return true;
+  return false;
+}
+
+// The first entry of this process for the same pipe end (dup'ed descriptors share one).
+int first_same(uint32_t i) {
+  for (uint32_t j = 0; j < i; ++j)
+    if (g_chans[j].kind == kPipe && g_chans[j].ino == g_chans[i].ino && is_reader(g_chans[j]) == is_reader(g_chans[i]))
+      return int(j);
+  return -1;
+}
+
+int put_at(Chan& c, int s, char* msg, size_t cap) {
+  if (dup3(s, c.fd, c.cloexec ? O_CLOEXEC : 0) < 0) return pipe_err(msg, cap, c, "cannot put it back at its number", errno);
+  fcntl(c.fd, F_SETFL, c.flags & (O_NONBLOCK | O_APPEND | O_ASYNC));
+  return 0;
+}
+
+}  // namespace
+
+bool is_reader(const Chan& c) { return (c.flags & O_ACCMODE) != O_WRONLY; }
+
+// Drain phase: each end announces itself, then looks for the other (within the drain's peer wait).
+void publish_pipes(uint64_t gen) {
+  char k[96];
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    if (c.kind != kPipeOut || local(i)) continue;
+    key(k, sizeof k, is_reader(c) ? "piper." : "pipew.", gen, c.ino);
+    inject::coord_publish(k, "1");
+  }
+  const uint64_t until = now_ms() + kPeerWaitMs;
+  char val[16];
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    if (c.kind != kPipeOut || local(i)) continue;
+    key(k, sizeof k, is_reader(c) ? "pipew." : "piper.", gen, c.ino);
+    uint64_t now = now_ms();
+    int ms = now < until ? int(until - now) : 0;
+    if (inject::coord_lookup(k, true, ms < 200 ? 200 : ms, val, sizeof val) == 1) c.kind = kPipe;
+  }
+}
+
+int pipes_listen(uint64_t gen, char* msg, size_t cap) {
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    c.pipe_w = c.listen_fd = -1;
+    if (c.kind != kPipe || !is_reader(c)) continue;
+    if (int j = first_same(i); j >= 0) {  // a dup of a reader already rebuilt
+      if (int rc = put_at(c, g_chans[j].fd, msg, cap)) return rc;
+      continue;
+    }
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) return pipe_err(msg, cap, c, "pipe", errno);
+    int rc = put_at(c, p[0], msg, cap);
+    close(p[0]);
+    if (rc) {
+      close(p[1]);
+      return rc;
+    }
+    c.pipe_w = p[1];
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    sockaddr_un a;
+    socklen_t len = sizeof a;
+    sa_family_t fam = AF_UNIX;
+    if (s < 0 || bind(s, reinterpret_cast<sockaddr*>(&fam), sizeof fam) != 0 || listen(s, 64) != 0 ||
+        getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      int e = errno;
+      if (s >= 0) close(s);
+      return pipe_err(msg, cap, c, "cannot listen for its writers", e);
+    }
+    c.listen_fd = s;
+    char k[96], val[300];
+    key(k, sizeof k, "chanp.", gen, c.ino);
+    hex(val, sizeof val, &a, len);
+    if (!inject::coord_publish(k, val)) return pipe_err(msg, cap, c, "cannot publish", EIO);
+  }
+  return 0;
+}
+
+int pipes_connect(uint64_t gen, char* msg, size_t cap) {
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    if (c.kind != kPipe || is_reader(c) || first_same(i) >= 0) continue;
+    char k[96], val[300];
+    key(k, sizeof k, "chanp.", gen, c.ino);
+    int r = inject::coord_lookup(k, true, kHandOverTimeoutMs, val, sizeof val);
+    if (r != 1) return pipe_err(msg, cap, c, "the reader did not publish where to get the pipe", r < 0 ? EIO : ETIMEDOUT);
+    sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    size_t n = 0;
+    auto v = [](char ch) { return ch >= 'a' ? ch - 'a' + 10 : ch - '0'; };
+    for (const char* q = val; q[0] && q[1] && n < sizeof a; q += 2) reinterpret_cast<uint8_t*>(&a)[n++] = uint8_t(v(q[0]) << 4 | v(q[1]));
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0 || connect(s, reinterpret_cast<sockaddr*>(&a), socklen_t(n)) != 0) {
+      int e = errno;
+      if (s >= 0) close(s);
+      return pipe_err(msg, cap, c, "cannot reach the reader", e);
+    }
+    c.listen_fd = s;  // the write end arrives on it in the refill phase
+  }
+  return 0;
+}
+
+int pipes_hand_over(char* msg, size_t cap) {
+  // Readers: every writer connected during reconnect (a barrier ago): serve each, then drop the spare end.
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    if (c.kind != kPipe || !is_reader(c) || c.listen_fd < 0) continue;
+    for (;;) {
+      int s = accept4(c.listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (s < 0) break;
+      char one = 'p';
+      iovec io = {&one, 1};
+      alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
+      msghdr m;
+      memset(&m, 0, sizeof m);
+      m.msg_iov = &io;
+      m.msg_iovlen = 1;
+      m.msg_control = ctl;
+      m.msg_controllen = sizeof ctl;
+      cmsghdr* cm = CMSG_FIRSTHDR(&m);
+      cm->cmsg_level = SOL_SOCKET;
+      cm->cmsg_type = SCM_RIGHTS;
+      cm->cmsg_len = CMSG_LEN(sizeof(int));
+      memcpy(CMSG_DATA(cm), &c.pipe_w, sizeof(int));
+      ssize_t w = sendmsg(s, &m, MSG_NOSIGNAL);
+      close(s);
+      if (w != 1) return pipe_err(msg, cap, c, "cannot hand the pipe to a writer", errno);
+    }
+    close(c.listen_fd);
+    close(c.pipe_w);
+    c.listen_fd = c.pipe_w = -1;
+  }
+  // Writers: receive the write end and put it at the old number.
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    if (c.kind != kPipe || is_reader(c)) continue;
+    if (int j = first_same(i); j >= 0) {
+      if (int rc = put_at(c, g_chans[j].fd, msg, cap)) return rc;
+      continue;
+    }
+    if (c.listen_fd < 0) continue;
+    int fd = -1;
+    if (wait_fd(c.listen_fd, POLLIN, kHandOverTimeoutMs) > 0) {
+      char one;
+      iovec io = {&one, 1};
+      alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
+      msghdr m;
+      memset(&m, 0, sizeof m);
+      m.msg_iov = &io;
+      m.msg_iovlen = 1;
+      m.msg_control = ctl;
+      m.msg_controllen = sizeof ctl;
+      if (recvmsg(c.listen_fd, &m, MSG_CMSG_CLOEXEC) == 1) {
+        cmsghdr* cm = CMSG_FIRSTHDR(&m);
+        if (cm && cm->cmsg_type == SCM_RIGHTS) memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+      }
+    }
+    close(c.listen_fd);
+    c.listen_fd = -1;
+    if (fd < 0) return pipe_err(msg, cap, c, "the reader did not hand over the pipe", ETIMEDOUT);
+    int rc = put_at(c, fd, msg, cap);
+    close(fd);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+}  // namespace revive::chan
