@@ -92,6 +92,7 @@ size_t addr_len(int family);  // of an inet address (sockaddr_in / sockaddr_in6)
 // Unix socket: the inode of the socket at the other end of socket `ino` (sock_diag), 0 if none.
 uint64_t unix_peer_ino(uint64_t ino);
 void hex(char* out, size_t cap, const void* p, size_t n);
+void unhex(const char* s, uint8_t* out, size_t cap, size_t* n);  // lowercase hex from hex(); *n bytes
 uint64_t now_ms();
 // Waits until fds[i] has events (poll), at most ms. Returns poll's count or -errno.
 int wait_fd(int fd, short events, int ms);

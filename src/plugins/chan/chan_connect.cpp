@@ -44,13 +44,6 @@ int place(Chan& c, int s, char* msg, size_t cap) {
   return 0;
 }
 
-void unhex(const char* s, uint8_t* out, size_t cap, size_t* n) {
-  auto v = [](char ch) { return ch >= 'a' ? ch - 'a' + 10 : ch - '0'; };
-  size_t i = 0;
-  for (; s[0] && s[1] && i < cap; s += 2) out[i++] = uint8_t(v(s[0]) << 4 | v(s[1]));
-  *n = i;
-}
-
 // The address peers can reach us at: our end of the coordinator connection (same family), else the
 // address this end had before.
 void my_address(const Chan& c, sockaddr_storage* a) {

@@ -30,6 +30,20 @@ void key(char* out, size_t cap, const char* prefix, uint64_t gen, uint64_t ino) 
   plugins::Msg(out, cap).s(prefix).u(gen).s(".").u(ino);
 }
 
+// A one-byte message with room for one descriptor (SCM_RIGHTS), for sending or receiving.
+struct FdMsg {
+  explicit FdMsg(char* byte) : io{byte, 1} {
+    memset(&m, 0, sizeof m);
+    m.msg_iov = &io;
+    m.msg_iovlen = 1;
+    m.msg_control = ctl;
+    m.msg_controllen = sizeof ctl;
+  }
+  iovec io;
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
+  msghdr m;
+};
+
 bool pipe_end(const Chan& c) { return c.kind == kPipe || c.kind == kPipeOut; }
 
 // Both ends in this process: the fd plugin's local-pipe policy, not ours.
@@ -128,8 +142,7 @@ int pipes_connect(uint64_t gen, char* msg, size_t cap) {
     sockaddr_un a;
     memset(&a, 0, sizeof a);
     size_t n = 0;
-    auto v = [](char ch) { return ch >= 'a' ? ch - 'a' + 10 : ch - '0'; };
-    for (const char* q = val; q[0] && q[1] && n < sizeof a; q += 2) reinterpret_cast<uint8_t*>(&a)[n++] = uint8_t(v(q[0]) << 4 | v(q[1]));
+    unhex(val, reinterpret_cast<uint8_t*>(&a), sizeof a, &n);
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (s < 0 || connect(s, reinterpret_cast<sockaddr*>(&a), socklen_t(n)) != 0) {
       int e = errno;
@@ -150,14 +163,8 @@ int pipes_hand_over(char* msg, size_t cap) {
       int s = accept4(c.listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
       if (s < 0) break;
       char one = 'p';
-      iovec io = {&one, 1};
-      alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
-      msghdr m;
-      memset(&m, 0, sizeof m);
-      m.msg_iov = &io;
-      m.msg_iovlen = 1;
-      m.msg_control = ctl;
-      m.msg_controllen = sizeof ctl;
+      FdMsg fm(&one);
+      msghdr& m = fm.m;
       cmsghdr* cm = CMSG_FIRSTHDR(&m);
       cm->cmsg_level = SOL_SOCKET;
       cm->cmsg_type = SCM_RIGHTS;
@@ -183,14 +190,8 @@ int pipes_hand_over(char* msg, size_t cap) {
     int fd = -1;
     if (wait_fd(c.listen_fd, POLLIN, kHandOverTimeoutMs) > 0) {
       char one;
-      iovec io = {&one, 1};
-      alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
-      msghdr m;
-      memset(&m, 0, sizeof m);
-      m.msg_iov = &io;
-      m.msg_iovlen = 1;
-      m.msg_control = ctl;
-      m.msg_controllen = sizeof ctl;
+      FdMsg fm(&one);
+      msghdr& m = fm.m;
       if (recvmsg(c.listen_fd, &m, MSG_CMSG_CLOEXEC) == 1) {
         cmsghdr* cm = CMSG_FIRSTHDR(&m);
         if (cm && cm->cmsg_type == SCM_RIGHTS) memcpy(&fd, CMSG_DATA(cm), sizeof(int));

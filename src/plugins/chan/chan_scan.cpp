@@ -46,6 +46,13 @@ void hex(char* out, size_t cap, const void* p, size_t n) {
   if (cap) out[o] = 0;
 }
 
+void unhex(const char* s, uint8_t* out, size_t cap, size_t* n) {
+  auto v = [](char ch) { return ch >= 'a' ? ch - 'a' + 10 : ch - '0'; };
+  size_t i = 0;
+  for (; s[0] && s[1] && i < cap; s += 2) out[i++] = uint8_t(v(s[0]) << 4 | v(s[1]));
+  *n = i;
+}
+
 uint64_t now_ms() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
