@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Checks an image's thread list: IMAGE must list exactly N threads (the program's and the engine's
-checkpoint thread; never the engine's compression workers), one of them marked as the checkpoint
-thread. Usage: image_threads.py IMAGE N"""
+"""Checks an image's thread list: IMAGE must list N threads (the program's and the engine's checkpoint
+thread; never the engine's compression workers), or N+1 when the program may have a short-lived thread
+of its own at that moment (--extra), exactly one marked as the checkpoint thread, and every thread with
+its own TLS: the compression workers share the checkpoint thread's %fs, so one of them would show up
+as a second record with its fs_base. Usage: image_threads.py IMAGE N [--extra]"""
 import struct, sys
 
 THREAD_RECORD = 112  # image::ThreadRecord (src/image/format.h)
@@ -9,6 +11,7 @@ ENTRY = 56           # image::SectionEntry
 
 def main():
     path, want = sys.argv[1], int(sys.argv[2])
+    extra = "--extra" in sys.argv[3:]
     data = open(path, "rb").read()
     dir_off, dir_count = struct.unpack_from("<QQ", data, len(data) - 64 + 8)  # Trailer: magic, dir_offset, count
     for i in range(dir_count):
@@ -17,8 +20,12 @@ def main():
             continue
         n = length // THREAD_RECORD
         ckpt = sum(struct.unpack_from("<I", data, off + k * THREAD_RECORD + 108)[0] for k in range(n))
-        if n != want or ckpt != 1:
-            sys.exit("FAIL: %s lists %d threads (%d checkpoint threads), want %d (1)" % (path, n, ckpt, want))
+        fs = [struct.unpack_from("<Q", data, off + k * THREAD_RECORD + 8)[0] for k in range(n)]
+        if not (n == want or (extra and n == want + 1)) or ckpt != 1:
+            sys.exit("FAIL: %s lists %d threads (%d checkpoint threads), want %d%s (1)"
+                     % (path, n, ckpt, want, " or %d" % (want + 1) if extra else ""))
+        if len(set(fs)) != n:
+            sys.exit("FAIL: %s: two thread records share a TLS base (fs_base %s)" % (path, fs))
         print("OK: %s lists %d threads" % (path, n))
         return
     sys.exit("FAIL: %s has no threads section" % path)
