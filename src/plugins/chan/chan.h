@@ -58,6 +58,7 @@ constexpr size_t kMaxChans = 256;
 extern Chan g_chans[kMaxChans];
 extern uint32_t g_nchans;
 extern bool g_drained;  // data was drained in this checkpoint: refill before threads run
+extern uint64_t g_gen;  // generation of the drain phase
 
 // chan_scan.cpp: fills the table with this process's stream sockets (connected ones as kOutside for now).
 int scan(char* msg, size_t cap);
@@ -75,16 +76,17 @@ int reconnect(uint64_t gen, char* msg, size_t cap);
 // reader is back. consider_fifo fills a table slot (false: not a named FIFO).
 bool consider_fifo(int fd, Chan& c);
 // chan_pipe.cpp: anonymous pipes between processes. Readers publish "piper.<G>.<ino>" in the drain, writers
-// look it up (found: kPipe, else kPipeOut). Restart: the reader makes a new pipe and hands its write end
+// "pipew.<G>.<ino>"; at save each looks up the other (found: kPipe, else kPipeOut). Restart: the reader makes a new pipe and hands its write end
 // to each writer over a Unix socket (SCM_RIGHTS): writers connect in reconnect, the reader serves them
 // all in refill (every connect is queued by then: the phases are barriers).
 bool is_reader(const Chan& c);
-void publish_pipes(uint64_t gen);
+void publish_pipes(uint64_t gen);                          // drain phase
+int classify_pipes(uint64_t gen, char* msg, size_t cap);   // save: kPipe or kPipeOut, then drain kPipe
 int pipes_listen(uint64_t gen, char* msg, size_t cap);   // reconnect, step 1 (readers)
 int pipes_connect(uint64_t gen, char* msg, size_t cap);  // reconnect, step 2 (writers)
 int pipes_hand_over(char* msg, size_t cap);              // refill, before the bytes go back
-int drain_fifos(char* msg, size_t cap);
-int put_back_fifos(bool keep, char* msg, size_t cap);
+int drain_buffered(uint32_t kind, char* msg, size_t cap);  // kFifo (drain phase) or kPipe (save)
+int put_back_fifos(uint32_t kind /* 0: FIFOs and pipes */, bool keep, char* msg, size_t cap);
 int reopen_fifos(bool writers, char* msg, size_t cap);
 
 // Helpers (chan_scan.cpp).

@@ -76,8 +76,9 @@ int drain(uint64_t gen, char* msg, size_t cap) {
       return -EIO;
     }
   }
-  publish_pipes(gen);  // pipes first: their lookups wait for their own peers
-  if (int rc = drain_fifos(msg, cap)) return rc;
+  g_gen = gen;
+  publish_pipes(gen);
+  if (int rc = drain_buffered(kFifo, msg, cap)) return rc;
   const uint64_t until = now_ms() + kPeerWaitMs;
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];

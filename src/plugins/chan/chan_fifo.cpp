@@ -73,10 +73,10 @@ bool consider_fifo(int fd, Chan& c) {
   return true;
 }
 
-int drain_fifos(char* msg, size_t cap) {
+int drain_buffered(uint32_t kind, char* msg, size_t cap) {
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
-    if ((c.kind != kFifo && c.kind != kPipe) || !first_reader(i)) continue;
+    if (c.kind != kind || !first_reader(i)) continue;
     char link[64];
     self_path(link, sizeof link, c.fd);
     int r = open(link, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -97,13 +97,13 @@ int drain_fifos(char* msg, size_t cap) {
   // Put the bytes back at once, keeping the copy for the image: the writers are still suspended, so the
   // FIFO ends up exactly as it was. Waiting for resume would let a writer released first slip new bytes
   // in ahead of them (there is no peer exchange to order this, as there is for sockets).
-  return put_back_fifos(true, msg, cap);
+  return put_back_fifos(kind, true, msg, cap);
 }
 
-int put_back_fifos(bool keep, char* msg, size_t cap) {
+int put_back_fifos(uint32_t kind, bool keep, char* msg, size_t cap) {
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
-    if ((c.kind != kFifo && c.kind != kPipe) || c.rx.len == 0) continue;
+    if ((c.kind != kFifo && c.kind != kPipe) || (kind && c.kind != kind) || c.rx.len == 0) continue;
     char link[64];
     self_path(link, sizeof link, c.fd);
     int w = open(link, O_WRONLY | O_NONBLOCK | O_CLOEXEC);  // we are a reader, so this cannot block

@@ -73,7 +73,10 @@ int put_at(Chan& c, int s, char* msg, size_t cap) {
 
 bool is_reader(const Chan& c) { return (c.flags & O_ACCMODE) != O_WRONLY; }
 
-// Drain phase: each end announces itself, then looks for the other (within the drain's peer wait).
+// Drain phase: each end announces itself. Looking for the other end waits until save (write phase):
+// by then every process has finished its drain (a barrier), so an answer "not found" is final at once,
+// and a pipe to a reader or writer outside the computation (stdout to a terminal multiplexer, stderr to
+// a test driver) costs no waiting.
 void publish_pipes(uint64_t gen) {
   char k[96];
   for (uint32_t i = 0; i < g_nchans; ++i) {
@@ -82,16 +85,22 @@ void publish_pipes(uint64_t gen) {
     key(k, sizeof k, is_reader(c) ? "piper." : "pipew.", gen, c.ino);
     inject::coord_publish(k, "1");
   }
-  const uint64_t until = now_ms() + kPeerWaitMs;
-  char val[16];
+}
+
+// Save: which pipe ends have their other end in the computation. Their writers are suspended until
+// resume, so a reader can drain and put back its bytes now (chan_fifo.cpp); a pipe fed from outside is
+// never touched (its writer keeps writing).
+int classify_pipes(uint64_t gen, char* msg, size_t cap) {
+  char k[96], val[16];
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
     if (c.kind != kPipeOut || local(i)) continue;
     key(k, sizeof k, is_reader(c) ? "pipew." : "piper.", gen, c.ino);
-    uint64_t now = now_ms();
-    int ms = now < until ? int(until - now) : 0;
-    if (inject::coord_lookup(k, true, ms < 200 ? 200 : ms, val, sizeof val) == 1) c.kind = kPipe;
+    int r = inject::coord_lookup(k, false, 10000, val, sizeof val);
+    if (r < 0) return pipe_err(msg, cap, c, "coordinator lost while looking up the other end", EIO);
+    if (r == 1) c.kind = kPipe;
   }
+  return drain_buffered(kPipe, msg, cap);
 }
 
 int pipes_listen(uint64_t gen, char* msg, size_t cap) {

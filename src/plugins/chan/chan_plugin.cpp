@@ -14,9 +14,13 @@ namespace {
 bool g_scanned;  // the table describes this checkpoint (drain ran)
 
 int save(inject::SectionWriter& w) {
+  char msg[400];
   if (!g_scanned) {  // no drain phase (standalone checkpoint): every connection counts as outside
-    char msg[256];
     if (scan(msg, sizeof msg) != 0) plugins::warn(msg);
+  } else if (classify_pipes(g_gen, msg, sizeof msg) != 0) {
+    char line[480];
+    plugins::warn(plugins::Msg(line, sizeof line).s("channels: ").s(msg).c_str());
+    return -EIO;
   }
   plugins::Out o(w);
   o.tag("RVCH");

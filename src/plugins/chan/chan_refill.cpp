@@ -92,7 +92,7 @@ int refill(bool restored, char* msg, size_t cap) {
   g_drained = false;
   if (restored) {
     if (int rc = pipes_hand_over(msg, cap)) return rc;
-    if (int rc = put_back_fifos(false, msg, cap)) return rc;
+    if (int rc = put_back_fifos(0, false, msg, cap)) return rc;
   }
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
