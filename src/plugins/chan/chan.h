@@ -62,8 +62,10 @@ extern uint64_t g_gen;  // generation of the drain phase
 
 // chan_scan.cpp: fills the table with this process's stream sockets (connected ones as kOutside for now).
 int scan(char* msg, size_t cap);
-// chan_drain.cpp: decides which connections are internal (PUBLISH/LOOKUP) and drains them.
+// chan_drain.cpp: drain phase: table, PUBLISH of every connection, FIFOs drained. drain_sockets, at
+// save: which connections are internal (LOOKUP), then their data in flight is drained.
 int drain(uint64_t gen, char* msg, size_t cap);
+int drain_sockets(uint64_t gen, char* msg, size_t cap);
 // chan_refill.cpp: hands drained socket bytes back to the senders, which write them again; a restored
 // process also writes its FIFOs' bytes back (the original put them back during the drain).
 int refill(bool restored, char* msg, size_t cap);

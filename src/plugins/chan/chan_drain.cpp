@@ -1,7 +1,8 @@
-// Drain phase. Every process of the computation is suspended, so nothing new enters a connection. Each end
-// publishes its connections under "chan.<G>.<local><peer>" and looks up the reversed name: found = the
-// peer is in the computation. Then each end sends a marker into every internal connection and reads
-// until the peer's marker: what came before it is the data that was in flight towards us.
+// Drain. Every process of the computation is suspended, so nothing new enters a connection. In the drain
+// phase each end publishes its connections under "chan.<G>.<local><peer>". At save (write phase: every
+// drain is over, a barrier) it looks up the reversed name without waiting: found = the peer is in the
+// computation. Then each end sends a marker into every internal connection and reads until the peer's
+// marker (the peer does the same in its save): what came before it was in flight towards us.
 #include <errno.h>
 #include <string.h>
 #include <poll.h>
@@ -14,9 +15,6 @@
 namespace revive::chan {
 namespace {
 
-// Peers publish at the same moment (the coordinator starts the phase everywhere at once); one whose name
-// never shows up within this time is outside the computation.
-constexpr int kPeerWaitMs = 2000;
 constexpr int kDrainTimeoutMs = 60000;
 
 void marker(uint64_t gen, uint8_t out[16]) {
@@ -67,7 +65,7 @@ fail:
 int drain(uint64_t gen, char* msg, size_t cap) {
   g_drained = false;
   if (int rc = scan(msg, cap)) return rc;
-  char key[128], val[64];
+  char key[128];
   for (uint32_t i = 0; i < g_nchans; ++i) {
     if (g_chans[i].kind != kOutside) continue;
     name(key, sizeof key, "chan.", gen, g_chans[i].key);
@@ -79,14 +77,16 @@ int drain(uint64_t gen, char* msg, size_t cap) {
   g_gen = gen;
   publish_pipes(gen);
   if (int rc = drain_buffered(kFifo, msg, cap)) return rc;
-  const uint64_t until = now_ms() + kPeerWaitMs;
+  return 0;
+}
+
+int drain_sockets(uint64_t gen, char* msg, size_t cap) {
+  char key[128], val[64];
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
     if (c.kind != kOutside) continue;
-    uint64_t now = now_ms();
-    int ms = now < until ? int(until - now) : 0;
     name(key, sizeof key, "chan.", gen, c.peer_key);
-    int r = inject::coord_lookup(key, true, ms < 200 ? 200 : ms, val, sizeof val);
+    int r = inject::coord_lookup(key, false, 10000, val, sizeof val);
     if (r < 0) {
       plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": coordinator lost while looking up the peer");
       return -EIO;
