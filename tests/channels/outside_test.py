@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Policy for connections to peers outside the computation (docs/channels.md): a program pinging an echo
 server that is not part of the computation is checkpointed twice (the pings go on through each
-checkpoint: the connection is left alone, and the checkpoint does not hang on it), killed and restarted
+checkpoint: the connection is left alone, and the checkpoint does not wait for that peer), killed and restarted
 with the echo server gone; the restored program must find its connection closed ("peer closed") and
 exit 0 promptly, after exactly the pings it had printed at the checkpoint."""
 import argparse, json, os, random, shutil, signal, socket, subprocess, sys, threading, time
