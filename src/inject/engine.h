@@ -146,6 +146,7 @@ void zw_submit(uint32_t chunk, const void* src, uint64_t len);
 void zw_oldest(uint32_t* chunk, const void** data, uint64_t* stored);
 void zw_pop();
 void zw_stop();  // workers exited and their memory unmapped when it returns
+void zw_forget_restored();  // first thing of every image: drops a pool left in a restored image's memory
 uint32_t zw_default_threads();  // online CPUs (at init: uses libc)
 // checkpoint.cpp
 // One checkpoint of this process into generation `gen`. Returns 1 when it returns in a restored process,

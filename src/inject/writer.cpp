@@ -209,6 +209,7 @@ long write_image(const char* dir, const char* path, uint64_t gen, bool forked, c
   if (fd < 0) return fail(err, err_len, "cannot create ", tmp, fd);
   g.image_fd = fd;
   image::ProcessInfo* pi = &g.proc;
+  zw_forget_restored();
   long nreg = read_maps(pi);
   int pm_fd = int(sys::sc(SYS_open, "/proc/thread-self/pagemap", O_RDONLY | O_CLOEXEC));
   const bool compress = g.cfg.compress && compress_ready() && compress_bound(kChunkMax) <= g.zout_cap;

@@ -217,6 +217,15 @@ void zw_stop() {
   sys::sc(SYS_munmap, pool_map, pool_len);
 }
 
+// A restored process comes back with `pool` as it was while its image was being written (non-null): the
+// pool's memory itself was never saved. Forget it before the next image so that neither the inline path
+// (zw_empty) nor zw_stop touches the dead mapping, and drop its g.excl entry.
+void zw_forget_restored() {
+  if (!pool) return;
+  pool = nullptr;
+  g.excl_count = pool_excl;
+}
+
 uint32_t zw_default_threads() {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n < 1 ? 1 : n > long(kMaxZWorkers) ? kMaxZWorkers : uint32_t(n);
