@@ -25,7 +25,7 @@ void OnTerm(int) {
 struct CoordArgs {
   std::string port, ckpt_dir, bind = "127.0.0.1", restart_manifest, parent;
   double interval = 0, phase_timeout = 600;
-  bool exit_on_last = false, daemon = false, no_compress = false, fork = false;
+  bool exit_on_last = false, daemon = false, compress = false, no_compress = false, fork = false;
 };
 
 // Writes a message into the readiness pipe (daemon) or stderr (foreground).
@@ -45,7 +45,8 @@ int Serve(const CoordArgs& a, int ready_fd) {
   o.interval = a.interval;
   o.phase_timeout = a.phase_timeout;
   o.exit_on_last = a.exit_on_last;
-  o.compress = !a.no_compress;
+  // Off by default: on this class of machine zstd is slower than the disk (docs/performance.md).
+  o.compress = a.compress && !a.no_compress;
   o.fork = a.fork;
   o.restart_manifest = a.restart_manifest;
   o.parent = a.parent;
@@ -130,7 +131,8 @@ void AddCoordinatorCommand(CLI::App& app, int* rc) {
       ->check(CLI::PositiveNumber);
   c->add_flag("--exit-on-last", a->exit_on_last, "Exit when the last process has said BYE or disconnected");
   c->add_flag("--daemon", a->daemon, "Detach (double fork, setsid) and write nothing to the terminal");
-  c->add_flag("--no-compress", a->no_compress, "Tell processes not to compress images");
+  c->add_flag("--compress", a->compress, "Tell processes to compress images with zstd (default: off)");
+  c->add_flag("--no-compress", a->no_compress, "Tell processes not to compress images (the default)");
   c->add_flag("--fork", a->fork, "Tell processes to write images from a forked child");
   c->add_option("--parent", a->parent,
                 "HOST:PORT of the root coordinator: run as a sub-coordinator for this node's processes "

@@ -57,7 +57,7 @@ int Launch(const LaunchArgs& a) {
 
   std::vector<std::string> extra;
   if (a.interval > 0) extra = {"--interval", std::to_string(a.interval)};
-  if (a.no_compress) extra.push_back("--no-compress");
+  if (a.compress) extra.push_back("--compress");
   if (a.fork) extra.push_back("--fork");
   s = EnsureCoordinator(t, extra);
   if (!s.ok()) return Fail(s.message());
@@ -70,7 +70,7 @@ int Launch(const LaunchArgs& a) {
   setenv("REVIVE_COORD_PORT", std::to_string(t.port).c_str(), 1);
   setenv("REVIVE_SECRET_FILE", t.secret_file.c_str(), 1);
   setenv("REVIVE_CKPT_DIR", t.ckpt_dir.c_str(), 1);
-  setenv("REVIVE_COMPRESS", a.no_compress ? "0" : "1", 1);
+  setenv("REVIVE_COMPRESS", a.compress ? "1" : "0", 1);
   setenv("REVIVE_FORK", a.fork ? "1" : "0", 1);
   if (getenv("REVIVE_LOG") == nullptr) setenv("REVIVE_LOG", "1", 1);
   // REVIVE_SIGNAL passes through unchanged when the user set it.
@@ -96,8 +96,8 @@ void AddLaunchCommand(CLI::App& app, int* rc) {
   c->add_option("--ckpt-dir", a->ckpt_dir, "Checkpoint directory (default: REVIVE_CKPT_DIR or ./revive-ckpt)");
   c->add_option("--interval", a->interval, "Checkpoint automatically every SECONDS (new coordinator only)")
       ->check(CLI::NonNegativeNumber);
-  c->add_flag("--compress", a->compress, "Compress images with zstd (default)");
-  c->add_flag("--no-compress", a->no_compress, "Write images uncompressed (needed for restart --lazy)");
+  c->add_flag("--compress", a->compress, "Compress images with zstd, multi-threaded (default: off, for speed)");
+  c->add_flag("--no-compress", a->no_compress, "Write images uncompressed (the default; needed for restart --lazy)");
   c->add_flag("--fork", a->fork, "Write images from a forked child so the program resumes sooner");
   c->add_option("prog", a->argv, "-- PROG ARGS...: the program and its arguments")->required();
   c->positionals_at_end();

@@ -27,7 +27,7 @@ struct ServerOptions {
   double phase_timeout = 600;  // a process silent this long in a phase fails the generation
   bool exit_on_last = false;
   double idle_exit = 60;     // with exit_on_last: give up if no process ever connects in this time
-  bool compress = true;      // told to processes in WELCOME
+  bool compress = false;     // told to processes in WELCOME (off by default: speed)
   bool fork = false;
   std::string restart_manifest;  // expected processes of a restart (else the newest manifest)
   std::string parent;            // "host:port" of the root: run as a sub-coordinator (server_sub.cpp)

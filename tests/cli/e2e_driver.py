@@ -32,7 +32,7 @@ def wait_connected(revive, port, ck, n, timeout=30):
         time.sleep(0.05)
     fail("the coordinator never had %d idle processes: %s" % (n, r.stdout + r.stderr))
 
-def checkpoint(revive, port, ck, want_gen, procs=1, forked=False):
+def checkpoint(revive, port, ck, want_gen, procs=1, forked=False, compressed=False):
     r = run([revive, "checkpoint", "--port", str(port), "--ckpt-dir", ck], timeout=120)
     if r.returncode != 0:
         fail("revive checkpoint exited %d: %s" % (r.returncode, r.stderr.strip()))
@@ -46,9 +46,9 @@ def checkpoint(revive, port, ck, want_gen, procs=1, forked=False):
     if n != procs:
         fail("%s/MANIFEST.json lists %d processes, want %d" % (got, n, procs))
     print("checkpoint: %s" % got, flush=True)
-    inspect(revive, got, forked)
+    inspect(revive, got, forked, compressed)
 
-def inspect(revive, gen_dir, forked=False):
+def inspect(revive, gen_dir, forked=False, compressed=False):
     """revive inspect on every image of the generation: JSON parses, names the program, checksums verify;
     a copy with one flipped byte in the middle is reported damaged (exit 1 or 2, never a crash)."""
     import json
@@ -65,6 +65,9 @@ def inspect(revive, gen_dir, forked=False):
             fail("revive inspect %s: no threads or regions" % img)
         if forked and not j["header"]["forked"]:
             fail("launch --fork, but %s was not written by a forked child" % img)
+        if j["header"]["compressed"] != compressed:  # off by default, on with launch --compress
+            fail("%s: compressed=%s, launched with compression %s" % (img, j["header"]["compressed"],
+                                                                    "on" if compressed else "off"))
         bad = img + ".damaged"
         data = bytearray(open(img, "rb").read())
         data[len(data) // 2] ^= 0xFF
@@ -114,6 +117,7 @@ def main():
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--lazy", action="store_true", help="launch --no-compress, restart --lazy")
     ap.add_argument("--fork", action="store_true", help="launch --fork: images written by a forked child")
+    ap.add_argument("--compress", action="store_true", help="launch --compress: zstd images")
     ap.add_argument("--copies", type=int, default=1,
                     help="launch PROG this many times into one computation (one coordinator, one manifest)")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
@@ -148,6 +152,8 @@ def main():
         launch += ["--no-compress"]
     if a.fork:
         launch += ["--fork"]
+    if a.compress:
+        launch += ["--compress"]
     procs = []
     for d in runs:  # each copy writes its own stdout file; the fd plugin restores each one
         with open(os.path.join(d, "stdout"), "wb") as out:
@@ -168,7 +174,7 @@ def main():
     else:
         wait_connected(a.revive, port, ck, a.copies)
         time.sleep(rng.uniform(*a.delay))
-        checkpoint(a.revive, port, ck, gen, a.copies, a.fork)
+        checkpoint(a.revive, port, ck, gen, a.copies, a.fork, a.compress)
         gen += 1
         time.sleep(rng.uniform(0, a.delay[0]))
     for p in procs:
