@@ -136,7 +136,15 @@ def main():
     proc = subprocess.Popen(prog, cwd=run, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
     out.close()
     err.close()
-    img = checkpoint_and_kill(proc, ck, 1, a.ckpts, a.delay[0], a.delay[1], rng, trigger=not a.interval)
+    # The random moments must fall inside the program's run whatever the machine's speed: fit every planned
+    # sleep into the first half of the reference run time (a quiet machine runs the program much faster).
+    dmin, dmax = a.delay
+    planned = a.ckpts * dmax + dmin
+    if planned > 0.5 * ref_time:
+        scale = 0.5 * ref_time / planned
+        dmin, dmax = dmin * scale, dmax * scale
+        print("delays scaled by %.2f to fit a %.2fs run" % (scale, ref_time), flush=True)
+    img = checkpoint_and_kill(proc, ck, 1, a.ckpts, dmin, dmax, rng, trigger=not a.interval)
     check_flags(img, a.expect_flag)
     if a.save_image:
         shutil.copyfile(img, a.save_image)
@@ -157,7 +165,7 @@ def main():
             check_lazy(proc, img)
         if c < a.chain:
             # Checkpoint the restored process (same upid, next generation) and kill it again.
-            img = checkpoint_and_kill(proc, ck, gen, 1, a.delay[0], a.delay[1], rng)
+            img = checkpoint_and_kill(proc, ck, gen, 1, dmin, dmax, rng)
             gen += 1
             continue
         try:
