@@ -97,10 +97,7 @@ def main():
     for d in ref + run_dirs:
         os.makedirs(d)
     env = dict(os.environ, REVIVE_INJECT_LIB=os.path.abspath(a.inject),
-               REVIVE_RESTART_BIN=os.path.abspath(a.restart), REVIVE_LOG="0",
-               # Compression inline: the engine's parallel compression workers hung in zw_stop at 5ec7dc4
-               # (their subject is the engine's tests; these are about channels).
-               REVIVE_COMPRESS_THREADS="0")
+               REVIVE_RESTART_BIN=os.path.abspath(a.restart), REVIVE_LOG="0")
     for k in ("REVIVE_PORT", "REVIVE_CKPT_DIR", "REVIVE_SECRET_FILE", "LD_PRELOAD"):
         env.pop(k, None)
 
