@@ -16,7 +16,7 @@ def free_port():
 def one(prog, nbytes, revive=None, ck=None, ckpt_every=0):
     port = free_port()
     # Inline compression: the engine's parallel compression workers hung in zw_stop at 5ec7dc4.
-    env = dict(os.environ, TCP_PAIR_TIMING="1", REVIVE_LOG="0", REVIVE_COMPRESS_THREADS="0")
+    env = dict(os.environ, TCP_PAIR_TIMING="1", REVIVE_LOG="0")
     pre = []
     cport = None
     if revive:

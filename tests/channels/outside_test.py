@@ -31,8 +31,7 @@ def main():
     shutil.rmtree(a.workdir, ignore_errors=True)
     os.makedirs(a.workdir)
     ck = os.path.join(a.workdir, "ck")
-    env = dict(os.environ, REVIVE_INJECT_LIB=a.inject, REVIVE_RESTART_BIN=a.restart, REVIVE_LOG="0",
-               REVIVE_COMPRESS_THREADS="0")  # see chan_driver.py
+    env = dict(os.environ, REVIVE_INJECT_LIB=a.inject, REVIVE_RESTART_BIN=a.restart, REVIVE_LOG="0")
     for k in ("REVIVE_PORT", "REVIVE_CKPT_DIR", "REVIVE_SECRET_FILE", "LD_PRELOAD"):
         env.pop(k, None)
     lsock = socket.socket()
