@@ -22,6 +22,16 @@ struct LinkState {
 };
 LinkState g_st;
 
+// 0 until this process's first connection attempt (on the checkpoint thread) has ended, then 1. fork()
+// waits for it: a child that connected, lived briefly and left before its parent ever connected would
+// leave the coordinator with no process, and it would exit (--exit-on-last) under a running program.
+volatile uint32_t g_first_attempt_done;
+
+void first_attempt_done() {
+  __atomic_store_n(&g_first_attempt_done, 1u, __ATOMIC_RELEASE);
+  sys::futex_wake(&g_first_attempt_done);
+}
+
 bool connect(bool restart) {
   coord::ClientOptions o;
   o.host = g.cfg.coord_host;
@@ -152,8 +162,22 @@ void restored_continue() {
   after_restore_done();
 }
 
+void coord_wait_connected(int timeout_ms) {
+  if (!coord_configured()) return;
+  const uint64_t deadline = now_ns() + uint64_t(timeout_ms) * 1000000;
+  while (!__atomic_load_n(&g_first_attempt_done, __ATOMIC_ACQUIRE)) {
+    uint64_t now = now_ns();
+    if (now >= deadline) return;
+    sys::futex_wait(&g_first_attempt_done, 0, long(deadline - now));
+  }
+}
+
 void coord_serve() {
-  if (!g_client.connected() && !g_st.restored_parked && !connect(false)) return;
+  if (!g_client.connected() && !g_st.restored_parked && !connect(false)) {
+    first_attempt_done();
+    return;
+  }
+  first_attempt_done();
   char name[32], dir[1200], path[1400], err[512];
   for (;;) {
     coord::FrameHeader h;

@@ -12,5 +12,8 @@ bool after_fork_child() __attribute__((weak));
 int coord_fd_for_exec() __attribute__((weak));
 // Connect now (in an exec'ed image, before main) instead of later on the checkpoint thread.
 bool coord_connect_now(bool drop_inherited) __attribute__((weak));
+// Block until this process's own first connection attempt has ended (or timeout_ms passed), so that a
+// parent is always known to the coordinator before any child of it is.
+void coord_wait_connected(int timeout_ms) __attribute__((weak));
 
 }  // namespace revive::inject
