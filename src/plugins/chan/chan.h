@@ -52,6 +52,14 @@ struct Chan {
   char path[512];     // kFifo: the FIFO's path
   uint64_t ino;       // kFifo, kPipe: its inode (one drain per FIFO or pipe)
   int pipe_w;         // kPipe reader at restart: the new pipe's write end, handed to the writers
+  // Half-closed connections (shutdown): wr_shut = this end shut its writing side (seen at the scan), eof =
+  // the drain ended on the peer's end of file instead of its marker (the peer shut its writing side).
+  // Either way the connection cannot carry the refill exchange in both directions, so it is rebuilt
+  // (rebuild), refilled over the new one, and the end that had shut its writing side shuts it again.
+  bool wr_shut, eof, rebuild;
+  // kPipe, kFifo read end: this process drains it and, for a pipe, rebuilds it on restart. A pipe or FIFO
+  // read by several processes (workers sharing a queue) has one owner, or each would drain the same bytes.
+  bool owner;
 };
 
 constexpr size_t kMaxChans = 256;
@@ -73,28 +81,34 @@ int refill(bool restored, char* msg, size_t cap);
 // reconnect: internal connections, in the reconnect phase.
 int restore_local(char* msg, size_t cap);
 int reconnect(uint64_t gen, char* msg, size_t cap);
+// Original process, at resume: half-closed connections get a new connection (rendezvous "chanh.<G>..."),
+// like a restart's, before the refill runs over it.
+int rebuild_half_closed(uint64_t gen, char* msg, size_t cap);
 // chan_fifo.cpp: named FIFOs. Drain reads what the FIFO buffers (read ends); put_back writes it again;
 // reopen_fifos reopens read ends (readers) at restore, write ends (writers) at reconnect, when every
 // reader is back. consider_fifo fills a table slot (false: not a named FIFO).
 bool consider_fifo(int fd, Chan& c);
-// chan_pipe.cpp: anonymous pipes between processes. Readers publish "piper.<G>.<ino>" in the drain, writers
-// "pipew.<G>.<ino>"; at save each looks up the other (found: kPipe, else kPipeOut). Restart: the reader makes a new pipe and hands its write end
-// to each writer over a Unix socket (SCM_RIGHTS): writers connect in reconnect, the reader serves them
-// all in refill (every connect is queued by then: the phases are barriers).
+// chan_pipe.cpp: anonymous pipes between processes. Readers publish "piper.<G>.<ino>" = their pid in the
+// drain, writers "pipew.<G>.<ino>"; at save each looks up the other (found: kPipe, else kPipeOut), and a
+// reader whose pid is the one the table kept owns the pipe (FIFO readers likewise under "fifor."). Restart:
+// the owner makes a new pipe and hands its write end to each writer, its read end to each other reader,
+// over a Unix socket (SCM_RIGHTS): they connect in reconnect, the owner serves them all in refill (every
+// connect is queued by then: the phases are barriers).
 bool is_reader(const Chan& c);
-void publish_pipes(uint64_t gen);                          // drain phase
-int classify_pipes(uint64_t gen, char* msg, size_t cap);   // save: kPipe or kPipeOut, then drain kPipe
+void publish_pipes(uint64_t gen);                          // drain phase (FIFO readers too)
+int classify_pipes(uint64_t gen, char* msg, size_t cap);   // save: kPipe or kPipeOut, owners, then drain
 int pipes_listen(uint64_t gen, char* msg, size_t cap);   // reconnect, step 1 (readers)
 int pipes_connect(uint64_t gen, char* msg, size_t cap);  // reconnect, step 2 (writers)
 int pipes_hand_over(char* msg, size_t cap);              // refill, before the bytes go back
-int drain_buffered(uint32_t kind, char* msg, size_t cap);  // kFifo (drain phase) or kPipe (save)
+int drain_buffered(uint32_t kind, char* msg, size_t cap);  // kFifo or kPipe, owners only (save)
 int put_back_fifos(uint32_t kind /* 0: FIFOs and pipes */, bool keep, char* msg, size_t cap);
 int reopen_fifos(bool writers, char* msg, size_t cap);
 
 // Helpers (chan_scan.cpp).
 size_t addr_len(int family);  // of an inet address (sockaddr_in / sockaddr_in6)
 // Unix socket: the inode of the socket at the other end of socket `ino` (sock_diag), 0 if none.
-uint64_t unix_peer_ino(uint64_t ino);
+// *shutdown (if given): the socket's own shutdown bits (1: receiving side shut, 2: sending side shut).
+uint64_t unix_peer_ino(uint64_t ino, uint8_t* shutdown = nullptr);
 void hex(char* out, size_t cap, const void* p, size_t n);
 void unhex(const char* s, uint8_t* out, size_t cap, size_t* n);  // lowercase hex from hex(); *n bytes
 uint64_t now_ms();
@@ -102,3 +116,9 @@ uint64_t now_ms();
 int wait_fd(int fd, short events, int ms);
 
 }  // namespace revive::chan
+
+namespace revive::plugins {
+// The fd plugin's (fd_special.cpp): re-registers fd with the epoll instances that watched it at checkpoint.
+// Called after each descriptor this plugin puts back on restart.
+void epoll_rewatch(int fd);
+}  // namespace revive::plugins

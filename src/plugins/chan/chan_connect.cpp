@@ -41,6 +41,7 @@ int place(Chan& c, int s, char* msg, size_t cap) {
   if (s != c.fd) close(s);
   if (!c.cloexec) fcntl(c.fd, F_SETFD, 0);
   fcntl(c.fd, F_SETFL, c.flags & (O_NONBLOCK | O_APPEND | O_ASYNC));
+  plugins::epoll_rewatch(c.fd);
   return 0;
 }
 
@@ -79,13 +80,14 @@ int fresh_listener(const Chan& c, sockaddr_storage* a, socklen_t* len) {
   return s;
 }
 
-int listen_fresh(Chan& c, uint64_t gen, char* msg, size_t cap) {
+// prefix: "chanr." on restart, "chanh." for a half-closed connection rebuilt by the original process.
+int listen_fresh(Chan& c, uint64_t gen, const char* prefix, char* msg, size_t cap) {
   sockaddr_storage me;
   socklen_t len = 0;
   int s = fresh_listener(c, &me, &len);
   if (s < 0) return err(msg, cap, c, "cannot listen for the peer's reconnection", errno);
   char key[128], val[300];
-  plugins::Msg(key, sizeof key).s("chanr.").u(gen).s(".").s(c.key);
+  plugins::Msg(key, sizeof key).s(prefix).u(gen).s(".").s(c.key);
   hex(val, sizeof val, &me, len);
   if (!inject::coord_publish(key, val)) {
     close(s);
@@ -95,9 +97,9 @@ int listen_fresh(Chan& c, uint64_t gen, char* msg, size_t cap) {
   return 0;
 }
 
-int connect_peer(Chan& c, uint64_t gen, char* msg, size_t cap) {
+int connect_peer(Chan& c, uint64_t gen, const char* prefix, char* msg, size_t cap) {
   char key[128], val[300];
-  plugins::Msg(key, sizeof key).s("chanr.").u(gen).s(".").s(c.peer_key);
+  plugins::Msg(key, sizeof key).s(prefix).u(gen).s(".").s(c.peer_key);
   int r = inject::coord_lookup(key, true, kReconnectTimeoutMs, val, sizeof val);
   if (r != 1) return err(msg, cap, c, "the peer did not publish its new address", r < 0 ? EIO : ETIMEDOUT);
   sockaddr_storage a;
@@ -150,6 +152,22 @@ int relisten(Chan& c, char* msg, size_t cap) {
   return place(c, s, msg, cap);
 }
 
+// New connections for the internal ones (all, or only the half-closed): every listener is published
+// before any lookup waits and accepted after every connect, so no cycle of waits across processes.
+int rebuild(uint64_t gen, const char* prefix, bool half_closed_only, char* msg, size_t cap) {
+  auto mine = [&](const Chan& c) { return c.kind == kConn && (!half_closed_only || c.rebuild); };
+  for (uint32_t i = 0; i < g_nchans; ++i)
+    if (mine(g_chans[i]) && g_chans[i].acceptor)
+      if (int rc = listen_fresh(g_chans[i], gen, prefix, msg, cap)) return rc;
+  for (uint32_t i = 0; i < g_nchans; ++i)
+    if (mine(g_chans[i]) && !g_chans[i].acceptor)
+      if (int rc = connect_peer(g_chans[i], gen, prefix, msg, cap)) return rc;
+  for (uint32_t i = 0; i < g_nchans; ++i)
+    if (mine(g_chans[i]) && g_chans[i].acceptor)
+      if (int rc = accept_peer(g_chans[i], msg, cap)) return rc;
+  return 0;
+}
+
 }  // namespace
 
 int restore_local(char* msg, size_t cap) {
@@ -170,18 +188,12 @@ int restore_local(char* msg, size_t cap) {
   return reopen_fifos(false, msg, cap);
 }
 
+int rebuild_half_closed(uint64_t gen, char* msg, size_t cap) { return rebuild(gen, "chanh.", true, msg, cap); }
+
 int reconnect(uint64_t gen, char* msg, size_t cap) {
   if (int rc = pipes_listen(gen, msg, cap)) return rc;
   if (int rc = pipes_connect(gen, msg, cap)) return rc;
-  for (uint32_t i = 0; i < g_nchans; ++i)
-    if (g_chans[i].kind == kConn && g_chans[i].acceptor)
-      if (int rc = listen_fresh(g_chans[i], gen, msg, cap)) return rc;
-  for (uint32_t i = 0; i < g_nchans; ++i)
-    if (g_chans[i].kind == kConn && !g_chans[i].acceptor)
-      if (int rc = connect_peer(g_chans[i], gen, msg, cap)) return rc;
-  for (uint32_t i = 0; i < g_nchans; ++i)
-    if (g_chans[i].kind == kConn && g_chans[i].acceptor)
-      if (int rc = accept_peer(g_chans[i], msg, cap)) return rc;
+  if (int rc = rebuild(gen, "chanr.", false, msg, cap)) return rc;
   if (int rc = reopen_fifos(true, msg, cap)) return rc;
   g_drained = true;  // the drained bytes (in restored memory) go back in the refill phase
   return 0;

@@ -28,6 +28,7 @@ void name(char* out, size_t cap, const char* prefix, uint64_t gen, const char* k
 
 // One step of one connection's marker exchange; false on a hard error (message set).
 bool step(Chan& c, const uint8_t mk[16], char* msg, size_t cap) {
+  if (c.wr_shut) c.sent = 16;  // our writing side is shut: the peer's drain ends on our end of file
   if (!c.tx_done) {
     ssize_t w = send(c.fd, mk + c.sent, 16 - c.sent, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (w > 0) c.sent += size_t(w);
@@ -45,6 +46,7 @@ bool step(Chan& c, const uint8_t mk[16], char* msg, size_t cap) {
     if (r < 0) goto fail;
     if (r == 0) {  // the peer closed its writing side: all it sent is here (no marker will come)
       c.rx_done = true;
+      c.eof = true;
       break;
     }
     c.rx.len += size_t(r);
@@ -75,8 +77,7 @@ int drain(uint64_t gen, char* msg, size_t cap) {
     }
   }
   g_gen = gen;
-  publish_pipes(gen);
-  if (int rc = drain_buffered(kFifo, msg, cap)) return rc;
+  publish_pipes(gen);  // FIFOs too: they are drained at save, by one reader each
   return 0;
 }
 
@@ -105,7 +106,10 @@ int drain_sockets(uint64_t gen, char* msg, size_t cap) {
       all = all && c.rx_done && c.tx_done;
     }
     g_drained = true;  // from the first byte read on, the bytes must be put back
-    if (all) return 0;
+    if (all) {
+      for (uint32_t i = 0; i < g_nchans; ++i) g_chans[i].rebuild = g_chans[i].wr_shut || g_chans[i].eof;
+      return 0;
+    }
     if (now_ms() > deadline) {
       for (uint32_t i = 0; i < g_nchans; ++i)
         if (g_chans[i].kind == kConn && !(g_chans[i].rx_done && g_chans[i].tx_done)) {

@@ -1,5 +1,5 @@
 // Named FIFOs between processes of the computation. A FIFO's data in flight is all in its one kernel
-// buffer once every writer is suspended, so the reader drains it alone (no marker) through a second
+// buffer once every writer is suspended, so one reader (the owner) drains it alone (no marker) at save, after the drain barrier, through a second
 // descriptor of its own (/proc/self/fd/N, O_NONBLOCK: the program's descriptor keeps its flags), and puts
 // it back through a write descriptor to the same FIFO at once (the bytes fitted in that buffer before);
 // the copy goes into the image, and only a restored reader writes it again (refill phase).
@@ -27,11 +27,12 @@ int fifo_err(char* msg, size_t cap, const Chan& c, const char* what, int e) {
   return e > 0 ? -e : -EIO;
 }
 
-// The first table entry for the same FIFO read by this process drains it (dup'ed fds share it).
+// The first table entry for the same FIFO read by this process drains it (dup'ed fds share it), and only
+// in the process that owns it (several processes may read it).
 bool first_reader(uint32_t i) {
   for (uint32_t j = 0; j < i; ++j)
     if (g_chans[j].kind == g_chans[i].kind && g_chans[j].ino == g_chans[i].ino && is_reader(g_chans[j])) return false;
-  return is_reader(g_chans[i]);
+  return is_reader(g_chans[i]) && g_chans[i].owner;
 }
 
 int place_fifo(Chan& c, int s, char* msg, size_t cap) {
@@ -42,6 +43,7 @@ int place_fifo(Chan& c, int s, char* msg, size_t cap) {
   }
   close(s);
   fcntl(c.fd, F_SETFL, c.flags & (O_NONBLOCK | O_APPEND | O_ASYNC));
+  plugins::epoll_rewatch(c.fd);
   return 0;
 }
 

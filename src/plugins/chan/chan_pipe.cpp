@@ -66,6 +66,7 @@ int first_same(uint32_t i) {
 int put_at(Chan& c, int s, char* msg, size_t cap) {
   if (dup3(s, c.fd, c.cloexec ? O_CLOEXEC : 0) < 0) return pipe_err(msg, cap, c, "cannot put it back at its number", errno);
   fcntl(c.fd, F_SETFL, c.flags & (O_NONBLOCK | O_APPEND | O_ASYNC));
+  plugins::epoll_rewatch(c.fd);
   return 0;
 }
 
@@ -77,13 +78,20 @@ bool is_reader(const Chan& c) { return (c.flags & O_ACCMODE) != O_WRONLY; }
 // by then every process has finished its drain (a barrier), so an answer "not found" is final at once,
 // and a pipe to a reader or writer outside the computation (stdout to a terminal multiplexer, stderr to
 // a test driver) costs no waiting.
+// Readers publish their pid: the table keeps the last one published, which every reader reads back at
+// save and which elects the one reader that drains (and on restart rebuilds) a pipe or FIFO.
 void publish_pipes(uint64_t gen) {
-  char k[96];
+  char k[96], pid[24];
+  plugins::Msg(pid, sizeof pid).u(uint64_t(getpid()));
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
+    if (c.kind == kFifo && is_reader(c)) {
+      key(k, sizeof k, "fifor.", gen, c.ino);
+      inject::coord_publish(k, pid);
+    }
     if (c.kind != kPipeOut || local(i)) continue;
     key(k, sizeof k, is_reader(c) ? "piper." : "pipew.", gen, c.ino);
-    inject::coord_publish(k, "1");
+    inject::coord_publish(k, is_reader(c) ? pid : "1");
   }
 }
 
@@ -91,7 +99,7 @@ void publish_pipes(uint64_t gen) {
 // resume, so a reader can drain and put back its bytes now (chan_fifo.cpp); a pipe fed from outside is
 // never touched (its writer keeps writing).
 int classify_pipes(uint64_t gen, char* msg, size_t cap) {
-  char k[96], val[16];
+  char k[96], val[24];
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
     if (c.kind != kPipeOut || local(i)) continue;
@@ -100,6 +108,17 @@ int classify_pipes(uint64_t gen, char* msg, size_t cap) {
     if (r < 0) return pipe_err(msg, cap, c, "coordinator lost while looking up the other end", EIO);
     if (r == 1) c.kind = kPipe;
   }
+  char pid[24];
+  plugins::Msg(pid, sizeof pid).u(uint64_t(getpid()));
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    if ((c.kind != kPipe && c.kind != kFifo) || !is_reader(c)) continue;
+    key(k, sizeof k, c.kind == kPipe ? "piper." : "fifor.", gen, c.ino);
+    int r = inject::coord_lookup(k, false, 10000, val, sizeof val);
+    if (r < 0) return pipe_err(msg, cap, c, "coordinator lost while looking up the reader that drains it", EIO);
+    c.owner = r == 1 && strcmp(val, pid) == 0;
+  }
+  if (int rc = drain_buffered(kFifo, msg, cap)) return rc;
   return drain_buffered(kPipe, msg, cap);
 }
 
@@ -107,7 +126,7 @@ int pipes_listen(uint64_t gen, char* msg, size_t cap) {
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
     c.pipe_w = c.listen_fd = -1;
-    if (c.kind != kPipe || !is_reader(c)) continue;
+    if (c.kind != kPipe || !c.owner) continue;
     if (int j = first_same(i); j >= 0) {  // a dup of a reader already rebuilt
       if (int rc = put_at(c, g_chans[j].fd, msg, cap)) return rc;
       continue;
@@ -143,7 +162,7 @@ int pipes_listen(uint64_t gen, char* msg, size_t cap) {
 int pipes_connect(uint64_t gen, char* msg, size_t cap) {
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
-    if (c.kind != kPipe || is_reader(c) || first_same(i) >= 0) continue;
+    if (c.kind != kPipe || c.owner || first_same(i) >= 0) continue;
     char k[96], val[300];
     key(k, sizeof k, "chanp.", gen, c.ino);
     int r = inject::coord_lookup(k, true, kHandOverTimeoutMs, val, sizeof val);
@@ -153,32 +172,39 @@ int pipes_connect(uint64_t gen, char* msg, size_t cap) {
     size_t n = 0;
     unhex(val, reinterpret_cast<uint8_t*>(&a), sizeof a, &n);
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0 || connect(s, reinterpret_cast<sockaddr*>(&a), socklen_t(n)) != 0) {
+    const char end = is_reader(c) ? 'r' : 'w';  // which end of the new pipe we ask for
+    if (s < 0 || connect(s, reinterpret_cast<sockaddr*>(&a), socklen_t(n)) != 0 || write(s, &end, 1) != 1) {
       int e = errno;
       if (s >= 0) close(s);
       return pipe_err(msg, cap, c, "cannot reach the reader", e);
     }
-    c.listen_fd = s;  // the write end arrives on it in the refill phase
+    c.listen_fd = s;  // our end arrives on it in the refill phase
   }
   return 0;
 }
 
 int pipes_hand_over(char* msg, size_t cap) {
-  // Readers: every writer connected during reconnect (a barrier ago): serve each, then drop the spare end.
+  // Owners: every writer and other reader connected during reconnect (a barrier ago) and asked for an
+  // end ('w' or 'r'): serve each, then drop the spare write end.
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
-    if (c.kind != kPipe || !is_reader(c) || c.listen_fd < 0) continue;
+    if (c.kind != kPipe || !c.owner || c.listen_fd < 0) continue;
     for (;;) {
       int s = accept4(c.listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
       if (s < 0) break;
       char one = 'p';
+      if (wait_fd(s, POLLIN, kHandOverTimeoutMs) <= 0 || read(s, &one, 1) != 1 || (one != 'r' && one != 'w')) {
+        close(s);
+        return pipe_err(msg, cap, c, "a writer or reader connected but did not say which end it wants", EPROTO);
+      }
+      const int end = one == 'r' ? c.fd : c.pipe_w;
       FdMsg fm(&one);
       msghdr& m = fm.m;
       cmsghdr* cm = CMSG_FIRSTHDR(&m);
       cm->cmsg_level = SOL_SOCKET;
       cm->cmsg_type = SCM_RIGHTS;
       cm->cmsg_len = CMSG_LEN(sizeof(int));
-      memcpy(CMSG_DATA(cm), &c.pipe_w, sizeof(int));
+      memcpy(CMSG_DATA(cm), &end, sizeof(int));
       ssize_t w = sendmsg(s, &m, MSG_NOSIGNAL);
       close(s);
       if (w != 1) return pipe_err(msg, cap, c, "cannot hand the pipe to a writer", errno);
@@ -187,10 +213,10 @@ int pipes_hand_over(char* msg, size_t cap) {
     close(c.pipe_w);
     c.listen_fd = c.pipe_w = -1;
   }
-  // Writers: receive the write end and put it at the old number.
+  // Writers and the other readers: receive their end and put it at the old number.
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
-    if (c.kind != kPipe || is_reader(c)) continue;
+    if (c.kind != kPipe || c.owner) continue;
     if (int j = first_same(i); j >= 0) {
       if (int rc = put_at(c, g_chans[j].fd, msg, cap)) return rc;
       continue;

@@ -93,6 +93,8 @@ int refill(bool restored, char* msg, size_t cap) {
   if (restored) {
     if (int rc = pipes_hand_over(msg, cap)) return rc;
     if (int rc = put_back_fifos(0, false, msg, cap)) return rc;
+  } else if (int rc = rebuild_half_closed(g_gen, msg, cap)) {  // a restored process rebuilt them all
+    return rc;
   }
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
@@ -123,7 +125,17 @@ int refill(bool restored, char* msg, size_t cap) {
     }
     wait_fd(pending, ev, 5);
   }
-  for (uint32_t i = 0; i < g_nchans; ++i) g_chans[i].rx.clear();
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    c.rx.clear();
+    // Half-closed: shut our writing side again only now, after the peer's bytes were written back, so
+    // the peer reads them and then its end of file, as before the checkpoint.
+    if (c.kind == kConn && c.wr_shut && shutdown(c.fd, SHUT_WR) != 0) {
+      int e = errno;
+      plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": cannot shut the writing side again: ").err(e);
+      return -e;
+    }
+  }
   return 0;
 }
 

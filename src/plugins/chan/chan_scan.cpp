@@ -141,8 +141,10 @@ void consider(int fd) {
   }
   if (family == AF_UNIX) {
     // Unix ends have no addresses that tell connections apart: the pair of socket inodes does.
-    uint64_t me = st.st_ino, peer = unix_peer_ino(me);
+    uint8_t shut = 0;
+    uint64_t me = st.st_ino, peer = unix_peer_ino(me, &shut);
     if (!peer) return;  // not connected: the fd plugin's
+    c.wr_shut = (shut & 2) != 0;  // SEND_SHUTDOWN
     make_keys(c, reinterpret_cast<const uint8_t*>(&me), 8, reinterpret_cast<const uint8_t*>(&peer), 8);
   } else {
     l = sizeof c.peer;
@@ -150,6 +152,12 @@ void consider(int fd) {
     uint8_t a[18], b[18];
     size_t la = addr_key(c.local, a), lb = addr_key(c.peer, b);
     make_keys(c, a, la, b, lb);
+    // Our FIN is out once we shut the writing side: FIN_WAIT1/2, CLOSING, or LAST_ACK (the peer's came first).
+    tcp_info ti;
+    socklen_t tl = sizeof ti;
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0)
+      c.wr_shut = ti.tcpi_state == TCP_FIN_WAIT1 || ti.tcpi_state == TCP_FIN_WAIT2 ||
+                  ti.tcpi_state == TCP_CLOSING || ti.tcpi_state == TCP_LAST_ACK;
   }
   c.kind = kOutside;  // until its peer shows up in the drain phase
   ++g_nchans;

@@ -12,7 +12,7 @@
 
 namespace revive::chan {
 
-uint64_t unix_peer_ino(uint64_t ino) {
+uint64_t unix_peer_ino(uint64_t ino, uint8_t* shutdown) {
   int s = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
   if (s < 0) return 0;
   struct {
@@ -41,6 +41,7 @@ uint64_t unix_peer_ino(uint64_t ino) {
       int alen = int(h->nlmsg_len - NLMSG_LENGTH(sizeof *m));
       for (auto* a = reinterpret_cast<rtattr*>(m + 1); RTA_OK(a, alen); a = RTA_NEXT(a, alen))
         if (a->rta_type == UNIX_DIAG_PEER) peer = *static_cast<uint32_t*>(RTA_DATA(a));
+        else if (a->rta_type == UNIX_DIAG_SHUTDOWN && shutdown) *shutdown = *static_cast<uint8_t*>(RTA_DATA(a));
     }
   }
   close(s);

@@ -46,5 +46,9 @@ int epoll_items(int fd, const EpollItem** items);
 // applies them (warning for each that fails: a stand-in cannot be watched) or, !apply, forgets them.
 int restore_epoll(RestoreCtx& c, const FdRecord& rec, const char* path);
 void epoll_rearm(bool apply);
+// For the chan plugin, which puts sockets, pipes and FIFOs back after this plugin's restore (where their
+// registrations failed on /dev/null stand-ins): every epoll instance that watched fd at checkpoint
+// watches it again, same events and data. The registrations are kept from restore until the next one.
+void epoll_rewatch(int fd);
 
 }  // namespace revive::plugins

@@ -263,6 +263,7 @@ int restore_epoll(RestoreCtx& c, const FdRecord& rec, const char* path) {
 
 void epoll_rearm(bool apply) {
   char line[160];
+  if (!apply) g_npending = 0;  // kept after apply, for epoll_rewatch
   for (int k = 0; apply && k < g_npending; ++k) {
     const Pending& p = g_pending[k];
     struct epoll_event ev = {};
@@ -274,7 +275,17 @@ void epoll_rearm(bool apply) {
           .c_str());
     }
   }
-  g_npending = 0;
+}
+
+void epoll_rewatch(int fd) {
+  for (int k = 0; k < g_npending; ++k) {
+    const Pending& p = g_pending[k];
+    if (p.item.tfd != fd) continue;
+    struct epoll_event ev = {};
+    ev.events = p.item.events;
+    ev.data.u64 = p.item.data;
+    if (epoll_ctl(p.epfd, EPOLL_CTL_ADD, fd, &ev) != 0 && errno == EEXIST) epoll_ctl(p.epfd, EPOLL_CTL_MOD, fd, &ev);
+  }
 }
 
 }  // namespace revive::plugins

@@ -8,7 +8,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
-#include "stream_util.h"
+#include "net_util.h"
 
 static int parent_end;
 static unsigned pace_us;
@@ -23,21 +23,14 @@ int main(int argc, char** argv) {
   if (argc < 3) return 2;
   total = strtoull(argv[1], NULL, 10);
   pace_us = (unsigned)atoi(argv[2]);
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) die("socketpair");
-  pid_t child = fork();
-  if (child < 0) die("fork");
+  pid_t child = fork_pair(SOCK_STREAM, &parent_end);
   if (child == 0) {
-    close(sv[0]);
-    fclose(stdout); /* only the parent prints */
-    check_stream(sv[1], "child", 3, 1);
+    check_stream(parent_end, "child", 3, 1);
     _exit(0);
   }
-  close(sv[1]);
-  parent_end = sv[0];
   pthread_t t;
   pthread_create(&t, NULL, sender, NULL);
-  check_stream(sv[0], "parent", 3, 0);
+  check_stream(parent_end, "parent", 3, 0);
   pthread_join(t, NULL);
   int st = 0;
   if (waitpid(child, &st, 0) != child) die("waitpid");

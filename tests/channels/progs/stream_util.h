@@ -52,7 +52,7 @@ static void write_all(int fd, const uint8_t* p, size_t n) {
 }
 
 /* Reads exactly `total` bytes of stream `seed`, checks each, prints checksums; echo: writes them back. */
-static void check_stream(int fd, const char* who, uint64_t seed, int echo) {
+__attribute__((unused)) static void check_stream(int fd, const char* who, uint64_t seed, int echo) {
   static uint8_t buf[1 << 16];
   uint64_t got = 0, sum = 0, next_report = 1 << 20;
   while (got < total) {
@@ -85,7 +85,7 @@ static void check_stream(int fd, const char* who, uint64_t seed, int echo) {
 }
 
 /* Writes `total` bytes of stream `seed` in chunks of varying size, sleeping pace_us after each. */
-static void send_stream(int fd, uint64_t seed, unsigned pace_us) {
+__attribute__((unused)) static void send_stream(int fd, uint64_t seed, unsigned pace_us) {
   static uint8_t buf[1 << 16];
   uint64_t sent = 0;
   unsigned k = 0;

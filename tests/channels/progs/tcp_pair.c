@@ -19,34 +19,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "stream_util.h"
+#include "net_util.h"
 
 static unsigned pace_us;
 
 static void* sender(void* arg) {
   send_stream(*(int*)arg, 0, pace_us);
   return NULL;
-}
-
-static struct sockaddr_in addr(int port) {
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_port = htons((uint16_t)port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return a;
-}
-
-static int connect_to(int port) {
-  struct sockaddr_in a = addr(port);
-  for (int tries = 0;; ++tries) {
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    if (s < 0) die("socket");
-    if (connect(s, (struct sockaddr*)&a, sizeof a) == 0) return s;
-    close(s);
-    if (tries > 200) die("connect");
-    usleep(20000);
-  }
 }
 
 int main(int argc, char** argv) {
@@ -58,10 +37,7 @@ int main(int argc, char** argv) {
   total = strtoull(argv[3], NULL, 10);
   pace_us = argc > 4 ? (unsigned)atoi(argv[4]) : 0;
   if (strcmp(argv[1], "server") == 0) {
-    int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = addr(port);
-    if (bind(l, (struct sockaddr*)&a, sizeof a) != 0 || listen(l, 8) != 0) die("bind/listen");
+    int l = listen_loopback(port, 8);
     int s = accept(l, NULL, NULL);
     if (s < 0) die("accept");
     check_stream(s, "server", 0, 1);
@@ -76,7 +52,7 @@ int main(int argc, char** argv) {
     printf("server second connection: %s\n", bye);
     return 0;
   }
-  int s = connect_to(port);
+  int s = connect_loopback(port);
   int one = 1;
   setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   struct timespec t0, t1;
@@ -88,7 +64,7 @@ int main(int argc, char** argv) {
   clock_gettime(CLOCK_MONOTONIC, &t1);
   if (getenv("TCP_PAIR_TIMING")) /* for bench/channels: stderr, so stdout stays comparable */
     fprintf(stderr, "stream_seconds %.6f\n", (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
-  int s2 = connect_to(port);
+  int s2 = connect_loopback(port);
   write_all(s2, (const uint8_t*)"bye", 3);
   printf("client said bye\n");
   return 0;
