@@ -35,6 +35,16 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+std::string List(const std::vector<double>& v) {  // the spread behind a median
+  std::string out;
+  char b[32];
+  for (double x : v) {
+    std::snprintf(b, sizeof b, "%s%.3f", out.empty() ? "" : " ", x);
+    out += b;
+  }
+  return out;
+}
+
 void EvictTree(const fs::path& dir) {
   for (const auto& e : fs::recursive_directory_iterator(dir))
     if (e.is_regular_file()) bench::Evict(e.path().string());
@@ -76,8 +86,9 @@ void BenchSize(const std::string& dir, size_t mib, int reps) {
   }
   std::vector<char> back(bytes);
   const std::string raw = dir + "/raw.bin";
+  int raw_seq = 0;  // raw-new-<n>.bin: each repetition writes a new file and then deletes the previous
   for (const std::string mode : {"sync", "copy", "zero"}) {
-    std::vector<double> raw_w, ck_w, ck_block, raw_r, ck_r;
+    std::vector<double> raw_w, rawn_w, ck_w, ck_block, raw_r, ck_r;
     const std::string cdir = dir + "/ckpt-" + mode;
     fs::remove_all(cdir);
     // One checkpoint object writes every repetition, as an application would (its async copy buffers are
@@ -87,12 +98,26 @@ void BenchSize(const std::string& dir, size_t mib, int reps) {
     cp.commit();
     TimedWrite(cp, mode, 0);
     for (int r = 0; r < reps; ++r) {
-      // Alternate the order so neither side always gets the warmer device.
-      double tr = -1;
-      if (r % 2 == 0) tr = bench::RawWriteFsync(raw, buf.data(), bytes);
-      const WriteTimes tw = TimedWrite(cp, mode, r + 1);
-      if (r % 2 == 1) tr = bench::RawWriteFsync(raw, buf.data(), bytes);
+      // Rotate the order so no side always gets the warmer device. Two raw baselines: "rewrite" truncates
+      // and rewrites the same file (so it recycles that file's page-cache pages); "new file" writes a new
+      // file while the previous one still exists and deletes the previous one afterwards (not timed) --
+      // what a checkpoint has to do, since the previous version must survive until the new one is durable.
+      double tr = -1, tn = -1;
+      WriteTimes tw{};
+      for (int k = 0; k < 3; ++k) {
+        switch ((k + r) % 3) {
+          case 0: tr = bench::RawWriteFsync(raw, buf.data(), bytes); break;
+          case 1: {
+            const std::string cur = dir + "/raw-new-" + std::to_string(++raw_seq) + ".bin";
+            tn = bench::RawWriteFsync(cur, buf.data(), bytes);
+            fs::remove(dir + "/raw-new-" + std::to_string(raw_seq - 1) + ".bin");
+            break;
+          }
+          default: tw = TimedWrite(cp, mode, r + 1);
+        }
+      }
       raw_w.push_back(tr);
+      rawn_w.push_back(tn);
       ck_w.push_back(tw.total);
       ck_block.push_back(tw.blocked);
       bench::Evict(raw);
@@ -110,7 +135,7 @@ void BenchSize(const std::string& dir, size_t mib, int reps) {
       if (back != buf) std::fprintf(stderr, "bench: restart read different bytes!\n");
     }
     const double mb = static_cast<double>(bytes) / 1e6;
-    const double rw = Median(raw_w), cw = Median(ck_w), rr = Median(raw_r), cr = Median(ck_r);
+    const double rw = Median(raw_w), rn = Median(rawn_w), cw = Median(ck_w), rr = Median(raw_r), cr = Median(ck_r);
     // The disk is shared: besides the ratio of the medians, the median of the ratios of each repetition's
     // raw and checkpoint runs, which were measured back to back and so saw the same background load.
     std::vector<double> wr, rd;
@@ -119,8 +144,10 @@ void BenchSize(const std::string& dir, size_t mib, int reps) {
       rd.push_back(raw_r[r] / ck_r[r]);
     }
     std::printf("%5zu MiB %-4s write: ckpt %7.1f MB/s  raw write+fsync %7.1f MB/s  ratio %.3f (paired %.3f)  "
-                "app blocked %.4f s of %.4f s\n",
-                mib, mode.c_str(), mb / cw, mb / rw, rw / cw, Median(wr), Median(ck_block), cw);
+                "[raw new file %7.1f MB/s, ratio %.3f]  app blocked %.4f s of %.4f s\n",
+                mib, mode.c_str(), mb / cw, mb / rw, rw / cw, Median(wr), mb / rn, rn / cw, Median(ck_block), cw);
+    std::printf("%5zu MiB %-4s write times s: ckpt %s | raw %s | raw new file %s\n", mib, mode.c_str(),
+                List(ck_w).c_str(), List(raw_w).c_str(), List(rawn_w).c_str());
     std::printf("%5zu MiB %-4s read:  ckpt %7.1f MB/s  raw read %7.1f MB/s  ratio %.3f (paired %.3f)  "
                 "after fdatasync+fadvise(DONTNEED)\n",
                 mib, mode.c_str(), mb / cr, mb / rr, rr / cr, Median(rd));
@@ -128,6 +155,7 @@ void BenchSize(const std::string& dir, size_t mib, int reps) {
     fs::remove_all(cdir);
   }
   fs::remove(raw);
+  fs::remove(dir + "/raw-new-" + std::to_string(raw_seq) + ".bin");
 }
 
 void BenchLanczos(const std::string& dir, int n, int iters, int every, int reps) {
