@@ -36,6 +36,8 @@ class Checkpoint::Impl {
     uint64_t parent_version = 0;
     std::vector<std::unique_ptr<FileJob>> files;
     Status result;  // set by RunJob (possibly on the writer thread)
+    bool publish_in_writer = false;  // RunJob publishes (serial, no children); else Finish does
+    Status published;                // RunJob's publication result when publish_in_writer
   };
 
   Impl(std::string name, std::shared_ptr<detail::Comm> comm, Options opts);
@@ -45,7 +47,11 @@ class Checkpoint::Impl {
   void RequireCommitted(const char* what) const;
   void Update();
   void Write(int64_t iteration);
+  // Waits for the pending write (if any) and publishes it.
   void Wait();
+  // Wait() and also any background deletion of old versions: before the store's directories are
+  // changed from this thread, and before destruction.
+  void Drain();
   bool RestartIfNeeded(int64_t* iteration);
 
   std::string name;
@@ -67,6 +73,7 @@ class Checkpoint::Impl {
   uint64_t NextVersion();
   void RunJob(Job* job);
   void Finish(std::unique_ptr<Job> job);
+  storage::Manifest MakeManifest(const Job& job) const;
   Status VerifyLocal(uint64_t v, storage::Manifest* m);
   static Status CheckType(const storage::DataFileReader& r, detail::Item& item, const std::string& key);
   Status ReadLocal(uint64_t v);

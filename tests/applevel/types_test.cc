@@ -209,17 +209,20 @@ TEST(Api, KeepsLastKVersions) {
   Options o = Opts(t);
   o.keep = 3;
   int x = 0;
-  Checkpoint cp("keep", o);
-  cp.add("x", &x);
-  cp.commit();
-  for (x = 1; x <= 6; ++x) cp.write(x);
-  cp.wait();  // old versions are deleted on the writer thread
+  std::string dir;
+  {
+    Checkpoint cp("keep", o);
+    cp.add("x", &x);
+    cp.commit();
+    for (x = 1; x <= 6; ++x) cp.write(x);
+    dir = cp.directory();
+  }  // old versions are deleted on the writer thread; the destructor (not wait()) waits for that
   std::vector<std::string> dirs;
-  for (auto& e : std::filesystem::directory_iterator(cp.directory())) dirs.push_back(e.path().filename());
+  for (auto& e : std::filesystem::directory_iterator(dir)) dirs.push_back(e.path().filename());
   std::sort(dirs.begin(), dirs.end());
   EXPECT_EQ(dirs, (std::vector<std::string>{"v-4", "v-5", "v-6"}));
-  EXPECT_TRUE(std::filesystem::exists(cp.directory() + "/v-6/MANIFEST"));
-  EXPECT_TRUE(std::filesystem::exists(cp.directory() + "/v-6/x"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/v-6/MANIFEST"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/v-6/x"));
 }
 
 TEST(Api, ReadOnRestartOffStartsFresh) {
