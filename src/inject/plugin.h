@@ -61,6 +61,11 @@ int coord_socket();
 // The checkpoint signal owned by the engine (default SIGRTMAX-2, REVIVE_SIGNAL overrides).
 int checkpoint_signal();
 
+// How many times the engine's signals have interrupted the calling thread (wraps around). The signal
+// plugin compares it around sleeps and waits that failed with EINTR. The signal plugin has a weak default
+// returning 0, for its tests without the engine.
+uint32_t checkpoint_interruptions();
+
 // All plugins, in the order their events run (restore runs in the same order). Defined in plugin_list.cpp.
 extern const Plugin* const kPlugins[];
 extern const size_t kPluginCount;

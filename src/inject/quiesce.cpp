@@ -79,11 +79,23 @@ void fill_record(image::ThreadRecord* r, int tid) {
   r->is_main = tid == sys::getpid();
 }
 
+// How many times the checkpoint signal interrupted this thread. The signal plugin's sleep and wait
+// wrappers compare it around a call that fails with EINTR: an interruption caused only by the engine is
+// resumed for the remaining time instead of surfacing (the kernel turns every restartable sleep into EINTR
+// once a handler ran). Initial-exec TLS: the engine is preloaded, so its block is static, and reading it in
+// a signal handler takes no lock.
+__thread uint32_t t_interruptions __attribute__((tls_model("initial-exec")));
+
 }  // namespace
+
+uint32_t checkpoint_interruptions() { return t_interruptions; }
 
 extern "C" void revive_handler(int, void* info, void*) {
   auto* si = static_cast<siginfo_t*>(info);
   int saved_errno = errno;
+  // Before anything else, and before the context is saved: a restored thread comes back through the
+  // same handler with the incremented value in its restored TLS, so its wrapper retries too.
+  t_interruptions = t_interruptions + 1;
   int pid = sys::getpid();
   if (si->si_code != SI_TKILL || si->si_pid != pid) {
     // Anyone else sending the checkpoint signal asks for a checkpoint (standalone trigger).

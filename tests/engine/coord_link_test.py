@@ -6,6 +6,9 @@
            with identical output (no hang)"""
 import argparse, hashlib, hmac, os, shutil, socket, struct, subprocess, sys, time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cr_driver
+
 def fail(msg):
     print("FAIL: " + msg, flush=True)
     sys.exit(1)
@@ -77,12 +80,7 @@ def main():
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     prog = a.prog[1:] if a.prog and a.prog[0] == "--" else a.prog
-    shutil.rmtree(a.workdir, ignore_errors=True)
-    ref, run, ck = (os.path.join(a.workdir, d) for d in ("ref", "run", "ck"))
-    for d in (ref, run, ck):
-        os.makedirs(d)
-    with open(os.path.join(ref, "stdout"), "wb") as out:
-        ref_rc = subprocess.run(prog, cwd=ref, stdout=out, timeout=60).returncode
+    ref, run, ck, ref_rc = cr_driver.prepare(a.workdir, prog, 60)
     secret = os.urandom(32)
     sfile = os.path.join(a.workdir, "secret")
     with open(sfile, "wb") as f:

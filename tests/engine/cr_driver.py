@@ -30,6 +30,17 @@ def wait_image(ckdir, gen, timeout):
         time.sleep(0.02)
     fail("no image for generation %d in %s after %ds" % (gen, ckdir, timeout))
 
+def prepare(workdir, prog, timeout):
+    """Empties workdir, makes its ref/, run/ and ck/ folders and runs prog once natively in ref/ (its
+    stdout in ref/stdout). Returns the three paths and the reference's exit code."""
+    shutil.rmtree(workdir, ignore_errors=True)
+    ref, run, ck = (os.path.join(workdir, d) for d in ("ref", "run", "ck"))
+    for d in (ref, run, ck):
+        os.makedirs(d)
+    with open(os.path.join(ref, "stdout"), "wb") as out:
+        r = subprocess.run(prog, cwd=ref, stdout=out, stdin=subprocess.DEVNULL, timeout=timeout)
+    return ref, run, ck, r.returncode
+
 def ckpt_signal():
     return int(os.environ.get("REVIVE_SIGNAL", signal.SIGRTMAX - 2))
 
@@ -63,16 +74,19 @@ def check_flags(img, names):
 
 def check_lazy(proc, img):
     # A lazy restart maps the image's page runs: the image must show up in the restored process's maps.
-    # Wait until the engine dropped the restarter's own mappings (its view of the image among them).
+    # Wait until the engine dropped the restarter's own mappings (its view of the image among them), in
+    # the exec'ed process (not python's child before the exec). /proc/PID/exe may name revive-restart or,
+    # set again by the restarter (PR_SET_MM_EXE_FILE), the program.
     real = os.path.realpath(img)
+    python = os.path.realpath(sys.executable)
     deadline = time.time() + 10
     while time.time() < deadline and proc.poll() is None:
         try:
-            exe = os.readlink("/proc/%d/exe" % proc.pid)  # still revive-restart after the restore
+            exe = os.path.realpath("/proc/%d/exe" % proc.pid)
             maps = open("/proc/%d/maps" % proc.pid).read()
         except OSError:
             break
-        if exe.endswith("revive-restart") and "revive-restart" not in maps:
+        if exe != python and "revive-restart" not in maps:
             if real in maps:
                 return
             fail("lazy restart: %s is not mapped in the restored process" % real)
@@ -108,15 +122,9 @@ def main():
     seed = a.seed if a.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
     print("seed %d" % seed, flush=True)
-    shutil.rmtree(a.workdir, ignore_errors=True)
-    ref, run, ck = (os.path.join(a.workdir, d) for d in ("ref", "run", "ck"))
-    for d in (ref, run, ck):
-        os.makedirs(d)
-
     t0 = time.time()
-    with open(os.path.join(ref, "stdout"), "wb") as out:
-        r = subprocess.run(prog, cwd=ref, stdout=out, stdin=subprocess.DEVNULL, timeout=a.timeout)
-    ref_rc, ref_time = r.returncode, time.time() - t0
+    ref, run, ck, ref_rc = prepare(a.workdir, prog, a.timeout)
+    ref_time = time.time() - t0
     print("reference: rc %d in %.2fs" % (ref_rc, ref_time), flush=True)
 
     env = dict(os.environ)

@@ -12,6 +12,8 @@
 #include <sys/select.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
+#include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -107,9 +109,23 @@ uint64_t kernel_mask() {
 }
 uint64_t bit(int sig) { return uint64_t{1} << (sig - 1); }
 
+}  // namespace
+}  // namespace revive::plugins
+namespace revive::inject {
+extern __thread uint32_t t_stub_interruptions;  // engine_stub.cpp
+}  // namespace revive::inject
+namespace revive::plugins {
+namespace {
+
 volatile sig_atomic_t g_engine_hits;
-void engine_handler(int) { g_engine_hits = g_engine_hits + 1; }
+// Like the engine's handler: counts the interruption for the sleep and wait wrappers.
+void engine_handler(int) {
+  g_engine_hits = g_engine_hits + 1;
+  inject::t_stub_interruptions = inject::t_stub_interruptions + 1;
+}
 void program_handler(int) {}
+volatile sig_atomic_t g_program_hits;
+void counting_handler(int) { g_program_hits = g_program_hits + 1; }
 
 class SignalWrappers : public ::testing::Test {
  protected:
@@ -149,11 +165,23 @@ TEST_F(SignalWrappers, ProgramCannotCatchOrIgnoreTheCheckpointSignalButSeesItsOw
   // Other signals are installed for real, but their handlers' masks cannot block the checkpoint signal.
   sigfillset(&mine.sa_mask);
   EXPECT_EQ(sigaction(SIGUSR1, &mine, nullptr), 0);
-  EXPECT_EQ(kernel_action(SIGUSR1).handler, reinterpret_cast<void*>(program_handler));
+  // ... behind the counting trampoline (signal_wrappers.cpp), invisible to the program.
+  EXPECT_NE(kernel_action(SIGUSR1).handler, reinterpret_cast<void*>(program_handler));
+  EXPECT_NE(kernel_action(SIGUSR1).flags & SA_SIGINFO, 0u);
   EXPECT_EQ(kernel_action(SIGUSR1).mask & bit(ckpt_), 0u);
   EXPECT_NE(kernel_action(SIGUSR1).mask & bit(SIGUSR2), 0u);
   EXPECT_EQ(sigaction(SIGUSR1, nullptr, &old), 0);
+  EXPECT_EQ(old.sa_handler, program_handler);
+  EXPECT_EQ(old.sa_flags & SA_SIGINFO, 0);
+  EXPECT_NE(old.sa_flags & SA_RESTART, 0);
   EXPECT_FALSE(sigismember(&old.sa_mask, ckpt_));
+  EXPECT_EQ(signal(SIGUSR1, counting_handler), program_handler);
+  EXPECT_NE(kernel_action(SIGUSR1).handler, reinterpret_cast<void*>(counting_handler));
+  g_program_hits = 0;
+  raise(SIGUSR1);
+  EXPECT_EQ(g_program_hits, 1);  // the trampoline calls the program's handler
+  EXPECT_EQ(sigaction(SIGUSR1, nullptr, &old), 0);
+  EXPECT_EQ(old.sa_handler, counting_handler);
   signal(SIGUSR1, SIG_DFL);
 }
 
@@ -216,38 +244,125 @@ TEST_F(SignalWrappers, ObsoleteAndStrictIsoVariantsAreCoveredToo) {
   sigaction(ckpt_, &old, nullptr);
 }
 
-// A wait with a full signal mask must still let the checkpoint signal in (it returns EINTR then).
-TEST_F(SignalWrappers, WaitsWithAFullMaskStillTakeTheCheckpointSignal) {
+long long mono_us() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
+}
+
+// Every sleep and wait the wrappers resume, each waiting `ms` ms with nothing ready; -1/errno on failure.
+constexpr int kWaits = 15;
+const char* const kWaitNames[kWaits] = {"nanosleep", "clock_nanosleep", "clock_nanosleep_abs", "usleep", "sleep",
+                                        "poll", "ppoll", "select", "pselect", "epoll_wait", "epoll_pwait",
+                                        "epoll_pwait2", "sigsuspend", "sigtimedwait", "sigwaitinfo"};
+int wait_in(int k, int ms, int ep, const sigset_t* mask) {
+  timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  timeval tv = {ms / 1000, (ms % 1000) * 1000};
+  epoll_event ev;
+  sigset_t usr2;  // waited for, never sent
+  sigemptyset(&usr2);
+  sigaddset(&usr2, SIGUSR2);
+  switch (k) {
+    case 0: return nanosleep(&ts, nullptr);
+    case 1: {
+      int e = clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, nullptr);
+      errno = e;
+      return e ? -1 : 0;
+    }
+    case 2: {
+      timespec end;
+      clock_gettime(CLOCK_MONOTONIC, &end);
+      end.tv_sec += ts.tv_sec + (end.tv_nsec + ts.tv_nsec) / 1000000000;
+      end.tv_nsec = (end.tv_nsec + ts.tv_nsec) % 1000000000;
+      int e = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &end, nullptr);
+      errno = e;
+      return e ? -1 : 0;
+    }
+    case 3: return usleep(useconds_t(ms) * 1000);
+    case 4: {
+      unsigned left = sleep(unsigned((ms + 999) / 1000));
+      if (left) errno = EINTR;
+      return left ? -1 : 0;
+    }
+    case 5: return poll(nullptr, 0, ms);
+    case 6: return ppoll(nullptr, 0, &ts, mask);
+    case 7: return select(0, nullptr, nullptr, nullptr, &tv);
+    case 8: return pselect(0, nullptr, nullptr, nullptr, &ts, mask);
+    case 9: return epoll_wait(ep, &ev, 1, ms);
+    case 10: return epoll_pwait(ep, &ev, 1, ms, mask);
+    case 11: return epoll_pwait2(ep, &ev, 1, &ts, mask);
+    case 12: {  // ends only by a handler of the program: when none comes, by the kicker's SIGUSR1 below
+      sigset_t none;
+      sigemptyset(&none);
+      return sigsuspend(&none);
+    }
+    case 13: {
+      pthread_sigmask(SIG_BLOCK, &usr2, nullptr);
+      int rc = sigtimedwait(&usr2, nullptr, &ts);
+      pthread_sigmask(SIG_UNBLOCK, &usr2, nullptr);
+      if (rc < 0 && errno == EAGAIN) return 0;  // timed out: what an undisturbed wait does
+      return rc;
+    }
+    case 14: return 0;  // sigwaitinfo: covered by sigtimedwait's path (no timeout to bound the test)
+  }
+  return -2;
+}
+
+// A checkpoint signal (even two) during a sleep or wait, even one with a full mask: the call is resumed
+// and lasts its whole time, as without revive. A signal of the program's own still ends it with EINTR,
+// also when the checkpoint signal came too.
+TEST_F(SignalWrappers, SleepsAndWaitsResumeAfterTheCheckpointSignalOnly) {
   sigset_t all;
   sigfillset(&all);
+  sigdelset(&all, SIGUSR1);
   pthread_t self = pthread_self();
   int ep = epoll_create1(EPOLL_CLOEXEC);
   ASSERT_GE(ep, 0);
-  const char* names[] = {"ppoll", "pselect", "epoll_pwait", "epoll_pwait2"};
-  for (int k = 0; k < 4; ++k) {
+  struct sigaction sa = {};
+  sa.sa_handler = counting_handler;
+  ASSERT_EQ(sigaction(SIGUSR1, &sa, nullptr), 0);
+  const int ms = 400;
+  for (int k = 0; k < kWaits; ++k) {
+    if (k == 12 || k == 14) continue;  // sigsuspend never times out: below
     g_engine_hits = 0;
     std::thread kicker([&] {
-      usleep(100000);
+      usleep(ms * 1000 / 4);
+      pthread_kill(self, ckpt_);
+      usleep(ms * 1000 / 4);
       pthread_kill(self, ckpt_);
     });
-    timespec two = {2, 0};
-    int rc = -2;
-    if (k == 0) rc = ppoll(nullptr, 0, &two, &all);
-    if (k == 1) rc = pselect(0, nullptr, nullptr, nullptr, &two, &all);
-    if (k == 2) {
-      epoll_event ev;
-      rc = epoll_pwait(ep, &ev, 1, 2000, &all);
-    }
-    if (k == 3) {
-      epoll_event ev;
-      rc = epoll_pwait2(ep, &ev, 1, &two, &all);
-    }
+    long long t0 = mono_us();
+    errno = 0;
+    int rc = wait_in(k, ms, ep, &all);
     int e = errno;
+    long long took = mono_us() - t0;
     kicker.join();
-    EXPECT_EQ(rc, -1) << names[k];
-    EXPECT_EQ(e, EINTR) << names[k];
-    EXPECT_EQ(g_engine_hits, 1) << names[k];
+    EXPECT_EQ(rc, 0) << kWaitNames[k] << ": " << strerror(e);
+    EXPECT_GE(took, ms * 1000LL - 1000) << kWaitNames[k];
+    EXPECT_EQ(g_engine_hits, 2) << kWaitNames[k];
   }
+  for (int both = 0; both < 2; ++both) {
+    for (int k = 0; k < kWaits; ++k) {
+      if (k == 14) continue;
+      g_program_hits = 0;
+      std::thread kicker([&] {
+        usleep(50000);
+        if (both) pthread_kill(self, ckpt_);
+        pthread_kill(self, SIGUSR1);
+      });
+      long long t0 = mono_us();
+      errno = 0;
+      int rc = wait_in(k, 5000, ep, &all);
+      int e = errno;
+      long long took = mono_us() - t0;
+      kicker.join();
+      EXPECT_EQ(rc, -1) << kWaitNames[k] << " both=" << both;
+      EXPECT_EQ(e, EINTR) << kWaitNames[k] << " both=" << both;
+      EXPECT_LT(took, 4000000) << kWaitNames[k] << " both=" << both;
+      EXPECT_EQ(g_program_hits, 1) << kWaitNames[k] << " both=" << both;
+    }
+  }
+  signal(SIGUSR1, SIG_DFL);
   close(ep);
 }
 

@@ -7,6 +7,11 @@
 
 #include "inject/plugin.h"
 
+namespace revive::inject {
+// For the plugins' tests without the engine; the engine's definition (quiesce.cpp) replaces it.
+__attribute__((weak)) uint32_t checkpoint_interruptions() { return 0; }
+}  // namespace revive::inject
+
 namespace revive::plugins {
 
 int ksigaction(int sig, const KSigaction* act, KSigaction* old) {

@@ -66,6 +66,7 @@ int save(inject::SectionWriter& w) {
     if (skipped(sig, ckpt)) continue;
     KSigaction act{};
     if (ksigaction(sig, nullptr, &act) != 0) return -errno;
+    to_program_view(sig, &act);  // the image holds the program's handler, not the trampoline
     out.u32(static_cast<uint32_t>(sig));
     out.bytes(&act, sizeof act);
   }
@@ -100,6 +101,7 @@ int restore(inject::SectionReader& r, char* msg, size_t cap) {
     if (sig < 1 || sig > kMaxSig || sig == SIGKILL || sig == SIGSTOP)
       return fail(msg, cap, Msg(line, sizeof line).s("signal section: bad signal number ").u(sig), EINVAL);
     if (static_cast<int>(sig) == ckpt) continue;  // REVIVE_SIGNAL changed: the engine's signal wins
+    to_kernel_view(static_cast<int>(sig), &act);  // a handler goes back behind the counting trampoline
     if (ksigaction(static_cast<int>(sig), &act, nullptr) != 0) {
       int e = errno;
       return fail(msg, cap, Msg(line, sizeof line).s("signal ").u(sig).s(": cannot restore its disposition: ").err(e), e);

@@ -1,10 +1,82 @@
 #pragma once
 
+#include <errno.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "plugins/signal/ksig.h"
+
 namespace revive::plugins {
 
 // Resolves every real function the signal wrappers forward to (called from the plugin's init()).
 int signal_wrappers_init();
-// Same for the waits that take a signal mask (ppoll, pselect, epoll_pwait[2]): wait_wrappers.cpp.
+// Same for the sleeps and waits (wait_wrappers.cpp).
 void wait_wrappers_init();
+
+// The calling thread's counts of interruptions by the engine's signals and of its own handled signals.
+struct Interruptions {
+  uint32_t engine, program;
+};
+Interruptions interruptions_now();
+// After a call failed with error `err`: true when it is EINTR and since `before` only the engine's signals
+// (no handler of the program) ran on this thread, so the call is to be resumed as if nothing had happened.
+bool engine_only(const Interruptions& before, int err);
+
+// A relative timeout's end on CLOCK_MONOTONIC, for waits whose remaining time the kernel does not report.
+struct Deadline {
+  bool forever;
+  int64_t end_ns, total_ns;
+};
+Deadline deadline_in(int64_t ns);  // ns < 0: forever
+// Time left, clamped to [0, total] (after a restart on another host the clock may be anywhere).
+int64_t left_ns(const Deadline& d);
+int left_ms(const Deadline& d);  // rounded up, like the kernel's poll timeouts
+
+// Runs call(timeout) (a wait returning -1/errno) until it succeeds or fails for another reason than an
+// interruption by the engine alone; each new try gets the time left of a timeout in milliseconds
+// (negative: infinite, zero: none). errno is left as found when a resumed wait succeeds.
+template <typename Call>
+int resume_ms(int timeout, Call call) {
+  const int saved = errno;
+  Deadline d{timeout < 0, 0, 0};
+  if (timeout > 0) d = deadline_in(int64_t(timeout) * 1000000);
+  for (bool again = false;; again = true) {
+    const Interruptions before = interruptions_now();
+    int rc = call(again && timeout > 0 ? left_ms(d) : timeout);
+    if (rc >= 0 || !engine_only(before, errno)) {
+      if (rc >= 0 && again) errno = saved;
+      return rc;
+    }
+  }
+}
+
+// The same for a timespec timeout (nullptr: infinite), which the wait must not modify.
+template <typename Call>
+int resume_ts(const struct timespec* timeout, Call call) {
+  const int saved = errno;
+  Deadline d{true, 0, 0};
+  if (timeout && timeout->tv_sec >= 0 && timeout->tv_nsec >= 0 && timeout->tv_nsec < 1000000000)
+    d = deadline_in(int64_t(timeout->tv_sec) * 1000000000 + timeout->tv_nsec);
+  for (bool again = false;; again = true) {
+    const Interruptions before = interruptions_now();
+    struct timespec left;
+    const struct timespec* t = timeout;
+    if (again && timeout && !d.forever) {
+      int64_t ns = left_ns(d);
+      left = {time_t(ns / 1000000000), long(ns % 1000000000)};
+      t = &left;
+    }
+    int rc = call(t);
+    if (rc >= 0 || !engine_only(before, errno)) {
+      if (rc >= 0 && again) errno = saved;
+      return rc;
+    }
+  }
+}
+
+// Dispositions as saved in the image are the program's (its handler, not the trampoline); restore puts
+// them back behind the trampoline. Both act on a raw rt_sigaction record of signal `sig`.
+void to_program_view(int sig, KSigaction* a);
+void to_kernel_view(int sig, KSigaction* a);
 
 }  // namespace revive::plugins
