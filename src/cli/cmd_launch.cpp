@@ -10,9 +10,11 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/hosts.h"
 #include "cli/paths.h"
 #include "coord/secret.h"
 #include "core/env.h"
+#include "launch/hostlist.h"
 
 namespace revive::cli {
 namespace {
@@ -22,6 +24,11 @@ struct LaunchArgs {
   double interval = 0;
   bool compress = false, no_compress = false, fork = false;
   std::vector<std::string> argv;
+  HostOpts ho;         // --hosts/--hostfile/--launcher/--sub-port: copies spread over hosts (docs/hosts.md)
+  long n = 0;          // -n: number of copies (default: one per host, or 1)
+  std::string indexes; // --indexes I,J: this host's copies (one host's part of --hosts)
+  std::string parent;  // --parent HOST:PORT: run behind a new sub-coordinator of that root
+  std::string chdir;   // --chdir DIR: the part's working directory (ssh starts in $HOME)
 };
 
 int Fail(const std::string& msg, int code = 2) {
@@ -29,9 +36,54 @@ int Fail(const std::string& msg, int code = 2) {
   return code;
 }
 
+// "0,2" -> {0, 2}; each below `size`.
+Status ParseIndexes(const std::string& list, long size, std::vector<long>* out) {
+  for (const std::string& w : launch::SplitCommas(list)) {
+    char* end = nullptr;
+    long i = strtol(w.c_str(), &end, 10);
+    if (w.empty() || *end != '\0' || i < 0 || i >= size)
+      return Status::InvalidArgument("--indexes " + list + ": \"" + w + "\" is not a copy index 0.." +
+                                     std::to_string(size - 1));
+    out->push_back(i);
+  }
+  return Status::OK();
+}
+
+// --hosts: copy i goes to host i mod n; each host's part is `revive launch --indexes <its copies>` run
+// there through the launcher (behind its own sub-coordinator when there is more than one host).
+// Decided before the root coordinator starts, so bad input leaves nothing behind.
+Status PlanParts(const LaunchArgs& a, const Target& t, std::vector<HostPart>* parts) {
+  std::vector<std::string> hosts;
+  Status s = ResolveHosts(a.ho, &hosts);
+  if (s.ok()) s = CheckLauncher(a.ho, hosts[0]);
+  if (!s.ok()) return s;
+  long n = a.n != 0 ? a.n : long(hosts.size());
+  std::vector<std::string> placed = launch::Place(hosts, size_t(n));
+  for (size_t k = 0; k < placed.size(); k++) {
+    bool first = true;
+    for (size_t j = 0; j < k; j++) first = first && placed[j] != placed[k];
+    if (!first) continue;
+    std::string idx;
+    for (size_t i = k; i < placed.size(); i++)
+      if (placed[i] == placed[k]) idx += (idx.empty() ? "" : ",") + std::to_string(i);
+    HostPart part{placed[k], {"launch", "--ckpt-dir", t.ckpt_dir, "--chdir", Absolute("."), "-n",
+                              std::to_string(n), "--indexes", idx}};
+    if (a.compress) part.args.push_back("--compress");
+    if (a.fork) part.args.push_back("--fork");
+    part.args.push_back("--");
+    part.args.insert(part.args.end(), a.argv.begin(), a.argv.end());
+    parts->push_back(std::move(part));
+  }
+  return Status::OK();
+}
+
 int Launch(const LaunchArgs& a) {
   if (a.argv.empty()) return Fail("no program given (usage: revive launch [options] -- PROG ARGS...)");
   if (a.compress && a.no_compress) return Fail("--compress and --no-compress contradict each other");
+  if (a.n < 0) return Fail("-n " + std::to_string(a.n) + ": the number of copies must be at least 1");
+  if (!a.indexes.empty() && WantsHosts(a.ho)) return Fail("--indexes is one host's part: it takes no --hosts");
+  if (!a.chdir.empty() && chdir(a.chdir.c_str()) != 0)
+    return Fail("--chdir " + a.chdir + ": " + strerror(errno));
   Target t;
   Status s = ResolveTarget(a.port, a.ckpt_dir, &t);
   if (!s.ok()) return Fail(s.message());
@@ -59,17 +111,28 @@ int Launch(const LaunchArgs& a) {
   if (a.interval > 0) extra = {"--interval", std::to_string(a.interval)};
   if (a.compress) extra.push_back("--compress");
   if (a.fork) extra.push_back("--fork");
-  s = EnsureCoordinator(t, extra);
+  if (WantsHosts(a.ho)) {  // the root coordinator runs here; the copies run on their hosts
+    std::vector<HostPart> parts;
+    s = PlanParts(a, t, &parts);
+    if (s.ok()) s = EnsureCoordinator(t, extra);
+    if (!s.ok()) return Fail(s.message());
+    return RunHostParts("revive launch", a.ho, t, parts);
+  }
+  std::vector<long> copies;  // indexes of the copies started here; empty: exec PROG in place
+  if (!a.indexes.empty()) s = ParseIndexes(a.indexes, a.n > 0 ? a.n : 1, &copies);
+  else if (a.n > 1) for (long i = 0; i < a.n; i++) copies.push_back(i);
   if (!s.ok()) return Fail(s.message());
+  // With --parent (one host's part) this host's copies connect to a new sub-coordinator of that root.
+  s = EnsurePartCoordinator(a.parent, &t, extra);
+  if (!s.ok()) return Fail(a.parent.empty() ? s.message()
+                                            : "sub-coordinator on port " + std::to_string(t.port) + " under " +
+                                                  a.parent + ": " + s.message());
 
   std::string preload = lib;
   const char* old = getenv("LD_PRELOAD");
   if (old != nullptr && *old) preload += std::string(":") + old;
   setenv("LD_PRELOAD", preload.c_str(), 1);
-  setenv("REVIVE_COORD_HOST", t.host.c_str(), 1);
-  setenv("REVIVE_COORD_PORT", std::to_string(t.port).c_str(), 1);
-  setenv("REVIVE_SECRET_FILE", t.secret_file.c_str(), 1);
-  setenv("REVIVE_CKPT_DIR", t.ckpt_dir.c_str(), 1);
+  ExportTarget(t);
   setenv("REVIVE_COMPRESS", a.compress ? "1" : "0", 1);
   setenv("REVIVE_FORK", a.fork ? "1" : "0", 1);
   if (getenv("REVIVE_LOG") == nullptr) setenv("REVIVE_LOG", "1", 1);
@@ -79,8 +142,26 @@ int Launch(const LaunchArgs& a) {
   for (const auto& s2 : a.argv) argv.push_back(const_cast<char*>(s2.c_str()));
   argv.push_back(nullptr);
   signal(SIGPIPE, SIG_DFL);  // the program gets the dispositions it would have had without revive
-  execv(prog.c_str(), argv.data());
-  return Fail("exec " + prog + ": " + strerror(errno), 126);
+  if (copies.empty()) {
+    execv(prog.c_str(), argv.data());
+    return Fail("exec " + prog + ": " + strerror(errno), 126);
+  }
+  // Several copies: each learns which one it is (REVIVE_LAUNCH_INDEX of REVIVE_LAUNCH_SIZE), as an MPI
+  // rank would; we wait for all and return the first non-zero status in index order.
+  setenv("REVIVE_LAUNCH_SIZE", std::to_string(a.n).c_str(), 1);
+  std::vector<pid_t> kids;
+  for (long i : copies) {
+    pid_t pid = fork();
+    if (pid < 0) return Fail(std::string("fork: ") + strerror(errno), 1);
+    if (pid == 0) {
+      setenv("REVIVE_LAUNCH_INDEX", std::to_string(i).c_str(), 1);
+      execv(prog.c_str(), argv.data());
+      fprintf(stderr, "revive launch: exec %s: %s\n", prog.c_str(), strerror(errno));
+      _exit(126);
+    }
+    kids.push_back(pid);
+  }
+  return WaitAll(kids);
 }
 
 }  // namespace
@@ -91,7 +172,10 @@ void AddLaunchCommand(CLI::App& app, int* rc) {
   c->footer(
       "Runs PROG under checkpoint control: starts a coordinator if none answers on the port, creates the\n"
       "checkpoint directory, preloads librevive_inject.so and execs PROG (its exit status is ours).\n"
-      "Statically linked programs are refused.\nExample: revive launch --ckpt-dir /scratch/ck -- ./sim input.dat");
+      "Statically linked programs are refused. -n N starts N copies; --hosts spreads them over hosts, each\n"
+      "host's copies behind a sub-coordinator there (docs/hosts.md).\n"
+      "Example: revive launch --ckpt-dir /scratch/ck -- ./sim input.dat\n"
+      "         REVIVE_COORD_HOST=10.0.0.1 revive launch --hosts n1,n2 -n 8 -- ./solver");
   c->add_option("--port", a->port, "Coordinator port (default: REVIVE_PORT or 7779)");
   c->add_option("--ckpt-dir", a->ckpt_dir, "Checkpoint directory (default: REVIVE_CKPT_DIR or ./revive-ckpt)");
   c->add_option("--interval", a->interval, "Checkpoint automatically every SECONDS (new coordinator only)")
@@ -99,6 +183,14 @@ void AddLaunchCommand(CLI::App& app, int* rc) {
   c->add_flag("--compress", a->compress, "Compress images with zstd, multi-threaded (default: off, for speed)");
   c->add_flag("--no-compress", a->no_compress, "Write images uncompressed (the default; needed for restart --lazy)");
   c->add_flag("--fork", a->fork, "Write images from a forked child so the program resumes sooner");
+  c->add_option("--hosts", a->ho.hosts, "Comma-separated hosts: copy i of -n runs on host i mod n (docs/hosts.md)");
+  AddHostOptions(c, &a->ho);
+  c->add_option("-n", a->n, "Number of copies of PROG (default: one per host, or 1); each gets "
+                            "REVIVE_LAUNCH_INDEX and REVIVE_LAUNCH_SIZE");
+  c->add_option("--indexes", a->indexes, "I,J,...: start only these copies (one host's part of --hosts)");
+  c->add_option("--parent", a->parent,
+                "HOST:PORT of the root coordinator: run behind a new sub-coordinator on this host (with --port)");
+  c->add_option("--chdir", a->chdir, "Working directory of the program (a host's part: ssh starts in $HOME)");
   c->add_option("prog", a->argv, "-- PROG ARGS...: the program and its arguments")->required();
   c->positionals_at_end();
   c->callback([a, rc] { *rc = Launch(*a); });

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <map>
 #include <memory>
 
 #include "cli/commands.h"
@@ -15,9 +16,10 @@
 #include "coord/manifest.h"
 #include "coord/secret.h"
 #include "core/env.h"
-#include "plugins/proctree/tree.h"
+#include "cli/hosts.h"
 #include "launch/hostlist.h"
-#include "launch/launcher.h"
+#include "launch/placement.h"
+#include "plugins/proctree/tree.h"
 
 namespace revive::cli {
 namespace {
@@ -25,7 +27,10 @@ namespace {
 struct RestartArgs {
   std::string port, what;
   bool lazy = false;
-  std::string hosts, hostfile, launcher;  // placement (migration): docs/hosts.md
+  HostOpts ho;              // placement (migration): docs/hosts.md
+  std::string map;          // --map UPID=HOST,...: pins trees
+  std::string only;         // --only UPID,...: this host's part of the manifest
+  std::string parent;       // --parent HOST:PORT: run this part behind a new sub-coordinator of that root
 };
 
 struct Plan {
@@ -127,33 +132,58 @@ int Fail(const std::string& msg, int code = 2) {
   return code;
 }
 
-// With --hosts/--hostfile, each image's command line goes through the launcher onto its host; the command
-// carries its environment itself (`env K=V ...`: ssh and srun do not forward ours) and REVIVE_HOST_ID
-// so the manifest of the next generation records where the process now runs. Empty: run locally.
-Status PlaceImages(const RestartArgs& a, const Target& t, const std::string& bin, const Plan& plan,
-                   std::vector<std::vector<std::string>>* cmds) {
-  if (a.hosts.empty() && a.hostfile.empty() && a.launcher.empty()) return Status::OK();
-  if (!a.hosts.empty() && !a.hostfile.empty()) return Status::InvalidArgument("--hosts and --hostfile contradict each other");
+// --only: keep the listed processes of the plan (errors name an upid the manifest lacks).
+Status KeepOnly(const std::string& list, Plan* plan) {
+  Plan kept = *plan;
+  kept.images.clear();
+  kept.upids.clear();
+  for (const std::string& w : launch::SplitCommas(list)) {
+    char* end = nullptr;
+    uint64_t upid = strtoull(w.c_str(), &end, 10);
+    size_t i = 0;
+    while (i < plan->upids.size() && (upid == 0 || plan->upids[i] != upid)) i++;
+    if (w.empty() || *end != '\0' || i == plan->upids.size())
+      return Status::InvalidArgument("--only " + list + ": \"" + w + "\" is not the upid of a process in " +
+                                     (plan->manifest.empty() ? plan->images[0] : plan->manifest));
+    kept.images.push_back(plan->images[i]);
+    kept.upids.push_back(upid);
+  }
+  *plan = kept;
+  return Status::OK();
+}
+
+// --hosts/--hostfile/--map: whole process trees go to hosts; each host's part is `revive restart --only
+// <its upids>` run there through the launcher, which rebuilds its trees with the recorded pids
+// (tree_*.cpp). The root coordinator runs here; with more than one host each part starts a
+// sub-coordinator on its host. Decided before any coordinator starts, so a bad placement leaves nothing behind.
+Status PlanParts(const RestartArgs& a, const Plan& plan, std::vector<HostPart>* parts) {
   std::vector<std::string> hosts;
-  Status s = !a.hosts.empty() ? launch::ParseHostList(a.hosts, &hosts)
-             : !a.hostfile.empty() ? launch::ReadHostFile(a.hostfile, &hosts) : Status::OK();
+  Status s = WantsHosts(a.ho) ? ResolveHosts(a.ho, &hosts) : Status::OK();
+  std::map<uint64_t, std::string> pins;
+  if (s.ok() && !a.map.empty()) s = launch::ParseMap(a.map, &pins);
   if (!s.ok()) return s;
-  if (hosts.empty()) hosts = {""};  // --launcher alone: same template for every image, no host
-  std::string tmpl = launch::ResolveTemplate(a.launcher.empty() ? "ssh" : a.launcher);
-  std::vector<std::string> placed = launch::Place(hosts, plan.images.size());
-  for (size_t i = 0; i < plan.images.size(); i++) {
-    std::vector<std::string> cmd = {"env", "REVIVE_COORD_HOST=" + t.host, "REVIVE_COORD_PORT=" + std::to_string(t.port),
-                                    "REVIVE_SECRET_FILE=" + t.secret_file, "REVIVE_CKPT_DIR=" + t.ckpt_dir};
-    if (!placed[i].empty()) cmd.push_back("REVIVE_HOST_ID=" + placed[i]);
-    for (const char* k : {"REVIVE_LOG", "REVIVE_SIGNAL"})
-      if (const char* v = getenv(k)) cmd.push_back(std::string(k) + "=" + v);
-    cmd.push_back(bin);
-    if (a.lazy) cmd.push_back("--lazy");
-    cmd.push_back(plan.images[i]);
-    std::vector<std::string> argv;
-    s = launch::Expand(tmpl, placed[i], cmd, &argv);
-    if (!s.ok()) return s;
-    cmds->push_back(std::move(argv));
+  std::vector<launch::PlaceProc> procs(plan.images.size());
+  proctree::TreePlan tree;
+  s = proctree::PlanTree(plan.images, &tree);
+  if (!s.ok() && !s.IsNotFound()) return s;
+  for (size_t i = 0; i < procs.size(); i++) {
+    procs[i].upid = plan.upids[i];
+    procs[i].parent = s.ok() ? tree.procs[i].parent : -1;  // no proctree sections: independent processes
+  }
+  std::vector<std::string> placed;
+  s = launch::PlaceTrees(procs, hosts, pins, &placed);
+  if (s.ok()) s = CheckLauncher(a.ho, placed.empty() ? "" : placed[0]);
+  if (!s.ok()) return s;
+  for (const std::string& h : launch::UsedHosts(placed)) {
+    std::string only;
+    for (size_t i = 0; i < placed.size(); i++)
+      if (placed[i] == h) only += (only.empty() ? "" : ",") + std::to_string(plan.upids[i]);
+    HostPart part{h, {"restart"}};
+    if (!plan.manifest.empty()) part.args.insert(part.args.end(), {"--only", only});
+    if (a.lazy) part.args.push_back("--lazy");
+    part.args.push_back(plan.manifest.empty() ? plan.images[0] : Parent(plan.manifest));
+    Progress("revive: " + (h.empty() ? std::string("(launcher)") : h) + ": process(es) " + only);
+    parts->push_back(std::move(part));
   }
   return Status::OK();
 }
@@ -171,34 +201,37 @@ int Restart(const RestartArgs& a) {
   std::string secret;
   s = coord::LoadOrCreateSecret(t.secret_file, &secret);
   if (!s.ok()) return Fail(s.message());
+  if (!a.only.empty()) {
+    if (WantsHosts(a.ho) || !a.map.empty()) return Fail("--only is one host's part: it takes no placement options");
+    s = KeepOnly(a.only, &plan);
+    if (!s.ok()) return Fail(s.message());
+  }
+  std::vector<HostPart> parts;  // --hosts etc.: this restart only places the host parts
+  bool on_hosts = WantsHosts(a.ho) || !a.map.empty();
+  if (on_hosts) {
+    s = PlanParts(a, plan, &parts);
+    if (!s.ok()) return Fail(s.message());
+  }
   std::vector<std::string> extra;
   if (!plan.manifest.empty()) extra = {"--restart-manifest", plan.manifest};
-  s = EnsureCoordinator(t, extra);
-  if (!s.ok()) return Fail(s.message());
-  s = CheckNotRunning(t, plan);
-  if (!s.ok()) return Fail(s.message());
-  std::vector<std::vector<std::string>> remote;
-  s = PlaceImages(a, t, bin, plan, &remote);
-  if (!s.ok()) return Fail(s.message());
+  // With --parent (one host's part) this host's processes connect to a new sub-coordinator of that root.
+  s = EnsurePartCoordinator(a.parent, &t, extra);
+  if (!s.ok()) return Fail(a.parent.empty() ? s.message()
+                                            : "sub-coordinator on port " + std::to_string(t.port) + " under " +
+                                                  a.parent + ": " + s.message());
+  if (a.only.empty()) {  // a part (--only) runs after the whole restart's check
+    s = CheckNotRunning(t, plan);
+    if (!s.ok()) return Fail(s.message());
+  }
+  if (on_hosts) return RunHostParts("revive restart", a.ho, t, parts);
 
   Progress("revive: restoring " + std::to_string(plan.images.size()) + " process(es) from " +
            (plan.manifest.empty() ? plan.images[0] : plan.manifest));
   std::vector<pid_t> kids;
   auto exec_image = [&](size_t k) {
     const std::string& image = plan.images[k];
-    setenv("REVIVE_COORD_HOST", t.host.c_str(), 1);
-    setenv("REVIVE_COORD_PORT", std::to_string(t.port).c_str(), 1);
-    setenv("REVIVE_SECRET_FILE", t.secret_file.c_str(), 1);
-    setenv("REVIVE_CKPT_DIR", t.ckpt_dir.c_str(), 1);
+    ExportTarget(t);
     signal(SIGPIPE, SIG_DFL);
-    if (!remote.empty()) {
-      std::vector<char*> rargv;
-      for (auto& w : remote[k]) rargv.push_back(w.data());
-      rargv.push_back(nullptr);
-      execvp(rargv[0], rargv.data());
-      fprintf(stderr, "revive restart: launcher %s: %s\n", rargv[0], strerror(errno));
-      _exit(127);
-    }
     std::vector<const char*> argv = {bin.c_str()};
     if (a.lazy) argv.push_back("--lazy");
     argv.push_back(image.c_str());
@@ -208,29 +241,11 @@ int Restart(const RestartArgs& a) {
     _exit(127);
   };
   std::vector<size_t> which;  // image index of each of kids
-  if (remote.empty()) {
-    // Locally: as the recorded process tree, pids included (docs/process-trees.md); we wait for its roots.
-    s = proctree::StartRestorers(plan.images, exec_image, &kids, &which);
-    if (!s.ok()) return Fail(s.message());
-  } else {
-    for (size_t k = 0; k < plan.images.size(); k++) {
-      pid_t pid = fork();
-      if (pid < 0) return Fail(std::string("fork: ") + strerror(errno), 1);
-      if (pid == 0) exec_image(k);
-      kids.push_back(pid);
-    }
-  }
+  // As the recorded process tree, pids included (docs/process-trees.md); we wait for its roots.
+  s = proctree::StartRestorers(plan.images, exec_image, &kids, &which);
+  if (!s.ok()) return Fail(s.message());
   // Exit status: the first process (manifest order) that did not exit 0, else 0. Signals as 128+sig.
-  std::vector<int> codes(kids.size(), 0);
-  for (size_t i = 0; i < kids.size(); i++) {
-    int st = 0;
-    while (waitpid(kids[i], &st, 0) < 0 && errno == EINTR) {
-    }
-    codes[i] = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
-  }
-  for (int c : codes)
-    if (c != 0) return c;
-  return 0;
+  return WaitAll(kids);
 }
 
 }  // namespace
@@ -242,14 +257,20 @@ void AddRestartCommand(CLI::App& app, int* rc) {
       "Restores a computation: from a checkpoint directory (its newest complete generation, the highest\n"
       "ckpt-G with a MANIFEST.json), one generation directory, or a single IMAGE.rimg. Starts a\n"
       "coordinator if none answers, runs revive-restart for every image and returns the exit status of\n"
-      "the restored program (128+N if killed by signal N).");
+      "the restored program (128+N if killed by signal N). --hosts places whole process trees on hosts,\n"
+      "each host rebuilding its trees behind a sub-coordinator there (docs/hosts.md).");
   c->add_option("--port", a->port, "Coordinator port (default: REVIVE_PORT or 7779)");
   c->add_flag("--lazy", a->lazy, "Map image pages on demand instead of reading them (uncompressed images)");
-  c->add_option("--hosts", a->hosts, "Comma-separated hosts; process i (manifest order) goes to host i mod n");
-  c->add_option("--hostfile", a->hostfile, "File with one host per line (`host slots=N` repeats it)");
-  c->add_option("--launcher", a->launcher,
-                "How to run a process on a host: ssh (default with --hosts), netns, local, or a template "
-                "such as 'ip netns exec {host} {cmd}' or 'ssh {host} {cmdq}' (docs/hosts.md)");
+  c->add_option("--hosts", a->ho.hosts,
+                "Comma-separated hosts; process tree k (a root and its descendants, in manifest order of "
+                "their first process) goes to host k mod n");
+  c->add_option("--map", a->map,
+                "UPID=HOST,...: put the tree of that process on that host (the others follow --hosts); "
+                "two processes of one tree on different hosts are refused");
+  AddHostOptions(c, &a->ho);
+  c->add_option("--only", a->only, "UPID,...: restore only these processes of the manifest (one host's part)");
+  c->add_option("--parent", a->parent,
+                "HOST:PORT of the root coordinator: restore behind a new sub-coordinator on this host (with --port)");
   c->add_option("what", a->what, "IMAGE.rimg, ckpt-G directory or checkpoint directory")->required();
   c->callback([a, rc] { *rc = Restart(*a); });
 }

@@ -162,6 +162,7 @@ void Server::OnUpstreamReadable() {
           m.state = m.awaiting_restart ? "restored" : "running";
           c->members.erase(0);
           c->members[upid] = m;
+          ever_had_proc_ = true;  // --exit-on-last: from now on, the last local process leaving ends us
           SendRaw(c, h.type, c->hello_seq, p.data(), p.size());
         } else {
           SendRaw(c, h.type, c->hello_seq, p.data(), p.size());

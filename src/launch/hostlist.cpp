@@ -21,18 +21,24 @@ bool ValidHost(const std::string& h) {
 
 }  // namespace
 
-Status ParseHostList(const std::string& list, std::vector<std::string>* hosts) {
-  hosts->clear();
+std::vector<std::string> SplitCommas(const std::string& list) {
+  std::vector<std::string> out;
   size_t start = 0;
   for (;;) {
     size_t comma = list.find(',', start);
-    std::string h = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    out.push_back(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
+Status ParseHostList(const std::string& list, std::vector<std::string>* hosts) {
+  hosts->clear();
+  for (const std::string& h : SplitCommas(list)) {
     if (!ValidHost(h))
       return Status::InvalidArgument("--hosts \"" + list + "\": host \"" + h +
                                      "\" is empty, longer than 63 bytes or has characters outside [A-Za-z0-9._:@-]");
     hosts->push_back(h);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   return Status::OK();
 }

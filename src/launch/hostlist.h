@@ -9,6 +9,9 @@
 
 namespace revive::launch {
 
+// "a,b,,c" -> {a,b,"",c} (one entry per comma-separated field; "" -> {""}).
+std::vector<std::string> SplitCommas(const std::string& list);
+
 // "a,b,c" -> {a,b,c}. Empty entries and characters outside [A-Za-z0-9._:@-] are errors naming the entry.
 Status ParseHostList(const std::string& list, std::vector<std::string>* hosts);
 

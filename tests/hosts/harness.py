@@ -99,3 +99,40 @@ def children(pid):
             return [int(x) for x in f.read().split()]
     except OSError:
         return []
+
+def hosts_parser():
+    """The options every tests/hosts driver takes (binaries, scripts/netns.sh, work directory, seed)."""
+    import argparse
+    ap = argparse.ArgumentParser()
+    for opt in ("--revive", "--inject", "--restart", "--workdir"):
+        ap.add_argument(opt, required=True)
+    ap.add_argument("--netns", required=True, help="scripts/netns.sh")
+    ap.add_argument("--seed", type=int, default=None)
+    return ap
+
+def with_namespaces(a, prefix, net_base, n, body):
+    """Seeds the test (a.seed or random), makes n namespaces prefix1..n on a random /24 of net_base
+    (e.g. "10.79"), runs body(rng, seed, prefix, net) and removes them again. Skips (77) with netns.sh's
+    reason where namespaces cannot be made."""
+    seed = a.seed if a.seed is not None else random.randrange(1 << 30)
+    rng = random.Random(seed)
+    net = "%s.%d" % (net_base, rng.randrange(200) + 20)
+    nsenv = dict(os.environ, REVIVE_NETNS_PREFIX=prefix, REVIVE_NETNS_NET=net)
+    chk = run(["bash", a.netns, "check"], env=nsenv)
+    if chk.returncode == 77:
+        skip(chk.stdout.strip())
+    r = run(["bash", a.netns, "up", str(n)], env=nsenv)
+    if r.returncode != 0:
+        fail("netns.sh up %d: %s%s" % (n, r.stdout, r.stderr))
+    try:
+        body(rng, seed, prefix, net)
+    finally:
+        run(["bash", a.netns, "down"], env=nsenv)
+
+def environ(pid):
+    """A process's environment (bytes -> bytes); {} when it is gone."""
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            return dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+    except OSError:
+        return {}

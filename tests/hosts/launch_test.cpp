@@ -9,6 +9,7 @@
 
 #include "launch/hostlist.h"
 #include "launch/launcher.h"
+#include "launch/placement.h"
 
 namespace revive::launch {
 namespace {
@@ -87,6 +88,44 @@ TEST(HostList, HostFileWithSlotsCommentsAndErrors) {
   unlink(path);
   s = ReadHostFile(path, &h);
   EXPECT_NE(s.message().find(path), std::string::npos) << s.message();
+}
+
+// Manifest order: upid 10 (root), 11 (child of 10), 12 (root), 13 (child of 11), 14 (root).
+std::vector<PlaceProc> Trees() { return {{10, -1}, {11, 0}, {12, -1}, {13, 1}, {14, -1}}; }
+
+TEST(Placement, WholeTreesRoundRobin) {
+  V out;
+  ASSERT_TRUE(PlaceTrees(Trees(), {"a", "b"}, {}, &out).ok());
+  EXPECT_EQ(out, (V{"a", "a", "b", "a", "a"}));  // trees {10,11,13} {12} {14}
+  ASSERT_TRUE(PlaceTrees(Trees(), {"a", "b", "c", "d"}, {}, &out).ok());  // more hosts than trees: fine
+  EXPECT_EQ(out, (V{"a", "a", "b", "a", "c"}));
+  EXPECT_EQ(UsedHosts(out), (V{"a", "b", "c"}));
+  // A child listed before its parent: the tree's place is its first process's.
+  ASSERT_TRUE(PlaceTrees({{20, -1}, {21, 2}, {22, -1}}, {"a", "b"}, {}, &out).ok());
+  EXPECT_EQ(out, (V{"a", "b", "b"}));
+}
+
+TEST(Placement, PinsMoveWholeTreesAndSplitsAreRefused) {
+  std::map<uint64_t, std::string> pins;
+  ASSERT_TRUE(ParseMap("13=z,14=y", &pins).ok());
+  V out;
+  ASSERT_TRUE(PlaceTrees(Trees(), {"a"}, pins, &out).ok());
+  EXPECT_EQ(out, (V{"z", "z", "a", "z", "y"}));  // pinning the grandchild moves its whole tree
+  ASSERT_TRUE(ParseMap("10=x,13=x", &pins).ok());
+  EXPECT_TRUE(PlaceTrees(Trees(), {"a"}, pins, &out).ok());
+  ASSERT_TRUE(ParseMap("10=x,13=y", &pins).ok());
+  Status s = PlaceTrees(Trees(), {"a"}, pins, &out);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("upid 10 on x and upid 13 on y"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("cannot be split"), std::string::npos) << s.message();
+  ASSERT_TRUE(ParseMap("99=x", &pins).ok());
+  s = PlaceTrees(Trees(), {"a"}, pins, &out);
+  EXPECT_NE(s.message().find("no process has upid 99"), std::string::npos) << s.message();
+  ASSERT_TRUE(ParseMap("12=x", &pins).ok());
+  s = PlaceTrees(Trees(), {}, pins, &out);  // the unpinned trees have nowhere to go
+  EXPECT_NE(s.message().find("upid 10 is not in --map"), std::string::npos) << s.message();
+  for (const char* bad : {"12", "=x", "x=y", "0=a", "12=a;b", "12=a,12=b", "12=a,"})
+    EXPECT_FALSE(ParseMap(bad, &pins).ok()) << bad;
 }
 
 }  // namespace

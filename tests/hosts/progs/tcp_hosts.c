@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "stream_util.h"
+#include "hosts_util.h"
 
 static unsigned pace_us;
 
@@ -29,12 +30,7 @@ int main(int argc, char** argv) {
   if (argc == 5 && strcmp(argv[1], "server") == 0) {
     a.sin_port = htons((uint16_t)atoi(argv[2]));
     total = strtoull(argv[3], NULL, 10);
-    int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(l, (struct sockaddr*)&a, sizeof a) != 0 || listen(l, 8) != 0) die("bind/listen");
-    int s = accept(l, NULL, NULL);
-    if (s < 0) die("accept");
-    check_stream(s, "server", 0, 1);
+    check_stream(accept_one(&a), "server", 0, 1);
     return 0;
   }
   if (argc != 6 || strcmp(argv[1], "client") != 0 || inet_pton(AF_INET, argv[2], &a.sin_addr) != 1) {
@@ -44,17 +40,7 @@ int main(int argc, char** argv) {
   a.sin_port = htons((uint16_t)atoi(argv[3]));
   total = strtoull(argv[4], NULL, 10);
   pace_us = (unsigned)atoi(argv[5]);
-  int s = -1;
-  for (int tries = 0;; ++tries) {
-    s = socket(AF_INET, SOCK_STREAM, 0);
-    if (s < 0) die("socket");
-    if (connect(s, (struct sockaddr*)&a, sizeof a) == 0) break;
-    close(s);
-    if (tries > 250) die("connect");
-    usleep(20000);
-  }
-  int one = 1;
-  setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  int s = connect_retrying(&a);
   pthread_t t;
   pthread_create(&t, NULL, sender, &s);
   check_stream(s, "client", 0, 0);

@@ -1,0 +1,191 @@
+#include "cli/hosts.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "launch/hostlist.h"
+#include "launch/launcher.h"
+
+namespace revive::cli {
+
+void AddHostOptions(CLI::App* c, HostOpts* o) {
+  c->add_option("--hostfile", o->hostfile, "File with one host per line (`host slots=N` repeats it)");
+  c->add_option("--launcher", o->launcher,
+                "How to run a host's part: ssh (default with --hosts), netns, local, or a template such as "
+                "'ip netns exec {host} {cmd}', 'srun -w {host} -N1 -n1 {cmd}' or 'ssh {host} {cmdq}' "
+                "(docs/hosts.md)");
+  c->add_option("--sub-port", o->sub_port,
+                "With more than one host: port of the first host's sub-coordinator, host k uses it + k "
+                "(default: coordinator port + 1)");
+}
+
+bool WantsHosts(const HostOpts& o) { return !o.hosts.empty() || !o.hostfile.empty() || !o.launcher.empty(); }
+
+Status ResolveHosts(const HostOpts& o, std::vector<std::string>* hosts) {
+  if (!o.hosts.empty() && !o.hostfile.empty())
+    return Status::InvalidArgument("--hosts and --hostfile contradict each other");
+  Status s = !o.hosts.empty()      ? launch::ParseHostList(o.hosts, hosts)
+             : !o.hostfile.empty() ? launch::ReadHostFile(o.hostfile, hosts)
+                                   : Status::OK();
+  if (!s.ok()) return s;
+  if (hosts->empty()) *hosts = {""};  // --launcher alone: same template for every part, no host
+  return Status::OK();
+}
+
+Status CheckLauncher(const HostOpts& o, const std::string& some_host) {
+  std::vector<std::string> argv;
+  return launch::Expand(launch::ResolveTemplate(o.launcher.empty() ? "ssh" : o.launcher), some_host, {"revive"},
+                        &argv);
+}
+
+namespace {
+
+Status SelfPath(std::string* out) {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return Status::FromErrno("readlink /proc/self/exe", errno);
+  out->assign(buf, size_t(n));
+  return Status::OK();
+}
+
+}  // namespace
+
+int RunHostParts(const char* who, const HostOpts& o, const Target& root, const std::vector<HostPart>& parts) {
+  auto fail = [who](const std::string& m) {
+    fprintf(stderr, "%s: %s\n", who, m.c_str());
+    return 2;
+  };
+  std::string self;
+  Status s = SelfPath(&self);
+  if (!s.ok()) return fail(s.message());
+  long sub_port = root.port + 1;
+  if (!o.sub_port.empty()) {
+    char* end = nullptr;
+    sub_port = strtol(o.sub_port.c_str(), &end, 10);
+    if (*end != '\0' || sub_port < 1 || sub_port > 65535)
+      return fail("--sub-port " + o.sub_port + ": not a port number (1..65535)");
+  }
+  if (parts.size() > 1 && sub_port + long(parts.size()) - 1 > 65535)
+    return fail("--sub-port " + std::to_string(sub_port) + ": " + std::to_string(parts.size()) +
+                " sub-coordinator ports from there do not fit below 65536");
+  std::string tmpl = launch::ResolveTemplate(o.launcher.empty() ? "ssh" : o.launcher);
+  if (parts.size() > 1 && tmpl != "{cmd}" && (root.host == "127.0.0.1" || root.host == "localhost"))
+    fprintf(stderr,
+            "%s: warning: the coordinator is at %s, which other hosts cannot reach; set REVIVE_COORD_HOST to "
+            "an address of this host that they can\n",
+            who, root.host.c_str());
+  std::vector<std::vector<std::string>> argvs;
+  for (size_t k = 0; k < parts.size(); k++) {
+    // ssh and srun do not forward our environment: the command carries it (`env K=V ... revive ...`).
+    std::vector<std::string> cmd = {"env", "REVIVE_COORD_HOST=" + root.host,
+                                    "REVIVE_COORD_PORT=" + std::to_string(root.port),
+                                    "REVIVE_SECRET_FILE=" + root.secret_file, "REVIVE_CKPT_DIR=" + root.ckpt_dir};
+    if (!parts[k].host.empty()) cmd.push_back("REVIVE_HOST_ID=" + parts[k].host);
+    for (const char* v : {"REVIVE_LOG", "REVIVE_SIGNAL", "REVIVE_INJECT_LIB", "REVIVE_RESTART_BIN"})
+      if (const char* val = getenv(v)) cmd.push_back(std::string(v) + "=" + val);
+    cmd.push_back(self);
+    cmd.insert(cmd.end(), parts[k].args.begin(), parts[k].args.end());
+    // Placement options go after the subcommand's name (args[0]) and before its other arguments.
+    std::vector<std::string> where;
+    if (parts.size() > 1)
+      where = {"--parent", root.host + ":" + std::to_string(root.port), "--port", std::to_string(sub_port + long(k))};
+    else
+      where = {"--port", std::to_string(root.port)};
+    cmd.insert(cmd.begin() + ptrdiff_t(cmd.size() - parts[k].args.size() + 1), where.begin(), where.end());
+    std::vector<std::string> argv;
+    s = launch::Expand(tmpl, parts[k].host, cmd, &argv);
+    if (!s.ok()) return fail(s.message());
+    argvs.push_back(std::move(argv));
+  }
+  std::vector<pid_t> kids;
+  for (auto& argv : argvs) {
+    pid_t pid = fork();
+    if (pid < 0) {
+      perror("fork");
+      for (pid_t k : kids) kill(k, SIGTERM);
+      return 1;
+    }
+    if (pid == 0) {
+      signal(SIGPIPE, SIG_DFL);
+      std::vector<char*> v;
+      for (auto& w : argv) v.push_back(w.data());
+      v.push_back(nullptr);
+      execvp(v[0], v.data());
+      fprintf(stderr, "%s: launcher %s: %s\n", who, v[0], strerror(errno));
+      _exit(127);
+    }
+    kids.push_back(pid);
+  }
+  return WaitAll(kids);
+}
+
+int WaitAll(const std::vector<pid_t>& kids) {
+  int rc = 0;
+  for (pid_t k : kids) {
+    int st = 0;
+    while (waitpid(k, &st, 0) < 0 && errno == EINTR) {
+    }
+    int c = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
+    if (rc == 0) rc = c;
+  }
+  return rc;
+}
+
+namespace {
+
+// This host's address on the route to `parent` (HOST:PORT): connecting a UDP socket sends nothing, it
+// only picks the route and the local address.
+Status AddressTowards(const std::string& parent, std::string* out) {
+  size_t colon = parent.rfind(':');
+  std::string host = parent.substr(0, colon), port = colon == std::string::npos ? "7779" : parent.substr(colon + 1);
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  int e = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
+  if (e != 0) return Status::InvalidArgument("--parent " + parent + ": " + gai_strerror(e));
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in me{};
+  socklen_t len = sizeof me;
+  bool ok = fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0 && getsockname(fd, (sockaddr*)&me, &len) == 0;
+  int err = errno;
+  freeaddrinfo(res);
+  if (fd >= 0) close(fd);
+  if (!ok) return Status::FromErrno("no route from this host to the root coordinator " + parent, err);
+  char ip[INET_ADDRSTRLEN] = "";
+  inet_ntop(AF_INET, &me.sin_addr, ip, sizeof ip);
+  *out = ip;
+  return Status::OK();
+}
+
+}  // namespace
+
+Status EnsurePartCoordinator(const std::string& parent, Target* t, const std::vector<std::string>& extra) {
+  if (parent.empty()) return EnsureCoordinator(*t, extra);
+  // This host's processes connect to the sub on this host; only the sub talks to the root. The sub
+  // listens on the host's address toward the root, not loopback: a restored socket publishes the local
+  // address of its coordinator connection as where its peers on other hosts reconnect (chan plugin).
+  Status s = AddressTowards(parent, &t->host);
+  if (!s.ok()) return s;
+  (void)extra;  // interval, compression, restart manifest: the root's business
+  return EnsureCoordinator(*t, {"--parent", parent});
+}
+
+void ExportTarget(const Target& t) {
+  setenv("REVIVE_COORD_HOST", t.host.c_str(), 1);
+  setenv("REVIVE_COORD_PORT", std::to_string(t.port).c_str(), 1);
+  setenv("REVIVE_SECRET_FILE", t.secret_file.c_str(), 1);
+  setenv("REVIVE_CKPT_DIR", t.ckpt_dir.c_str(), 1);
+}
+
+}  // namespace revive::cli

@@ -1,0 +1,59 @@
+// What `revive launch --hosts` and `revive restart --hosts` share: each host's part of the computation is
+// one `revive launch`/`revive restart` run on that host through the pluggable launcher (ssh, a command
+// template, `ip netns exec`), carrying its environment itself, and, with more than one host, behind a
+// sub-coordinator of its own on that host (the tree of coordinators; docs/hosts.md).
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/common.h"
+#include "core/status.h"
+
+namespace revive::cli {
+
+struct HostOpts {
+  std::string hosts, hostfile, launcher;
+  std::string sub_port;  // first sub-coordinator's port ("" = root port + 1); host k uses it + k
+};
+
+// --hostfile, --launcher, --sub-port (each command adds its own --hosts help).
+void AddHostOptions(CLI::App* c, HostOpts* o);
+
+// Placement was asked for (any of --hosts, --hostfile, --launcher).
+bool WantsHosts(const HostOpts& o);
+
+// The host list (--hosts or --hostfile, slots repeated); {""} for --launcher alone (no {host}).
+Status ResolveHosts(const HostOpts& o, std::vector<std::string>* hosts);
+
+// Checks the launcher template (quotes, {cmd}/{cmdq}, {host}) before anything is started.
+Status CheckLauncher(const HostOpts& o, const std::string& some_host);
+
+// One host's part: `revive ARGS...` run on `host`. With more than one part, each gets
+// `--parent ROOT:PORT --port SUBPORT` (its own sub-coordinator), else `--port ROOTPORT`.
+struct HostPart {
+  std::string host;
+  std::vector<std::string> args;  // after `revive`, before the placement options
+};
+
+// Expands every part through the launcher and runs them all; waits for each and returns the first
+// non-zero status in part order (128+N for a signal), else 0. Errors (bad template, sub port) are exit 2
+// with the message printed under `who`.
+int RunHostParts(const char* who, const HostOpts& o, const Target& root, const std::vector<HostPart>& parts);
+
+// In a part: where this host's processes connect. `parent` = "HOST:PORT" of the root (from --parent):
+// a sub-coordinator is started on this host's address toward the root, port t->port, unless one answers; "" = the root itself (t unchanged),
+// started with `extra` when none answers.
+Status EnsurePartCoordinator(const std::string& parent, Target* t, const std::vector<std::string>& extra);
+
+// Waits for every child; the first non-zero status in the given order (128+N for signal N), else 0.
+int WaitAll(const std::vector<pid_t>& kids);
+
+// Sets the variables a process of the computation reads to find its coordinator.
+void ExportTarget(const Target& t);
+
+}  // namespace revive::cli
