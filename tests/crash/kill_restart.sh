@@ -32,31 +32,38 @@ victim_pid() {  # the process to SIGKILL: the launcher itself (serial) or one ra
 resumed=0
 for ((r = 1; r <= rounds; r++)); do
   for async in off copy zero; do
-    dir="$work/ckpt-$r-$async"
-    kills=0
     # Kill twice per round at a random moment (20..80% of the native runtime; the second time after a
-    # version is complete, 10..40%), then let it finish.
-    for attempt in 1 2 3; do
-      "${launch[@]}" "${args[@]}" --async "$async" --dir "$dir" >"$work/run.out" 2>"$work/run.err" &
-      pid=$!
-      if ((attempt < 3)); then
-        # The second kill waits until a version is complete, so each round restarts from a checkpoint at
-        # least once even when launcher start-up eats most of the first delay.
-        if ((attempt == 2)); then
-          for ((w = 0; w < 200; w++)); do
-            compgen -G "$dir/*/v-*/MANIFEST" >/dev/null && break
-            sleep 0.02
-          done
+    # version is complete, 10..40%), then let it finish. A run that ends before its kill (the
+    # reference may have run on a busier machine) is repeated with shorter delays, so every round proves
+    # at least one restart from a checkpoint.
+    for ((try = 0; try < 4; try++)); do
+      dir="$work/ckpt-$r-$async-$try"
+      kills=0
+      for attempt in 1 2 3; do
+        "${launch[@]}" "${args[@]}" --async "$async" --dir "$dir" >"$work/run.out" 2>"$work/run.err" &
+        pid=$!
+        if ((attempt < 3)); then
+          # The second kill waits until a version is complete, so each round restarts from a checkpoint
+          # at least once even when launcher start-up eats most of the first delay.
+          if ((attempt == 2)); then
+            for ((w = 0; w < 500; w++)); do
+              compgen -G "$dir/*/v-*/MANIFEST" >/dev/null && break
+              kill -0 "$pid" 2>/dev/null || break
+              sleep 0.02
+            done
+          fi
+          delay_ms=$(( native_ms * (20 + RANDOM % 61) / 100 / attempt / (1 << try) ))
+          sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
+          v=$(victim_pid "$pid")
+          if [[ -n $v ]] && kill -0 "$v" 2>/dev/null; then kill -KILL "$v" 2>/dev/null && kills=$((kills + 1)); fi
         fi
-        delay_ms=$(( native_ms * (20 + RANDOM % 61) / 100 / attempt ))
-        sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
-        v=$(victim_pid "$pid")
-        if [[ -n $v ]] && kill -0 "$v" 2>/dev/null; then kill -KILL "$v" 2>/dev/null && kills=$((kills + 1)); fi
-      fi
-      { wait "$pid"; } 2>/dev/null; st=$?
-      grep -q 'restarted after' "$work/run.err" && resumed=$((resumed + 1))
-      ((st == 0)) && break
-      ((attempt < 3)) || { echo "round $r ($async): final run failed with status $st"; cat "$work/run.err"; exit 1; }
+        { wait "$pid"; } 2>/dev/null; st=$?
+        grep -q 'restarted after' "$work/run.err" && resumed=$((resumed + 1))
+        ((st == 0)) && break
+        ((attempt < 3)) || { echo "round $r ($async): final run failed with status $st"; cat "$work/run.err"; exit 1; }
+      done
+      ((kills > 0)) && break
+      echo "round $r ($async): the run ended before its kill; again with shorter delays"
     done
     if ! cmp -s "$work/ref.out" "$work/run.out"; then
       echo "round $r ($async): OUTPUT DIFFERS after $kills kill(s)"; diff "$work/ref.out" "$work/run.out"; exit 1

@@ -14,6 +14,10 @@
 #include "plugins/proctree/proctree.h"
 #include "plugins/proctree/proctree_record.h"
 
+namespace revive::inject {
+int coord_socket() __attribute__((weak));  // the engine's (src/inject/plugin.h); null without the engine
+}
+
 namespace revive::proctree {
 
 volatile uint32_t g_forks_in_flight;
@@ -100,7 +104,12 @@ int init() {
 }
 
 int save(inject::SectionWriter& w) {
-  if (__atomic_load_n(&g_forks_in_flight, __ATOMIC_ACQUIRE) != 0) {
+  // Only a coordinated checkpoint has a computation to keep whole, and a client (`revive checkpoint`)
+  // that retries a refused generation. Alone (interval or signal-triggered checkpoints, no coordinator)
+  // a refusal would just lose the checkpoint: the image then records the forking thread waiting for a
+  // child that a standalone restart does not bring back, and the wait ends at EOF like a dead child's.
+  const bool coordinated = inject::coord_socket && inject::coord_socket() >= 0;
+  if (coordinated && __atomic_load_n(&g_forks_in_flight, __ATOMIC_ACQUIRE) != 0) {
     // The child is not yet a process of the computation: this generation would lack it.
     plugins::warn("checkpoint refused: a fork() is in progress (its child has not joined the computation yet)");
     return -EAGAIN;
