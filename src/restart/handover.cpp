@@ -2,9 +2,12 @@
 // what to unmap), then the saved threads, each a clone with glibc's pthread_create flags that starts
 // directly in its saved engine context. This thread becomes the saved main thread last.
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/rseq.h>
@@ -12,6 +15,7 @@
 #include <unistd.h>
 
 #include "image/restart_info.h"
+#include "plugins/fd/fd_record.h"
 #include "restart/restart.h"
 
 extern "C" long restart_clone(unsigned long flags, uint64_t stack, uint64_t ptid, uint64_t ctid, uint64_t tls,
@@ -23,6 +27,53 @@ namespace revive::restart {
 namespace {
 
 uint64_t align8(uint64_t x) { return (x + 7) / 8 * 8; }
+
+// The fd plugin's hand-over prefix (plugins/fd/fd_record.h: kHandOverTag), prepended to its section in the
+// blob: the program's executable, opened here to become /proc/self/exe again (which the kernel refuses
+// while this restarter is still mapped, so the fd plugin does it after the engine unmapped us, with
+// PR_SET_MM_MAP's exe_fd: CAP_CHECKPOINT_RESTORE, else PR_SET_MM_EXE_FILE: CAP_SYS_RESOURCE), and the shared open
+// file descriptions the tree's skeleton handed down (REVIVE_FD_SHARED="fd:inherited,...", tree_spawn.cpp).
+struct FdPrefix {
+  int32_t exe_fd = -1;
+  uint32_t n = 0;
+  plugins::FdHandOver items[plugins::kMaxHandOver];
+  uint64_t bytes() const { return 4 + 4 + 4 + g_mm_map_len + 4 + uint64_t(n) * sizeof(plugins::FdHandOver); }
+  void write(uint8_t* p) const {
+    memcpy(p, plugins::kHandOverTag, 4);
+    memcpy(p + 4, &exe_fd, 4);
+    memcpy(p + 8, &g_mm_map_len, 4);
+    memcpy(p + 12, g_mm_map, g_mm_map_len);
+    p += 12 + g_mm_map_len;
+    memcpy(p, &n, 4);
+    memcpy(p + 4, items, n * sizeof(plugins::FdHandOver));
+  }
+};
+FdPrefix g_fd_prefix;
+
+// Parses REVIVE_FD_SHARED; a malformed entry is dropped with a warning (that descriptor is then reopened
+// by path, with an offset of its own).
+void read_fd_shared() {
+  const char* v = getenv("REVIVE_FD_SHARED");
+  for (const char* p = v; p && *p;) {
+    char* end = nullptr;
+    long fd = strtol(p, &end, 10);
+    long inh = -1;
+    if (end != p && *end == ':') {
+      const char* q = end + 1;
+      inh = strtol(q, &end, 10);
+      if (end == q) inh = -1;
+    }
+    if (fd < 0 || inh < 0 || fd > INT32_MAX || inh > INT32_MAX || (*end && *end != ',') ||
+        g_fd_prefix.n == plugins::kMaxHandOver) {
+      fprintf(stderr, "revive-restart: ignoring malformed REVIVE_FD_SHARED '%s'\n", v);
+      g_fd_prefix.n = 0;
+      return;
+    }
+    g_fd_prefix.items[g_fd_prefix.n++] = plugins::FdHandOver{int32_t(fd), int32_t(inh)};
+    p = *end ? end + 1 : end;
+  }
+  unsetenv("REVIVE_FD_SHARED");  // not part of the restored engine's REVIVE_* environment
+}
 
 // Everything of ours that is neither restored memory, nor a special mapping, nor the blob: to unmap.
 uint32_t collect_unmap(const image::View& v, uint64_t blob, uint64_t blob_len, uint64_t (*out)[2], uint32_t cap) {
@@ -65,11 +116,18 @@ uint32_t collect_unmap(const image::View& v, uint64_t blob, uint64_t blob_len, u
 
 bool hand_over(const image::View& v, const char* image_path, bool lazy, char* err, size_t err_len) {
   // Blob: REVIVE_* environment, plugin sections, image path.
+  read_fd_shared();
+  char exe[sizeof v.process->exe + 1];
+  memcpy(exe, v.process->exe, sizeof v.process->exe);
+  exe[sizeof v.process->exe] = 0;
+  g_fd_prefix.exe_fd = exe[0] == '/' ? open(exe, O_RDONLY | O_CLOEXEC) : -1;
+  auto is_fd = [](const image::SectionEntry& s) { return s.kind == image::kKindPlugin && strcmp(s.name, "fd") == 0; };
   uint64_t env_len = 1, plug_len = 0;
   for (char** e = environ; *e; ++e)
     if (strncmp(*e, "REVIVE_", 7) == 0) env_len += strlen(*e) + 1;
   for (uint32_t i = 0; i < v.dir_count; ++i)
-    if (v.dir[i].kind == image::kKindPlugin) plug_len += sizeof(image::PluginBlob) + align8(v.dir[i].length);
+    if (v.dir[i].kind == image::kKindPlugin)
+      plug_len += sizeof(image::PluginBlob) + align8(v.dir[i].length + (is_fd(v.dir[i]) ? g_fd_prefix.bytes() : 0));
   uint64_t path_len = strlen(image_path) + 1;
   uint64_t blob_len = (align8(env_len) + plug_len + path_len + 4095) / 4096 * 4096;
   auto* blob = static_cast<uint8_t*>(mmap(nullptr, blob_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
@@ -100,10 +158,12 @@ bool hand_over(const image::View& v, const char* image_path, bool lazy, char* er
     memset(&h, 0, sizeof h);
     memcpy(h.name, s.name, sizeof h.name);
     h.version = s.version;
-    h.length = s.length;
+    const uint64_t pre = is_fd(s) ? g_fd_prefix.bytes() : 0;
+    h.length = pre + s.length;
     memcpy(blob + off, &h, sizeof h);
-    memcpy(blob + off + sizeof h, v.base + s.offset, s.length);
-    off += sizeof h + align8(s.length);
+    if (pre) g_fd_prefix.write(blob + off + sizeof h);
+    memcpy(blob + off + sizeof h + pre, v.base + s.offset, s.length);
+    off += sizeof h + align8(h.length);
   }
   ri.plugins_len = off - ri.plugins_off;
   ri.image_path_off = off;

@@ -130,7 +130,11 @@ bool restore_memory(const image::View& v, const char* name, int fd, bool lazy, c
   return true;
 }
 
+uint8_t g_mm_map[kMmMapMax];
+uint32_t g_mm_map_len;
+
 void restore_mm(const image::View& v) {
+  static_assert(sizeof(struct prctl_mm_map) <= kMmMapMax);
   const image::ProcessInfo* pi = v.process;
   struct prctl_mm_map m;
   memset(&m, 0, sizeof m);
@@ -145,7 +149,9 @@ void restore_mm(const image::View& v) {
   m.arg_end = pi->arg_end;
   m.env_start = pi->env_start;
   m.env_end = pi->env_end;
-  m.exe_fd = uint32_t(-1);  // replacing /proc/self/exe would need CAP_CHECKPOINT_RESTORE
+  // /proc/self/exe cannot be replaced here: the kernel refuses while this restarter (the current exe) is
+  // mapped. The fd plugin does it later with this same map and exe_fd (g_mm_map, handover.cpp).
+  m.exe_fd = uint32_t(-1);
   // PR_SET_MM_MAP needs no capability (unlike the single-field PR_SET_MM_* calls, CAP_SYS_RESOURCE) but
   // needs CONFIG_CHECKPOINT_RESTORE. Where it fails the kernel keeps our own brk: glibc's sbrk then fails
   // (the old heap is in the way) and malloc falls back to mmap, slower but correct.
@@ -156,7 +162,10 @@ void restore_mm(const image::View& v) {
     if (getenv("REVIVE_LOG") && atoi(getenv("REVIVE_LOG")) >= 1)
       fprintf(stderr, "revive-restart: PR_SET_MM_MAP failed (%s); malloc will use mmap instead of brk\n",
               strerror(errno));
+    return;
   }
+  memcpy(g_mm_map, &m, sizeof m);
+  g_mm_map_len = sizeof m;
 }
 
 }  // namespace revive::restart

@@ -37,6 +37,11 @@ bool restore_memory(const image::View& v, const char* image_name, int image_fd, 
 
 // Makes the kernel's idea of brk/code/data/stack/args match the restored memory (PR_SET_MM_MAP).
 void restore_mm(const image::View& v);
+// The struct prctl_mm_map the kernel accepted (g_mm_map_len 0: it refused), for the fd plugin to set it
+// again with exe_fd once we are unmapped (handover.cpp).
+constexpr uint32_t kMmMapMax = 128;
+extern uint8_t g_mm_map[kMmMapMax];
+extern uint32_t g_mm_map_len;
 
 // Fills in the engine's RestartInfo and starts the saved threads; does not return on success.
 bool hand_over(const image::View& v, const char* image_path, bool lazy, char* err, size_t err_len);

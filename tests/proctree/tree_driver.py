@@ -4,7 +4,8 @@
 Runs PROG natively (reference), then `revive launch PROG`: after a random delay `revive checkpoint`
 (--ckpts times), SIGKILL of the whole tree (every descendant of the launched process), `revive restart`;
 --chain N checkpoints and kills the restored tree again N times. The output file (stdout, opened in
-append mode since parent and children write to it) and the exit code must equal the reference run's.
+append mode since parent and children write to it; with --stdout-trunc without O_APPEND, so they must
+share its one offset) and the exit code must equal the reference run's.
 The programs check themselves that getpid()/getppid() stay what they were (pids are recreated)."""
 import argparse, json, os, random, shutil, signal, subprocess, sys, time
 
@@ -122,6 +123,8 @@ def main():
     ap.add_argument("--file", action="append", default=[], help="another output file (in the cwd) to compare")
     ap.add_argument("--squat", help="program holding a pid: before the first restart, hold a killed child's pid "
                                     "and require revive restart to refuse, naming it")
+    ap.add_argument("--stdout-trunc", action="store_true",
+                    help="open stdout without O_APPEND: processes sharing it must share its one offset")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     prog = a.prog[1:] if a.prog and a.prog[0] == "--" else a.prog
@@ -138,13 +141,14 @@ def main():
     for k in ("REVIVE_PORT", "REVIVE_CKPT_DIR", "REVIVE_SECRET_FILE", "LD_PRELOAD"):
         env.pop(k, None)
 
-    with open(os.path.join(ref, "stdout"), "ab") as out:
+    mode = "wb" if a.stdout_trunc else "ab"
+    with open(os.path.join(ref, "stdout"), mode) as out:
         r = subprocess.run(prog, cwd=ref, stdout=out, stdin=subprocess.DEVNULL, timeout=120)
     ref_rc = r.returncode
     print("reference: rc %d" % ref_rc, flush=True)
 
     launch = [os.path.abspath(a.revive), "launch", "--port", str(port), "--ckpt-dir", ck, "--"] + prog
-    with open(os.path.join(work, "stdout"), "ab") as out, open(os.path.join(work, "launch-stderr"), "wb") as err:
+    with open(os.path.join(work, "stdout"), mode) as out, open(os.path.join(work, "launch-stderr"), "wb") as err:
         proc = subprocess.Popen(launch, cwd=work, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
     restored = False  # proc is `revive launch` (= the program) or `revive restart` (the tree's parent)
     most = most_z = 0

@@ -34,6 +34,6 @@ namespace revive::inject {
 __attribute__((weak)) bool fd_reserved(int) { return false; }
 
 const Plugin kFdPlugin = {
-    "fd", 1, plugins::fd_init, plugins::fd_save, [](bool) {}, plugins::fd_restore, nullptr, nullptr, nullptr};
+    "fd", plugins::kFdVersion, plugins::fd_init, plugins::fd_save, [](bool) {}, plugins::fd_restore, nullptr, nullptr, nullptr};
 
 }  // namespace revive::inject

@@ -1,6 +1,6 @@
 // The fd plugin's section: tag "RVFD", u32 pid at checkpoint, u32 count, then per descriptor an FdRecord, its path
 // (length-prefixed) and, for a deleted regular file, its contents (content_len bytes).
-// Records come in ascending fd order.
+// Records come in ascending fd order. Also read by `revive restart` (src/plugins/proctree/tree_plan.cpp).
 #pragma once
 
 #include <stdint.h>
@@ -59,8 +59,29 @@ struct FdRecord {
   int64_t content_len; // kDeleted: contents; kEventfd/kTimerfd: state; kPipe: buffered data (0 for dups)
   int32_t peer_fd;     // kPipe with both ends in this process (fds > 2): the other end's fd, else -1.
                        // Its buffered data rides on the higher-numbered end's record.
-  int32_t pad2;
+  // kRegular, not a dup: which open file description this is across processes. The topmost process
+  // among this one and its ancestors that holds the same description (kcmp KCMP_FILE), and its lowest fd
+  // for it: every process of a tree sharing an inherited description records the same pair, so
+  // `revive restart` can create the description once and hand it down (docs/process-trees.md).
+  // share_pid 0: none (other kinds, kcmp unavailable).
+  int32_t share_fd;
+  uint32_t share_pid;
+  uint32_t pad2;
 };
+
+// Section schema version (2: share_pid/share_fd).
+constexpr uint32_t kFdVersion = 2;
+
+// What the restarter prepends to the fd section it hands to the restored process (never in an image):
+// "RVHO", i32 exe_fd (the program's executable, to become /proc/self/exe again, or -1), u32 mm_len and
+// mm_len bytes (the struct prctl_mm_map the restarter set, 0 if the kernel refused it), u32 n, then n
+// FdHandOver: descriptors inherited from the tree's skeleton that carry a shared open file description.
+constexpr char kHandOverTag[] = "RVHO";
+struct FdHandOver {
+  int32_t fd;         // the saved descriptor
+  int32_t inherited;  // the descriptor holding its shared description, open in the restored process
+};
+constexpr uint32_t kMaxHandOver = 1024;
 
 // Deleted-but-open files up to this size are saved in the image; a larger one fails the checkpoint.
 // REVIVE_FD_DELETED_MAX_MB overrides it (read at init).

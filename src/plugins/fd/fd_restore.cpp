@@ -6,6 +6,8 @@
 #include <limits.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <linux/prctl.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -56,6 +58,48 @@ int place(Ctx& c, int tmp, const FdRecord& rec) {
 
 namespace {
 
+// What the restarter handed over (kHandOverTag): descriptors of shared open file descriptions, inherited
+// from the process that recreated each one in the tree's skeleton (tree_spawn.cpp). Static: restore runs
+// on one thread, without allocation.
+FdHandOver g_handed[kMaxHandOver];
+uint32_t g_nhanded;
+
+int handed_over(int fd) {
+  for (uint32_t i = 0; i < g_nhanded; ++i)
+    if (g_handed[i].fd == fd) return g_handed[i].inherited;
+  return -1;
+}
+
+bool is_inherited(int fd) {
+  for (uint32_t i = 0; i < g_nhanded; ++i)
+    if (g_handed[i].inherited == fd) return true;
+  return false;
+}
+
+void close_handed() {
+  for (uint32_t i = 0; i < g_nhanded; ++i) close(g_handed[i].inherited);  // EBADF for repeats: harmless
+  g_nhanded = 0;
+}
+
+// /proc/self/exe names the restarter until the program's executable is set again. The kernel refuses
+// (EBUSY) while the old executable is still mapped: restore runs after the engine unmapped the
+// restarter, so now it can. PR_SET_MM_MAP (the map the restarter set, with exe_fd) needs
+// CAP_CHECKPOINT_RESTORE or CAP_SYS_ADMIN; PR_SET_MM_EXE_FILE needs CAP_SYS_RESOURCE. Without either,
+// /proc/self/exe keeps naming the restarter (docs/process-trees.md), silently: the program runs on.
+void set_exe(int exe_fd, const prctl_mm_map* mm, Ctx& c) {
+  if (exe_fd < 0) return;
+  int rc = -1;
+  if (mm) {
+    prctl_mm_map m = *mm;
+    m.exe_fd = static_cast<uint32_t>(exe_fd);
+    rc = prctl(PR_SET_MM, PR_SET_MM_MAP, &m, sizeof m, 0);
+  }
+  if (rc != 0) rc = prctl(PR_SET_MM, PR_SET_MM_EXE_FILE, exe_fd, 0, 0);
+  if (rc != 0 && errno != EPERM)
+    warn(Msg(c.line, sizeof c.line).s("cannot make /proc/self/exe name the program again: ").err(errno).c_str());
+  close(exe_fd);
+}
+
 int seek(Ctx& c, int fd, const FdRecord& rec, const char* path) {
   if (rec.offset < 0 || lseek(fd, rec.offset, SEEK_SET) == rec.offset) return 0;
   int e = errno;
@@ -68,7 +112,11 @@ int seek(Ctx& c, int fd, const FdRecord& rec, const char* path) {
 // back to its checkpoint size (what the program wrote after the checkpoint is written again after restart,
 // so appended output comes out identical); a file that shrank or vanished is an error naming it.
 int reopen_regular(Ctx& c, const FdRecord& rec, const char* path) {
-  int fd = open(path, rec.flags | O_CLOEXEC);
+  // A description shared with other processes of the tree arrives inherited: share it (one offset for
+  // all); size policy and offset are then applied to it as to a reopened file (every sharer applies the
+  // same size and offset, all before any of them runs user code).
+  int inherited = handed_over(rec.fd);
+  int fd = inherited >= 0 ? fcntl(inherited, F_DUPFD_CLOEXEC, 0) : open(path, rec.flags | O_CLOEXEC);
   bool pseudo = pseudo_file(path);
   if (pseudo) {
     if (fd < 0) return stand_in(c, rec, path, "cannot be reopened");
@@ -250,7 +298,9 @@ bool record_ok(const FdRecord& rec, int prev, size_t remaining) {
                      (kind == FdKind::kPipe && rec.peer_fd >= 0 && rec.peer_fd < rec.fd);
   bool peer_ok = rec.peer_fd == -1 ||
                  (kind == FdKind::kPipe && rec.fd > 2 && rec.peer_fd > 2 && rec.peer_fd != rec.fd && rec.dup_of < 0);
-  return rec.fd > prev && (rec.flags & ~kReopenFlags) == 0 && rec.kind >= 1 && rec.kind <= kMaxFdKind &&
+  bool share_ok = rec.share_pid == 0 ? rec.share_fd == -1
+                                     : rec.share_fd >= 0 && kind == FdKind::kRegular && rec.dup_of < 0;
+  return rec.fd > prev && share_ok && (rec.flags & ~kReopenFlags) == 0 && rec.kind >= 1 && rec.kind <= kMaxFdKind &&
          rec.dup_of >= -1 && rec.dup_of < rec.fd && (rec.dup_of < 0 || rec.content_len == 0) && peer_ok &&
          rec.content_len >= 0 && (has_content || rec.content_len == 0) &&
          rec.content_len <= static_cast<int64_t>(remaining);
@@ -258,10 +308,42 @@ bool record_ok(const FdRecord& rec, int prev, size_t remaining) {
 
 }  // namespace
 
+namespace {
+
+// The restarter's hand-over prefix, if any (kHandOverTag), then the section's own tag. 0, or -EINVAL with
+// the message written.
+int read_hand_over(Ctx& c) {
+  g_nhanded = 0;
+  char tag[4];
+  bool ok = c.in.bytes(tag, sizeof tag);
+  if (ok && memcmp(tag, kHandOverTag, sizeof tag) == 0) {
+    int32_t exe_fd = static_cast<int32_t>(c.in.u32());
+    uint32_t mm_len = c.in.u32();
+    prctl_mm_map mm;
+    bool have_mm = mm_len == sizeof mm && c.in.bytes(&mm, sizeof mm);
+    uint32_t n = c.in.u32();
+    if (!c.in.ok() || (mm_len != 0 && !have_mm) || n > kMaxHandOver ||
+        !c.in.bytes(g_handed, n * sizeof(FdHandOver))) {
+      return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd section: malformed hand-over from the restarter"),
+                  EINVAL);
+    }
+    g_nhanded = n;
+    set_exe(exe_fd, have_mm ? &mm : nullptr, c);  // first: exe_fd may sit on a number a record needs
+    ok = c.in.bytes(tag, sizeof tag);
+  }
+  if (ok && memcmp(tag, kFdTag, sizeof tag) == 0) return 0;
+  return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd section: bad tag (not an fd section)"), EINVAL);
+}
+
+}  // namespace
+
 int fd_restore(inject::SectionReader& r, char* msg, size_t cap) {
   In in(r);
   Ctx c{in, msg, cap, 0, {}};
-  if (!in.tag(kFdTag)) return fail(msg, cap, Msg(c.line, sizeof c.line).s("fd section: bad tag (not an fd section)"), EINVAL);
+  if (int rc = read_hand_over(c); rc != 0) {
+    close_handed();
+    return rc;
+  }
   epoll_rearm(false);  // nothing left over from an earlier, failed restore
   c.old_pid = in.u32();
   uint32_t count = in.u32();
@@ -284,9 +366,14 @@ int fd_restore(inject::SectionReader& r, char* msg, size_t cap) {
       return fail(msg, cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(" ('").s(path)
           .s("') is held by the restart engine in the restored process"), EBUSY);
     }
+    if (is_inherited(rec.fd)) {  // the skeleton places them above every saved fd: never expected
+      return fail(msg, cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(" ('").s(path)
+          .s("') is taken by a shared file description handed over by revive restart"), EBUSY);
+    }
     int rc = restore_one(c, rec, path);
     if (rc != 0) return rc;
   }
+  close_handed();
   if (in.remaining() != 0) return fail(msg, cap, Msg(c.line, sizeof c.line).s("fd section: ").u(in.remaining()).s(" trailing bytes"), EINVAL);
   epoll_rearm(true);
   return 0;

@@ -71,6 +71,12 @@ Seen g_seen[kMaxFds];
 int g_nseen;
 pid_t g_self;  // getpid() once per checkpoint, for kcmp
 
+// Which open file description a regular file descriptor is across processes (see share_keys).
+struct ShareKey {
+  uint32_t pid;
+  int32_t fd;
+};
+
 // Every pipe end open here (listed before saving), to find pipes whose two ends are both ours.
 struct PipeEnd {
   int fd;
@@ -149,7 +155,7 @@ int special_state(FdRecord& rec, int fd, const struct stat& st, int fl, char* pa
 
 // Saves one descriptor. Returns 0, or -errno with a warning on stderr naming it (save has no message
 // channel of its own).
-int save_one(Out& out, int fd) {
+int save_one(Out& out, int fd, ShareKey share) {
   char link[32];
   Msg(link, sizeof link).s("/proc/self/fd/").i(fd);
   char path[PATH_MAX];
@@ -176,6 +182,11 @@ int save_one(Out& out, int fd) {
   rec.mode = st.st_mode;
   rec.dup_of = find_dup(fd, st);
   rec.peer_fd = -1;
+  rec.share_fd = -1;
+  if (kind == FdKind::kRegular && rec.dup_of < 0 && share.pid != 0) {
+    rec.share_pid = share.pid;
+    rec.share_fd = share.fd;
+  }
   if (g_nseen < kMaxFds) g_seen[g_nseen++] = Seen{fd, st.st_dev, st.st_ino};
   char payload[64];
   const char* content = nullptr;
@@ -207,9 +218,13 @@ int save_one(Out& out, int fd) {
   return out.ok() ? 0 : -ENOMEM;
 }
 
-// Collects the open descriptor numbers (ascending) into fds; returns the count or -errno.
-int list_fds(int* fds, int cap, int skip) {
-  int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+// Collects the open descriptor numbers (ascending) of /proc/<pid>/fd (pid 0: ourselves, without the
+// descriptor listing them) into fds; returns the count or -errno.
+int list_fds(uint32_t pid, int* fds, int cap) {
+  char path[48];
+  if (pid == 0) Msg(path, sizeof path).s("/proc/self/fd");
+  else Msg(path, sizeof path).s("/proc/").u(pid).s("/fd");
+  int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) return -errno;
   int n = 0;
   alignas(8) char buf[4096];
@@ -227,7 +242,7 @@ int list_fds(int* fds, int cap, int skip) {
       if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
       int fd = 0;
       for (const char* c = d->d_name; *c; ++c) fd = fd * 10 + (*c - '0');
-      if (fd == dir || fd == skip) continue;
+      if (pid == 0 && fd == dir) continue;
       if (n == cap) {
         close(dir);
         return -EMFILE;
@@ -244,6 +259,71 @@ int list_fds(int* fds, int cap, int skip) {
       fds[j - 1] = t;
     }
   return n;
+}
+
+// The parent of pid from /proc/<pid>/stat ("pid (comm) S ppid ..."; comm may hold ')'), 0 if unknown.
+uint32_t parent_of(uint32_t pid) {
+  char path[48], buf[512];
+  Msg(path, sizeof path).s("/proc/").u(pid).s("/stat");
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  const char* p = strrchr(buf, ')');
+  if (!p || p[1] != ' ' || !p[2] || p[3] != ' ') return 0;
+  uint32_t v = 0;
+  for (p += 4; *p >= '0' && *p <= '9'; ++p) v = v * 10 + uint32_t(*p - '0');
+  return v;
+}
+
+// Open file descriptions shared with other processes (issue: a log opened once and inherited by a whole
+// tree must keep ONE offset after restart). For each regular file descriptor, the topmost process among
+// us and our ancestors that holds the same description (kcmp KCMP_FILE compares the kernel's struct
+// file, not the path) and its lowest fd for it. Every process sharing a description that an ancestor
+// (or one of them) holds computes the same pair, whichever process saves first: all are suspended.
+// Siblings sharing a description that no common ancestor holds any more get pairs of their own.
+ShareKey g_share[kMaxFds];  // by position in fd_save's list
+int g_anc_fds[kMaxFds];
+constexpr int kMaxAncestors = 64;
+
+void share_keys(const int* fds, int n) {
+  bool any = false;
+  for (int k = 0; k < n; ++k) {
+    g_share[k] = ShareKey{0, -1};
+    struct stat st;
+    if (inject::fd_reserved(fds[k]) || fstat(fds[k], &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    int fl = fcntl(fds[k], F_GETFL);
+    if (fl < 0 || (fl & O_PATH)) continue;
+    g_share[k] = ShareKey{static_cast<uint32_t>(g_self), fds[k]};
+    any = true;
+  }
+  if (!any) return;
+  uint32_t anc[kMaxAncestors];
+  int na = 0;
+  for (uint32_t p = static_cast<uint32_t>(syscall(SYS_getppid)); p > 1 && na < kMaxAncestors; p = parent_of(p))
+    anc[na++] = p;
+  // Farthest first: the first holder found is the topmost.
+  for (int a = na - 1; a >= 0; --a) {
+    int m = list_fds(anc[a], g_anc_fds, kMaxFds);
+    if (m <= 0) continue;  // gone, or not ours to look at
+    for (int k = 0; k < n; ++k) {
+      if (g_share[k].pid != static_cast<uint32_t>(g_self)) continue;  // not a file, or a higher holder found
+      for (int j = 0; j < m; ++j) {
+        long r = syscall(SYS_kcmp, g_self, anc[a], KCMP_FILE, fds[k], g_anc_fds[j]);
+        if (r == 0) {
+          g_share[k] = ShareKey{anc[a], g_anc_fds[j]};
+          break;
+        }
+        if (r < 0 && errno != EBADF) {
+          if (errno == ENOSYS) return;  // no kcmp: every description stays this process's own
+          goto next_ancestor;           // EPERM (another user's process), ESRCH (gone)
+        }
+      }
+    }
+  next_ancestor:;
+  }
 }
 
 }  // namespace
@@ -273,12 +353,13 @@ int fd_save(inject::SectionWriter& w) {
   static int fds[kMaxFds];
   g_nseen = 0;
   g_self = static_cast<pid_t>(syscall(SYS_getpid));
-  int n = list_fds(fds, kMaxFds, -1);
+  int n = list_fds(0, fds, kMaxFds);
   if (n < 0) {
     warn(n == -EMFILE ? "checkpoint refused: more than 4096 open descriptors" : "checkpoint failed: cannot list /proc/self/fd");
     return n;
   }
   list_pipes(fds, n);
+  share_keys(fds, n);
   uint32_t count = 0;
   for (int k = 0; k < n; ++k) count += inject::fd_reserved(fds[k]) ? 0 : 1;
   Out out(w);
@@ -287,7 +368,7 @@ int fd_save(inject::SectionWriter& w) {
   out.u32(count);
   for (int k = 0; k < n; ++k) {
     if (inject::fd_reserved(fds[k])) continue;
-    int rc = save_one(out, fds[k]);
+    int rc = save_one(out, fds[k], g_share[k]);
     if (rc != 0) return rc;
   }
   return out.ok() ? 0 : -ENOMEM;

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -14,17 +15,39 @@
 
 namespace revive::proctree {
 
+// A regular file descriptor of an image and which open file description it was across processes (the fd
+// section's share_pid/share_fd: equal pairs in two images = one description, one offset).
+struct FileRef {
+  int32_t fd = -1;
+  uint32_t key_pid = 0;
+  int32_t key_fd = -1;
+  int32_t flags = 0;  // F_GETFL as saved (access mode, O_APPEND...)
+  std::string path;
+};
+
+// An open file description several processes of the tree shared: created once, by `owner` before it
+// forks (or by `revive restart` before the roots, owner -1), and inherited by every member.
+struct SharedFile {
+  std::string path;
+  int32_t flags = 0;
+  int owner = -1;                            // index into procs; -1: revive restart itself
+  std::vector<std::pair<int, int32_t>> members;  // (index into procs, fd in that process)
+};
+
 struct TreeProc {
   std::string image;
   uint32_t pid = 0, ppid = 0, pgid = 0, sid = 0;
   std::vector<Zombie> zombies;
   int parent = -1;            // index of the parent's image; -1: a root (its parent was not checkpointed)
   std::vector<int> children;  // indexes, ascending pid
+  std::vector<FileRef> files; // regular files with a share key (from the fd section, if readable)
+  int32_t max_fd = -1;        // highest descriptor the image restores
 };
 
 struct TreePlan {
   std::vector<TreeProc> procs;  // image order
   std::vector<int> roots;
+  std::vector<SharedFile> shared;  // descriptions held by two or more processes of the plan
 };
 
 // Reads every image's proctree section. NotFound when an image has none (written without the plugin):

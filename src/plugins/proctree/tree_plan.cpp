@@ -12,6 +12,7 @@
 #include <map>
 
 #include "image/view.h"
+#include "plugins/fd/fd_record.h"
 #include "plugins/proctree/tree.h"
 
 namespace revive::proctree {
@@ -21,6 +22,68 @@ uint32_t U32(const uint8_t* p) {
   uint32_t v;
   memcpy(&v, p, 4);
   return v;
+}
+
+// The fd section's regular files with their share keys, and the highest fd (fd_record.h). Best effort:
+// a section this build cannot read leaves files empty (nothing shared; the fd plugin names the problem
+// when it restores the image).
+void ReadFiles(const image::View& v, TreeProc* out) {
+  const image::SectionEntry* s = image::find_section(v, image::kKindPlugin, "fd");
+  if (!s || s->version != plugins::kFdVersion) return;
+  const uint8_t* p = v.base + s->offset;
+  const uint64_t n = s->length;
+  if (n < 12 || memcmp(p, plugins::kFdTag, 4) != 0) return;
+  uint32_t count = U32(p + 8);
+  uint64_t off = 12;
+  std::vector<FileRef> files;
+  int32_t max_fd = -1;
+  for (uint32_t k = 0; k < count; ++k) {
+    plugins::FdRecord rec;
+    if (n - off < sizeof rec + 4) return;
+    memcpy(&rec, p + off, sizeof rec);
+    off += sizeof rec;
+    uint32_t len = U32(p + off);
+    off += 4;
+    if (rec.content_len < 0 || n - off < len || n - off - len < uint64_t(rec.content_len)) return;
+    std::string path(reinterpret_cast<const char*>(p + off), len);
+    off += len + uint64_t(rec.content_len);
+    max_fd = std::max(max_fd, rec.fd);
+    if (rec.kind == uint32_t(plugins::FdKind::kRegular) && rec.dup_of < 0 && rec.share_pid != 0 && rec.share_fd >= 0 &&
+        path.rfind("/proc/", 0) != 0 && path.rfind("/sys/", 0) != 0)
+      files.push_back(FileRef{rec.fd, rec.share_pid, rec.share_fd, rec.flags, std::move(path)});
+  }
+  out->files = std::move(files);
+  out->max_fd = max_fd;
+}
+
+// Groups the images' files by share key; a description held by two or more processes gets its owner:
+// the lowest common ancestor of its holders in the plan (-1 when they are under different roots).
+void PlanShared(TreePlan* plan) {
+  std::map<std::pair<uint32_t, int32_t>, SharedFile> groups;
+  for (size_t i = 0; i < plan->procs.size(); ++i)
+    for (const FileRef& f : plan->procs[i].files) {
+      SharedFile& g = groups[{f.key_pid, f.key_fd}];
+      if (g.members.empty()) {
+        g.path = f.path;
+        g.flags = f.flags;
+      }
+      g.members.push_back({int(i), f.fd});
+    }
+  auto chain = [&](int i) {  // i and its ancestors, root last
+    std::vector<int> c;
+    for (; i >= 0; i = plan->procs[size_t(i)].parent) c.push_back(i);
+    return c;
+  };
+  for (auto& [key, g] : groups) {
+    if (g.members.size() < 2) continue;
+    std::vector<int> common = chain(g.members[0].first);  // candidates, nearest first
+    for (size_t m = 1; m < g.members.size(); ++m) {
+      std::vector<int> c = chain(g.members[m].first);
+      std::erase_if(common, [&](int x) { return std::find(c.begin(), c.end(), x) == c.end(); });
+    }
+    g.owner = common.empty() ? -1 : common.front();
+    plan->shared.push_back(std::move(g));
+  }
 }
 
 // One image's section, through the validating view (checksums of header, directory and sections).
@@ -63,6 +126,7 @@ Status ReadSection(const std::string& image, TreeProc* out) {
                               std::to_string(n) + " bytes");
   for (uint32_t i = 0; i < nz; ++i) out->zombies.push_back({U32(p + 24 + 8 * i), U32(p + 28 + 8 * i)});
   if (out->pid == 0) return Status::Corruption(image + ": proctree section: pid 0");
+  ReadFiles(v, out);
   return Status::OK();
 }
 
@@ -108,6 +172,7 @@ Status PlanTree(const std::vector<std::string>& images, TreePlan* plan) {
   for (TreeProc& t : plan->procs)
     std::sort(t.children.begin(), t.children.end(),
               [&](int a, int b) { return plan->procs[size_t(a)].pid < plan->procs[size_t(b)].pid; });
+  PlanShared(plan);
   return Status::OK();
 }
 

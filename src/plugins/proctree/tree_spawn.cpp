@@ -2,15 +2,21 @@
 // (root here) and a free pid. Each process is created by the process that was its parent, so getppid(),
 // waitpid() and process groups come out as recorded; zombies are children that exit at once with their
 // recorded status and wait to be reaped by the restored parent.
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <string>
 
 #include "plugins/proctree/tree.h"
 
@@ -93,11 +99,72 @@ void regroup(const TreePlan& plan, const TreeProc& t) {
   }
 }
 
+// Shared open file descriptions (plan.shared[g]) live at descriptor g_share_base + g, above every
+// descriptor any image restores and every one `revive restart` holds, so nothing restored lands on them.
+// The owner opens each before it forks; children inherit it; each process tells its restorer which of
+// its fds it is (REVIVE_FD_SHARED, read by revive-restart and handed to the fd plugin) and closes the rest.
+int g_share_base = -1;
+
+void open_shared(const TreePlan& plan, int owner) {
+  if (g_share_base < 0) return;
+  for (size_t g = 0; g < plan.shared.size(); ++g) {
+    const SharedFile& f = plan.shared[g];
+    if (f.owner != owner) continue;
+    // Not O_CREAT/O_TRUNC: the file's size policy is the fd plugin's; a file that cannot be opened is
+    // left to it too (it reopens by path and names the problem).
+    int fd = open(f.path.c_str(), (f.flags & ~O_CLOEXEC) | O_NOCTTY);
+    if (fd < 0) continue;
+    if (fd != g_share_base + int(g)) {
+      if (dup3(fd, g_share_base + int(g), 0) < 0)
+        fprintf(stderr, "revive restart: cannot share %s between processes: %s\n", f.path.c_str(), strerror(errno));
+      close(fd);
+    }
+  }
+}
+
+// Before exec: REVIVE_FD_SHARED for process i's own members, and no other shared descriptor left open.
+void hand_shared(const TreePlan& plan, size_t i) {
+  if (g_share_base < 0) return;
+  std::string env;
+  for (size_t g = 0; g < plan.shared.size(); ++g) {
+    const int inh = g_share_base + int(g);
+    bool used = false;
+    for (const auto& [proc, fd] : plan.shared[g].members)
+      if (proc == int(i) && fcntl(inh, F_GETFD) >= 0) {
+        env += (env.empty() ? "" : ",") + std::to_string(fd) + ":" + std::to_string(inh);
+        used = true;
+      }
+    if (!used) close(inh);
+  }
+  if (env.empty()) unsetenv("REVIVE_FD_SHARED");
+  else setenv("REVIVE_FD_SHARED", env.c_str(), 1);
+}
+
+// The lowest descriptor above every saved one and every one open here, or -1 (no room under the limit).
+int share_base(const TreePlan& plan) {
+  if (plan.shared.empty()) return -1;
+  int top = 2;
+  for (const TreeProc& t : plan.procs) top = std::max(top, int(t.max_fd));
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (dirent* e = readdir(d)) top = std::max(top, atoi(e->d_name));
+    closedir(d);
+  }
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rlim_t(top) + 1 + plan.shared.size() > rl.rlim_cur) {
+    fprintf(stderr, "revive restart: warning: no descriptor numbers left under RLIMIT_NOFILE (%llu) for %zu "
+                    "shared file(s); each process gets its own offset\n",
+            (unsigned long long)rl.rlim_cur, plan.shared.size());
+    return -1;
+  }
+  return top + 1;
+}
+
 [[noreturn]] void become(const TreePlan& plan, size_t i, bool exact, const std::function<void(size_t)>& exec_image) {
   const TreeProc& t = plan.procs[i];
   close(g_sync.ready[0]);
   close(g_sync.go[1]);
   regroup(plan, t);
+  open_shared(plan, int(i));  // before its children: they inherit the descriptions
   for (const Zombie& z : t.zombies) {
     long r = fork_with_pid(z.pid, exact);
     if (r == 0) be_zombie(z.status);
@@ -114,6 +181,7 @@ void regroup(const TreePlan& plan, const TreeProc& t) {
   while (read(g_sync.go[0], &c, 1) < 0 && errno == EINTR) {
   }
   close(g_sync.go[0]);
+  hand_shared(plan, i);
   exec_image(i);
   _exit(127);
 }
@@ -124,6 +192,8 @@ Status SpawnTree(const TreePlan& plan, bool exact_pids, const std::function<void
                  std::vector<pid_t>* roots_out) {
   if (pipe2(g_sync.ready, O_CLOEXEC) != 0 || pipe2(g_sync.go, O_CLOEXEC) != 0)
     return Status::FromErrno("pipe", errno);
+  g_share_base = share_base(plan);
+  open_shared(plan, -1);  // descriptions shared across roots: ours, inherited by each root
   Status s = Status::OK();
   for (int r : plan.roots) {
     const TreeProc& t = plan.procs[size_t(r)];
@@ -141,6 +211,7 @@ Status SpawnTree(const TreePlan& plan, bool exact_pids, const std::function<void
   }
   close(g_sync.ready[1]);
   close(g_sync.go[0]);
+  for (size_t g = 0; g_share_base >= 0 && g < plan.shared.size(); ++g) close(g_share_base + int(g));
   // Until every process of the plan reported success, or one failed, or all are gone (EOF).
   std::vector<pid_t> made;
   bool failed = !s.ok();

@@ -9,11 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static void nap(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
-}
+#include "tree_util.h"
 
 static void work(const char* who, int n) {
   for (int i = 0; i < n; i++) {

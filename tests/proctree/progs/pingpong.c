@@ -10,19 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static void nap(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
-}
-
-static void wait_usr1(void) {
-  sigset_t s;
-  sigemptyset(&s);
-  sigaddset(&s, SIGUSR1);
-  while (sigwaitinfo(&s, NULL) != SIGUSR1) {
-  }
-}
+#include "tree_util.h"
 
 int main(int argc, char** argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 150;
