@@ -19,6 +19,9 @@ enum Kind : uint32_t {
   kFifo = 4,       // named FIFO: its buffered bytes are drained by the reader (no marker needed)
   kPipe = 5,       // anonymous pipe end whose other end is in another process of the computation
   kPipeOut = 6,    // anonymous pipe end whose other end is not (left to the fd plugin)
+  kBacklog = 7,    // connected end whose connection sat in an internal listener's backlog at checkpoint:
+                   // rx holds the bytes it had sent; it connects to the listener again and re-sends them
+  kGone = 8,       // the plugin's own end of a backlog connection, accepted at save and closed again
 };
 
 // Growable byte buffer on mmap (usable with user threads held; its pages are process memory, so the
@@ -38,7 +41,7 @@ struct Chan {
   int32_t cloexec;   // FD_CLOEXEC
   int32_t nodelay;   // TCP_NODELAY
   sockaddr_storage local, peer;  // sockaddr_in, sockaddr_in6 or sockaddr_un
-  uint32_t local_len;
+  uint32_t local_len, peer_len;
   char key[80];       // hex(local, peer): this end's name; the peer names it reversed
   char peer_key[80];
   bool acceptor;      // restart: this end listens, the other connects (the smaller key listens)
@@ -60,6 +63,9 @@ struct Chan {
   // kPipe, kFifo read end: this process drains it and, for a pipe, rebuilds it on restart. A pipe or FIFO
   // read by several processes (workers sharing a queue) has one owner, or each would drain the same bytes.
   bool owner;
+  // Backlog connections (chan_backlog.cpp): 1 = accepted by the plugin at save from a listener's backlog,
+  // 2 = this end's connection waits in an internal listener's backlog.
+  uint8_t backlog;
 };
 
 constexpr size_t kMaxChans = 256;
@@ -84,6 +90,8 @@ int reconnect(uint64_t gen, char* msg, size_t cap);
 // Original process, at resume: half-closed connections get a new connection (rendezvous "chanh.<G>..."),
 // like a restart's, before the refill runs over it.
 int rebuild_half_closed(uint64_t gen, char* msg, size_t cap);
+// Puts socket s at c.fd (replacing whatever is there) with c's saved flags and epoll registrations.
+int place_socket(Chan& c, int s, char* msg, size_t cap);
 // chan_fifo.cpp: named FIFOs. Drain reads what the FIFO buffers (read ends); put_back writes it again;
 // reopen_fifos reopens read ends (readers) at restore, write ends (writers) at reconnect, when every
 // reader is back. consider_fifo fills a table slot (false: not a named FIFO).
@@ -104,11 +112,36 @@ int drain_buffered(uint32_t kind, char* msg, size_t cap);  // kFifo or kPipe, ow
 int put_back_fifos(uint32_t kind /* 0: FIFOs and pipes */, bool keep, char* msg, size_t cap);
 int reopen_fifos(bool writers, char* msg, size_t cap);
 
+// chan_backlog.cpp: connections still in a listener's backlog (connect done, accept not yet). Drain phase:
+// the listener's process publishes "chanb.<G>.<name>" for each (found by sock_diag). Save: it decides
+// (all its pending peers are in the computation: "chanbd.<G>.<name>" = 1, else 0), accepts them and drains
+// them like any connection; then hands each client the bytes it had sent and closes its end. The client
+// connects to the listener again at resume (restart: reconnect) and re-sends them, so the program's
+// accept() returns the connection and reads every byte once.
+void publish_backlogs(uint64_t gen);
+int backlog_accept(uint64_t gen, char* msg, size_t cap);  // save, listener side, before the drain
+int backlog_join(uint64_t gen, Chan& c, char* msg, size_t cap);  // save, client side, per kOutside entry
+int backlog_transfer(char* msg, size_t cap);               // save, after the drain
+int backlog_reconnect(char* msg, size_t cap);              // resume / reconnect
+
 // Helpers (chan_scan.cpp).
+// Adds socket fd to the table (connected: kOutside, named by its addresses); false if it is not one.
+bool add_socket(int fd);
+size_t addr_key(const sockaddr_storage& ss, uint8_t* out);  // address+port as key material
+void make_keys(Chan& c, const uint8_t* a, size_t la, const uint8_t* b, size_t lb);
 size_t addr_len(int family);  // of an inet address (sockaddr_in / sockaddr_in6)
 // Unix socket: the inode of the socket at the other end of socket `ino` (sock_diag), 0 if none.
 // *shutdown (if given): the socket's own shutdown bits (1: receiving side shut, 2: sending side shut).
 uint64_t unix_peer_ino(uint64_t ino, uint8_t* shutdown = nullptr);
+// A sock_diag netlink request (req starts with its nlmsghdr; length and type are filled in here): the
+// netlink socket to read the answer from, or -1.
+int diag_request(void* req, size_t len);
+// Unix listener `ino`: the inodes of the clients whose connections wait in its backlog (sock_diag
+// UNIX_DIAG_ICONS; the queued sockets themselves have no inode yet); count or -1.
+int unix_icons(uint64_t ino, uint32_t* out, int max);
+// TCP listener c: the (local, peer) addresses of the connections in its backlog (established, no socket
+// file yet: inode 0), from inet_diag; count or -1.
+int tcp_pending(const Chan& c, sockaddr_storage* local, sockaddr_storage* peer, int max);
 void hex(char* out, size_t cap, const void* p, size_t n);
 void unhex(const char* s, uint8_t* out, size_t cap, size_t* n);  // lowercase hex from hex(); *n bytes
 uint64_t now_ms();

@@ -188,12 +188,15 @@ int restore_local(char* msg, size_t cap) {
   return reopen_fifos(false, msg, cap);
 }
 
+int place_socket(Chan& c, int s, char* msg, size_t cap) { return place(c, s, msg, cap); }
+
 int rebuild_half_closed(uint64_t gen, char* msg, size_t cap) { return rebuild(gen, "chanh.", true, msg, cap); }
 
 int reconnect(uint64_t gen, char* msg, size_t cap) {
   if (int rc = pipes_listen(gen, msg, cap)) return rc;
   if (int rc = pipes_connect(gen, msg, cap)) return rc;
   if (int rc = rebuild(gen, "chanr.", false, msg, cap)) return rc;
+  if (int rc = backlog_reconnect(msg, cap)) return rc;  // every listener is bound again by now
   if (int rc = reopen_fifos(true, msg, cap)) return rc;
   g_drained = true;  // the drained bytes (in restored memory) go back in the refill phase
   return 0;

@@ -41,7 +41,10 @@ bool step(Chan& c, const uint8_t mk[16], char* msg, size_t cap) {
       plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": no memory for drained data");
       return false;
     }
-    ssize_t r = recv(c.fd, c.rx.p + c.rx.len, c.rx.cap - c.rx.len, MSG_DONTWAIT);
+    // A client in a listener's backlog gets nothing but the marker, and right after it the bytes the
+    // listener's process hands back (chan_backlog.cpp): read exactly the marker's 16 bytes.
+    size_t room = c.backlog == 2 ? 16 - c.rx.len : c.rx.cap - c.rx.len;
+    ssize_t r = recv(c.fd, c.rx.p + c.rx.len, room, MSG_DONTWAIT);
     if (r < 0 && (errno == EAGAIN || errno == EINTR)) break;
     if (r < 0) goto fail;
     if (r == 0) {  // the peer closed its writing side: all it sent is here (no marker will come)
@@ -77,12 +80,15 @@ int drain(uint64_t gen, char* msg, size_t cap) {
     }
   }
   g_gen = gen;
+  publish_backlogs(gen);
   publish_pipes(gen);  // FIFOs too: they are drained at save, by one reader each
   return 0;
 }
 
 int drain_sockets(uint64_t gen, char* msg, size_t cap) {
   char key[128], val[64];
+  // Our listeners' backlogs first: their clients wait for our decision below, we never wait for theirs.
+  if (int rc = backlog_accept(gen, msg, cap)) return rc;
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
     if (c.kind != kOutside) continue;
@@ -93,6 +99,7 @@ int drain_sockets(uint64_t gen, char* msg, size_t cap) {
       return -EIO;
     }
     if (r == 1) c.kind = kConn;
+    else if (int rc = backlog_join(gen, c, msg, cap)) return rc;  // not accepted yet?
   }
   uint8_t mk[16];
   marker(gen, mk);
@@ -108,7 +115,7 @@ int drain_sockets(uint64_t gen, char* msg, size_t cap) {
     g_drained = true;  // from the first byte read on, the bytes must be put back
     if (all) {
       for (uint32_t i = 0; i < g_nchans; ++i) g_chans[i].rebuild = g_chans[i].wr_shut || g_chans[i].eof;
-      return 0;
+      return backlog_transfer(msg, cap);
     }
     if (now_ms() > deadline) {
       for (uint32_t i = 0; i < g_nchans; ++i)

@@ -95,6 +95,8 @@ int refill(bool restored, char* msg, size_t cap) {
     if (int rc = put_back_fifos(0, false, msg, cap)) return rc;
   } else if (int rc = rebuild_half_closed(g_gen, msg, cap)) {  // a restored process rebuilt them all
     return rc;
+  } else if (int rc2 = backlog_reconnect(msg, cap)) {  // a restored process did in reconnect
+    return rc2;
   }
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];

@@ -66,8 +66,6 @@ int wait_fd(int fd, short events, int ms) {
   return r < 0 ? -errno : r;
 }
 
-namespace {
-
 // The address part of an inet socket name as key material: IPv4 address+port, or IPv6 address+port.
 size_t addr_key(const sockaddr_storage& ss, uint8_t* out) {
   if (ss.ss_family == AF_INET) {
@@ -94,6 +92,8 @@ void make_keys(Chan& c, const uint8_t* a, size_t la, const uint8_t* b, size_t lb
   c.acceptor = strcmp(c.key, c.peer_key) < 0;
 }
 
+namespace {
+
 int int_opt(int fd, int level, int name) {
   int v = 0;
   socklen_t l = sizeof v;
@@ -102,20 +102,19 @@ int int_opt(int fd, int level, int name) {
 
 // One descriptor: a stream socket goes into the table (slot reused: the buffers stay mapped across
 // checkpoints), anything else is the fd plugin's.
-void consider(int fd) {
+bool consider(int fd) {
   struct stat st;
-  if (fstat(fd, &st) != 0 || inject::fd_reserved(fd) || g_nchans >= kMaxChans) return;
+  if (fstat(fd, &st) != 0 || inject::fd_reserved(fd) || g_nchans >= kMaxChans) return false;
   if (S_ISFIFO(st.st_mode)) {
     Chan& c = g_chans[g_nchans];
     if (consider_fifo(fd, c)) ++g_nchans;
-    return;
+    return false;
   }
-  if (!S_ISSOCK(st.st_mode)) return;
+  if (!S_ISSOCK(st.st_mode)) return false;
   int family = int_opt(fd, SOL_SOCKET, SO_DOMAIN);
   if ((family != AF_INET && family != AF_INET6 && family != AF_UNIX) ||
       int_opt(fd, SOL_SOCKET, SO_TYPE) != SOCK_STREAM)
-    return;
-  if (g_nchans >= kMaxChans) return;
+    return false;
   Chan& c = g_chans[g_nchans];
   Bytes rx = c.rx, back = c.back;
   memset(&c, 0, sizeof c);
@@ -130,25 +129,30 @@ void consider(int fd) {
   c.nodelay = family != AF_UNIX && int_opt(fd, IPPROTO_TCP, TCP_NODELAY) > 0;
   c.listen_fd = -1;
   socklen_t l = sizeof c.local;
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&c.local), &l) != 0) return;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&c.local), &l) != 0) return false;
   c.local_len = l;
   if (int_opt(fd, SOL_SOCKET, SO_ACCEPTCONN) == 1) {
     // A Unix listener without a name cannot be reached by anyone: leave it to the fd plugin.
-    if (family == AF_UNIX && l <= sizeof(sa_family_t)) return;
+    if (family == AF_UNIX && l <= sizeof(sa_family_t)) return false;
     c.kind = kListen;
     ++g_nchans;
-    return;
+    return true;
   }
   if (family == AF_UNIX) {
     // Unix ends have no addresses that tell connections apart: the pair of socket inodes does.
     uint8_t shut = 0;
     uint64_t me = st.st_ino, peer = unix_peer_ino(me, &shut);
-    if (!peer) return;  // not connected: the fd plugin's
+    l = sizeof c.peer;  // the listener's name, should the connection still be in its backlog
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&c.peer), &l) == 0) c.peer_len = l;
+    // A connected end whose peer has no inode is still in a listener's backlog (the peer gets its
+    // socket file at accept), named (own inode, 0) like the listener names it; else not connected.
+    if (!peer && c.peer_len <= sizeof(sa_family_t)) return false;  // the fd plugin's
     c.wr_shut = (shut & 2) != 0;  // SEND_SHUTDOWN
     make_keys(c, reinterpret_cast<const uint8_t*>(&me), 8, reinterpret_cast<const uint8_t*>(&peer), 8);
   } else {
     l = sizeof c.peer;
-    if (getpeername(fd, reinterpret_cast<sockaddr*>(&c.peer), &l) != 0) return;  // unconnected: fd plugin
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&c.peer), &l) != 0) return false;  // unconnected: fd plugin
+    c.peer_len = l;
     uint8_t a[18], b[18];
     size_t la = addr_key(c.local, a), lb = addr_key(c.peer, b);
     make_keys(c, a, la, b, lb);
@@ -161,6 +165,7 @@ void consider(int fd) {
   }
   c.kind = kOutside;  // until its peer shows up in the drain phase
   ++g_nchans;
+  return true;
 }
 
 struct Dirent64 {
@@ -172,6 +177,8 @@ struct Dirent64 {
 };
 
 }  // namespace
+
+bool add_socket(int fd) { return consider(fd) && g_chans[g_nchans - 1].fd == fd; }
 
 int scan(char* msg, size_t cap) {
   g_nchans = 0;
