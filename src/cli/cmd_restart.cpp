@@ -223,7 +223,9 @@ int Restart(const RestartArgs& a) {
     s = CheckNotRunning(t, plan);
     if (!s.ok()) return Fail(s.message());
   }
-  if (on_hosts) return RunHostParts("revive restart", a.ho, t, parts);
+  if (on_hosts)
+    return RunHostParts("revive restart", a.ho, t, parts,
+                        [&t](const HostPart& part, int code) { return AbortUnfinishedRestart(t, part, code); });
 
   Progress("revive: restoring " + std::to_string(plan.images.size()) + " process(es) from " +
            (plan.manifest.empty() ? plan.images[0] : plan.manifest));

@@ -60,7 +60,8 @@ Status SelfPath(std::string* out) {
 
 }  // namespace
 
-int RunHostParts(const char* who, const HostOpts& o, const Target& root, const std::vector<HostPart>& parts) {
+int RunHostParts(const char* who, const HostOpts& o, const Target& root, const std::vector<HostPart>& parts,
+                 const std::function<bool(const HostPart&, int)>& on_fail) {
   auto fail = [who](const std::string& m) {
     fprintf(stderr, "%s: %s\n", who, m.c_str());
     return 2;
@@ -126,7 +127,47 @@ int RunHostParts(const char* who, const HostOpts& o, const Target& root, const s
     }
     kids.push_back(pid);
   }
-  return WaitAll(kids);
+  if (!on_fail) return WaitAll(kids);
+  // In the order they end, so a failure is noticed while the other parts still run.
+  std::vector<int> codes(kids.size(), 0);
+  size_t left = kids.size();
+  int abort_code = -1;
+  while (left > 0) {
+    int st = 0;
+    pid_t pid = waitpid(-1, &st, 0);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    size_t k = 0;
+    while (k < kids.size() && kids[k] != pid) k++;
+    if (k == kids.size()) continue;  // not a part (nothing else is expected)
+    left--;
+    codes[k] = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
+    if (codes[k] != 0 && abort_code < 0 && left > 0 && on_fail(parts[k], codes[k])) abort_code = codes[k];
+  }
+  if (abort_code >= 0) return abort_code;
+  for (int c : codes)
+    if (c != 0) return c;
+  return 0;
+}
+
+bool AbortUnfinishedRestart(const Target& root, const HostPart& failed, int status) {
+  ScopedClient sc;
+  if (!ConnectCli(root, 2000, &sc.c).ok()) return false;
+  coord::FrameBuilder b(sc.c.tx_buffer(), coord::Client::kTxCap, coord::kStatusRequest, sc.c.next_seq());
+  coord::FrameHeader h;
+  coord::Payload p;
+  char state[64] = "";
+  if (!sc.c.send(b) || sc.c.recv(&h, &p, 10000) != 1 || !p.get_str("state", state, sizeof state) ||
+      strncmp(state, "restart", 7) != 0)
+    return false;  // the computation is running: the part's status is its processes' own
+  fprintf(stderr,
+          "revive restart: the part on host %s exited with status %d while the coordinator was still in %s; "
+          "its processes will not come back, so the restored processes of the other hosts are stopped\n",
+          failed.host.c_str(), status, state);
+  coord::FrameBuilder k(sc.c.tx_buffer(), coord::Client::kTxCap, coord::kKill, sc.c.next_seq());
+  return sc.c.send(k) && sc.c.recv(&h, &p, 10000) == 1;
 }
 
 int WaitAll(const std::vector<pid_t>& kids) {

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,8 +43,16 @@ struct HostPart {
 
 // Expands every part through the launcher and runs them all; waits for each and returns the first
 // non-zero status in part order (128+N for a signal), else 0. Errors (bad template, sub port) are exit 2
-// with the message printed under `who`.
-int RunHostParts(const char* who, const HostOpts& o, const Target& root, const std::vector<HostPart>& parts);
+// with the message printed under `who`. on_fail(part, status), if given, is called for the first part
+// that ends non-zero while others still run; when it returns true (it stopped the computation) that
+// part's status is returned.
+int RunHostParts(const char* who, const HostOpts& o, const Target& root, const std::vector<HostPart>& parts,
+                 const std::function<bool(const HostPart&, int)>& on_fail = nullptr);
+
+// For restart: when a part failed while the root still waits for processes at the restart barrier (the
+// failed host's never come), tells the root to kill the computation so the other hosts' restored
+// processes do not wait forever. Returns true if it did.
+bool AbortUnfinishedRestart(const Target& root, const HostPart& failed, int status);
 
 // In a part: where this host's processes connect. `parent` = "HOST:PORT" of the root (from --parent):
 // a sub-coordinator is started on this host's address toward the root, port t->port, unless one answers; "" = the root itself (t unchanged),

@@ -162,7 +162,9 @@ Status Server::Run() {
     }
     CheckTimers();
     Reap();
-    if (o_.exit_on_last && state_ == State::kIdle) {
+    // A restart whose processes all left before the barrier completed (restart --hosts stops the others
+    // when one host's part failed) has nothing left to wait for either.
+    if (o_.exit_on_last && (state_ == State::kIdle || state_ == State::kRestartWait)) {
       if (ever_had_proc_ && ProcCount() == 0) {
         Log(2, "last process left; exiting (--exit-on-last)");
         break;

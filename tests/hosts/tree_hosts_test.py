@@ -148,6 +148,25 @@ def test(a, rng, seed, prefix, net):
     sub2 = free_port(rng)
     cmd = [REVIVE, "restart", "--port", str(port), "--hosts", ",".join(new_host[r] for r in order),
            "--launcher", "ip netns exec {host} {cmd}", "--sub-port", str(sub2), CK]
+
+    # One host cannot start its sub-coordinator (something else holds the port there): that part fails,
+    # and the restored processes of the other hosts, parked at the restart barrier for processes that
+    # will never come, are stopped instead of waiting forever.
+    squat_host = new_host[order[1]]
+    squat = subprocess.Popen(["ip", "netns", "exec", squat_host, sys.executable, "-c",
+                              "import socket,sys,time\ns=socket.socket(); s.bind(('0.0.0.0', %d)); s.listen(1)\n"
+                              "print('ok', flush=True); time.sleep(120)" % (sub2 + 1)], stdout=subprocess.PIPE)
+    try:
+        squat.stdout.readline()
+        r = run(cmd, cwd=a.workdir, env=ENV, timeout=120)
+    finally:
+        squat.kill()
+        squat.wait()
+    if r.returncode == 0 or "are stopped" not in r.stderr or squat_host not in r.stderr:
+        fail("restart with a taken sub port on %s: rc %d, %r" % (squat_host, r.returncode, r.stderr))
+    if not coordinator_gone(REVIVE, port, CK, ENV, timeout=30):
+        fail("an aborted restart left its coordinator running")
+    print("a failed host part stops the restart: " + r.stderr.strip().replace("\n", " | "), flush=True)
     print("restart: " + " ".join(cmd), flush=True)
     rerr = open(os.path.join(a.workdir, "restart-stderr"), "wb")
     rp = subprocess.Popen(cmd, cwd=a.workdir, stdout=rerr, stderr=rerr, stdin=subprocess.DEVNULL, env=ENV)
