@@ -14,6 +14,8 @@ namespace lanczos {
 
 struct RunResult {
   double seconds = 0;       // wall time of the iteration loop (checkpoint writes included)
+  double in_checkpoint = 0; // part of it spent inside checkpoint calls (update_and_write, wait)
+  double final_wait = 0;    // of which the wait() after the loop (the last version made durable)
   int restarted_from = -1;  // iteration the run resumed after (-1 = fresh start)
 };
 

@@ -27,7 +27,7 @@ void Init(const Lattice& L, const Parallel& P, int m, State* s) {
   for (double& x : s->v) x /= norm;
 }
 
-void Step(const Lattice& L, const Parallel& P, State* s) {
+void Step(const Lattice& L, const Parallel& P, State* s, const std::function<void()>& before_update) {
   const size_t n = L.local_rows();
   const int j = s->iteration;
   std::vector<double> below(static_cast<size_t>(L.nx)), above(static_cast<size_t>(L.nx)), w(n);
@@ -39,6 +39,7 @@ void Step(const Lattice& L, const Parallel& P, State* s) {
   const double a = Dot(P, w, s->v);
   for (size_t i = 0; i < n; ++i) w[i] -= a * s->v[i];
   const double nb = std::sqrt(Dot(P, w, w));
+  if (before_update) before_update();
   s->alpha[static_cast<size_t>(j)] = a;
   s->beta[static_cast<size_t>(j) + 1] = nb;
   s->v_prev.swap(s->v);

@@ -29,8 +29,10 @@ struct Parallel {
 
 // Sizes the state for m iterations and sets v_0 to a normalised deterministic start vector.
 void Init(const Lattice& L, const Parallel& P, int m, State* s);
-// One Lanczos step j = s->iteration; increments s->iteration.
-void Step(const Lattice& L, const Parallel& P, State* s);
+// One Lanczos step j = s->iteration; increments s->iteration. before_update (if set) runs after the step
+// has only read the state and before it writes any of it: a zero-copy checkpoint waits there, so its
+// background write overlaps the matrix-vector product.
+void Step(const Lattice& L, const Parallel& P, State* s, const std::function<void()>& before_update = {});
 
 }  // namespace lanczos
 
