@@ -37,6 +37,8 @@ struct Chan {
   int32_t fd;
   uint32_t kind;
   int32_t family;
+  int32_t type;      // SOCK_STREAM; Unix sockets also SOCK_DGRAM, SOCK_SEQPACKET (messages: rx and back
+                     // then hold records [u32 length][bytes], boundaries and order kept)
   int32_t flags;     // F_GETFL (O_NONBLOCK...)
   int32_t cloexec;   // FD_CLOEXEC
   int32_t nodelay;   // TCP_NODELAY
@@ -48,7 +50,8 @@ struct Chan {
   // Run-time state of the phases.
   Bytes rx;           // drained: bytes the peer had sent that we had not read, in order
   Bytes back;         // refill: the peer's drained bytes, to be written back to it
-  size_t sent, got;   // progress of the marker / refill exchange
+  size_t sent, got;   // progress of the marker / refill exchange (messages: counted in messages)
+  size_t tx_off, wb_off;  // messages: offset of the next record of rx to send, of back to write back
   uint64_t want;      // refill: length announced by the peer
   bool rx_done, tx_done, done;
   int listen_fd;      // restart: acceptor's temporary listener
@@ -90,6 +93,12 @@ int reconnect(uint64_t gen, char* msg, size_t cap);
 // Original process, at resume: half-closed connections get a new connection (rendezvous "chanh.<G>..."),
 // like a restart's, before the refill runs over it.
 int rebuild_half_closed(uint64_t gen, char* msg, size_t cap);
+// The rendezvous of a rebuilt connection: publish this end's new address under "<prefix><G>.<key>", or wait
+// (60 s) for the peer's under its key (*n: the address length). 0 or -errno with a message.
+int publish_addr(const Chan& c, uint64_t gen, const char* prefix, const sockaddr_storage& a, socklen_t len,
+                 char* msg, size_t cap);
+int lookup_addr(const Chan& c, uint64_t gen, const char* prefix, sockaddr_storage* a, size_t* n, char* msg,
+                size_t cap);
 // Puts socket s at c.fd (replacing whatever is there) with c's saved flags and epoll registrations.
 int place_socket(Chan& c, int s, char* msg, size_t cap);
 // chan_fifo.cpp: named FIFOs. Drain reads what the FIFO buffers (read ends); put_back writes it again;
@@ -123,6 +132,19 @@ int backlog_accept(uint64_t gen, char* msg, size_t cap);  // save, listener side
 int backlog_join(uint64_t gen, Chan& c, char* msg, size_t cap);  // save, client side, per kOutside entry
 int backlog_transfer(char* msg, size_t cap);               // save, after the drain
 int backlog_reconnect(char* msg, size_t cap);              // resume / reconnect
+
+// Message sockets (Unix SOCK_DGRAM, SOCK_SEQPACKET), chan_msg.cpp: one datagram into a record of b; the
+// length of the next queued datagram (-errno; -EPIPE at a SOCK_SEQPACKET end of file); the record at *off
+// sent as one datagram (true: sent, *off moved on; false with errno).
+inline bool is_msg(const Chan& c) { return c.type == SOCK_DGRAM || c.type == SOCK_SEQPACKET; }
+ssize_t next_msg_len(const Chan& c);
+bool recv_msg(const Chan& c, Bytes& b, size_t len);
+bool send_record(const Chan& c, const Bytes& b, size_t* off);
+size_t count_records(const Bytes& b);
+// Rebuilds a SOCK_DGRAM pair: step 1 binds (old name, else autobind) and publishes the address under
+// "<prefix><G>.<key>", step 2 connects to the peer's (waiting for it).
+int dgram_bind(Chan& c, uint64_t gen, const char* prefix, char* msg, size_t cap);
+int dgram_connect(Chan& c, uint64_t gen, const char* prefix, char* msg, size_t cap);
 
 // Helpers (chan_scan.cpp).
 // Adds socket fd to the table (connected: kOutside, named by its addresses); false if it is not one.

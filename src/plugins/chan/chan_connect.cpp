@@ -58,7 +58,7 @@ void my_address(const Chan& c, sockaddr_storage* a) {
 // A fresh listener for the peer to reconnect to: inet on the wildcard address and a free port, Unix on an
 // autobound abstract name (nothing in the filesystem to clean up). *len: the length of its address.
 int fresh_listener(const Chan& c, sockaddr_storage* a, socklen_t* len) {
-  int s = socket(c.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int s = socket(c.family, c.type | SOCK_CLOEXEC, 0);
   if (s < 0) return -1;
   sockaddr_storage any;
   memset(&any, 0, sizeof any);
@@ -80,35 +80,50 @@ int fresh_listener(const Chan& c, sockaddr_storage* a, socklen_t* len) {
   return s;
 }
 
+}  // namespace
+
+int publish_addr(const Chan& c, uint64_t gen, const char* prefix, const sockaddr_storage& a, socklen_t len,
+                 char* msg, size_t cap) {
+  char key[128], val[300];
+  plugins::Msg(key, sizeof key).s(prefix).u(gen).s(".").s(c.key);
+  hex(val, sizeof val, &a, len);
+  return inject::coord_publish(key, val) ? 0 : err(msg, cap, c, "cannot publish the new address", EIO);
+}
+
+int lookup_addr(const Chan& c, uint64_t gen, const char* prefix, sockaddr_storage* a, size_t* n, char* msg,
+                size_t cap) {
+  char key[128], val[300];
+  plugins::Msg(key, sizeof key).s(prefix).u(gen).s(".").s(c.peer_key);
+  int r = inject::coord_lookup(key, true, kReconnectTimeoutMs, val, sizeof val);
+  if (r != 1) return err(msg, cap, c, "the peer did not publish its new address", r < 0 ? EIO : ETIMEDOUT);
+  memset(a, 0, sizeof *a);
+  unhex(val, reinterpret_cast<uint8_t*>(a), sizeof *a, n);
+  if (*n <= sizeof(sa_family_t) || a->ss_family != c.family)
+    return err(msg, cap, c, "the peer published a malformed address", EINVAL);
+  return 0;
+}
+
+namespace {
+
 // prefix: "chanr." on restart, "chanh." for a half-closed connection rebuilt by the original process.
 int listen_fresh(Chan& c, uint64_t gen, const char* prefix, char* msg, size_t cap) {
   sockaddr_storage me;
   socklen_t len = 0;
   int s = fresh_listener(c, &me, &len);
   if (s < 0) return err(msg, cap, c, "cannot listen for the peer's reconnection", errno);
-  char key[128], val[300];
-  plugins::Msg(key, sizeof key).s(prefix).u(gen).s(".").s(c.key);
-  hex(val, sizeof val, &me, len);
-  if (!inject::coord_publish(key, val)) {
+  if (int rc = publish_addr(c, gen, prefix, me, len, msg, cap)) {
     close(s);
-    return err(msg, cap, c, "cannot publish the new address", EIO);
+    return rc;
   }
   c.listen_fd = s;
   return 0;
 }
 
 int connect_peer(Chan& c, uint64_t gen, const char* prefix, char* msg, size_t cap) {
-  char key[128], val[300];
-  plugins::Msg(key, sizeof key).s(prefix).u(gen).s(".").s(c.peer_key);
-  int r = inject::coord_lookup(key, true, kReconnectTimeoutMs, val, sizeof val);
-  if (r != 1) return err(msg, cap, c, "the peer did not publish its new address", r < 0 ? EIO : ETIMEDOUT);
   sockaddr_storage a;
   size_t n = 0;
-  memset(&a, 0, sizeof a);
-  unhex(val, reinterpret_cast<uint8_t*>(&a), sizeof a, &n);
-  if (n < sizeof(sa_family_t) || a.ss_family != c.family)
-    return err(msg, cap, c, "the peer published a malformed address", EINVAL);
-  int s = socket(c.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (int rc = lookup_addr(c, gen, prefix, &a, &n, msg, cap)) return rc;
+  int s = socket(c.family, c.type | SOCK_CLOEXEC, 0);
   if (s < 0) return err(msg, cap, c, "socket", errno);
   if (connect(s, reinterpret_cast<sockaddr*>(&a), socklen_t(n)) != 0) {
     int e = errno;
@@ -131,7 +146,7 @@ int accept_peer(Chan& c, char* msg, size_t cap) {
 // A listening socket binds its old name again: SO_REUSEADDR for a port whose connections sit in TIME_WAIT;
 // a Unix socket file left behind by the killed process is removed first (only if it is a socket).
 int relisten(Chan& c, char* msg, size_t cap) {
-  int s = socket(c.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int s = socket(c.family, c.type | SOCK_CLOEXEC, 0);
   int one = 1;
   if (s < 0) return err(msg, cap, c, "socket", errno);
   setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -155,16 +170,30 @@ int relisten(Chan& c, char* msg, size_t cap) {
 // New connections for the internal ones (all, or only the half-closed): every listener is published
 // before any lookup waits and accepted after every connect, so no cycle of waits across processes.
 int rebuild(uint64_t gen, const char* prefix, bool half_closed_only, char* msg, size_t cap) {
+  // A SOCK_DGRAM pair has no accept: the "acceptor" binds and publishes first, the other end binds,
+  // publishes and connects, then the acceptor connects back (chan_msg.cpp).
   auto mine = [&](const Chan& c) { return c.kind == kConn && (!half_closed_only || c.rebuild); };
-  for (uint32_t i = 0; i < g_nchans; ++i)
-    if (mine(g_chans[i]) && g_chans[i].acceptor)
-      if (int rc = listen_fresh(g_chans[i], gen, prefix, msg, cap)) return rc;
-  for (uint32_t i = 0; i < g_nchans; ++i)
-    if (mine(g_chans[i]) && !g_chans[i].acceptor)
-      if (int rc = connect_peer(g_chans[i], gen, prefix, msg, cap)) return rc;
-  for (uint32_t i = 0; i < g_nchans; ++i)
-    if (mine(g_chans[i]) && g_chans[i].acceptor)
-      if (int rc = accept_peer(g_chans[i], msg, cap)) return rc;
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    if (!mine(c) || !c.acceptor) continue;
+    if (int rc = c.type == SOCK_DGRAM ? dgram_bind(c, gen, prefix, msg, cap) : listen_fresh(c, gen, prefix, msg, cap))
+      return rc;
+  }
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    if (!mine(c) || c.acceptor) continue;
+    if (c.type == SOCK_DGRAM) {
+      if (int rc = dgram_bind(c, gen, prefix, msg, cap)) return rc;
+      if (int rc = dgram_connect(c, gen, prefix, msg, cap)) return rc;
+    } else if (int rc = connect_peer(c, gen, prefix, msg, cap)) {
+      return rc;
+    }
+  }
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    if (!mine(c) || !c.acceptor) continue;
+    if (int rc = c.type == SOCK_DGRAM ? dgram_connect(c, gen, prefix, msg, cap) : accept_peer(c, msg, cap)) return rc;
+  }
   return 0;
 }
 
@@ -180,7 +209,7 @@ int restore_local(char* msg, size_t cap) {
       // Documented policy: a connection to a process outside the computation comes back closed by its
       // peer (reads see end of file, writes fail with EPIPE), as if that peer had gone away.
       int sv[2];
-      if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return err(msg, cap, c, "socketpair", errno);
+      if (socketpair(AF_UNIX, c.type | SOCK_CLOEXEC, 0, sv) != 0) return err(msg, cap, c, "socketpair", errno);
       close(sv[1]);
       if (int rc = place(c, sv[0], msg, cap)) return rc;
     }

@@ -30,8 +30,60 @@ void grow_sndbuf(Chan& c) {
     setsockopt(c.fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
 }
 
+bool failed(const Chan& c, char* msg, size_t cap) {
+  int e = errno;
+  plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": refill: ").err(e);
+  return false;
+}
+
+// One step of a message socket: the same exchange counted in datagrams ([u64 count], then each record as
+// a datagram of its own), so boundaries and order survive. False on a hard error (message set).
+bool step_msg(Chan& c, char* msg, size_t cap) {
+  const uint64_t n = count_records(c.rx);
+  while (c.sent < 1 + n) {
+    if (c.sent == 0) {
+      ssize_t w = send(c.fd, &n, 8, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (soft(w)) break;
+      if (w != 8) goto fail;
+    } else if (!send_record(c, c.rx, &c.tx_off)) {
+      if (soft(-1)) break;
+      goto fail;
+    }
+    ++c.sent;
+  }
+  while (c.got < 1 + c.want) {
+    ssize_t len = next_msg_len(c);
+    if (len == -EAGAIN || len == -EINTR) break;
+    if (len < 0) {
+      errno = int(-len);
+      goto fail;
+    }
+    if (c.got == 0) {
+      if (len != 8 || recv(c.fd, &c.want, 8, MSG_DONTWAIT) != 8 || c.want > (uint64_t(1) << 32)) {
+        plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": malformed refill header from the peer");
+        return false;
+      }
+    } else if (!recv_msg(c, c.back, size_t(len))) {
+      goto fail;
+    }
+    ++c.got;
+  }
+  if (c.got == 1 + c.want && c.sent == 1 + n) {  // write back what the peer had not read
+    while (c.wb_off < c.back.len) {
+      if (send_record(c, c.back, &c.wb_off)) continue;
+      if (soft(-1)) return true;
+      goto fail;
+    }
+    c.done = true;
+  }
+  return true;
+fail:
+  return failed(c, msg, cap);
+}
+
 // One step; false on a hard error (message set).
 bool step(Chan& c, char* msg, size_t cap) {
+  if (is_msg(c)) return step_msg(c, msg, cap);
   const uint64_t n = c.rx.len;
   while (c.sent < 8 + n) {  // our header and drained bytes
     const uint8_t* p = c.sent < 8 ? reinterpret_cast<const uint8_t*>(&n) + c.sent : c.rx.p + (c.sent - 8);
@@ -80,9 +132,7 @@ bool step(Chan& c, char* msg, size_t cap) {
   }
   return true;
 fail:
-  int e = errno;
-  plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": refill: ").err(e);
-  return false;
+  return failed(c, msg, cap);
 }
 
 }  // namespace
@@ -100,7 +150,7 @@ int refill(bool restored, char* msg, size_t cap) {
   }
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
-    c.sent = c.got = 0;
+    c.sent = c.got = c.tx_off = c.wb_off = 0;
     c.want = 0;
     c.back.clear();
     c.done = c.kind != kConn || c.fd < 0;
@@ -116,7 +166,7 @@ int refill(bool restored, char* msg, size_t cap) {
       if (!step(c, msg, cap)) return -EIO;
       if (!c.done && pending < 0) {
         pending = c.fd;
-        ev = short(c.got < 8 + c.want ? POLLIN : POLLOUT);
+        ev = short(c.got < (is_msg(c) ? 1 : 8) + c.want ? POLLIN : POLLOUT);
       }
       all = all && c.done;
     }

@@ -111,9 +111,9 @@ bool consider(int fd) {
     return false;
   }
   if (!S_ISSOCK(st.st_mode)) return false;
-  int family = int_opt(fd, SOL_SOCKET, SO_DOMAIN);
+  int family = int_opt(fd, SOL_SOCKET, SO_DOMAIN), type = int_opt(fd, SOL_SOCKET, SO_TYPE);
   if ((family != AF_INET && family != AF_INET6 && family != AF_UNIX) ||
-      int_opt(fd, SOL_SOCKET, SO_TYPE) != SOCK_STREAM)
+      (type != SOCK_STREAM && !(family == AF_UNIX && (type == SOCK_DGRAM || type == SOCK_SEQPACKET))))
     return false;
   Chan& c = g_chans[g_nchans];
   Bytes rx = c.rx, back = c.back;
@@ -124,6 +124,7 @@ bool consider(int fd) {
   c.back.clear();
   c.fd = fd;
   c.family = family;
+  c.type = type;
   c.flags = fcntl(fd, F_GETFL);
   c.cloexec = (fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0;
   c.nodelay = family != AF_UNIX && int_opt(fd, IPPROTO_TCP, TCP_NODELAY) > 0;
@@ -146,7 +147,7 @@ bool consider(int fd) {
     if (getpeername(fd, reinterpret_cast<sockaddr*>(&c.peer), &l) == 0) c.peer_len = l;
     // A connected end whose peer has no inode is still in a listener's backlog (the peer gets its
     // socket file at accept), named (own inode, 0) like the listener names it; else not connected.
-    if (!peer && c.peer_len <= sizeof(sa_family_t)) return false;  // the fd plugin's
+    if (!peer && (type == SOCK_DGRAM || c.peer_len <= sizeof(sa_family_t))) return false;  // the fd plugin's
     c.wr_shut = (shut & 2) != 0;  // SEND_SHUTDOWN
     make_keys(c, reinterpret_cast<const uint8_t*>(&me), 8, reinterpret_cast<const uint8_t*>(&peer), 8);
   } else {
