@@ -54,8 +54,8 @@ def raw_once(a, size, kind):
     return float(out.stdout)
 
 def cpu_seconds(cmd, env=None):
-    # CPU time (user+sys) of the whole process, startup and the engine's idle thread included: on a
-    # shared 2-core machine wall time mostly measures the neighbours.
+    # CPU time (user+sys) of the whole process, the engine's start-up included: on a shared 2-core
+    # machine wall time mostly measures the neighbours.
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
     _, status, ru = os.wait4(p.pid, 0)
     if status != 0:
@@ -121,7 +121,8 @@ def main():
     if not a.no_overhead:
         # Native, no engine: the same syscall loop with and without one idle extra pthread. A second
         # thread sharing the fd table turns off the kernel's single-threaded fd lookup (no refcount in
-        # fdget) and glibc's single-thread syscall paths: the engine's checkpoint thread does the same.
+        # fdget) and glibc's single-thread syscall paths. The engine used to keep such a thread (its
+        # checkpoint thread); it now has none between checkpoints, so this is the cost it avoids.
         one, two = [], []
         for _ in range(max(a.runs, 7)):
             one.append(cpu_seconds([a.prog, "syscall", "1000000"]))

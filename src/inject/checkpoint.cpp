@@ -84,6 +84,9 @@ int ckpt_write(uint64_t gen, const char* dir, char* path, size_t path_cap, long*
   sys::sc(SYS_get_robust_list, 0, &g.ckpt_rec.robust_head, &g.ckpt_rec.robust_len);
   g.ckpt_rec.tid_addr = g.ckpt_rec.fs_base + g.tid_offset;
   g.ckpt_rec.is_ckpt = 1;
+  // The serving thread is a program thread, the leader too when the kernel picked it: the restarter then
+  // continues as this record (src/restart/handover.cpp).
+  g.ckpt_rec.is_main = g.ckpt_rec.tid == uint64_t(sys::getpid());
   if (revive_save_ctx(g.ckpt_rec.ctx) != 0) return 1;  // we are the restored process
 
   if (!plugins_save(err, err_len)) {
@@ -188,6 +191,9 @@ void after_restore() {
     g.cfg.host_id[0] = 0;  // the host we were restarted on (migration), not the one we were saved on
     if (const char* h = blob_env(ri, "REVIVE_HOST_ID")) sys::append(g.cfg.host_id, sizeof g.cfg.host_id, h);
   }
+  // Before the plugins: the timer plugin recreates the program's POSIX timers, ours keeps its id.
+  g.have_timer = false;
+  arm_interval_timer();
   char err[512] = "";
   if (!plugins_restore(ri, err, sizeof err)) {
     char line[700] = "revive: restore failed: ";

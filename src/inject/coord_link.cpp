@@ -1,9 +1,14 @@
-// The process side of the coordinator protocol (docs/contracts.md), on the checkpoint thread: HELLO,
-// then PHASE suspend -> drain -> write -> resume for a checkpoint, and after a restart HELLO restart=1
-// with our upid and reconnect -> refill -> resume before user threads run again. Losing the coordinator
-// never stops the program: suspended threads are let go and the engine falls back to standalone mode.
+// The process side of the coordinator protocol (docs/contracts.md): HELLO when the process image starts,
+// then, served inside the checkpoint signal's handler (init.cpp) whenever the socket has data, PHASE
+// suspend -> drain -> write -> resume for a checkpoint, and after a restart HELLO restart=1 with our upid
+// and reconnect -> refill -> resume before user threads run again. The socket is O_ASYNC with the
+// checkpoint signal as its F_SETSIG signal, owned by the process. Losing the coordinator never stops the
+// program: suspended threads are let go and the engine falls back to standalone mode.
+#include <fcntl.h>
 #include <new>
+#include <poll.h>
 #include <signal.h>
+#include <string.h>
 
 #include "coord/client.h"
 #include "inject/engine.h"
@@ -30,6 +35,29 @@ volatile uint32_t g_first_attempt_done;
 void first_attempt_done() {
   __atomic_store_n(&g_first_attempt_done, 1u, __ATOMIC_RELEASE);
   sys::futex_wake(&g_first_attempt_done);
+}
+
+// Raises the checkpoint signal for the process with si_code POLL_IN: "serve", never "checkpoint". (The
+// kernel lets a thread queue a positive si_code only to its own id; it is queued process-wide.)
+void kick() {
+  siginfo_t si;
+  memset(&si, 0, sizeof si);
+  si.si_signo = g.cfg.sig;
+  si.si_code = POLL_IN;
+  si.si_pid = sys::getpid();
+  sys::sc(SYS_rt_sigqueueinfo, sys::gettid(), g.cfg.sig, &si);
+}
+
+// Data, EOF or an error on the socket raise the checkpoint signal for the whole process.
+void arm_async(int fd) {
+  struct {
+    int type, pid;
+  } owner = {1 /*F_OWNER_PID*/, sys::getpid()};
+  sys::sc(SYS_fcntl, fd, 10 /*F_SETSIG*/, g.cfg.sig);
+  sys::sc(SYS_fcntl, fd, 15 /*F_SETOWN_EX*/, &owner);
+  long fl = sys::sc(SYS_fcntl, fd, F_GETFL);
+  if (fl >= 0) sys::sc(SYS_fcntl, fd, F_SETFL, fl | O_ASYNC);
+  if (coord_readable()) kick();  // what came before O_ASYNC raised nothing
 }
 
 bool connect(bool restart) {
@@ -59,6 +87,7 @@ bool connect(bool restart) {
   g.cfg.compress = w.compress && compress_ready();
   g.cfg.fork = w.fork;
   sys::log(1, restart ? "reconnected to the coordinator" : "connected to the coordinator");
+  arm_async(g.coord_fd);
   return true;
 }
 
@@ -85,6 +114,7 @@ void lost() {
   let_go();
   g_client.close();
   g.coord_fd = -1;
+  arm_interval_timer();  // standalone from now on
 }
 
 bool eq(const char* a, const char* b) { return sys::slen(a) == sys::slen(b) && sys::starts_with(a, b); }
@@ -135,6 +165,43 @@ int coord_socket() { return g_client.connected() ? g_client.fd() : -1; }
 
 bool coord_configured() { return g.cfg.coord_port != 0; }
 
+bool coord_connected() { return g_client.connected(); }
+
+bool coord_readable() {
+  const int fd = g.coord_fd;
+  if (fd < 0) return false;
+  struct pollfd p = {fd, POLLIN, 0};
+  return sys::sc(SYS_poll, &p, 1, 0) > 0;
+}
+
+void coord_start() {
+  if (!g_client.connected()) connect(false);
+  first_attempt_done();
+}
+
+// Before an exec in this process (src/plugins/proctree): until the new image's constructor installs the
+// handler, the checkpoint signal has its default action (terminate). Ignoring it drops what is pending
+// and keeps it harmless across the exec (an ignored signal stays ignored; the new engine installs its
+// handler); the socket the new image inherits stops raising it. Undone if exec fails.
+void before_exec() {
+  struct {
+    void* handler;
+    unsigned long flags;
+    void* restorer;
+    uint64_t mask;
+  } ign = {reinterpret_cast<void*>(SIG_IGN), 0, nullptr, 0};
+  sys::sc(SYS_rt_sigaction, g.cfg.sig, &ign, nullptr, 8);
+  if (g.coord_fd >= 0) {
+    long fl = sys::sc(SYS_fcntl, g.coord_fd, F_GETFL);
+    if (fl >= 0) sys::sc(SYS_fcntl, g.coord_fd, F_SETFL, fl & ~long(O_ASYNC));
+  }
+}
+
+void after_failed_exec() {
+  install_handler();
+  if (g.coord_fd >= 0) arm_async(g.coord_fd);
+}
+
 // A new process of the computation, now (fork child, exec'ed image: src/plugins/proctree). An inherited
 // connection is the parent's: forget it, closing only our copy of the socket, and say HELLO ourselves.
 bool coord_connect_now(bool drop_inherited) {
@@ -173,16 +240,16 @@ void coord_wait_connected(int timeout_ms) {
 }
 
 void coord_serve() {
-  if (!g_client.connected() && !g_st.restored_parked && !connect(false)) {
-    first_attempt_done();
-    return;
-  }
-  first_attempt_done();
   char name[32], dir[1200], path[1400], err[512];
   for (;;) {
     coord::FrameHeader h;
     coord::Payload p;
-    if (g_client.recv(&h, &p, -1) <= 0) {
+    // Within a checkpoint (ours or a restored one) wait for the next phase; otherwise only take what is
+    // already there and give the thread back to the program.
+    const bool busy = g_st.suspended || g_st.restored_parked;
+    int r = g_client.recv(&h, &p, busy ? -1 : 0);
+    if (r == 0 && !busy) return;
+    if (r <= 0) {
       lost();
       return;
     }

@@ -91,6 +91,15 @@ struct Engine {
   PluginOut plugin_out[kMaxPluginSections];
   uint32_t plugin_out_count;
   image::ProcessInfo proc;
+  // Serving (init.cpp): no engine thread exists between checkpoints; the work runs inside the checkpoint
+  // signal's handler on whichever thread the kernel picked, on cstack (in the image: a checkpoint's
+  // continuation lives there).
+  volatile uint32_t serving;  // 1 while one thread serves; others' wake-ups leave the work to it
+  uint32_t trigger_seen;      // the last `trigger` value acted upon
+  uint8_t* cstack;
+  size_t cstack_len;
+  int interval_timer;         // kernel POSIX timer id of REVIVE_INTERVAL (standalone), valid if have_timer
+  bool have_timer;
   int image_fd;  // while writing (fd_reserved)
   int coord_fd;  // coordinator socket (fd_reserved), -1 when none
   bool released; // user threads already let go in this checkpoint
@@ -103,6 +112,12 @@ extern image::RestartInfo g_restart_info;
 
 // init.cpp
 uint64_t now_ns();  // CLOCK_MONOTONIC
+// The checkpoint signal's handler, for a wake-up (not a suspend request): serves the engine's work on this
+// thread until there is none left (see init.cpp).
+void serve_in_handler();
+// REVIVE_INTERVAL without a coordinator: a POSIX timer (raw, invisible to the timer plugin) sending the
+// checkpoint signal every interval. Idempotent; nothing to do with a coordinator or without an interval.
+void arm_interval_timer();
 // Coordinator address from REVIVE_COORD_HOST/PORT/SECRET_FILE values (port absent: standalone).
 void set_coord_config(const char* host, const char* port, const char* secret);
 bool alloc_scratch();
@@ -162,10 +177,16 @@ void ckpt_resume(bool ok);
 void after_restore();
 void after_restore_done();
 const char* blob_env(const image::RestartInfo& ri, const char* key);
-// coord_link.cpp: serves the coordinator until it is lost (returns) ; false if none is configured or
-// reachable at start.
+// coord_link.cpp
 bool coord_configured();
+bool coord_connected();
+// The first connection of this process image (constructor), unless one exists (exec'ed image).
+void coord_start();
+// Handles the coordinator's frames until none is waiting and no checkpoint is in progress, or until the
+// coordinator is lost (the engine then goes on standalone).
 void coord_serve();
+// True when the coordinator socket has data (or EOF) waiting.
+bool coord_readable();
 // Restored process, after after_restore(): reconnect (threads then wait for resume) or release at once.
 void restored_continue();
 

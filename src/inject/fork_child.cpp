@@ -1,6 +1,7 @@
 // The engine's half of fork() for process trees (src/plugins/proctree wraps fork and calls us in the
-// child): the child is a new process of the computation. Only the forking thread came along; the
-// parent's checkpoint thread did not, and the parent's coordinator connection is not ours to use.
+// child): the child is a new process of the computation. Only the forking thread came along (a thread of
+// the parent serving the engine's work did not: g.serving starts over), no POSIX timer came along, and
+// the parent's coordinator connection is not ours to use.
 #include <unistd.h>
 
 #include "inject/engine.h"
@@ -9,17 +10,17 @@
 
 namespace revive::inject {
 
-void start_checkpoint_thread();  // init.cpp
-
 bool after_fork_child() {
   g.upid = uint64_t(sys::getpid());  // until the coordinator's WELCOME names our upid
   g.image_fd = -1;
   g.ckpt_tid = 0;
-  g.trigger = 0;
+  g.trigger = g.trigger_seen = 0;
+  g.serving = 0;
+  g.have_timer = false;
   // Connect before fork() returns, so the parent (waiting in the wrapper) goes on only once we are in.
   bool ok = true;
   if (coord_configured() && coord_connect_now) ok = coord_connect_now(true);
-  if (g.ready) start_checkpoint_thread();
+  if (g.ready) arm_interval_timer();
   return ok;
 }
 

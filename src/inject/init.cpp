@@ -1,6 +1,21 @@
 // Load-time set-up of the engine: configuration from the environment, the checkpoint signal handler
 // (raw rt_sigaction with our own restorer: the signal plugin interposes libc's sigaction), glibc layout
-// facts the restart needs, plugin init, and the checkpoint thread.
+// facts the restart needs, plugin init, the coordinator connection; and serving, below.
+//
+// No engine thread exists between checkpoints. Any second thread costs a syscall-heavy program several
+// per cent (the kernel's single-threaded files_struct fast path in fdget and glibc's single-thread paths
+// are off while it exists, docs/performance.md), so the engine's work runs inside the checkpoint signal's
+// handler, on whichever program thread the kernel picks, switched at once to the engine's own stack
+// (cstack). What wakes it is always the checkpoint signal: the coordinator socket is O_ASYNC with
+// F_SETSIG = checkpoint signal (new data, EOF or an error raise it, si_code POLL_*), the standalone
+// trigger is someone's kill/sigqueue, REVIVE_INTERVAL is a POSIX timer sending it (SI_TIMER); only our
+// own tgkill (SI_TKILL from our pid) means "park for a checkpoint" (quiesce.cpp). One thread serves at a
+// time (g.serving); a wake-up on another thread meanwhile just returns, and the serving thread looks
+// for work again after it let go of the flag, so no wake-up is lost. The serving thread blocks every
+// signal while it works and is the "checkpoint thread" of a checkpoint (g.ckpt_rec, skipped by
+// suspend_all): in a restored process it continues inside the handler, then returns to the program.
+// Why not a thread cloned on demand: it would need its own TLS and glibc bookkeeping, while a program
+// thread that is interrupted anyway (a checkpoint stops all of them) already has both.
 #include <dlfcn.h>
 #include <errno.h>
 #include <gnu/libc-version.h>
@@ -126,21 +141,93 @@ void find_glibc_layout() {
   }
 }
 
-void* ckpt_main(void*);
+}  // namespace
+
+void arm_interval_timer() {
+  if (g.have_timer || !g.cfg.interval_s || (coord_configured() && coord_connected())) return;
+  // Raw timer_create: the timer plugin's wrapper would save it as the program's. Created before the
+  // program's own timers (constructor, fork child, restore before the plugins), so it takes the same
+  // kernel id in every image of the process and never one the timer plugin restores.
+  struct sigevent ev = {};
+  ev.sigev_notify = SIGEV_SIGNAL;
+  ev.sigev_signo = g.cfg.sig;
+  int id = -1;
+  if (sys::sc(SYS_timer_create, CLOCK_MONOTONIC, &ev, &id) != 0) {
+    sys::log(0, "cannot create the REVIVE_INTERVAL timer; no periodic checkpoints");
+    return;
+  }
+  struct itimerspec its = {{time_t(g.cfg.interval_s), 0}, {time_t(g.cfg.interval_s), 0}};
+  sys::sc(SYS_timer_settime, id, 0, &its, nullptr);
+  g.interval_timer = id;
+  g.have_timer = true;
+}
+
+namespace {
+
+// One standalone checkpoint (trigger or interval), with its log line.
+void standalone_checkpoint() {
+  char path[2048], err[512];
+  uint64_t gen = g.generation + 1;
+  err[0] = 0;
+  int rc = checkpoint_now(gen, path, sizeof path, err, sizeof err);
+  if (rc == 1) {
+    after_restore();
+    restored_continue();
+  } else if (rc == 0) {
+    // One line with the timings, for people and for bench/transparent.
+    uint64_t end = now_ns();
+    char t[160] = " quiesce_us=";
+    sys::append_u64(t, sizeof t, (g.t_suspended_ns - g.t_start_ns) / 1000);
+    sys::append(t, sizeof t, " pause_us=");
+    sys::append_u64(t, sizeof t, (g.t_released_ns - g.t_start_ns) / 1000);
+    sys::append(t, sizeof t, " total_us=");
+    sys::append_u64(t, sizeof t, (end - g.t_start_ns) / 1000);
+    sys::log(1, "checkpoint written: ", path, t);
+  } else {
+    sys::log(0, "checkpoint failed: ", err);
+  }
+}
+
+// The engine's work, on cstack: the coordinator's frames, then standalone triggers, until none is left.
+long serve_main(void*) {
+  uint64_t all = ~uint64_t{0};
+  sys::sc(SYS_rt_sigprocmask, SIG_BLOCK, &all, nullptr, 8);  // the frame's mask comes back at sigreturn
+  g.ckpt_tid = sys::gettid();
+  uint64_t fs = 0;
+  sys::sc(SYS_arch_prctl, 0x1003, &fs);
+  // The tid offset was found on the loading thread; check it on this one (another descriptor, another
+  // tid) before a checkpoint relies on it.
+  if (g.tid_offset == 0 || *reinterpret_cast<int*>(fs + g.tid_offset) != g.ckpt_tid) {
+    sys::log(0, "cannot locate glibc's cached thread id; checkpointing disabled");
+    g.ready = false;
+    return 0;
+  }
+  for (;;) {
+    if (coord_connected()) coord_serve();
+    const uint32_t t = __atomic_load_n(&g.trigger, __ATOMIC_ACQUIRE);
+    if (t == g.trigger_seen) return 0;
+    g.trigger_seen = t;
+    if (!coord_connected()) standalone_checkpoint();  // the coordinator decides when it is connected
+  }
+}
+
+bool work_pending() {
+  if (__atomic_load_n(&g.trigger, __ATOMIC_ACQUIRE) != g.trigger_seen) return true;
+  return coord_readable();
+}
 
 }  // namespace
 
-// At load, and in the child of a fork (fork_child.cpp): the child has only the forking thread.
-void start_checkpoint_thread() {
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, 1 << 20);
-  sigset_t all;
-  sigfillset(&all);
-  pthread_attr_setsigmask_np(&attr, &all);
-  pthread_t t;
-  if (pthread_create(&t, &attr, ckpt_main, nullptr) != 0) sys::log(0, "cannot start the checkpoint thread");
-  pthread_attr_destroy(&attr);
+void serve_in_handler() {
+  if (!g.ready || !g.cstack) return;
+  for (;;) {
+    uint32_t idle = 0;
+    if (!__atomic_compare_exchange_n(&g.serving, &idle, 1u, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return;
+    revive_on_stack(serve_main, nullptr, g.cstack + g.cstack_len);
+    __atomic_store_n(&g.serving, 0u, __ATOMIC_RELEASE);
+    // A wake-up that came while we served returned at once: look again now that the flag is down.
+    if (!g.ready || !work_pending()) return;
+  }
 }
 
 bool Buf::put(const void* d, size_t n) {
@@ -244,54 +331,23 @@ __attribute__((constructor)) void revive_init() {
     sys::log(0, "cannot reserve scratch memory; checkpointing disabled");
     return;
   }
+  // The stack the engine's work runs on: 1 MiB reserved, pages touched on use. Not scratch: a checkpoint
+  // continues on it in the restored process, so it is in the image.
+  void* cs = mmap(nullptr, size_t{1} << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (cs != MAP_FAILED) {
+    g.cstack = static_cast<uint8_t*>(cs);
+    g.cstack_len = size_t{1} << 20;
+  }
   install_handler();
   // zstd: also when a coordinator may ask for compression in its WELCOME (dlopen allocates: not later).
   if ((g.cfg.compress || g.cfg.coord_port) && !compress_load() && g.cfg.compress)
     sys::log(0, "REVIVE_COMPRESS=1 but libzstd.so.1 cannot be loaded; writing uncompressed");
   resolve_coord_host();
   if (!plugins_init()) sys::log(0, "a plugin failed to initialise; checkpointing disabled");
-  else g.ready = true;
-  start_checkpoint_thread();
-}
-
-void* ckpt_main(void*) {
-  g.ckpt_tid = sys::gettid();
-  uint64_t fs = 0;
-  sys::sc(SYS_arch_prctl, 0x1003, &fs);
-  if (g.tid_offset == 0 || *reinterpret_cast<int*>(fs + g.tid_offset) != g.ckpt_tid) {
-    sys::log(0, "cannot locate glibc's cached thread id; checkpointing disabled");
-    g.ready = false;
-  }
-  if (g.ready && coord_configured()) coord_serve();  // returns when the coordinator is gone
-  char path[2048], err[512];
-  for (;;) {
-    uint32_t seen = __atomic_load_n(&g.trigger, __ATOMIC_ACQUIRE);
-    long timeout = g.cfg.interval_s ? long(g.cfg.interval_s) * 1000000000L : -1;
-    long r = sys::futex_wait(&g.trigger, seen, timeout);
-    if (r == -4 /*EINTR*/) continue;
-    if (!g.ready) continue;
-    uint64_t gen = g.generation + 1;
-    err[0] = 0;
-    int rc = checkpoint_now(gen, path, sizeof path, err, sizeof err);
-    if (rc == 1) {
-      after_restore();
-      restored_continue();
-      if (coord_configured()) coord_serve();
-    } else if (rc == 0) {
-      // One line with the timings, for people and for bench/transparent.
-      uint64_t end = now_ns();
-      char t[160] = " quiesce_us=";
-      sys::append_u64(t, sizeof t, (g.t_suspended_ns - g.t_start_ns) / 1000);
-      sys::append(t, sizeof t, " pause_us=");
-      sys::append_u64(t, sizeof t, (g.t_released_ns - g.t_start_ns) / 1000);
-      sys::append(t, sizeof t, " total_us=");
-      sys::append_u64(t, sizeof t, (end - g.t_start_ns) / 1000);
-      sys::log(1, "checkpoint written: ", path, t);
-    } else {
-      sys::log(0, "checkpoint failed: ", err);
-    }
-  }
-  return nullptr;
+  else g.ready = g.cstack != nullptr;
+  if (!g.ready) return;
+  if (coord_configured()) coord_start();
+  arm_interval_timer();
 }
 
 }  // namespace

@@ -98,9 +98,11 @@ extern "C" void revive_handler(int, void* info, void*) {
   t_interruptions = t_interruptions + 1;
   int pid = sys::getpid();
   if (si->si_code != SI_TKILL || si->si_pid != pid) {
-    // Anyone else sending the checkpoint signal asks for a checkpoint (standalone trigger).
-    __atomic_add_fetch(&g.trigger, 1, __ATOMIC_RELEASE);
-    sys::futex_wake(&g.trigger);
+    // A wake-up. Anyone else sending the checkpoint signal (kill, sigqueue) and the interval timer
+    // (SI_TIMER) ask for a checkpoint (standalone trigger); data or EOF on the coordinator socket
+    // (O_ASYNC, si_code POLL_*) only needs serving.
+    if (si->si_code <= 0) __atomic_add_fetch(&g.trigger, 1, __ATOMIC_RELEASE);
+    serve_in_handler();
     errno = saved_errno;
     return;
   }

@@ -90,7 +90,7 @@ TEST(BadImage, ValidImageValidates) {
   char err[512];
   ASSERT_TRUE(img::open_view("x", b.data(), b.size(), &v, err, sizeof err));
   EXPECT_GT(v.region_count, 5u);
-  EXPECT_GE(v.thread_count, 2u);
+  EXPECT_GE(v.thread_count, 1u);  // a one-thread program: its thread also served the checkpoint
   for (uint32_t i = 0; i < v.chunk_count; ++i) EXPECT_TRUE(img::verify_chunk("x", v, i, err, sizeof err)) << err;
 }
 

@@ -33,6 +33,14 @@ def recv_frame(conn):
     kv = dict(l.split("=", 1) for l in exact(n).decode().splitlines())
     return t, kv, seq
 
+def single_threaded(pid, when):
+    try:
+        n = len(os.listdir("/proc/%d/task" % pid))
+    except OSError:
+        fail("program gone (%s)" % when)
+    if n != 1:
+        fail("the single-threaded program has %d threads (%s)" % (n, when))
+
 class Coord:
     def __init__(self, secret, ckdir):
         self.secret, self.ckdir = secret, ckdir
@@ -94,6 +102,9 @@ def main():
     proc = subprocess.Popen(prog, cwd=run, stdout=out, stderr=err, env=env)
     conn = coord.accept(False, 7)
     time.sleep(0.5)
+    # The engine has no thread of its own between checkpoints (src/inject/init.cpp): the single-threaded
+    # program must still be single-threaded for the kernel while connected.
+    single_threaded(proc.pid, "connected to its coordinator")
     gdir = os.path.join(ck, "ckpt-1")
     os.makedirs(gdir)
     Coord.phase(conn, "suspend", 1, gdir, 1)
@@ -114,6 +125,7 @@ def main():
             fail("image name %s does not follow <prog>-<upid>.rimg" % img)
         Coord.phase(conn, "resume", 1, gdir, 4)
         time.sleep(0.3)
+        single_threaded(proc.pid, "after a checkpoint")
         proc.kill()
         proc.wait()
         if proc.returncode != -9:
@@ -127,6 +139,8 @@ def main():
         conn = coord.accept(True, 7)
         for i, name in enumerate(("reconnect", "refill", "resume")):
             Coord.phase(conn, name, 1, gdir, 10 + i)
+        time.sleep(0.3)
+        single_threaded(proc.pid, "restored")
         try:
             rc = proc.wait(timeout=60)
         except subprocess.TimeoutExpired:

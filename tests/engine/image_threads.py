@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Checks an image's thread list: IMAGE must list N threads (the program's and the engine's checkpoint
-thread; never the engine's compression workers), or N+1 when the program may have a short-lived thread
-of its own at that moment (--extra), exactly one marked as the checkpoint thread, and every thread with
+"""Checks an image's thread list: IMAGE must list N threads (the program's: the engine has no thread of
+its own, one program thread served the checkpoint; never the engine's compression workers), or N+1 when
+the program may have a short-lived thread of its own at that moment (--extra), exactly one marked as the
+checkpoint thread (the one that served it), and every thread with
 its own TLS: the compression workers share the checkpoint thread's %fs, so one of them would show up
 as a second record with its fs_base. Usage: image_threads.py IMAGE N [--extra]"""
 import struct, sys

@@ -27,6 +27,8 @@ def main():
     ap.add_argument("--period", type=float, default=0.1)
     ap.add_argument("--min-ckpts", type=int, default=10)
     ap.add_argument("--timeout", type=float, default=90)
+    ap.add_argument("--max-threads", type=int, default=0,
+                    help="the program's own thread count: the engine adds none, even during checkpoints")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     prog = a.prog[1:] if a.prog and a.prog[0] == "--" else a.prog
@@ -42,6 +44,7 @@ def main():
     # Not before the engine's handler is installed: the signal's default action would kill the program.
     while proc.poll() is None and time.time() < deadline and not caught(proc.pid, sig):
         time.sleep(0.01)
+    most = 0
     while proc.poll() is None and time.time() < deadline:
         try:
             os.kill(proc.pid, sig)
@@ -49,6 +52,10 @@ def main():
         except ProcessLookupError:
             break
         time.sleep(a.period)
+        try:
+            most = max(most, len(os.listdir("/proc/%d/task" % proc.pid)))
+        except OSError:
+            pass
         done = sorted(glob.glob(os.path.join(ck, "ckpt-*")), key=lambda p: int(p.rsplit("-", 1)[1]))
         for old in done[:-3]:
             shutil.rmtree(old, ignore_errors=True)
@@ -67,6 +74,8 @@ def main():
     if got != want:
         problems.append("stdout differs under checkpoints:\n--- expected:\n%s--- got:\n%s"
                         % (want.decode(errors="replace"), got.decode(errors="replace")))
+    if a.max_threads and most > a.max_threads:
+        problems.append("the program showed %d threads, it has %d of its own" % (most, a.max_threads))
     if last < a.min_ckpts:
         problems.append("only %d checkpoints were written (want >= %d)" % (last, a.min_ckpts))
     if problems:

@@ -5,13 +5,17 @@
 namespace revive::inject {
 
 // In the child of a fork: drop the parent's coordinator connection, connect as a new process of the
-// computation (HELLO role=proc), start this process's checkpoint thread. False if the coordinator could
+// computation (HELLO role=proc), arm this process's wake-ups. False if the coordinator could
 // not be reached (the child then runs on unchecked, like a process whose coordinator is lost).
 bool after_fork_child() __attribute__((weak));
 // The coordinator socket (-1: none), kept open across exec so the computation never loses the process.
 int coord_fd_for_exec() __attribute__((weak));
 // Connect now (in an exec'ed image, before main) instead of later on the checkpoint thread.
 bool coord_connect_now(bool drop_inherited) __attribute__((weak));
+// Right before an exec of this process, and after one that failed: the checkpoint signal must not reach
+// the new image before its engine handles it (src/inject/coord_link.cpp).
+void before_exec() __attribute__((weak));
+void after_failed_exec() __attribute__((weak));
 // Block until this process's own first connection attempt has ended (or timeout_ms passed), so that a
 // parent is always known to the coordinator before any child of it is.
 void coord_wait_connected(int timeout_ms) __attribute__((weak));

@@ -38,8 +38,10 @@ int exec_with(ExecveFn* slot, const char* name, const char* path, char* const ar
     return -1;
   }
   if (cfd >= 0) fcntl(cfd, F_SETFD, 0);
+  if (revive::inject::before_exec) revive::inject::before_exec();
   real(path, argv, env);
   int saved = errno;
+  if (revive::inject::after_failed_exec) revive::inject::after_failed_exec();
   if (cfd >= 0) fcntl(cfd, F_SETFD, FD_CLOEXEC);
   errno = saved;
   return -1;  // env leaks on a failed exec: rare, and the caller usually exits
