@@ -28,7 +28,29 @@ struct Out {
   size_t nchunks;
   bool compress;
   uint32_t workers;  // compression workers running (zworkers.cpp); 0: compress inline
+  uint64_t started;  // writeback has been started for [.., started)
+  uint64_t dropped;  // and [.., dropped) is on disk and out of the page cache
 };
+
+// Stream the image to disk instead of filling the page cache and fsyncing at the end: every kStream bytes
+// start writeback of what was just written and wait for, then drop, the window before it. So the image
+// occupies two windows of page cache, whose pages are reused while still warm. Measured on this VM (see
+// src/core/env_posix.cc, which does the same for application-level checkpoints): every fresh page-cache
+// page costs a host fault (the balloon hands freed guest pages back), so a multi-GB image written into new
+// pages ran at a third of the disk's speed. The final fsync still makes the whole file durable.
+constexpr uint64_t kStream = 8u << 20;
+
+void stream_out(Out* o) {
+  if (o->off - o->started < kStream) return;
+  constexpr unsigned kWaitBefore = 1, kWrite = 2, kWaitAfter = 4;  // SYNC_FILE_RANGE_*
+  sys::sc(SYS_sync_file_range, o->fd, o->started, o->off - o->started, kWrite);
+  if (o->started > o->dropped) {
+    sys::sc(SYS_sync_file_range, o->fd, o->dropped, o->started - o->dropped, kWaitBefore | kWrite | kWaitAfter);
+    sys::sc(SYS_fadvise64, o->fd, o->dropped, o->started - o->dropped, 4 /*POSIX_FADV_DONTNEED*/);
+    o->dropped = o->started;
+  }
+  o->started = o->off;
+}
 
 bool page_is_zero(const uint8_t* p) {
   auto* w = reinterpret_cast<const uint64_t*>(p);
@@ -48,6 +70,7 @@ bool emit(Out* o, image::ChunkRecord* c, const void* data, uint64_t stored) {
     return false;
   }
   o->off += stored;
+  stream_out(o);
   return true;
 }
 
@@ -216,7 +239,7 @@ long write_image(const char* dir, const char* path, uint64_t gen, bool forked, c
   // Workers start after read_maps: their memory is not among the regions this image saves (and is
   // in g.excl besides).
   const uint32_t workers = compress ? zw_start(g.cfg.zthreads, compress_bound(kChunkMax)) : 0;
-  Out o = {fd, image::kHeaderSize, 0, 0, compress, workers};
+  Out o = {fd, image::kHeaderSize, 0, 0, compress, workers, 0, 0};
   bool ok = nreg >= 0 && pm_fd >= 0 && sys::sc(SYS_lseek, fd, image::kHeaderSize, 0 /*SEEK_SET*/) >= 0;
   if (!ok) o.err = nreg < 0 ? nreg : -5;
   for (long i = 0; ok && i < nreg; ++i) ok = save_region(&o, pm_fd, &g.regions[i]);
