@@ -11,7 +11,7 @@ cmake --build "$build" -j2 --target applevel_bench lanczos lanczos_mpi >/dev/nul
 mkdir -p "$dir"
 echo "### applevel_bench --dir $dir --sizes-mib 64,1024 --reps 5 (machine: $(nproc) cores, $(uname -r))"
 "$build/bench/applevel/applevel_bench" --dir "$dir" --sizes-mib 64,1024 --reps 5 \
-  --lanczos-n 1000 --lanczos-iters 200 --every 50
+  --lanczos-n 1000 --lanczos-iters 800 --every 200
 echo "### MPI Lanczos 1000x1000, 200 iterations, 2 ranks: wall time of the iteration loop, median of 3"
 # With more runnable threads than cores (2 ranks + writer threads + whatever else runs), Open MPI's busy
 # polling in collectives starves the writer thread; yielding when idle is the setting for this case.
