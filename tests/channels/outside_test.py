@@ -66,6 +66,14 @@ def main():
     lsock.close()
     with open(os.path.join(ck, "ckpt-2", "MANIFEST.json")) as f:
         json.load(f)
+    # The killed run's coordinator leaves once its last process is gone; a restart on its port before
+    # then would talk to it (and see the connection closed).
+    deadline = time.time() + 10
+    while subprocess.run([a.revive, "status", "--port", str(cport), "--ckpt-dir", ck], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL).returncode == 0:
+        if time.time() > deadline:
+            fail("the coordinator of the killed run is still there")
+        time.sleep(0.1)
     t = time.time()
     r = subprocess.run([a.revive, "restart", "--port", str(cport), ck], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True, env=env, timeout=60)

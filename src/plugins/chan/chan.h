@@ -147,6 +147,8 @@ int dgram_bind(Chan& c, uint64_t gen, const char* prefix, char* msg, size_t cap)
 int dgram_connect(Chan& c, uint64_t gen, const char* prefix, char* msg, size_t cap);
 
 // Helpers (chan_scan.cpp).
+// Calls f(fd, arg) for every descriptor of this process (/proc/self/fd, getdents64). 0 or -errno.
+int each_fd(void (*f)(int fd, void* arg), void* arg);
 // Adds socket fd to the table (connected: kOutside, named by its addresses); false if it is not one.
 bool add_socket(int fd);
 size_t addr_key(const sockaddr_storage& ss, uint8_t* out);  // address+port as key material

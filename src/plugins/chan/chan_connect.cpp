@@ -8,6 +8,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -16,6 +17,7 @@
 #include "inject/plugin.h"
 #include "plugins/chan/chan.h"
 #include "plugins/common/msg.h"
+#include "plugins/fd/fd_internal.h"  // epoll_items
 
 namespace revive::chan {
 namespace {
@@ -27,8 +29,38 @@ int err(char* msg, size_t cap, const Chan& c, const char* what, int e) {
   return e > 0 ? -e : -EIO;
 }
 
-// Puts `s` at c.fd (replacing the fd plugin's stand-in) with the saved flags.
+// The epoll registrations of the descriptor about to be replaced: the kernel drops them with its file.
+// (Only the original process has any: on restart the fd plugin's registrations failed on the stand-ins,
+// and epoll_rewatch makes them.) Static: one checkpoint thread.
+struct Watch {
+  int ep;
+  uint32_t events;
+  uint64_t data;
+};
+Watch g_watch[64];
+int g_nwatch, g_watch_fd;
+
+void collect_watches(int fd) {
+  g_nwatch = 0;
+  g_watch_fd = fd;
+  each_fd(
+      [](int ep, void*) {
+        char link[64], target[32];
+        plugins::Msg(link, sizeof link).s("/proc/self/fd/").i(ep);
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        if (n != 22 || memcmp(target, "anon_inode:[eventpoll]", 22) != 0) return;
+        const plugins::EpollItem* items;
+        int k = plugins::epoll_items(ep, &items);
+        for (int j = 0; j < k && g_nwatch < 64; ++j)
+          if (items[j].tfd == g_watch_fd) g_watch[g_nwatch++] = Watch{ep, items[j].events, items[j].data};
+      },
+      nullptr);
+}
+
+// Puts `s` at c.fd (replacing the fd plugin's stand-in, or in the original process a connection it
+// rebuilds) with the saved flags and epoll registrations.
 int place(Chan& c, int s, char* msg, size_t cap) {
+  collect_watches(c.fd);
   if (c.nodelay) {
     int one = 1;
     setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -41,6 +73,13 @@ int place(Chan& c, int s, char* msg, size_t cap) {
   if (s != c.fd) close(s);
   if (!c.cloexec) fcntl(c.fd, F_SETFD, 0);
   fcntl(c.fd, F_SETFL, c.flags & (O_NONBLOCK | O_APPEND | O_ASYNC));
+  for (int k = 0; k < g_nwatch; ++k) {
+    epoll_event ev = {};
+    ev.events = g_watch[k].events;
+    ev.data.u64 = g_watch[k].data;
+    if (epoll_ctl(g_watch[k].ep, EPOLL_CTL_ADD, c.fd, &ev) != 0 && errno == EEXIST)
+      epoll_ctl(g_watch[k].ep, EPOLL_CTL_MOD, c.fd, &ev);
+  }
   plugins::epoll_rewatch(c.fd);
   return 0;
 }

@@ -181,14 +181,9 @@ struct Dirent64 {
 
 bool add_socket(int fd) { return consider(fd) && g_chans[g_nchans - 1].fd == fd; }
 
-int scan(char* msg, size_t cap) {
-  g_nchans = 0;
+int each_fd(void (*f)(int fd, void* arg), void* arg) {
   int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) {
-    int e = errno;
-    plugins::Msg(msg, cap).s("cannot list /proc/self/fd: ").err(e);
-    return -e;
-  }
+  if (dir < 0) return -errno;
   alignas(8) char buf[4096];
   for (;;) {
     long got = syscall(SYS_getdents64, dir, buf, sizeof buf);
@@ -199,11 +194,18 @@ int scan(char* msg, size_t cap) {
       if (d->name[0] < '0' || d->name[0] > '9') continue;
       int fd = 0;
       for (const char* s = d->name; *s; ++s) fd = fd * 10 + (*s - '0');
-      if (fd != dir) consider(fd);
+      if (fd != dir) f(fd, arg);
     }
   }
   close(dir);
   return 0;
+}
+
+int scan(char* msg, size_t cap) {
+  g_nchans = 0;
+  int rc = each_fd([](int fd, void*) { consider(fd); }, nullptr);
+  if (rc < 0) plugins::Msg(msg, cap).s("cannot list /proc/self/fd: ").err(-rc);
+  return rc;
 }
 
 }  // namespace revive::chan

@@ -3,10 +3,11 @@
  * the clients' bytes in them), then reads each client's id and BYTES, checks them and answers "ok".
  *   backlog server ADDR K BYTES DELAY_MS   ADDR: a TCP port on 127.0.0.1, or a path (Unix socket)
  *   backlog client ADDR ID BYTES           ID in 1..K
- * The server prints one line per client, in id order; each client prints the answer and the end of
- * file: the output does not depend on scheduling. */
+ * The server prints one line per client, in id order; each client waits for the answer with epoll, then
+ * prints it and the end of file: the output does not depend on scheduling. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/epoll.h>
 #include <sys/un.h>
 
 #include "net_util.h"
@@ -86,9 +87,24 @@ int main(int argc, char** argv) {
   } else {
     s = connect_loopback(atoi(where));
   }
+  /* The client waits for the answer with epoll (registered before the server accepts), so the socket
+   * that replaces its connection at resume or restart must keep the registration. */
+  int ep = epoll_create1(0);
+  struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0xb10c};
+  if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) != 0) die("epoll");
   uint8_t id = (uint8_t)k;
   write_all(s, &id, 1);
   send_stream(s, id, 0);
+  for (;;) {
+    struct epoll_event got;
+    int n = epoll_wait(ep, &got, 1, 30000);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != 1 || got.data.u64 != 0xb10c) {
+      fprintf(stderr, "client %d: epoll_wait reported %d (no answer within 30 s?)\n", id, n);
+      return 1;
+    }
+    break;
+  }
   char ans[4] = {0};
   for (int got = 0; got < 3;) {
     int r = read_some(s, (uint8_t*)ans + got, (size_t)(3 - got));
