@@ -19,7 +19,8 @@ def run(cmd, **kw):
 
 def free_port(rng, avoid=()):
     for _ in range(200):
-        port = 20000 + rng.randrange(20000)
+        port = 20000 + rng.randrange(12000)  # below the ephemeral range (32768-60999): no outgoing
+                                             # connection of another test can take it meanwhile
         if port in avoid:
             continue
         with socket.socket() as s:
@@ -29,6 +30,15 @@ def free_port(rng, avoid=()):
             except OSError:
                 continue
     fail("no free port")
+
+def port_free(port):
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("0.0.0.0", port))
+            return True
+        except OSError:
+            return False
 
 def start(cmds, dirs, prefix, env, stagger, shared):
     os.makedirs(shared)
@@ -131,9 +141,11 @@ def main():
         p.wait()
     print("killed the launched programs", flush=True)
     for round in range(a.chain + 1):
-        # The coordinator of the killed run leaves once its last process is gone (--exit-on-last).
+        # The coordinator of the killed run leaves once its last process is gone (--exit-on-last); until its
+        # listening socket is closed too, a restart on its port could reach it while it shuts down.
         deadline = time.time() + 10
-        while run([a.revive, "status", "--port", str(coord_port), "--ckpt-dir", ck]).returncode == 0:
+        while (run([a.revive, "status", "--port", str(coord_port), "--ckpt-dir", ck]).returncode == 0 or
+               not port_free(coord_port)):
             if time.time() > deadline:
                 fail("the coordinator of the killed run is still there")
             time.sleep(0.1)
