@@ -96,7 +96,7 @@ def free_port(rng):
     """A random port nobody listens on now (another test or engineer may hold a fixed one)."""
     import socket
     for _ in range(100):
-        port = 20000 + rng.randrange(20000)
+        port = 20000 + rng.randrange(12000)  # below the ephemeral range (32768-60999): an outgoing connection cannot hold it
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
