@@ -14,10 +14,19 @@ def run(cmd, **kw):
     return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 def coordinator_gone(revive, port, ck, timeout=10):
+    """Until the coordinator stops answering and its port can be bound again (a coordinator that has
+    stopped answering may not have closed its listener yet, and the restart's would then fail to bind)."""
+    import socket
     deadline = time.time() + timeout
     while time.time() < deadline:
         if run([revive, "status", "--port", str(port), "--ckpt-dir", ck]).returncode != 0:
-            return True
+            with socket.socket() as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    s.bind(("127.0.0.1", port))
+                    return True
+                except OSError:
+                    pass
         time.sleep(0.1)
     return False
 
