@@ -1,6 +1,7 @@
-/* Forks in a loop while checkpoints come at random moments: child i lives a few ms and exits with
- * i % 200; the parent forks child i+1 before reaping child i (so a checkpoint finds a live child, often
- * a zombie, sometimes a fork in flight) and prints each status. A generation that missed a child would
+/* Forks in a loop while checkpoints come at random moments: child i exits with i % 200 after 20 ms (even
+ * i) or 1 ms (odd i); the parent forks child i+1 before reaping child i, so at almost any moment a live
+ * child exists (an even one) and often a zombie (an odd one, while the parent waits for its elder even
+ * sibling), sometimes a fork is in flight; it prints each status. A generation that missed a child would
  * make a waitpid fail after restart. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +21,7 @@ int main(int argc, char** argv) {
       c = fork();
       if (c < 0) return 99;
       if (c == 0) {
-        nap(3);
+        nap(i % 2 ? 1 : 20);
         _exit(i % 200);
       }
     }
