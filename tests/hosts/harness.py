@@ -116,7 +116,14 @@ def with_namespaces(a, prefix, net_base, n, body):
     reason where namespaces cannot be made."""
     seed = a.seed if a.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
-    net = "%s.%d" % (net_base, rng.randrange(200) + 20)
+    used = run(["ip", "-o", "-4", "addr"]).stdout
+    for _ in range(50):  # a /24 no other interface (another test's bridge) is on
+        net = "%s.%d" % (net_base, rng.randrange(200) + 20)
+        if " %s." % net not in used:
+            break
+    # A prefix of this run's own: `netns.sh up` first removes everything with its prefix, so two tests (or
+    # two builds' test runs) sharing one would tear down each other's hosts mid-test.
+    prefix = "%s%03x" % (prefix, rng.randrange(4096))
     nsenv = dict(os.environ, REVIVE_NETNS_PREFIX=prefix, REVIVE_NETNS_NET=net)
     chk = run(["bash", a.netns, "check"], env=nsenv)
     if chk.returncode == 77:
