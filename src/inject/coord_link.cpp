@@ -8,7 +8,6 @@
 #include <new>
 #include <poll.h>
 #include <signal.h>
-#include <string.h>
 
 #include "coord/client.h"
 #include "inject/engine.h"
@@ -37,17 +36,6 @@ void first_attempt_done() {
   sys::futex_wake(&g_first_attempt_done);
 }
 
-// Raises the checkpoint signal for the process with si_code POLL_IN: "serve", never "checkpoint". (The
-// kernel lets a thread queue a positive si_code only to its own id; it is queued process-wide.)
-void kick() {
-  siginfo_t si;
-  memset(&si, 0, sizeof si);
-  si.si_signo = g.cfg.sig;
-  si.si_code = POLL_IN;
-  si.si_pid = sys::getpid();
-  sys::sc(SYS_rt_sigqueueinfo, sys::gettid(), g.cfg.sig, &si);
-}
-
 // Data, EOF or an error on the socket raise the checkpoint signal for the whole process.
 void arm_async(int fd) {
   struct {
@@ -57,7 +45,7 @@ void arm_async(int fd) {
   sys::sc(SYS_fcntl, fd, 15 /*F_SETOWN_EX*/, &owner);
   long fl = sys::sc(SYS_fcntl, fd, F_GETFL);
   if (fl >= 0) sys::sc(SYS_fcntl, fd, F_SETFL, fl | O_ASYNC);
-  if (coord_readable()) kick();  // what came before O_ASYNC raised nothing
+  if (coord_readable()) wake_up();  // what came before O_ASYNC raised nothing
 }
 
 bool connect(bool restart) {

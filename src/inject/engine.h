@@ -115,6 +115,8 @@ uint64_t now_ns();  // CLOCK_MONOTONIC
 // The checkpoint signal's handler, for a wake-up (not a suspend request): serves the engine's work on this
 // thread until there is none left (see init.cpp).
 void serve_in_handler();
+// Queues a wake-up for the process (the checkpoint signal with si_code POLL_IN: serve, not checkpoint).
+void wake_up();
 // REVIVE_INTERVAL without a coordinator: a POSIX timer (raw, invisible to the timer plugin) sending the
 // checkpoint signal every interval. Idempotent; nothing to do with a coordinator or without an interval.
 void arm_interval_timer();

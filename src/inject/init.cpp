@@ -19,9 +19,9 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <gnu/libc-version.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <sys/mman.h>
@@ -142,6 +142,17 @@ void find_glibc_layout() {
 }
 
 }  // namespace
+
+// Raises the checkpoint signal for the process with si_code POLL_IN: "serve", never "checkpoint". (The
+// kernel lets a thread queue a positive si_code only to its own id; it is queued process-wide.)
+void wake_up() {
+  siginfo_t si;
+  memset(&si, 0, sizeof si);
+  si.si_signo = g.cfg.sig;
+  si.si_code = POLL_IN;
+  si.si_pid = sys::getpid();
+  sys::sc(SYS_rt_sigqueueinfo, sys::gettid(), g.cfg.sig, &si);
+}
 
 void arm_interval_timer() {
   if (g.have_timer || !g.cfg.interval_s || (coord_configured() && coord_connected())) return;
@@ -348,6 +359,8 @@ __attribute__((constructor)) void revive_init() {
   if (!g.ready) return;
   if (coord_configured()) coord_start();
   arm_interval_timer();
+  // A checkpoint asked for before we were ready (the handler only counted it) is served now.
+  if (__atomic_load_n(&g.trigger, __ATOMIC_ACQUIRE) != g.trigger_seen) wake_up();
 }
 
 }  // namespace
