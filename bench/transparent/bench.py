@@ -90,7 +90,7 @@ def main():
     a.restart = os.path.join(a.build, "src/restart/revive-restart")
     a.prog = os.path.join(a.build, "bench/transparent/bench_transparent_prog")
     os.makedirs(a.dir, exist_ok=True)
-    print("# medians of %d runs; disk = %s; restart times read a warm page cache" % (a.runs, a.dir))
+    print("# medians of %d runs; disk = %s; images are streamed out of the page cache as written, so restarts read the disk" % (a.runs, a.dir))
     print("# raw_s: write+fsync of the same bytes from memory, measured right before each checkpoint;")
     print("# raw/ck: median of per-run ratios (1.0 = checkpoint as fast as the raw write)")
     print("%-6s %-12s %-10s %9s %9s %9s %7s %10s %9s %9s" % (
