@@ -22,8 +22,9 @@ pid_t tree_fork() {
   using revive::proctree::g_forks_in_flight;
   ForkFn real = revive::plugins::next_or_enosys(&g_real_fork, "fork");
   if (!real) return -1;
-  // A program may fork before our checkpoint thread has said HELLO (the first thing it does): wait, or
-  // a short-lived child could be the coordinator's only process, and its exit would end the coordinator.
+  // Never fork before this process's own HELLO is done (the engine's constructor says it; a fork from an
+  // earlier constructor could come first): a short-lived child could be the coordinator's only process,
+  // and its exit would end the coordinator.
   if (revive::inject::coord_wait_connected) revive::inject::coord_wait_connected(30000);
   __atomic_add_fetch(&g_forks_in_flight, 1, __ATOMIC_ACQ_REL);
   int sync[2] = {-1, -1};
