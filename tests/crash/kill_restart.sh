@@ -29,6 +29,36 @@ victim_pid() {  # the process to SIGKILL: the launcher itself (serial) or one ra
   [[ -n $ranks ]] && echo "$ranks" | shuf -n 1
 }
 
+# Waits for the run started as $1 and sets st to its exit status. Works around a bug of Open MPI 4.1's
+# mpiexec, seen on this VM under load about once in 20 kills: when a rank dies while it is still connecting
+# to mpiexec's PMIx server ("PMIX ERROR: UNREACHABLE ... ptl_base_connection_hdlr.c"), mpiexec reports the
+# death, kills the other ranks, and then blocks forever on a futex without reaping them. If every rank has
+# been dead (gone or a zombie) for 15 s while the launcher lives on, the job is over: kill the launcher and
+# count the run as failed, as mpiexec would have. Our program never runs in this state, so the workaround
+# cannot hide a hang of revive's own code (a rank that hangs is alive and is not touched).
+launcher_hangs=0
+wait_run() {
+  local pid=$1 seen=0 idle=0 states
+  if [[ $mode == mpi ]]; then
+    while kill -0 "$pid" 2>/dev/null; do
+      states=$(ps -o stat= --ppid "$pid" 2>/dev/null | grep -v '^Z' || true)
+      if [[ -n $states ]]; then seen=1; idle=0
+      elif ((seen)); then
+        idle=$((idle + 1))
+        if ((idle >= 150)); then
+          echo "mpiexec ($pid) still runs 15 s after all its ranks ended (Open MPI PMIx bug); killing it"
+          launcher_hangs=$((launcher_hangs + 1))
+          kill -KILL "$pid" 2>/dev/null
+          break
+        fi
+      fi
+      sleep 0.1
+    done
+  fi
+  { wait "$pid"; } 2>/dev/null; st=$?
+  return 0
+}
+
 resumed=0
 for ((r = 1; r <= rounds; r++)); do
   for async in off copy zero; do
@@ -57,7 +87,7 @@ for ((r = 1; r <= rounds; r++)); do
           v=$(victim_pid "$pid")
           if [[ -n $v ]] && kill -0 "$v" 2>/dev/null; then kill -KILL "$v" 2>/dev/null && kills=$((kills + 1)); fi
         fi
-        { wait "$pid"; } 2>/dev/null; st=$?
+        wait_run "$pid"
         grep -q 'restarted after' "$work/run.err" && resumed=$((resumed + 1))
         ((st == 0)) && break
         ((attempt < 3)) || { echo "round $r ($async): final run failed with status $st"; cat "$work/run.err"; exit 1; }
@@ -71,6 +101,6 @@ for ((r = 1; r <= rounds; r++)); do
     echo "round $r (async=$async): $kills SIGKILL(s), restarted output identical to the reference"
   done
 done
-echo "resumed from a checkpoint $resumed time(s)"
+echo "resumed from a checkpoint $resumed time(s); launcher hangs worked around: $launcher_hangs"
 ((resumed > 0)) || { echo "no run ever resumed from a checkpoint: the kills proved nothing"; exit 1; }
 rm -rf "$work"
