@@ -1,6 +1,7 @@
 // Handing the process over to the restored engine: the RestartInfo block (environment, plugin sections,
 // what to unmap), then the saved threads, each a clone with glibc's pthread_create flags that starts
-// directly in its saved engine context. This thread becomes the saved main thread last.
+// directly in its saved engine context, with its saved tid where the kernel allows (clone3 set_tid). This
+// thread becomes the saved main thread last.
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -20,6 +21,7 @@
 
 extern "C" long restart_clone(unsigned long flags, uint64_t stack, uint64_t ptid, uint64_t ctid, uint64_t tls,
                               const uint64_t* ctx);
+extern "C" long restart_clone3(const void* args, size_t size, const uint64_t* ctx);
 extern "C" void restart_jump(const uint64_t* ctx, uint64_t fs_base) __attribute__((noreturn));
 extern char** environ;
 
@@ -27,6 +29,47 @@ namespace revive::restart {
 namespace {
 
 uint64_t align8(uint64_t x) { return (x + 7) / 8 * 8; }
+
+// clone3's argument block up to set_tid_size (the kernel's CLONE_ARGS_SIZE_VER1); spelled out here because
+// <linux/sched.h> and glibc's <sched.h> do not mix.
+struct CloneArgs {
+  uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size;
+};
+static_assert(sizeof(CloneArgs) == 80);
+
+// Starts saved thread t. First with clone3 and set_tid = its saved tid, so a tid the program stored
+// (gettid, then tgkill, /proc/self/task/TID, sched_setaffinity, F_SETOWN_EX...) names the same thread
+// again; that needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE over the pid namespace and a free tid. Else
+// (or once *set_tid_err says it cannot work here) a plain clone with a new tid: the kernel writes the new
+// tid into glibc's struct pthread through CLONE_PARENT_SETTID either way, so pthread_kill/join still work.
+// Returns the new tid or -errno of the plain clone; *kept tells which of the two ran.
+long start_thread(const image::ThreadRecord& t, unsigned long flags, int* set_tid_err, bool* kept) {
+  *kept = false;
+  if (*set_tid_err == 0 || *set_tid_err == EEXIST) {
+    pid_t want = pid_t(t.tid);
+    CloneArgs a;
+    memset(&a, 0, sizeof a);
+    a.flags = flags;
+    a.parent_tid = t.tid_addr;
+    a.child_tid = t.tid_addr;
+    a.tls = t.fs_base;
+    // clone3 takes the stack's base and size (the kernel starts the child at base + size): the child
+    // starts at the saved stack pointer, as with clone, and switches to its saved context before it
+    // touches the stack.
+    a.stack = t.ctx[6] - 64;
+    a.stack_size = 64;
+    a.set_tid = reinterpret_cast<uint64_t>(&want);
+    a.set_tid_size = 1;
+    long r = restart_clone3(&a, sizeof a, t.ctx);
+    if (r >= 0) {
+      *kept = true;
+      return r;
+    }
+    // EEXIST is this tid's problem only (taken by another process): the next thread may still get its own.
+    *set_tid_err = int(-r);
+  }
+  return restart_clone(flags, t.ctx[6], t.tid_addr, t.tid_addr, t.fs_base, t.ctx);
+}
 
 // The fd plugin's hand-over prefix (plugins/fd/fd_record.h: kHandOverTag), prepended to its section in the
 // blob: the program's executable, opened here to become /proc/self/exe again (which the kernel refuses
@@ -187,6 +230,8 @@ bool hand_over(const image::View& v, const char* image_path, bool lazy, char* er
   auto* dst = reinterpret_cast<image::RestartInfo*>(v.process->restart_info_addr);
   memcpy(dst, &ri, sizeof ri);
 
+  const char* log = getenv("REVIVE_LOG");
+  const bool verbose = log && atoi(log) >= 1;
   sigset_t all;
   sigfillset(&all);
   syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, nullptr, 8);
@@ -197,15 +242,38 @@ bool hand_over(const image::View& v, const char* image_path, bool lazy, char* er
   }
   const unsigned long flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM |
                               CLONE_SETTLS | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID;
+  // REVIVE_RESTART_NO_SET_TID=1 takes the fallback as if unprivileged, so tests can cover it.
+  int set_tid_err = getenv("REVIVE_RESTART_NO_SET_TID") ? EPERM : 0;
+  uint32_t lost = 0;
+  uint64_t first_lost = 0;
+  int first_err = 0;
   for (uint32_t i = 0; i < v.thread_count; ++i) {
     const image::ThreadRecord& t = v.threads[i];
     if (&t == self) continue;
-    long r = restart_clone(flags, t.ctx[6], t.tid_addr, t.tid_addr, t.fs_base, t.ctx);
+    bool kept = false;
+    long r = start_thread(t, flags, &set_tid_err, &kept);
     if (r < 0) {
       // Threads already started are parked in the engine; nothing sane to continue with.
       snprintf(err, err_len, "clone for saved thread %llu failed: %s", (unsigned long long)t.tid, strerror(int(-r)));
       return false;
     }
+    if (!kept && lost++ == 0) {
+      first_lost = t.tid;
+      first_err = set_tid_err;
+    }
+  }
+  // Never a reason to fail the restart: said once, and only when asked for (the program's stderr is ours
+  // until the fd plugin restores its descriptors). No stdio: nothing may allocate now.
+  if (lost && verbose) {
+    char line[256];
+    const char* why = first_err == EPERM    ? "needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE"
+                      : first_err == EEXIST ? "tid taken by another process"
+                      : first_err == ENOSYS ? "no clone3 in this kernel"
+                                            : "refused";
+    int n = snprintf(line, sizeof line,
+                     "revive-restart: %u thread(s) got new tids (saved tid %llu: clone3 set_tid: %s, errno %d)\n",
+                     lost, (unsigned long long)first_lost, why, first_err);
+    if (n > 0) (void)!write(2, line, size_t(n) < sizeof line ? size_t(n) : sizeof line - 1);
   }
   syscall(SYS_set_tid_address, self->tid_addr);
   *reinterpret_cast<volatile int*>(self->tid_addr) = int(syscall(SYS_gettid));

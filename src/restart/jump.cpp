@@ -4,6 +4,8 @@
 //
 // long restart_clone(flags, stack, ptid, ctid, tls, const uint64_t ctx[8])
 //   rdi rsi rdx rcx r8 r9; the child keeps r9 (syscall preserves it) and jumps to ctx with rax = 1.
+// long restart_clone3(const struct clone_args* args, size_t size, const uint64_t ctx[8])
+//   the same with clone3 (which can ask for the saved tid); ctx moves to r9 first.
 // void restart_jump(const uint64_t ctx[8], uint64_t fs_base)  -- sets FS, then jumps with rax = 1.
 __asm__(R"(
     .text
@@ -28,6 +30,17 @@ restart_clone:
     jmp *%rcx
 1:  ret
     .size restart_clone, .-restart_clone
+
+    .globl restart_clone3
+    .type restart_clone3,@function
+restart_clone3:
+    movq %rdx, %r9
+    movl $435, %eax
+    syscall
+    testq %rax, %rax
+    jz .Lload_ctx
+    ret
+    .size restart_clone3, .-restart_clone3
 
     .globl restart_jump
     .type restart_jump,@function
