@@ -46,6 +46,9 @@ struct Options {
   bool compress = false;                           // REVIVE_COMPRESS (zstd)
   int compress_level = 3;                          // REVIVE_COMPRESS_LEVEL
   bool verbose = false;                            // REVIVE_VERBOSE (progress on stderr)
+  // REVIVE_MPIIO: the MPI flavour writes one shared file per version (MPI-IO) instead of one file per key
+  // and rank. With async writing it needs MPI_THREAD_MULTIPLE. No effect on a serial checkpoint.
+  bool mpiio = false;
 
   // Throws Error naming the variable when a value cannot be parsed.
   static Options from_env();

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <mutex>
+#include <set>
 
 #include "applevel/type_names.h"
 
@@ -28,6 +30,14 @@ bool ValidName(const std::string& s) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == '+'))
       return false;
   return s.compare(0, 8, storage::kManifestName) != 0;  // MANIFEST and MANIFEST.tmp are ours
+}
+
+// Live checkpoints of this process, by directory and rank (the rank: tests simulate ranks with threads of
+// one process). Two live objects with the same directory would write the same version numbers.
+std::mutex g_names_mu;
+std::set<std::string>& LiveNames() {
+  static auto* names = new std::set<std::string>;  // never destroyed: checkpoints may outlive main's statics
+  return *names;
 }
 
 // A relative base path is resolved once, at construction: a later chdir() of the program must not move
@@ -58,6 +68,30 @@ Checkpoint::Impl::Impl(std::string n, std::shared_ptr<detail::Comm> c, Options o
   if (opts.keep < 1) throw Error("checkpoint '" + name + "': keep must be >= 1 (got " + std::to_string(opts.keep) + ")");
   if (!ValidName(name))
     throw Error("checkpoint name '" + name + "' is not a valid directory name (use letters, digits, _ - . +)");
+  if (opts.mpiio) shared_io = comm->open_shared_file_io();  // collective; null for a serial Comm
+  std::string level;
+  if (shared_io && opts.async && !shared_io->ThreadsAllowed(&level))
+    throw Error(Where() + ": shared-file mode (Options::mpiio, REVIVE_MPIIO) with async writing runs MPI-IO on "
+                "the writer thread and needs MPI_THREAD_MULTIPLE, but MPI was initialised with " + level +
+                ": initialise MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...) or write synchronously");
+}
+
+// Taken at the first write: two objects may read the same checkpoint (a restart check next to the writer),
+// but two that write it would number their versions alike and overwrite each other's.
+void Checkpoint::Impl::TakeName() {
+  if (!registered.empty()) return;
+  std::string key = store.dir() + "\n" + std::to_string(comm->rank());
+  std::lock_guard<std::mutex> l(applevel::g_names_mu);
+  if (!applevel::LiveNames().insert(key).second)
+    throw Error(Where() + ": another Checkpoint object with this name and base path has written in this process "
+                "and is still alive; both would write the same versions (destroy the first one, or use another name)");
+  registered = std::move(key);
+}
+
+Checkpoint::Impl::~Impl() {
+  if (registered.empty()) return;
+  std::lock_guard<std::mutex> l(applevel::g_names_mu);
+  applevel::LiveNames().erase(registered);
 }
 
 std::string Checkpoint::Impl::Where() const { return "checkpoint '" + name + "' (" + store.dir() + ")"; }
@@ -162,6 +196,7 @@ uint64_t Checkpoint::Impl::NextVersion() {
 
 void Checkpoint::Impl::Write(int64_t it) {
   RequireCommitted("write()");
+  TakeName();  // before any collective: every rank throws alike
   Drain();  // a background prune must not run while the next version's directory is made
   std::unique_ptr<Job> job = staged ? std::move(staged) : Take();
   job->version = NextVersion();
@@ -174,6 +209,7 @@ void Checkpoint::Impl::Write(int64_t it) {
   job->publish_in_writer = comm->size() == 1 && children.empty();
   // Paths are made here: the writer thread must not call into the Comm (MPI may not allow it).
   for (auto& f : job->files) f->path = store.DataPath(job->version, f->key, comm->rank(), comm->size());
+  if (shared_io) job->shared_path = store.VersionDir(job->version) + "/" + storage::kSharedFileName;
   if (comm->rank() == 0) job->result = store.BeginVersion(job->version);
   // The others write into the directory rank 0 created; its failure is reported in Finish().
   if (!comm->allreduce_and(job->result.ok())) {
@@ -193,11 +229,36 @@ void Checkpoint::Impl::Write(int64_t it) {
 
 void Checkpoint::Impl::RunJob(Job* job) {
   int level = opts.compress ? opts.compress_level : 0;
-  for (auto& f : job->files) {
-    job->result = storage::WriteDataFile(env, f->path, f->header, f->spans, level);
-    if (!job->result.ok()) return;
+  if (shared_io) {
+    RunSharedJob(job);
+  } else {
+    for (auto& f : job->files) {
+      job->result = storage::WriteDataFile(env, f->path, f->header, f->spans, level);
+      if (!job->result.ok()) return;
+    }
   }
-  if (job->publish_in_writer) job->published = store.Publish(MakeManifest(*job));
+  if (job->result.ok() && job->publish_in_writer) job->published = store.Publish(MakeManifest(*job));
+}
+
+// Shared-file mode: this rank's records (the files it would write otherwise, in key order) go into the
+// version's one file at the exclusive prefix sum of the ranks' sizes; one collective write, then sync.
+void Checkpoint::Impl::RunSharedJob(Job* job) {
+  int level = opts.compress ? opts.compress_level : 0;
+  std::vector<std::unique_ptr<storage::EncodedRecord>> records;
+  std::vector<storage::Span> spans;
+  Checksum64Stream region;
+  Status s;
+  for (auto& f : job->files) {
+    auto r = std::make_unique<storage::EncodedRecord>();
+    s = storage::EncodeDataRecord(job->shared_path + " (key '" + f->key + "')", f->header, f->spans, level, r.get(),
+                                  &region);
+    if (!s.ok()) break;
+    spans.insert(spans.end(), r->spans.begin(), r->spans.end());
+    records.push_back(std::move(r));
+  }
+  if (!s.ok()) spans.clear();  // still take part in the collective write (with nothing), or the others hang
+  Status w = shared_io->Write(job->shared_path, spans, region.Digest(), &job->ranges);
+  job->result = s.ok() ? w : s;
 }
 
 storage::Manifest Checkpoint::Impl::MakeManifest(const Job& job) const {
@@ -208,6 +269,10 @@ storage::Manifest Checkpoint::Impl::MakeManifest(const Job& job) const {
   m.parent_version = job.parent_version;
   m.ranks = static_cast<uint32_t>(comm->size());
   for (const auto& f : job.files) m.keys.push_back(f->key);
+  if (shared_io) {
+    m.shared_file = storage::kSharedFileName;
+    m.ranges = job.ranges;
+  }
   return m;
 }
 
@@ -269,8 +334,8 @@ void Checkpoint::Impl::Finish(std::unique_ptr<Job> job) {
   }
 }
 
-// Checks that version v is usable by this rank: manifest, key set, every file's header, type, size and
-// checksum. InvalidArgument = the program does not match the checkpoint (an error, never a fallback);
+// Checks that version v's manifest is usable by this rank and matches the program's keys and rank count
+// (VerifyVersion checks the data). InvalidArgument = the program does not match the checkpoint (an error, never a fallback);
 // anything else = the version is damaged.
 Status Checkpoint::Impl::VerifyLocal(uint64_t v, storage::Manifest* m) {
   Status s = store.ReadManifest(v, m);
@@ -289,40 +354,128 @@ Status Checkpoint::Impl::VerifyLocal(uint64_t v, storage::Manifest* m) {
     for (const auto& e : entries) found = found || e.key == k;
     if (!found) return Status::InvalidArgument(vdir + " contains key '" + k + "' that the program did not add");
   }
+  return Status::OK();
+}
+
+// VerifyLocal, then the data: the shared file is read collectively, so every rank takes part in the same
+// steps whatever its manifest said. OK with a failure elsewhere means "usable here" (the caller agrees).
+Status Checkpoint::Impl::VerifyVersion(uint64_t v, storage::Manifest* m) {
+  shared_records.clear();
+  shared_buf.reset();
+  Status s = VerifyLocal(v, m);
+  if (!comm->allreduce_and(s.ok())) return s;
+  const bool shared = !m->shared_file.empty();
+  if (comm->allreduce_and(shared)) return VerifyShared(v, *m);
+  if (shared)
+    return Status::Corruption(store.VersionDir(v) + "/" + storage::kManifestName +
+                              " names a shared file, another rank's manifest does not");
   for (const auto& e : entries) {
     std::unique_ptr<storage::DataFileReader> r;
     std::string path = store.DataPath(v, e.key, comm->rank(), comm->size());
     s = storage::DataFileReader::Open(env, path, &r);
-    if (s.ok()) s = CheckType(*r, *e.item, e.key);
+    if (s.ok()) s = CheckType(r->header(), r->path(), *e.item, e.key);
     if (s.ok()) s = r->Verify();
     if (!s.ok()) return s;
   }
   return Status::OK();
 }
 
-Status Checkpoint::Impl::CheckType(const storage::DataFileReader& r, detail::Item& item, const std::string& key) {
-  const storage::FileHeader& h = r.header();
-  if (h.key != key) return Status::Corruption(r.path() + ": holds key '" + h.key + "', expected '" + key + "'");
+// Shared-file mode: reads this rank's range of the version's file (collectively), checks it against the
+// manifest's checksum, parses its records and checks them against the registered keys. The bytes are kept
+// for ReadLocal, so user memory is only written once the version verified on every rank.
+Status Checkpoint::Impl::VerifyShared(uint64_t v, const storage::Manifest& m) {
+  const std::string path = store.VersionDir(v) + "/" + m.shared_file;
+  const std::string who = "rank " + std::to_string(comm->rank());
+  const storage::RankRange range = m.ranges[static_cast<size_t>(comm->rank())];
+  Status s;
+  // A version written in shared-file mode is readable whatever this run's option (collective: every rank
+  // gets here). Only a Comm without MPI-IO (serial) cannot read it, on every rank alike.
+  if (!read_io) read_io = shared_io ? shared_io : comm->open_shared_file_io();
+  if (!read_io)
+    return Status::InvalidArgument(path + ": version " + std::to_string(v) +
+                                   " was written in shared-file mode (MPI-IO); only the MPI flavour can read it");
+  // No zero fill: every byte is read over.
+  shared_buf = std::make_unique_for_overwrite<char[]>(range.length ? range.length : 1);
+  s = read_io->Read(path, range, shared_buf.get());
+  const std::string bytes = who + "'s bytes [" + std::to_string(range.offset) + ", " +
+                            std::to_string(range.offset + range.length) + ")";
+  if (s.ok() && Checksum64(shared_buf.get(), range.length) != range.checksum)
+    s = Status::Corruption(path + ": " + bytes + ": checksum mismatch (data corrupted)");
+  std::vector<SharedRecord> recs;
+  size_t pos = 0;
+  for (size_t i = 0; s.ok() && i < m.keys.size(); ++i) {
+    SharedRecord r;
+    r.what = path + ": " + who + "'s record of key '" + m.keys[i] + "'";
+    size_t used = 0;
+    s = storage::ParseDataRecord(r.what, shared_buf.get() + pos, range.length - pos, &r.header, &r.payload, &used);
+    if (s.ok() && r.header.key != m.keys[i])
+      s = Status::Corruption(r.what + ": holds key '" + r.header.key + "'");
+    pos += used;
+    recs.push_back(std::move(r));
+  }
+  if (s.ok() && pos != range.length) s = Status::Corruption(path + ": " + bytes + ": trailing bytes after the records");
+  // In registration order, for ReadLocal.
+  for (size_t i = 0; s.ok() && i < entries.size(); ++i) {
+    const auto& e = entries[i];
+    auto it = std::find_if(recs.begin(), recs.end(), [&](const SharedRecord& r) { return r.header.key == e.key; });
+    s = CheckType(it->header, it->what, *e.item, e.key);  // VerifyLocal checked that every key is there
+    if (s.ok()) shared_records.push_back(*it);
+  }
+  if (!s.ok()) {
+    shared_records.clear();
+    shared_buf.reset();
+  }
+  return s;
+}
+
+Status Checkpoint::Impl::CheckType(const storage::FileHeader& h, const std::string& where, detail::Item& item,
+                                   const std::string& key) {
+  if (h.key != key) return Status::Corruption(where + ": holds key '" + h.key + "', expected '" + key + "'");
   detail::TypeDesc t = item.type();
   if (h.type_tag != t.tag || h.elem_size != t.elem_size)
-    return Status::InvalidArgument("key '" + key + "' in " + r.path() + " is stored as " +
+    return Status::InvalidArgument("key '" + key + "' in " + where + " is stored as " +
                                    applevel::TypeName(h.type_tag, h.elem_size) + " but registered as " +
                                    applevel::TypeName(t.tag, t.elem_size));
   if (h.raw_len != (t.tag == detail::kTagBlob ? h.count : h.count * h.elem_size) ||
       (h.elem_size && h.count > std::numeric_limits<uint64_t>::max() / h.elem_size))
-    return Status::Corruption(r.path() + ": element count and payload length disagree");
+    return Status::Corruption(where + ": element count and payload length disagree");
   if (!item.resizable() && h.count != item.count())
-    return Status::InvalidArgument("key '" + key + "' in " + r.path() + " holds " + std::to_string(h.count) +
+    return Status::InvalidArgument("key '" + key + "' in " + where + " holds " + std::to_string(h.count) +
                                    " elements but " + std::to_string(item.count()) + " are registered");
   return Status::OK();
 }
 
+Status Checkpoint::Impl::ReadShared() {
+  Status s;
+  for (size_t i = 0; s.ok() && i < entries.size(); ++i) {
+    auto& e = entries[i];
+    const SharedRecord& r = shared_records[i];
+    const storage::FileHeader& h = r.header;
+    if (e.item->direct()) {
+      s = storage::DecodePayload(r.what, h, r.payload, e.item->dest(h.count));
+      continue;
+    }
+    std::string buf(h.raw_len, '\0');
+    s = storage::DecodePayload(r.what, h, r.payload, buf.data());
+    if (!s.ok()) break;
+    try {
+      e.item->load(h.count, buf.data(), buf.size(), r.what);
+    } catch (const Error& err) {
+      s = Status::InvalidArgument(err.what());
+    }
+  }
+  shared_records.clear();
+  shared_buf.reset();
+  return s;
+}
+
 Status Checkpoint::Impl::ReadLocal(uint64_t v) {
+  if (!shared_records.empty()) return ReadShared();
   for (auto& e : entries) {
     std::unique_ptr<storage::DataFileReader> r;
     std::string path = store.DataPath(v, e.key, comm->rank(), comm->size());
     Status s = storage::DataFileReader::Open(env, path, &r);
-    if (s.ok()) s = CheckType(*r, *e.item, e.key);
+    if (s.ok()) s = CheckType(r->header(), r->path(), *e.item, e.key);
     if (!s.ok()) return s;
     const storage::FileHeader& h = r->header();
     if (e.item->direct()) {
@@ -367,7 +520,7 @@ bool Checkpoint::Impl::RestartIfNeeded(int64_t* it) {
     }
     v = comm->allreduce_min_u64(local);
     if (v == 0) return false;
-    Status s = VerifyLocal(v, &m);
+    Status s = VerifyVersion(v, &m);
     if (comm->allreduce_and(s.ok())) break;
     if (!comm->allreduce_and(!s.IsInvalidArgument()))
       throw Error(Where() + ": cannot restart from version " + std::to_string(v) + ": " +

@@ -12,6 +12,7 @@
 #include "applevel/env_hook.h"
 #include "revive/checkpoint.hpp"
 #include "storage/data_file.h"
+#include "storage/shared_file.h"
 #include "storage/version_store.h"
 
 namespace revive {
@@ -38,9 +39,18 @@ class Checkpoint::Impl {
     Status result;  // set by RunJob (possibly on the writer thread)
     bool publish_in_writer = false;  // RunJob publishes (serial, no children); else Finish does
     Status published;                // RunJob's publication result when publish_in_writer
+    std::string shared_path;                 // shared-file mode: the version's one file
+    std::vector<storage::RankRange> ranges;  // shared-file mode, rank 0: every rank's bytes in it
+  };
+  // Shared-file mode, restart: this rank's verified bytes, kept from VerifyLocal for ReadLocal.
+  struct SharedRecord {
+    std::string what;  // "<file>: rank R's record of key 'k'", for errors
+    storage::FileHeader header;
+    const char* payload = nullptr;
   };
 
   Impl(std::string name, std::shared_ptr<detail::Comm> comm, Options opts);
+  ~Impl();
   std::string Where() const;
   void Add(const std::string& key, std::shared_ptr<detail::Item> item);
   void Commit();
@@ -67,21 +77,34 @@ class Checkpoint::Impl {
   int64_t last_iteration = 0;
   Impl* parent = nullptr;
   std::vector<Impl*> children;
+  // Shared-file mode (opts.mpiio with a Comm that offers it, i.e. the MPI flavour); null otherwise.
+  std::shared_ptr<storage::SharedFileIO> shared_io;
+  // Restart of a version written in shared-file mode (whatever opts.mpiio says now): opened when needed.
+  std::shared_ptr<storage::SharedFileIO> read_io;
 
  private:
   std::unique_ptr<Job> Take();
+  void TakeName();
   uint64_t NextVersion();
   void RunJob(Job* job);
+  void RunSharedJob(Job* job);
+  Status VerifyShared(uint64_t v, const storage::Manifest& m);
+  Status VerifyVersion(uint64_t v, storage::Manifest* m);
+  Status ReadShared();
   void Finish(std::unique_ptr<Job> job);
   storage::Manifest MakeManifest(const Job& job) const;
   Status VerifyLocal(uint64_t v, storage::Manifest* m);
-  static Status CheckType(const storage::DataFileReader& r, detail::Item& item, const std::string& key);
+  static Status CheckType(const storage::FileHeader& h, const std::string& where, detail::Item& item,
+                          const std::string& key);
   Status ReadLocal(uint64_t v);
 
   std::unique_ptr<Job> staged;   // taken by update() in async copy mode
   std::unique_ptr<Job> pending;  // submitted to the writer, not yet published
-  std::vector<std::string> spare;
-  bool hooks_called = false;  // update() already ran the user hooks for the next version  // async copy mode: buffers of the last version, reused by Take()
+  std::vector<std::string> spare;  // async copy mode: buffers of the last version, reused by Take()
+  bool hooks_called = false;  // update() already ran the user hooks for the next version
+  std::string registered;     // key in the process-wide registry of written checkpoints (TakeName)
+  std::unique_ptr<char[]> shared_buf;  // shared-file restart: this rank's range, between verify and read
+  std::vector<SharedRecord> shared_records;  // into shared_buf, one per entry (registration order)
   applevel::AsyncWriter writer;  // last member: its thread stops before the rest is destroyed
 };
 

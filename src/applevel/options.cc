@@ -27,6 +27,7 @@ Options Options::from_env() {
   Check(GetEnvInt("REVIVE_COMPRESS_LEVEL", 1, 22, &v));
   o.compress_level = static_cast<int>(v);
   Check(GetEnvBool("REVIVE_VERBOSE", &o.verbose));
+  Check(GetEnvBool("REVIVE_MPIIO", &o.mpiio));
   return o;
 }
 

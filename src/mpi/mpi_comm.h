@@ -26,6 +26,8 @@ class MpiComm final : public detail::Comm {
   uint64_t allreduce_min_u64(uint64_t v) override;
   bool allreduce_and(bool v) override;
   void bcast(void* buf, size_t n, int root) override;
+  // Shared-file mode over MPI-IO (mpi_shared_file.cc), on its own duplicate of the communicator.
+  std::shared_ptr<storage::SharedFileIO> open_shared_file_io() override;
 
   MPI_Comm comm() const { return comm_; }
 

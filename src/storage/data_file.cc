@@ -86,6 +86,83 @@ Status WriteDataFile(Env* env, const std::string& path, FileHeader h, const std:
   return s.ok() ? c : s;
 }
 
+Status EncodeDataRecord(const std::string& what, FileHeader h, const std::vector<Span>& spans,
+                        int compress_level, EncodedRecord* out, Checksum64Stream* region) {
+  uint64_t raw = 0;
+  for (const auto& sp : spans) raw += sp.size;
+  h.raw_len = raw;
+  h.flags = 0;
+  std::vector<Span> payload;
+  if (compress_level > 0) {
+    Status s = Compress(spans, raw, compress_level, &out->packed);
+    if (!s.ok()) return Status::IOError(what + ": " + s.message());
+    h.flags |= kFlagZstd;
+    payload.push_back({out->packed.data(), out->packed.size()});
+  } else {
+    payload = spans;
+  }
+  h.payload_len = 0;
+  for (const auto& sp : payload) h.payload_len += sp.size;
+  out->head = EncodeHeader(h);
+  if (region) region->Update(out->head.data(), out->head.size());
+  out->spans.clear();
+  out->spans.push_back({out->head.data(), out->head.size()});
+  Checksum64Stream st;
+  for (const auto& sp : payload) {
+    const char* p = static_cast<const char*>(sp.data);
+    for (size_t off = 0; off < sp.size; off += kWritePiece) {
+      size_t n = sp.size - off < kWritePiece ? sp.size - off : kWritePiece;
+      st.Update(p + off, n);
+      if (region) region->Update(p + off, n);  // same piece, still in L2
+    }
+    if (sp.size) out->spans.push_back(sp);
+  }
+  out->tail = EncodeTrailer(st.Digest());
+  if (region) region->Update(out->tail.data(), out->tail.size());
+  out->spans.push_back({out->tail.data(), out->tail.size()});
+  out->size = h.file_size();
+  return Status::OK();
+}
+
+Status ParseDataRecord(const std::string& what, const char* bytes, size_t n, FileHeader* h,
+                       const char** payload, size_t* consumed) {
+  std::string head(bytes, n < kFixedHeaderSize ? n : kFixedHeaderSize);
+  if (head.size() == kFixedHeaderSize) {
+    uint32_t key_len;
+    std::memcpy(&key_len, bytes + 36, 4);
+    if (key_len <= kMaxKeyLength && kFixedHeaderSize + key_len <= n) head.append(bytes + kFixedHeaderSize, key_len);
+  }
+  Status s = DecodeHeader(what, head, h);
+  if (!s.ok()) return s;
+  // Overflow-safe: payload_len comes from disk.
+  if (h->payload_len > n || h->file_size() > n)
+    return Status::Corruption(what + ": truncated: header says " + std::to_string(h->file_size()) +
+                              " bytes, " + std::to_string(n) + " left");
+  const char* p = bytes + h->header_size();
+  const char* t = p + h->payload_len;
+  if (std::memcmp(t + 8, kEndMagic, 8) != 0) return Status::Corruption(what + ": bad end marker");
+  uint64_t stored;
+  std::memcpy(&stored, t, 8);
+  if (stored != Checksum64(p, h->payload_len))
+    return Status::Corruption(what + ": payload checksum mismatch (data corrupted)");
+  *payload = p;
+  *consumed = h->file_size();
+  return Status::OK();
+}
+
+Status DecodePayload(const std::string& what, const FileHeader& h, const char* payload, void* dst) {
+  if (!(h.flags & kFlagZstd)) {
+    if (h.raw_len) std::memcpy(dst, payload, h.raw_len);
+    return Status::OK();
+  }
+  size_t r = ZSTD_decompress(dst, h.raw_len, payload, h.payload_len);
+  if (ZSTD_isError(r)) return Status::Corruption(what + ": zstd: " + ZSTD_getErrorName(r));
+  if (r != h.raw_len)
+    return Status::Corruption(what + ": decompressed to " + std::to_string(r) + " bytes, header says " +
+                              std::to_string(h.raw_len));
+  return Status::OK();
+}
+
 Status DataFileReader::Open(Env* env, const std::string& path, std::unique_ptr<DataFileReader>* out) {
   std::unique_ptr<DataFileReader> r(new DataFileReader);
   r->env_ = env;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/checksum.h"
 #include "core/env.h"
 #include "storage/format.h"
 
@@ -22,6 +23,30 @@ struct Span {
 // h.key/type_tag/elem_size/count must be set; lengths and flags are filled in here.
 Status WriteDataFile(Env* env, const std::string& path, FileHeader h, const std::vector<Span>& spans,
                      int compress_level);
+
+// One data file's bytes (the format above) as spans, for a writer that does not go through an Env file:
+// the MPI-IO shared file (shared_file.h) concatenates each rank's records. Uncompressed payload spans
+// point into the caller's memory (no copy). Not copyable or movable: spans point into head/packed/tail.
+struct EncodedRecord {
+  EncodedRecord() = default;
+  EncodedRecord(const EncodedRecord&) = delete;
+  EncodedRecord& operator=(const EncodedRecord&) = delete;
+  std::string head, packed, tail;
+  std::vector<Span> spans;  // head, payload..., tail
+  uint64_t size = 0;        // sum of the spans
+};
+// Builds *out (h as for WriteDataFile). The payload checksum is computed here, one 256 KiB piece at a
+// time; when `region` is given it is also fed every byte of the record, in order, in the same pass (the
+// shared file's per-rank checksum), so the data is read from memory once for both.
+Status EncodeDataRecord(const std::string& what, FileHeader h, const std::vector<Span>& spans,
+                        int compress_level, EncodedRecord* out, Checksum64Stream* region);
+// Parses the record at bytes[0, n) (a data file's image in memory): header, lengths, end marker and the
+// payload checksum. `what` names it in errors ("<file>: rank 3's record 2"). On success *payload points
+// into bytes and *consumed is the record's size (n may hold more records after it).
+Status ParseDataRecord(const std::string& what, const char* bytes, size_t n, FileHeader* h,
+                       const char** payload, size_t* consumed);
+// Copies (or decompresses) a payload that ParseDataRecord accepted into dst (h.raw_len bytes).
+Status DecodePayload(const std::string& what, const FileHeader& h, const char* payload, void* dst);
 
 class DataFileReader {
  public:

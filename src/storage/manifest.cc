@@ -31,6 +31,11 @@ std::string EncodeManifest(const Manifest& m) {
   s += "parent_version=" + std::to_string(m.parent_version) + "\n";
   s += "ranks=" + std::to_string(m.ranks) + "\n";
   for (const auto& k : m.keys) s += "key=" + k + "\n";
+  if (!m.shared_file.empty()) {
+    s += "shared=" + m.shared_file + "\n";
+    for (const auto& r : m.ranges)
+      s += "range=" + std::to_string(r.offset) + " " + std::to_string(r.length) + " " + Hex(r.checksum) + "\n";
+  }
   s += "checksum=" + Hex(Checksum64(s.data(), s.size())) + "\n";
   return s;
 }
@@ -69,10 +74,26 @@ Status DecodeManifest(const std::string& path, const std::string& t, Manifest* m
     } else if (k == "parent_version" && num_ok) m->parent_version = u, seen[3] = true;
     else if (k == "ranks" && num_ok && u >= 1 && u <= UINT32_MAX) m->ranks = static_cast<uint32_t>(u), seen[4] = true;
     else if (k == "key") m->keys.push_back(v);
+    else if (k == "shared" && !v.empty() && v.find('/') == std::string::npos) m->shared_file = v;
+    else if (k == "range") {
+      RankRange r;
+      size_t a = v.find(' '), b = a == std::string::npos ? a : v.find(' ', a + 1);
+      std::string hex = b == std::string::npos ? "" : v.substr(b + 1);
+      if (b == std::string::npos || !ParseU64(v.substr(0, a), &r.offset) ||
+          !ParseU64(v.substr(a + 1, b - a - 1), &r.length) || hex.size() != 16 ||
+          hex.find_first_not_of("0123456789abcdef") != std::string::npos ||
+          r.offset + r.length < r.offset)
+        return Status::Corruption(path + ": bad manifest line: " + line);
+      r.checksum = std::strtoull(hex.c_str(), nullptr, 16);
+      m->ranges.push_back(r);
+    }
     else return Status::Corruption(path + ": bad manifest line: " + line);
   }
   for (bool b : seen)
     if (!b) return Status::Corruption(path + ": manifest misses a required field");
+  if (m->shared_file.empty() != m->ranges.empty() || (!m->ranges.empty() && m->ranges.size() != m->ranks))
+    return Status::Corruption(path + ": manifest names " + std::to_string(m->ranges.size()) + " rank ranges for " +
+                              std::to_string(m->ranks) + " ranks" + (m->shared_file.empty() ? " and no shared file" : ""));
   return Status::OK();
 }
 

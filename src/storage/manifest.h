@@ -3,6 +3,9 @@
 //   revive-manifest 1
 //   name=<checkpoint>  version=<N>  iteration=<I>  parent_version=<P>  ranks=<R>
 //   key=<k>            (one line per key, in registration order)
+//   shared=<file>      (shared-file mode only: every rank's data is in this one file of the version)
+//   range=<offset> <length> <XXH3-64 hex>   (shared-file mode: one line per rank, in rank order; the
+//                      rank's bytes in <file> and their checksum)
 //   checksum=<XXH3-64 of everything above, 16 hex digits>
 #ifndef REVIVE_STORAGE_MANIFEST_H_
 #define REVIVE_STORAGE_MANIFEST_H_
@@ -15,6 +18,13 @@
 
 namespace revive::storage {
 
+// One rank's bytes in the shared file of a version (shared_file.h).
+struct RankRange {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint64_t checksum = 0;  // XXH3-64 of those bytes
+};
+
 struct Manifest {
   std::string name;
   uint64_t version = 0;
@@ -24,6 +34,10 @@ struct Manifest {
   uint64_t parent_version = 0;
   uint32_t ranks = 1;
   std::vector<std::string> keys;
+  // Shared-file mode (MPI-IO): the file's name inside the version directory and one range per rank.
+  // Empty: one file per key and rank.
+  std::string shared_file;
+  std::vector<RankRange> ranges;
 };
 
 std::string EncodeManifest(const Manifest& m);

@@ -255,7 +255,9 @@ TEST(Api, OptionsFromEnvironment) {
   setenv("REVIVE_WRITE_ASYNC_ZERO_COPY", "1", 1);
   setenv("REVIVE_READ_ON_RESTART", "0", 1);
   setenv("REVIVE_ASYNC_THREAD_CPU", "1", 1);
+  setenv("REVIVE_MPIIO", "1", 1);
   Options o = Options::from_env();
+  EXPECT_TRUE(o.mpiio);
   EXPECT_EQ(o.base_path, "/tmp/somewhere");
   EXPECT_EQ(o.keep, 5);
   EXPECT_TRUE(o.compress);
@@ -268,7 +270,7 @@ TEST(Api, OptionsFromEnvironment) {
   setenv("REVIVE_WRITE_ASYNC", "sometimes", 1);
   ExpectError([] { Checkpoint cp("x"); }, {"REVIVE_WRITE_ASYNC", "sometimes"});
   for (const char* n : {"REVIVE_CP_PATH", "REVIVE_KEEP", "REVIVE_COMPRESS", "REVIVE_WRITE_ASYNC_ZERO_COPY",
-                        "REVIVE_READ_ON_RESTART", "REVIVE_ASYNC_THREAD_CPU", "REVIVE_WRITE_ASYNC"})
+                        "REVIVE_READ_ON_RESTART", "REVIVE_ASYNC_THREAD_CPU", "REVIVE_WRITE_ASYNC", "REVIVE_MPIIO"})
     unsetenv(n);
 }
 
@@ -299,6 +301,70 @@ TEST(Api, MisuseIsAClearError) {
   ExpectError([&] { other.add_child(cp); }, {"cycle"});
   Checkpoint third("third", Opts(t));
   ExpectError([&] { third.add_child(other); }, {"already has a parent"});
+}
+
+// Two live objects that write the same directory would number their versions alike: the second one's
+// first write() is refused, naming the checkpoint (reading next to a writer is allowed); the name is free
+// again once the first is destroyed.
+TEST(Api, SameNameWrittenTwiceInOneProcessIsAnError) {
+  TmpDir t;
+  int x = 1;
+  {
+    Checkpoint first("twice", Opts(t));
+    first.add("x", &x);
+    first.commit();
+    first.write(1);
+    Checkpoint reader("twice", Opts(t));  // reading is fine
+    reader.add("x", &x);
+    reader.commit();
+    EXPECT_TRUE(reader.restart_if_needed());
+    ExpectError([&] { reader.write(2); }, {"'twice'", "another Checkpoint object"});
+    // The same directory spelt differently (relative, with "./" and a trailing slash) is the same name.
+    std::filesystem::path old = std::filesystem::current_path();
+    std::filesystem::current_path(t.path());
+    Options rel;
+    rel.base_path = "./cp/";
+    Checkpoint second("twice", rel);
+    std::filesystem::current_path(old);
+    second.add("x", &x);
+    second.commit();
+    ExpectError([&] { second.write(2); }, {"'twice'", "another Checkpoint object"});
+    // Another name, or the same name under another base, is another checkpoint.
+    Checkpoint other("twice2", Opts(t));
+    Options elsewhere = Opts(t);
+    elsewhere.base_path = t / "sub";
+    Checkpoint moved("twice", elsewhere);
+    for (Checkpoint* c : {&other, &moved}) {
+      c->add("x", &x);
+      c->commit();
+      c->write(1);
+    }
+    EXPECT_EQ(first.version(), 1u);
+  }
+  Checkpoint again("twice", Opts(t));  // the writer is gone: its name is free
+  again.add("x", &x);
+  again.commit();
+  x = 0;
+  EXPECT_TRUE(again.restart_if_needed());
+  EXPECT_EQ(x, 1);
+  again.write(2);
+  EXPECT_EQ(again.version(), 2u);
+}
+
+// Shared-file mode is for the MPI flavour; a serial checkpoint ignores the option and writes its files.
+TEST(Api, MpiioOptionDoesNotChangeASerialCheckpoint) {
+  TmpDir t;
+  Options o = Opts(t);
+  o.mpiio = true;
+  int x = 5;
+  {
+    Checkpoint cp("serial", o);
+    cp.add("x", &x);
+    cp.commit();
+    cp.write(1);
+  }
+  EXPECT_TRUE(std::filesystem::exists(t / "cp/serial/v-1/x"));
+  EXPECT_FALSE(std::filesystem::exists(t / "cp/serial/v-1/ranks@shared"));
 }
 
 TEST(Api, RelativeBaseIsResolvedAtConstruction) {

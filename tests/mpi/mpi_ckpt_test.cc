@@ -1,6 +1,6 @@
 // mpi_ckpt_test: collective behaviour of revive::mpi::Checkpoint, run under mpirun with 2 or 4 ranks.
 //
-//   mpi_ckpt_test DIR SCENARIO
+//   mpi_ckpt_test DIR SCENARIO [mpiio]
 //     roundtrip   write iterations 1..3 (plain arrays, a vector, a strided MPI derived datatype); a new
 //                 checkpoint object restarts from iteration 3 on every rank with every byte as written,
 //                 the datatype's holes untouched, and the files carry the ".<rank>" suffix.
@@ -12,6 +12,15 @@
 //                 key, on every rank, instead of a crash.
 //     writefail   (built with REVIVE_MPI_TEST_FAULTS) the last rank's fsync of version 4 fails: every rank
 //                 gets a revive::Error, rank 0 publishes no manifest, and restart reads iteration 3.
+// With "mpiio" every scenario runs in shared-file mode (Options::mpiio: one file per version written with
+// MPI-IO, MPI initialised with MPI_THREAD_MULTIPLE for the async scenario): roundtrip checks that the
+// version holds the shared file and no per-rank file; delete truncates the shared file in the middle of
+// the last rank's byte range (the manifest's range= line); corrupt flips a byte in the middle of that
+// range; writefail fails rank 0's first fsync while it publishes version 4 (the ranks' data goes through
+// MPI-IO, not the library's Env), so every rank gets "publishing version 4 failed".
+//     threadlevel (mpiio only) MPI initialised with MPI_THREAD_FUNNELED: an async shared-file checkpoint is
+//                 refused at construction (MPI-IO from the writer thread needs MPI_THREAD_MULTIPLE), a
+//                 synchronous one works.
 // Exit status 0 only if every check passes on every rank.
 #include <mpi.h>
 
@@ -34,6 +43,7 @@ namespace fs = std::filesystem;
 namespace {
 
 int g_rank = 0, g_size = 1, g_failures = 0;
+bool g_mpiio = false;  // shared-file mode
 
 #define EXPECT(cond, ...)                                                     \
   do {                                                                        \
@@ -68,6 +78,7 @@ revive::Options Opts(const std::string& dir, bool async = false) {
   o.base_path = dir;
   o.keep = 3;
   o.async = async;
+  o.mpiio = g_mpiio;
   return o;
 }
 
@@ -132,8 +143,7 @@ void CheckRestart(const std::string& dir, int expect) {
   MPI_Type_free(&col);
 }
 
-// The file of `key` written by `rank` in the newest version directory.
-fs::path NewestFile(const std::string& dir, const std::string& key, int rank) {
+fs::path NewestDir(const std::string& dir) {
   fs::path newest;
   uint64_t best = 0;
   for (const auto& e : fs::directory_iterator(fs::path(dir) / "mpitest")) {
@@ -142,25 +152,57 @@ fs::path NewestFile(const std::string& dir, const std::string& key, int rank) {
     const uint64_t v = std::strtoull(n.c_str() + 2, nullptr, 10);
     if (v > best) best = v, newest = e.path();
   }
-  return newest / (key + "." + std::to_string(rank));
+  return newest;
+}
+
+// The file of `key` written by `rank` in the newest version directory.
+fs::path NewestFile(const std::string& dir, const std::string& key, int rank) {
+  return NewestDir(dir) / (key + "." + std::to_string(rank));
+}
+
+constexpr char kShared[] = "ranks@shared";
+
+// Shared-file mode: the last rank's byte range in the newest version's shared file, from its MANIFEST
+// (range=<offset> <length> <checksum>, one line per rank in rank order).
+void LastRankRange(const std::string& dir, uint64_t* offset, uint64_t* length) {
+  std::ifstream in(NewestDir(dir) / "MANIFEST");
+  std::string line, last;
+  while (std::getline(in, line))
+    if (line.rfind("range=", 0) == 0) last = line;
+  EXPECT(!last.empty(), "no range= line in %s/MANIFEST", NewestDir(dir).c_str());
+  *offset = *length = 0;
+  std::sscanf(last.c_str(), "range=%lu %lu", offset, length);
 }
 
 void CheckSuffixes(const std::string& dir) {
   for (const char* key : {"vec", "arr", "column", "iteration"}) {
     const fs::path p = NewestFile(dir, key, g_rank);
-    EXPECT(fs::exists(p), "missing per-rank file %s", p.c_str());
+    if (g_mpiio)
+      EXPECT(!fs::exists(p), "per-rank file %s in shared-file mode", p.c_str());
+    else
+      EXPECT(fs::exists(p), "missing per-rank file %s", p.c_str());
   }
+  if (g_mpiio) EXPECT(fs::exists(NewestDir(dir) / kShared), "missing shared file in %s", NewestDir(dir).c_str());
 }
 
 void Damage(const std::string& dir, bool remove) {
   if (g_rank == g_size - 1) {
-    const fs::path p = NewestFile(dir, "vec", g_rank);
-    if (remove) {
+    fs::path p = NewestFile(dir, "vec", g_rank);
+    uint64_t off = 0, len = 0;
+    if (g_mpiio) {
+      p = NewestDir(dir) / kShared;
+      LastRankRange(dir, &off, &len);
+      EXPECT(len > 0 && fs::file_size(p) == off + len, "last rank's range [%lu, +%lu) does not end the file",
+             static_cast<unsigned long>(off), static_cast<unsigned long>(len));
+    }
+    if (remove && g_mpiio) {
+      fs::resize_file(p, off + len / 2);  // a torn shared file: the last rank's bytes end half way
+    } else if (remove) {
       EXPECT(fs::remove(p), "could not delete %s", p.c_str());
     } else {
       std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
       f.seekg(0, std::ios::end);
-      const std::streamoff mid = f.tellg() / 2;
+      const std::streamoff mid = g_mpiio ? static_cast<std::streamoff>(off + len / 2) : f.tellg() / 2;
       char c = 0;
       f.seekg(mid);
       f.read(&c, 1);
@@ -169,7 +211,8 @@ void Damage(const std::string& dir, bool remove) {
       f.write(&c, 1);
       EXPECT(f.good(), "could not corrupt %s", p.c_str());
     }
-    std::fprintf(stderr, "rank %d: %s %s\n", g_rank, remove ? "deleted" : "corrupted", p.c_str());
+    std::fprintf(stderr, "rank %d: %s %s\n", g_rank, remove ? (g_mpiio ? "truncated" : "deleted") : "corrupted",
+                 p.c_str());
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }
@@ -191,12 +234,29 @@ void CheckMismatch(const std::string& dir) {
   MPI_Type_free(&col);
 }
 
+void CheckThreadLevel(const std::string& dir) {
+  Data d;
+  MPI_Datatype col = Column(kRows);
+  std::string msg;
+  try {
+    revive::mpi::Checkpoint cp("mpitest", MPI_COMM_WORLD, Opts(dir, true));
+  } catch (const revive::Error& e) {
+    msg = e.what();
+  }
+  EXPECT(msg.find("MPI_THREAD_MULTIPLE") != std::string::npos && msg.find("MPI_THREAD_FUNNELED") != std::string::npos,
+         "expected a refusal naming the thread levels, got '%s'", msg.c_str());
+  if (g_rank == 0) std::printf("async shared-file mode refused: %s\n", msg.c_str());
+  MPI_Type_free(&col);
+}
+
 #ifdef REVIVE_MPI_TEST_FAULTS
 // Visibility is collective: a version that failed on one rank must not become visible on any.
 void CheckWriteFailure(const std::string& dir) {
   revive::FaultEnv fault(revive::Env::Default());
-  if (g_rank == g_size - 1) {
-    fault.FailNth(revive::FaultEnv::Op::kSync, 1);  // the first fsync of the next write: a data file
+  // File per rank: the last rank's first fsync of the next write (a data file). Shared file: the data
+  // goes through MPI-IO, so fail rank 0's first fsync, the version directory's before the manifest.
+  if (g_rank == (g_mpiio ? 0 : g_size - 1)) {
+    fault.FailNth(revive::FaultEnv::Op::kSync, 1);
     revive::applevel::SetEnvForTesting(&fault);
   }
   MPI_Datatype col = Column(kRows);
@@ -214,8 +274,8 @@ void CheckWriteFailure(const std::string& dir) {
   }
   revive::applevel::SetEnvForTesting(nullptr);
   MPI_Type_free(&col);
-  EXPECT(msg.find("writing version 4 failed") != std::string::npos, "expected a write failure, got '%s'",
-         msg.c_str());
+  const char* want = g_mpiio ? "publishing version 4 failed" : "writing version 4 failed";
+  EXPECT(msg.find(want) != std::string::npos, "expected '%s', got '%s'", want, msg.c_str());
   if (g_rank == 0 || g_rank == g_size - 1) std::printf("rank %d: write failure reported: %s\n", g_rank, msg.c_str());
   EXPECT(!fs::exists(fs::path(dir) / "mpitest" / "v-4" / "MANIFEST"), "version 4 was published");
   CheckRestart(dir, 3);
@@ -225,11 +285,17 @@ void CheckWriteFailure(const std::string& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  g_mpiio = argc == 4 && std::string(argv[3]) == "mpiio";
+  // Shared-file mode with async writing runs MPI-IO on the writer thread: MPI_THREAD_MULTIPLE.
+  int provided = 0;
+  const bool funneled = argc >= 3 && std::string(argv[2]) == "threadlevel";
+  MPI_Init_thread(&argc, &argv, funneled ? MPI_THREAD_FUNNELED : g_mpiio ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE,
+                  &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
-  if (argc != 3) {
-    if (g_rank == 0) std::fprintf(stderr, "usage: mpi_ckpt_test DIR roundtrip|delete|corrupt|async-delete|mismatch|writefail\n");
+  if (argc != 3 && !(argc == 4 && g_mpiio)) {
+    if (g_rank == 0)
+      std::fprintf(stderr, "usage: mpi_ckpt_test DIR roundtrip|delete|corrupt|async-delete|mismatch|writefail [mpiio]\n");
     MPI_Finalize();
     return 2;
   }
@@ -241,9 +307,16 @@ int main(int argc, char** argv) {
   }
   MPI_Barrier(MPI_COMM_WORLD);
   try {
-    WriteThree(dir, scenario.rfind("async-", 0) == 0);
-    CheckSuffixes(dir);
-    if (scenario == "roundtrip") {
+    if (scenario != "threadlevel") {
+      WriteThree(dir, scenario.rfind("async-", 0) == 0);
+      CheckSuffixes(dir);
+    }
+    if (scenario == "threadlevel") {
+      CheckThreadLevel(dir);
+      WriteThree(dir, false);  // synchronous shared-file mode needs no thread support
+      CheckSuffixes(dir);
+      CheckRestart(dir, 3);
+    } else if (scenario == "roundtrip") {
       CheckRestart(dir, 3);
     } else if (scenario == "delete" || scenario == "corrupt" || scenario == "async-delete") {
       Damage(dir, scenario != "corrupt");

@@ -12,6 +12,10 @@
 #include <memory>
 #include <string>
 
+namespace revive::storage {
+class SharedFileIO;  // src/storage/shared_file.h (internal)
+}
+
 namespace revive::detail {
 
 class Comm {
@@ -24,6 +28,10 @@ class Comm {
   virtual bool allreduce_and(bool v) = 0;
   // Broadcasts n bytes from root's buf into every rank's buf (n must be equal on all ranks).
   virtual void bcast(void* buf, size_t n, int root) = 0;
+
+  // Collective. The collective file I/O of shared-file mode (Options::mpiio), on its own channel so it
+  // may run on the async writer thread; nullptr when this Comm has none (serial: files per key).
+  virtual std::shared_ptr<storage::SharedFileIO> open_shared_file_io() { return nullptr; }
 
   // Helpers built on the primitives above.
   uint64_t allreduce_max_u64(uint64_t v) { return ~allreduce_min_u64(~v); }

@@ -1,0 +1,204 @@
+// Shared-file mode over MPI-IO (storage/shared_file.h): every rank writes its records into one file per
+// version with MPI_File_write_at_all at the exclusive prefix sum (MPI_Exscan) of the ranks' sizes, and
+// reads its range back with MPI_File_read_at_all.
+//
+// Everything runs on a private duplicate of the checkpoint's communicator, used by nothing else: the async
+// writer thread can then run these collectives while the application thread uses MPI (which needs
+// MPI_THREAD_MULTIPLE; Checkpoint refuses async shared-file mode without it).
+//
+// Every collective is called by every rank whatever happened before on that rank (a failed rank writes
+// zero bytes), so a local failure is an error on the ranks, never a hang; errors are then agreed by the
+// library's own collective (Checkpoint::Impl::Finish / RestartIfNeeded).
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mpi_comm.h"
+#include "storage/shared_file.h"
+
+namespace revive::mpi {
+namespace {
+
+std::string MpiError(int rc) {
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  return std::string(msg, static_cast<size_t>(len));
+}
+
+// Pieces of at most 1 GiB: MPI counts and block lengths are int.
+constexpr size_t kPiece = size_t{1} << 30;
+
+const char* LevelName(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+    default: return "an unknown thread level";
+  }
+}
+
+class MpiSharedFileIO final : public storage::SharedFileIO {
+ public:
+  explicit MpiSharedFileIO(MPI_Comm comm) {
+    MPI_Comm_dup(comm, &comm_);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  ~MpiSharedFileIO() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  }
+
+  bool ThreadsAllowed(std::string* level_name) const override {
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    if (level_name) *level_name = LevelName(level);
+    return level == MPI_THREAD_MULTIPLE;
+  }
+
+  Status Write(const std::string& path, const std::vector<storage::Span>& spans, uint64_t checksum,
+               std::vector<storage::RankRange>* ranges) override {
+    ranges->clear();
+    uint64_t mine = 0;
+    for (const auto& sp : spans) mine += sp.size;
+    uint64_t offset = 0;
+    // MPI_Exscan leaves rank 0's result undefined: it starts at 0.
+    MPI_Exscan(&mine, &offset, 1, MPI_UINT64_T, MPI_SUM, comm_);
+    if (rank_ == 0) offset = 0;
+
+    Status s;
+    MPI_File fh = MPI_FILE_NULL;
+    int rc = MPI_File_open(comm_, path.c_str(), MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh);
+    if (rc != MPI_SUCCESS) s = Status::IOError(path + ": MPI_File_open failed: " + MpiError(rc));
+    // The open is collective, but if it failed on some ranks only, the others must not enter the
+    // collective writes alone.
+    if (!AllOk(s.ok())) {
+      if (s.ok()) s = Status::IOError(path + ": MPI_File_open failed on another rank");
+      return s;  // a handle opened here is leaked rather than closed (closing is collective too)
+    }
+    if (rc == MPI_SUCCESS) {
+      // Open MPI's default handler for files is MPI_ERRORS_RETURN, but say so: a failed write must be a
+      // Status, not an abort.
+      MPI_File_set_errhandler(fh, MPI_ERRORS_RETURN);
+    }
+
+    // The rank's spans (headers, user memory, trailers) become one hindexed datatype at absolute addresses,
+    // so all of them go out in one collective call, straight from user memory.
+    std::vector<int> lens;
+    std::vector<MPI_Aint> addrs;
+    for (const auto& sp : spans)
+      for (size_t off = 0; off < sp.size; off += kPiece) {
+        MPI_Aint a = 0;
+        MPI_Get_address(static_cast<const char*>(sp.data) + off, &a);
+        addrs.push_back(a);
+        lens.push_back(static_cast<int>(std::min(kPiece, sp.size - off)));
+      }
+    MPI_Datatype type = MPI_BYTE;
+    int count = 0;
+    if (!lens.empty()) {
+      MPI_Type_create_hindexed(static_cast<int>(lens.size()), lens.data(), addrs.data(), MPI_BYTE, &type);
+      MPI_Type_commit(&type);
+      count = 1;
+    }
+    MPI_Status st;
+    rc = MPI_File_write_at_all(fh, static_cast<MPI_Offset>(offset), count ? MPI_BOTTOM : nullptr, count, type, &st);
+    if (rc != MPI_SUCCESS && s.ok())
+      s = Status::IOError(path + ": rank " + std::to_string(rank_) + ": MPI_File_write_at_all of " +
+                          std::to_string(mine) + " bytes at offset " + std::to_string(offset) + " failed: " + MpiError(rc));
+    if (s.ok() && count) {
+      MPI_Count written = 0;
+      MPI_Get_elements_x(&st, MPI_BYTE, &written);
+      if (static_cast<uint64_t>(written) != mine)
+        s = Status::IOError(path + ": rank " + std::to_string(rank_) + ": short write (" + std::to_string(written) +
+                            " of " + std::to_string(mine) + " bytes)");
+    }
+    if (count) MPI_Type_free(&type);
+    // Durable before rank 0 publishes the manifest (which also fsyncs the directory).
+    rc = MPI_File_sync(fh);
+    if (rc != MPI_SUCCESS && s.ok())
+      s = Status::IOError(path + ": rank " + std::to_string(rank_) + ": MPI_File_sync failed: " + MpiError(rc));
+    rc = MPI_File_close(&fh);
+    if (rc != MPI_SUCCESS && s.ok()) s = Status::IOError(path + ": MPI_File_close failed: " + MpiError(rc));
+
+    // Rank 0 records every rank's range in the manifest.
+    const uint64_t me[3] = {offset, mine, checksum};
+    std::vector<uint64_t> all(rank_ == 0 ? 3 * static_cast<size_t>(size_) : 0);
+    MPI_Gather(me, 3, MPI_UINT64_T, all.data(), 3, MPI_UINT64_T, 0, comm_);
+    if (rank_ == 0)
+      for (int r = 0; r < size_; ++r) ranges->push_back({all[3 * r], all[3 * r + 1], all[3 * r + 2]});
+    return s;
+  }
+
+  Status Read(const std::string& path, const storage::RankRange& range, void* buf) override {
+    Status s;
+    MPI_File fh = MPI_FILE_NULL;
+    int rc = MPI_File_open(comm_, path.c_str(), MPI_MODE_RDONLY, MPI_INFO_NULL, &fh);
+    if (rc != MPI_SUCCESS) {
+      int cls = 0;
+      MPI_Error_class(rc, &cls);
+      s = cls == MPI_ERR_NO_SUCH_FILE ? Status::NotFound(path + ": shared file is missing")
+                                      : Status::IOError(path + ": MPI_File_open failed: " + MpiError(rc));
+    }
+    if (!AllOk(s.ok())) {
+      if (s.ok()) s = Status::IOError(path + ": MPI_File_open failed on another rank");
+      return s;
+    }
+    MPI_File_set_errhandler(fh, MPI_ERRORS_RETURN);
+    MPI_Offset size = 0;
+    rc = MPI_File_get_size(fh, &size);
+    uint64_t want = range.length;
+    if (rc != MPI_SUCCESS) {
+      s = Status::IOError(path + ": MPI_File_get_size failed: " + MpiError(rc));
+      want = 0;
+    } else if (range.offset + range.length > static_cast<uint64_t>(size)) {
+      s = Status::Corruption(path + ": truncated: rank " + std::to_string(rank_) + "'s bytes [" +
+                             std::to_string(range.offset) + ", " + std::to_string(range.offset + range.length) +
+                             ") end beyond the file's " + std::to_string(size) + " bytes");
+      want = 0;  // still take part in the collective reads, with nothing to read
+    }
+    // Every rank must make the same number of collective calls: the most pieces any rank needs.
+    uint64_t pieces = (want + kPiece - 1) / kPiece, most = 0;
+    MPI_Allreduce(&pieces, &most, 1, MPI_UINT64_T, MPI_MAX, comm_);
+    char* p = static_cast<char*>(buf);
+    for (uint64_t i = 0; i < most; ++i) {
+      uint64_t at = i * kPiece;
+      int n = at < want ? static_cast<int>(std::min<uint64_t>(kPiece, want - at)) : 0;
+      MPI_Status st;
+      rc = MPI_File_read_at_all(fh, static_cast<MPI_Offset>(range.offset + at), n ? p + at : nullptr, n, MPI_BYTE, &st);
+      if (rc != MPI_SUCCESS && s.ok())
+        s = Status::IOError(path + ": rank " + std::to_string(rank_) + ": MPI_File_read_at_all failed: " + MpiError(rc));
+      int got = 0;
+      if (rc == MPI_SUCCESS && n) MPI_Get_count(&st, MPI_BYTE, &got);
+      if (rc == MPI_SUCCESS && got != n && s.ok())
+        s = Status::Corruption(path + ": rank " + std::to_string(rank_) + ": short read at offset " +
+                               std::to_string(range.offset + at));
+    }
+    rc = MPI_File_close(&fh);
+    if (rc != MPI_SUCCESS && s.ok()) s = Status::IOError(path + ": MPI_File_close failed: " + MpiError(rc));
+    return s;
+  }
+
+ private:
+  bool AllOk(bool ok) {
+    int in = ok ? 1 : 0, out = 0;
+    MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_LAND, comm_);
+    return out != 0;
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace
+
+std::shared_ptr<storage::SharedFileIO> MpiComm::open_shared_file_io() {
+  return std::make_shared<MpiSharedFileIO>(comm_);
+}
+
+}  // namespace revive::mpi
