@@ -22,14 +22,15 @@ inline void ExchangeGhostRows(const double* first, const double* last, double* b
   *has_above = up != MPI_PROC_NULL;
 }
 
-// The main() of an example: MPI_Init_thread (FUNNELED: the library's writer thread never calls MPI),
+// The main() of an example: MPI_Init_thread (FUNNELED: the library's writer thread never calls MPI, except
+// in shared-file mode with async writing, for which a caller passes MPI_THREAD_MULTIPLE as thread_level),
 // parse(argc, argv, &ny) returns -1 to go on or the exit code (help, bad option); every rank needs at
 // least one of the ny rows; body(rank, size) runs. A revive::Error is printed with the rank and aborts
 // the job, because the other ranks may be waiting in a collective.
 template <class Parse, class Body>
-int MpiMain(int argc, char** argv, const char* prog, Parse parse, Body body) {
+int MpiMain(int argc, char** argv, const char* prog, Parse parse, Body body, int thread_level = MPI_THREAD_FUNNELED) {
   int provided = 0, rank = 0, size = 1, ny = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  MPI_Init_thread(&argc, &argv, thread_level, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   int code = parse(argc, argv, &ny);
