@@ -29,6 +29,7 @@ struct LaunchArgs {
   std::string indexes; // --indexes I,J: this host's copies (one host's part of --hosts)
   std::string parent;  // --parent HOST:PORT: run behind a new sub-coordinator of that root
   std::string chdir;   // --chdir DIR: the part's working directory (ssh starts in $HOME)
+  std::string status_file;  // --status-file F: report each copy's status by index (a host's part)
 };
 
 int Fail(const std::string& msg, int code = 2) {
@@ -66,8 +67,9 @@ Status PlanParts(const LaunchArgs& a, const Target& t, std::vector<HostPart>* pa
     std::string idx;
     for (size_t i = k; i < placed.size(); i++)
       if (placed[i] == placed[k]) idx += (idx.empty() ? "" : ",") + std::to_string(i);
-    HostPart part{placed[k], {"launch", "--ckpt-dir", t.ckpt_dir, "--chdir", Absolute("."), "-n",
-                              std::to_string(n), "--indexes", idx}};
+    HostPart part{placed[k],
+                  {"launch", "--ckpt-dir", t.ckpt_dir, "--chdir", Absolute("."), "-n", std::to_string(n), "--indexes", idx},
+                  k};
     if (a.compress) part.args.push_back("--compress");
     if (a.fork) part.args.push_back("--fork");
     part.args.push_back("--");
@@ -147,7 +149,8 @@ int Launch(const LaunchArgs& a) {
     return Fail("exec " + prog + ": " + strerror(errno), 126);
   }
   // Several copies: each learns which one it is (REVIVE_LAUNCH_INDEX of REVIVE_LAUNCH_SIZE), as an MPI
-  // rank would; we wait for all and return the first non-zero status in index order.
+  // rank would; we wait for all and return the first non-zero status in index order. A host's part
+  // reports every copy's status by index, so `--hosts` applies that rule over all hosts' copies.
   setenv("REVIVE_LAUNCH_SIZE", std::to_string(a.n).c_str(), 1);
   std::vector<pid_t> kids;
   for (long i : copies) {
@@ -161,7 +164,14 @@ int Launch(const LaunchArgs& a) {
     }
     kids.push_back(pid);
   }
-  return WaitAll(kids);
+  std::vector<int> codes = WaitEach(kids);
+  std::vector<RootStatus> each;
+  for (size_t k = 0; k < kids.size(); k++) each.push_back({size_t(copies[k]), codes[k]});
+  if (!a.status_file.empty()) {
+    s = WriteStatusFile(a.status_file, each);
+    if (!s.ok()) fprintf(stderr, "revive launch: %s\n", s.message().c_str());
+  }
+  return FirstNonZero(std::move(each));
 }
 
 }  // namespace
@@ -191,6 +201,8 @@ void AddLaunchCommand(CLI::App& app, int* rc) {
   c->add_option("--parent", a->parent,
                 "HOST:PORT of the root coordinator: run behind a new sub-coordinator on this host (with --port)");
   c->add_option("--chdir", a->chdir, "Working directory of the program (a host's part: ssh starts in $HOME)");
+  c->add_option("--status-file", a->status_file,
+                "FILE: write each copy's exit status by index there (a host's part of --hosts)");
   c->add_option("prog", a->argv, "-- PROG ARGS...: the program and its arguments")->required();
   c->positionals_at_end();
   c->callback([a, rc] { *rc = Launch(*a); });

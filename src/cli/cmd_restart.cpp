@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 
@@ -31,6 +32,7 @@ struct RestartArgs {
   std::string map;          // --map UPID=HOST,...: pins trees
   std::string only;         // --only UPID,...: this host's part of the manifest
   std::string parent;       // --parent HOST:PORT: run this part behind a new sub-coordinator of that root
+  std::string status_file;  // --status-file F: report each root's status by manifest index (a host's part)
 };
 
 struct Plan {
@@ -38,6 +40,7 @@ struct Plan {
   std::string manifest;             // "" when restoring a single image
   std::vector<std::string> images;  // absolute
   std::vector<uint64_t> upids;      // of each image (0 = unknown)
+  std::vector<size_t> pos;          // of each image: its index in the manifest (kept by --only)
 };
 
 // "<prog>-<upid>.rimg" -> upid (contracts.md layout); 0 if the name does not follow it.
@@ -97,6 +100,7 @@ Status MakePlan(const std::string& what, Plan* plan) {
   if (S_ISREG(st.st_mode)) {  // <ckpt-dir>/ckpt-G/prog-upid.rimg
     plan->images = {path};
     plan->upids = {UpidFromImageName(path)};
+    plan->pos = {0};
     plan->ckpt_dir = Parent(Parent(path));
     return Status::OK();
   }
@@ -121,6 +125,7 @@ Status MakePlan(const std::string& what, Plan* plan) {
     if (!IsFile(image))
       return Status::NotFound(plan->manifest + " lists " + p.image + " (upid " + std::to_string(p.upid) +
                               "), but " + image + " is missing");
+    plan->pos.push_back(plan->images.size());
     plan->images.push_back(image);
     plan->upids.push_back(p.upid);
   }
@@ -137,6 +142,7 @@ Status KeepOnly(const std::string& list, Plan* plan) {
   Plan kept = *plan;
   kept.images.clear();
   kept.upids.clear();
+  kept.pos.clear();
   for (const std::string& w : launch::SplitCommas(list)) {
     char* end = nullptr;
     uint64_t upid = strtoull(w.c_str(), &end, 10);
@@ -147,6 +153,7 @@ Status KeepOnly(const std::string& list, Plan* plan) {
                                      (plan->manifest.empty() ? plan->images[0] : plan->manifest));
     kept.images.push_back(plan->images[i]);
     kept.upids.push_back(upid);
+    kept.pos.push_back(plan->pos[i]);
   }
   *plan = kept;
   return Status::OK();
@@ -176,9 +183,13 @@ Status PlanParts(const RestartArgs& a, const Plan& plan, std::vector<HostPart>* 
   if (!s.ok()) return s;
   for (const std::string& h : launch::UsedHosts(placed)) {
     std::string only;
+    size_t first = placed.size();
     for (size_t i = 0; i < placed.size(); i++)
-      if (placed[i] == h) only += (only.empty() ? "" : ",") + std::to_string(plan.upids[i]);
-    HostPart part{h, {"restart"}};
+      if (placed[i] == h) {
+        only += (only.empty() ? "" : ",") + std::to_string(plan.upids[i]);
+        first = std::min(first, plan.pos[i]);
+      }
+    HostPart part{h, {"restart"}, first};
     if (!plan.manifest.empty()) part.args.insert(part.args.end(), {"--only", only});
     if (a.lazy) part.args.push_back("--lazy");
     part.args.push_back(plan.manifest.empty() ? plan.images[0] : Parent(plan.manifest));
@@ -246,8 +257,17 @@ int Restart(const RestartArgs& a) {
   // As the recorded process tree, pids included (docs/process-trees.md); we wait for its roots.
   s = proctree::StartRestorers(plan.images, exec_image, &kids, &which);
   if (!s.ok()) return Fail(s.message());
-  // Exit status: the first process (manifest order) that did not exit 0, else 0. Signals as 128+sig.
-  return WaitAll(kids);
+  // Exit status: the first root (manifest order) that did not exit 0, else 0. Signals as 128+sig. A
+  // host's part also reports each root's status, so `revive restart --hosts` applies the same rule over
+  // all hosts' roots.
+  std::vector<int> codes = WaitEach(kids);
+  std::vector<RootStatus> roots;
+  for (size_t k = 0; k < kids.size(); k++) roots.push_back({plan.pos[which[k]], codes[k]});
+  if (!a.status_file.empty()) {
+    s = WriteStatusFile(a.status_file, roots);
+    if (!s.ok()) fprintf(stderr, "revive restart: %s\n", s.message().c_str());
+  }
+  return FirstNonZero(std::move(roots));
 }
 
 }  // namespace
@@ -273,6 +293,8 @@ void AddRestartCommand(CLI::App& app, int* rc) {
   c->add_option("--only", a->only, "UPID,...: restore only these processes of the manifest (one host's part)");
   c->add_option("--parent", a->parent,
                 "HOST:PORT of the root coordinator: restore behind a new sub-coordinator on this host (with --port)");
+  c->add_option("--status-file", a->status_file,
+                "FILE: write each root's exit status by manifest index there (a host's part of --hosts)");
   c->add_option("what", a->what, "IMAGE.rimg, ckpt-G directory or checkpoint directory")->required();
   c->callback([a, rc] { *rc = Restart(*a); });
 }

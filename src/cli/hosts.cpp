@@ -13,6 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "launch/hostlist.h"
 #include "launch/launcher.h"
 
@@ -60,6 +62,47 @@ Status SelfPath(std::string* out) {
 
 }  // namespace
 
+namespace {
+
+// A part's report (WriteStatusFile), appended to *out; false when missing or not in that format.
+bool ReadStatusFile(const std::string& path, std::vector<RootStatus>* out) {
+  FILE* f = fopen(path.c_str(), "re");
+  if (!f) return false;
+  std::vector<RootStatus> got;
+  unsigned long pos = 0;
+  int st = 0, n = 0;
+  while ((n = fscanf(f, "%lu %d\n", &pos, &st)) == 2) got.push_back({size_t(pos), st});
+  bool ok = n == EOF && !ferror(f) && !got.empty();
+  fclose(f);
+  if (ok) out->insert(out->end(), got.begin(), got.end());
+  return ok;
+}
+
+}  // namespace
+
+Status WriteStatusFile(const std::string& path, const std::vector<RootStatus>& s) {
+  std::string text;
+  for (const RootStatus& r : s) text += std::to_string(r.pos) + " " + std::to_string(r.status) + "\n";
+  std::string tmp = path + ".tmp";
+  FILE* f = fopen(tmp.c_str(), "we");
+  if (!f) return Status::FromErrno("status file " + tmp, errno);
+  bool ok = fwrite(text.data(), 1, text.size(), f) == text.size();
+  ok = fclose(f) == 0 && ok;
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    unlink(tmp.c_str());
+    return Status::FromErrno("status file " + path, e);
+  }
+  return Status::OK();
+}
+
+int FirstNonZero(std::vector<RootStatus> s) {
+  std::stable_sort(s.begin(), s.end(), [](const RootStatus& a, const RootStatus& b) { return a.pos < b.pos; });
+  for (const RootStatus& r : s)
+    if (r.status != 0) return r.status;
+  return 0;
+}
+
 int RunHostParts(const char* who, const HostOpts& o, const Target& root, const std::vector<HostPart>& parts,
                  const std::function<bool(const HostPart&, int)>& on_fail) {
   auto fail = [who](const std::string& m) {
@@ -85,6 +128,14 @@ int RunHostParts(const char* who, const HostOpts& o, const Target& root, const s
             "%s: warning: the coordinator is at %s, which other hosts cannot reach; set REVIVE_COORD_HOST to "
             "an address of this host that they can\n",
             who, root.host.c_str());
+  // Each part reports its roots' statuses here (the checkpoint directory is shared by every host, like
+  // the images). Not through a coordinator: they exit when the last process leaves, which is exactly
+  // when the statuses become known; not on the part's stdout: that is the program's.
+  std::vector<std::string> status_files;
+  for (size_t k = 0; k < parts.size(); k++) {
+    status_files.push_back(root.ckpt_dir + "/.revive-status-" + std::to_string(getpid()) + "-" + std::to_string(k));
+    unlink(status_files.back().c_str());
+  }
   std::vector<std::vector<std::string>> argvs;
   for (size_t k = 0; k < parts.size(); k++) {
     // ssh and srun do not forward our environment: the command carries it (`env K=V ... revive ...`).
@@ -102,6 +153,7 @@ int RunHostParts(const char* who, const HostOpts& o, const Target& root, const s
       where = {"--parent", root.host + ":" + std::to_string(root.port), "--port", std::to_string(sub_port + long(k))};
     else
       where = {"--port", std::to_string(root.port)};
+    where.insert(where.end(), {"--status-file", status_files[k]});
     cmd.insert(cmd.begin() + ptrdiff_t(cmd.size() - parts[k].args.size() + 1), where.begin(), where.end());
     std::vector<std::string> argv;
     s = launch::Expand(tmpl, parts[k].host, cmd, &argv);
@@ -127,7 +179,6 @@ int RunHostParts(const char* who, const HostOpts& o, const Target& root, const s
     }
     kids.push_back(pid);
   }
-  if (!on_fail) return WaitAll(kids);
   // In the order they end, so a failure is noticed while the other parts still run.
   std::vector<int> codes(kids.size(), 0);
   size_t left = kids.size();
@@ -144,12 +195,15 @@ int RunHostParts(const char* who, const HostOpts& o, const Target& root, const s
     if (k == kids.size()) continue;  // not a part (nothing else is expected)
     left--;
     codes[k] = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
-    if (codes[k] != 0 && abort_code < 0 && left > 0 && on_fail(parts[k], codes[k])) abort_code = codes[k];
+    if (codes[k] != 0 && abort_code < 0 && left > 0 && on_fail && on_fail(parts[k], codes[k])) abort_code = codes[k];
+  }
+  std::vector<RootStatus> all;
+  for (size_t k = 0; k < parts.size(); k++) {
+    if (!ReadStatusFile(status_files[k], &all)) all.push_back({parts[k].first, codes[k]});
+    unlink(status_files[k].c_str());
   }
   if (abort_code >= 0) return abort_code;
-  for (int c : codes)
-    if (c != 0) return c;
-  return 0;
+  return FirstNonZero(std::move(all));
 }
 
 bool AbortUnfinishedRestart(const Target& root, const HostPart& failed, int status) {
@@ -170,16 +224,21 @@ bool AbortUnfinishedRestart(const Target& root, const HostPart& failed, int stat
   return sc.c.send(k) && sc.c.recv(&h, &p, 10000) == 1;
 }
 
-int WaitAll(const std::vector<pid_t>& kids) {
-  int rc = 0;
+std::vector<int> WaitEach(const std::vector<pid_t>& kids) {
+  std::vector<int> codes;
   for (pid_t k : kids) {
     int st = 0;
     while (waitpid(k, &st, 0) < 0 && errno == EINTR) {
     }
-    int c = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
-    if (rc == 0) rc = c;
+    codes.push_back(WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1);
   }
-  return rc;
+  return codes;
+}
+
+int WaitAll(const std::vector<pid_t>& kids) {
+  for (int c : WaitEach(kids))
+    if (c != 0) return c;
+  return 0;
 }
 
 namespace {

@@ -39,13 +39,25 @@ Status CheckLauncher(const HostOpts& o, const std::string& some_host);
 struct HostPart {
   std::string host;
   std::vector<std::string> args;  // after `revive`, before the placement options
+  size_t first = 0;               // global position (manifest index, copy index) of its first process
 };
 
-// Expands every part through the launcher and runs them all; waits for each and returns the first
-// non-zero status in part order (128+N for a signal), else 0. Errors (bad template, sub port) are exit 2
-// with the message printed under `who`. on_fail(part, status), if given, is called for the first part
-// that ends non-zero while others still run; when it returns true (it stopped the computation) that
-// part's status is returned.
+// The exit status of one root process (restart) or copy (launch) at its global position: its index in
+// the manifest, or its copy index. The computation's status is the first non-zero by position, the same
+// whether its processes ran on one host or many.
+struct RootStatus {
+  size_t pos;
+  int status;
+};
+
+// Expands every part through the launcher and runs them all (each told `--status-file F`, a file in the
+// checkpoint directory where it reports the status of each of its roots by global position); waits for
+// each and returns the first non-zero root status by position over all parts (128+N for a signal), else
+// 0. A part that wrote no report (it failed before starting its processes, or its host does not share
+// the checkpoint directory) counts with its own exit status at the position of its first process.
+// Errors (bad template, sub port) are exit 2 with the message printed under `who`. on_fail(part,
+// status), if given, is called for the first part that ends non-zero while others still run; when it
+// returns true (it stopped the computation) that part's status is returned.
 int RunHostParts(const char* who, const HostOpts& o, const Target& root, const std::vector<HostPart>& parts,
                  const std::function<bool(const HostPart&, int)>& on_fail = nullptr);
 
@@ -61,6 +73,16 @@ Status EnsurePartCoordinator(const std::string& parent, Target* t, const std::ve
 
 // Waits for every child; the first non-zero status in the given order (128+N for signal N), else 0.
 int WaitAll(const std::vector<pid_t>& kids);
+
+// Waits for every child; each one's status (128+N for signal N), in the given order.
+std::vector<int> WaitEach(const std::vector<pid_t>& kids);
+
+// The first non-zero status by position, else 0.
+int FirstNonZero(std::vector<RootStatus> s);
+
+// A part's report for RunHostParts: "POS STATUS" lines, written to PATH.tmp and renamed onto PATH so the
+// reader never sees half of it. Errors name the file.
+Status WriteStatusFile(const std::string& path, const std::vector<RootStatus>& s);
 
 // Sets the variables a process of the computation reads to find its coordinator.
 void ExportTarget(const Target& t);

@@ -3,7 +3,9 @@
 copy i runs on host i mod 2 (its own namespace), told REVIVE_LAUNCH_INDEX=i and REVIVE_LAUNCH_SIZE=4,
 in the launching directory, connected to a sub-coordinator on its host (the host's address, sub port +
 host index) that relays to the root; a checkpoint's manifest records every copy's host; each copy's output
-equals an uninterrupted run's and the exit status follows the documented rule. Bad input (a host name
+equals an uninterrupted run's and the exit status is the first non-zero copy status in index order over
+all hosts (copy 0 exits 0, copies 1 and 2 with different non-zero statuses: the old per-host-part rule,
+h1's copies 0,2 before h2's 1,3, would give copy 2's). Bad input (a host name
 with shell syntax, a template without {cmd}) is exit 2 before any coordinator starts."""
 import os, shutil, subprocess, sys, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -30,8 +32,10 @@ def test(a, rng, seed, prefix, net):
     revive = os.path.abspath(a.revive)
     env = clean_env(dict(REVIVE_INJECT_LIB=os.path.abspath(a.inject), REVIVE_RESTART_BIN=os.path.abspath(a.restart),
                          REVIVE_LOG="0", REVIVE_COORD_HOST=coord_ip))
-    # Copy i: the worker with 200 + 7i rounds (so a mix-up shows), stdout to out-i of the current directory.
-    script = 'exec "$0" $((200 + 7 * REVIVE_LAUNCH_INDEX)) 2 > out-$REVIVE_LAUNCH_INDEX'
+    # Copy i: the worker with 200 + 7i rounds (so a mix-up shows), stdout to out-i of the current directory;
+    # it exits (total % 5) + 10: 13 for copy 1, 10 for copy 2. Copy 0's bash runs it as a child and exits 0.
+    script = ('if [ $REVIVE_LAUNCH_INDEX = 0 ]; then "$0" 200 2 > out-0; exit 0; fi; '
+              'exec "$0" $((200 + 7 * REVIVE_LAUNCH_INDEX)) 2 > out-$REVIVE_LAUNCH_INDEX')
     ref_rc = []
     for i in range(N):
         ref_rc.append(subprocess.run(["bash", "-c", script, os.path.abspath(a.worker)], cwd=ref, timeout=120,
@@ -52,9 +56,10 @@ def test(a, rng, seed, prefix, net):
     lerr = open(os.path.join(a.workdir, "launch-stderr"), "wb")
     t0 = time.time()
     lp = subprocess.Popen(cmd, cwd=rund, stdout=lerr, stderr=lerr, stdin=subprocess.DEVNULL, env=env)
-    wait_procs(revive, port, ck, env, N, procs=[lp])
+    nprocs = N + 1  # copy 0 is bash and its worker
+    wait_procs(revive, port, ck, env, nprocs, procs=[lp])
     print("%d copies connected after %.2f s" % (N, time.time() - t0), flush=True)
-    m, _ = checkpoint(revive, port, ck, env, 1, N)
+    m, _ = checkpoint(revive, port, ck, env, 1, nprocs)
     seen = set()
     for q in m["processes"]:
         pid = q["pid"]
@@ -62,9 +67,12 @@ def test(a, rng, seed, prefix, net):
         try:
             out = os.readlink("/proc/%d/fd/1" % pid)
             ino = os.stat("/proc/%d/ns/net" % pid).st_ino
+            comm = open("/proc/%d/comm" % pid).read().strip()
         except OSError:
             fail("copy pid %d ended before the test looked at it; give the worker more rounds" % pid)
         i = int(e.get(b"REVIVE_LAUNCH_INDEX", b"-1"))
+        if comm == "bash" and i == 0:
+            out = os.path.join(rund, "out-0")  # copy 0's shell: its worker child writes out-0
         if out != os.path.join(rund, "out-%d" % i) or e.get(b"REVIVE_LAUNCH_SIZE") != str(N).encode():
             fail("pid %d: index %d size %r writes %s" % (pid, i, e.get(b"REVIVE_LAUNCH_SIZE"), out))
         h = hosts[i % 2]
@@ -82,7 +90,7 @@ def test(a, rng, seed, prefix, net):
     for k, h in enumerate(hosts):  # the sub answers only inside its namespace and relays to the root
         r = run(["ip", "netns", "exec", h, revive, "status", "--port", str(sub + k), "--ckpt-dir", ck],
                 env=dict(env, REVIVE_COORD_HOST=net + ".%d" % (k + 2)), timeout=30)
-        if r.returncode != 0 or count_procs(r.stdout) != N:
+        if r.returncode != 0 or count_procs(r.stdout) != nprocs:
             fail("sub-coordinator on %s port %d: rc %d %s %s" % (h, sub + k, r.returncode, r.stdout, r.stderr))
     print("manifest: %s" % sorted((q["upid"], q["host"]) for q in m["processes"]), flush=True)
     try:
@@ -90,9 +98,12 @@ def test(a, rng, seed, prefix, net):
     except subprocess.TimeoutExpired:
         lp.kill()
         fail("launched copies did not finish")
-    # The rule: each host's part returns its copies' first non-zero status (index order); parts in host order.
+    # The rule: the first non-zero status of the copies in index order, over all hosts. The copies' statuses
+    # are chosen so that the old rule (each host part's first non-zero, parts in host order) differs.
+    want_rc = next((c for c in ref_rc if c != 0), 0)
     parts = [next((ref_rc[i] for i in range(N) if i % 2 == k and ref_rc[i] != 0), 0) for k in range(2)]
-    want_rc = next((c for c in parts if c != 0), 0)
+    if next((c for c in parts if c != 0), 0) == want_rc:
+        fail("test set-up: copy statuses %s do not tell the global rule from the per-part one" % ref_rc)
     if lp.returncode != want_rc:
         fail("revive launch exited %d, want %d; stderr: %s" % (lp.returncode, want_rc,
              open(os.path.join(a.workdir, "launch-stderr")).read()))

@@ -4,7 +4,9 @@ bridge). `revive launch --hosts h1,h2,h3 -n 3 --launcher netns` starts tree_host
 host, each host behind its own sub-coordinator: a TCP server (h1); a parent+child over a socketpair whose
 child relays to the server over TCP (h2); a parent+child over a pipe (h3). The computation is
 checkpointed at a random moment, SIGKILLed and restarted with `revive restart --hosts` so that every tree
-moves to the next host (h1->h2->h3->h1), rebuilt there with its recorded pids behind a new sub-coordinator.
+moves to another host (two trees share one), rebuilt there with its recorded pids behind a new
+sub-coordinator; the roots then exit 0/5/7 in manifest order, split over the hosts so that only the rule
+"first non-zero root in manifest order" (not "per host part") gives 5.
 Checks: the manifest records where each process ran (before and after); every process really runs in
 its host's namespace and connects to that host's sub-coordinator (on the host's own address); a --map that splits a tree is refused
 (exit 2) and leaves no coordinator behind; every output file and the exit status equal an uninterrupted
@@ -142,11 +144,21 @@ def test(a, rng, seed, prefix, net):
         fail("a refused placement left a coordinator running")
     print("split refused: " + r.stderr.strip(), flush=True)
 
-    # Restart: the tree of role i goes to hosts[i+1]. --hosts is applied to trees in manifest order of
-    # their first process, so list the new hosts in that order.
+    # Restart: every tree moves to another host, the first and the last tree (manifest order of their
+    # first process, the order --hosts is applied in) together on the host the middle one ran on, the
+    # middle one on the first one's host: --hosts X,Y,X. Parts are numbered by first use: X, then Y.
     pos = {p["pid"]: k for k, p in enumerate(m["processes"])}
     order = sorted(range(3), key=lambda role: min(pos[pid] for pid in pids[role]))
-    new_host = {role: hosts[(role + 1) % NHOSTS] for role in range(3)}
+    X, Y = hosts[order[1]], hosts[order[0]]
+    new_host = {order[0]: X, order[1]: Y, order[2]: X}
+    part_hosts = [X, Y]
+    # Exit statuses (read by the roots when they end): first tree 0, middle 5, last 7. The first
+    # non-zero of the roots in manifest order is 5, what a restart on one host returns; taking X's part
+    # (first non-zero of its trees: 7) before Y's would give 7.
+    for role, code in ((order[1], 5), (order[2], 7)):
+        with open(os.path.join(rund, "exit-%d" % role), "w") as f:
+            f.write("%d\n" % code)
+    want_rc = 5
     sub2 = free_port(rng)
     cmd = [REVIVE, "restart", "--port", str(port), "--hosts", ",".join(new_host[r] for r in order),
            "--launcher", "ip netns exec {host} {cmd}", "--sub-port", str(sub2), CK]
@@ -154,7 +166,7 @@ def test(a, rng, seed, prefix, net):
     # One host cannot start its sub-coordinator (something else holds the port there): that part fails,
     # and the restored processes of the other hosts, parked at the restart barrier for processes that
     # will never come, are stopped instead of waiting forever.
-    squat_host = new_host[order[1]]
+    squat_host = part_hosts[1]
     squat = subprocess.Popen(["ip", "netns", "exec", squat_host, sys.executable, "-c",
                               "import socket,sys,time\ns=socket.socket(); s.bind(('0.0.0.0', %d)); s.listen(1)\n"
                               "print('ok', flush=True); time.sleep(120)" % (sub2 + 1)], stdout=subprocess.PIPE)
@@ -175,8 +187,8 @@ def test(a, rng, seed, prefix, net):
     rp = subprocess.Popen(cmd, cwd=a.workdir, stdout=rerr, stderr=rerr, stdin=subprocess.DEVNULL, env=ENV)
     wait_procs(REVIVE, port, CK, ENV, 5, procs=[rp])
     print("restart on 3 hosts: all 5 processes running again after %.2f s (polled)" % (time.time() - t0), flush=True)
-    # Parts are numbered in the order of their hosts' first trees: host of order[k] has sub2 + k.
-    check_running_on(pids, new_host, {new_host[order[k]]: sub2 + k for k in range(3)}, "after restart")
+    # Parts are numbered in the order of their hosts' first trees: part_hosts[k] has sub2 + k.
+    check_running_on(pids, new_host, {h: sub2 + k for k, h in enumerate(part_hosts)}, "after restart")
     m2, _ = checkpoint(REVIVE, port, CK, ENV, 2, 5)
     check_manifest(m2, pids, new_host, "checkpoint 2 after the swap")
     try:
@@ -184,8 +196,9 @@ def test(a, rng, seed, prefix, net):
     except subprocess.TimeoutExpired:
         rp.kill()
         fail("restarted computation did not finish")
-    if rp.returncode != 0:
-        fail("revive restart exited %s: %s" % (rp.returncode, open(os.path.join(a.workdir, "restart-stderr")).read()))
+    if rp.returncode != want_rc:
+        fail("revive restart exited %s, want %d (the first non-zero root status in manifest order): %s" %
+             (rp.returncode, want_rc, open(os.path.join(a.workdir, "restart-stderr")).read()))
     for f in FILES:
         want = open(os.path.join(ref, f), "rb").read()
         got = open(os.path.join(rund, f), "rb").read()
@@ -193,7 +206,8 @@ def test(a, rng, seed, prefix, net):
             fail("%s differs from the uninterrupted run (%d bytes vs %d): %r" % (f, len(got), len(want), got[-300:]))
     if not coordinator_gone(REVIVE, port, CK, ENV):
         fail("restart's coordinator did not exit after the computation ended")
-    print("OK: 3 trees (5 processes) rotated over %s, outputs identical" % ", ".join(hosts), flush=True)
+    print("OK: 3 trees (5 processes) moved over %s, outputs identical, exit %d" % (", ".join(hosts), want_rc),
+          flush=True)
 
 if __name__ == "__main__":
     main()

@@ -8,7 +8,8 @@
  *    exit status.
  * Each process writes its own file OUTDIR/out-<role>[-child] (only checksum lines, so the output is the
  * same however the run was checkpointed, killed and restarted), and OUTDIR/pids-<role> = "parent child"
- * (for the test driver, not compared). Children check getppid() against the parent's pid, so a tree not
+ * (for the test driver, not compared). A root exits with the number in OUTDIR/exit-<role> if that file
+ * exists when it ends (read at the end, so a test can set it after a checkpoint), else 0. Children check getppid() against the parent's pid, so a tree not
  * rebuilt with its pids shows in the output. */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -71,6 +72,19 @@ static int reap(pid_t child) {
   return 0;
 }
 
+/* The root's exit status: OUTDIR/exit-<role>, read now (the test writes it while we are stopped). */
+static int exit_code(const char* dir, int role) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/exit-%d", dir, role);
+  FILE* f = fopen(path, "r");
+  int code = 0;
+  if (f) {
+    if (fscanf(f, "%d", &code) != 1) code = 99;
+    fclose(f);
+  }
+  return code;
+}
+
 int main(int argc, char** argv) {
   const char* idx = getenv("REVIVE_LAUNCH_INDEX");
   if (argc != 6 || !idx) {
@@ -91,7 +105,8 @@ int main(int argc, char** argv) {
   if (role == 0) {
     write_pids(dir, role, getpid(), 0);
     check_stream(accept_one(&a), "server", 1, 1);
-    return 0;
+    fflush(stdout);
+    return exit_code(dir, role);
   }
   int sv[2];
   if (role == 1 ? socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0 : pipe(sv) != 0) die("socketpair/pipe");
@@ -123,12 +138,12 @@ int main(int argc, char** argv) {
     close(sv[0]);
     send_stream(sv[1], 1, pace_us);
     close(sv[1]);
-    return reap(child);
+    return reap(child) + exit_code(dir, role);
   }
   close(sv[1]);
   pthread_t t;
   pthread_create(&t, NULL, sender, &sv[0]);
   check_stream(sv[0], "parent", 1, 0);
   pthread_join(t, NULL);
-  return reap(child);
+  return reap(child) + exit_code(dir, role);
 }
