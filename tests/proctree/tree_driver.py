@@ -43,8 +43,9 @@ def children(pid):
     except OSError:
         return []
 
-def kill_tree(roots):
-    """SIGKILL the roots and every descendant (stopped first, so none can react or fork meanwhile)."""
+def kill_tree(roots, reap=None):
+    """SIGKILL the roots and every descendant (stopped first, so none can react or fork meanwhile).
+    reap: waits for our own child among them (its zombie would hold its pid until we do)."""
     def everyone():
         return sorted(set(roots + [d for r in roots for d in descendants(r)]))
     for p in everyone():
@@ -58,6 +59,8 @@ def kill_tree(roots):
             os.kill(p, signal.SIGKILL)
         except OSError:
             pass
+    if reap:
+        reap()
     # Orphans are reaped by init: wait until every pid is free again (restart recreates them).
     deadline = time.time() + 10
     while time.time() < deadline and any(os.path.exists("/proc/%d" % p) for p in pids):
@@ -108,6 +111,15 @@ def checkpoint(revive, port, ck, work):
         time.sleep(0.01)
     fail("every checkpoint was refused", work)
 
+def wait_for(cond, proc, work, what, timeout=60):
+    deadline = time.time() + timeout
+    while not cond():
+        if proc.poll() is not None:
+            fail("program ended (rc %s) while waiting for %s" % (proc.returncode, what), work)
+        if time.time() > deadline:
+            fail("timed out waiting for %s" % what, work)
+        time.sleep(0.02)
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--revive", required=True)
@@ -125,6 +137,9 @@ def main():
                                     "and require revive restart to refuse, naming it")
     ap.add_argument("--stdout-trunc", action="store_true",
                     help="open stdout without O_APPEND: processes sharing it must share its one offset")
+    ap.add_argument("--during", help="a file (in the cwd) that exists while a program outside the computation "
+                                     "runs: the first checkpoint is taken while it exists (and must end before "
+                                     "it is gone), the later ones once it is gone")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     prog = a.prog[1:] if a.prog and a.prog[0] == "--" else a.prog
@@ -154,17 +169,25 @@ def main():
     most = most_z = 0
     for c in range(a.chain + 1):
         for k in range(a.ckpts if c == 0 else 1):
+            marker = os.path.join(work, a.during) if a.during and c == 0 else None
+            if marker:
+                wait_for(lambda: os.path.exists(marker) == (k == 0), proc, work,
+                         "%s to %s" % (a.during, "appear" if k == 0 else "go away"))
             time.sleep(rng.uniform(*a.delay))
             if proc.poll() is not None:
                 fail("program ended (rc %s) before checkpoint; make it run longer" % proc.returncode, work)
             n, z = checkpoint(a.revive, port, ck, work)
+            if marker and k == 0:
+                if not os.path.exists(marker):
+                    fail("the checkpoint did not end while %s existed (the outside program ran); make it "
+                         "run longer" % a.during, work)
+                print("checkpoint taken while %s existed" % a.during, flush=True)
             most, most_z = max(most, n), max(most_z, z)
         time.sleep(rng.uniform(0, a.delay[0]))
         if proc.poll() is not None:
             fail("program ended (rc %s) before the kill; make it run longer" % proc.returncode, work)
         roots = children(proc.pid) if restored else [proc.pid]
-        killed = kill_tree(roots)
-        proc.wait()
+        killed = kill_tree(roots, proc.wait)
         if not coordinator_gone(a.revive, port, ck):
             fail("the coordinator did not exit after the tree died", work)
         cmd = [os.path.abspath(a.revive), "restart", "--port", str(port), ck]

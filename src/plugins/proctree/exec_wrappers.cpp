@@ -3,8 +3,10 @@
 // computation. exec in the same process also keeps the coordinator socket open across the exec: the
 // new image connects first and only then closes it, so a checkpoint never sees the process missing
 // (one that catches the exec in between fails, as a disconnect, instead of going without the process).
+// A program that cannot load us (static) is outside the computation: it gets neither (exec_static.cpp).
 // glibc's own execv/execvp/execl* call its internal execve, not ours: each is wrapped.
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "plugins/common/msg.h"
 #include "plugins/common/next_symbol.h"
 #include "plugins/proctree/engine_hooks.h"
 #include "plugins/proctree/proctree.h"
@@ -26,12 +29,32 @@ using SpawnFn = int (*)(pid_t*, const char*, const posix_spawn_file_actions_t*, 
 ExecveFn g_execve, g_execvpe;
 SpawnFn g_spawn, g_spawnp;
 
+// "revive: pid N: exec PATH: ..." for a program that cannot load us (a documented policy, not an error).
+void warn_outside(const char* what, long pid, const char* path, const char* consequence) {
+  char buf[PATH_MAX + 256];
+  revive::plugins::Msg(buf, sizeof buf)
+      .s("pid ").i(pid).s(": ").s(what).s(" ").s(path)
+      .s(": statically linked (or not a 64-bit program of this machine), it cannot load the checkpoint "
+         "library; ").s(consequence);
+  revive::plugins::warn(buf);
+}
+
 // Runs the real exec with the fixed environment and the coordinator socket inheritable; on failure puts
-// the close-on-exec flag back and returns -1 with exec's errno.
+// the close-on-exec flag back and returns -1 with exec's errno. A program that cannot load us (static)
+// does not get the socket: the exec closes it, the coordinator sees this process leave, and checkpoints
+// of the rest of the computation go on without it (exec_static.cpp).
 int exec_with(ExecveFn* slot, const char* name, const char* path, char* const argv[], char* const envp[]) {
   ExecveFn real = revive::plugins::next_or_enosys(slot, name);
   if (!real) return -1;
   int cfd = revive::inject::coord_fd_for_exec ? revive::inject::coord_fd_for_exec() : -1;
+  if (cfd >= 0) {
+    char resolved[PATH_MAX];
+    if (!revive::proctree::program_loads_library(path, slot == &g_execvpe, resolved, sizeof resolved)) {
+      warn_outside("exec", getpid(), resolved[0] ? resolved : path,
+                   "this process leaves the computation and is not checkpointed from now on");
+      cfd = -1;
+    }
+  }
   char** env = revive::proctree::fixed_env(envp, cfd, -1);
   if (!env) {
     errno = ENOMEM;
@@ -50,7 +73,8 @@ int exec_with(ExecveFn* slot, const char* name, const char* path, char* const ar
 // posix_spawn runs glibc's internal exec, so the child cannot be made to connect before the call
 // returns; instead it inherits the write end of a pipe (REVIVE_SPAWN_SYNC_FD) and the new image writes
 // a byte once connected. Meanwhile a checkpoint is refused as during a fork. A program that cannot load
-// us (static) never writes: the parent goes on after kSpawnWaitMs.
+// us (static) is recognised first (exec_static.cpp) and not waited for; one misjudged never writes: the
+// parent goes on after kSpawnWaitMs.
 constexpr int kSpawnWaitMs = 2000;
 
 int spawn_with(SpawnFn* slot, const char* name, pid_t* pid, const char* path, const posix_spawn_file_actions_t* fa,
@@ -60,7 +84,11 @@ int spawn_with(SpawnFn* slot, const char* name, pid_t* pid, const char* path, co
   using revive::proctree::g_forks_in_flight;
   int sync[2] = {-1, -1};
   const bool coord = revive::inject::coord_fd_for_exec && revive::inject::coord_fd_for_exec() >= 0;
-  if (coord && pipe2(sync, O_CLOEXEC) == 0) fcntl(sync[1], F_SETFD, 0);  // inherited through the exec
+  char resolved[PATH_MAX];
+  // A static program would never write the byte: no pipe, no wait (it is outside the computation).
+  const bool joins = !coord || revive::proctree::program_loads_library(path, slot == &g_spawnp, resolved,
+                                                                       sizeof resolved);
+  if (coord && joins && pipe2(sync, O_CLOEXEC) == 0) fcntl(sync[1], F_SETFD, 0);  // inherited through the exec
   char** env = revive::proctree::fixed_env(envp, -1, sync[1]);
   if (!env) {
     if (sync[0] >= 0) close(sync[0]), close(sync[1]);
@@ -79,6 +107,9 @@ int spawn_with(SpawnFn* slot, const char* name, pid_t* pid, const char* path, co
     close(sync[0]);
   }
   __atomic_sub_fetch(&g_forks_in_flight, 1, __ATOMIC_ACQ_REL);
+  if (r == 0 && !joins)
+    warn_outside("posix_spawn", pid ? *pid : child, resolved[0] ? resolved : path,
+                 "the spawned process is outside the computation and is not checkpointed");
   if (env != envp) free(env);  // the strings are ours or the caller's; only the array is new
   return r;
 }

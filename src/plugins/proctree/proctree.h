@@ -3,6 +3,7 @@
 // docs/process-trees.md.
 #pragma once
 
+#include <stddef.h>
 #include <stdint.h>
 
 namespace revive::proctree {
@@ -20,5 +21,9 @@ char** fixed_env(char* const* envp, int prev_fd, int sync_fd);
 // At init of an exec'ed or spawned image: connect at once, then close the predecessor's coordinator
 // socket / tell the spawning parent (a byte on the sync fd) that we are in.
 void adopt_exec_predecessor();
+// Whether the program an exec names can load our library (dynamically linked, our ELF class and
+// machine; scripts: their interpreter). False for static and 32-bit programs: they are outside the
+// computation (exec_static.cpp). `search`: PATH lookup as execvp. `resolved` gets the path looked at.
+bool program_loads_library(const char* file, bool search, char* resolved, size_t cap);
 
 }  // namespace revive::proctree
