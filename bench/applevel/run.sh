@@ -7,7 +7,7 @@ cd "$(dirname "$0")/../.."
 build=${1:-build-mpi}
 dir=${2:-/tmp/revive-bench}
 cmake -S . -B "$build" >/dev/null
-cmake --build "$build" -j2 --target applevel_bench lanczos lanczos_mpi >/dev/null
+cmake --build "$build" -j2 --target applevel_bench lanczos lanczos_mpi mpi_write_bench >/dev/null
 mkdir -p "$dir"
 echo "### applevel_bench --dir $dir --sizes-mib 64,1024 --reps 5 (machine: $(nproc) cores, $(uname -r))"
 "$build/bench/applevel/applevel_bench" --dir "$dir" --sizes-mib 64,1024 --reps 5 \
@@ -27,6 +27,12 @@ mpi_median() {  # every async -> prints the median loop time, or says which run 
   done
   printf '%s\n' "${times[@]}" | sort -n | sed -n 2p
 }
+echo "### MPI checkpoint write: file per rank vs one shared file (MPI-IO) vs raw write+fsync"
+for shape in "2 64" "4 64" "2 256"; do
+  set -- $shape
+  mpirun -n "$1" --oversubscribe --mca mpi_yield_when_idle 1 "$build/bench/applevel/mpi_write_bench" \
+    --dir "$dir" --mib "$2" --reps 5
+done
 base=$(mpi_median 0 off)
 echo "  no checkpoints:          $base s"
 for async in off copy; do

@@ -14,7 +14,7 @@
 //                 gets a revive::Error, rank 0 publishes no manifest, and restart reads iteration 3.
 // With "mpiio" every scenario runs in shared-file mode (Options::mpiio: one file per version written with
 // MPI-IO, MPI initialised with MPI_THREAD_MULTIPLE for the async scenario): roundtrip checks that the
-// version holds the shared file and no per-rank file; delete truncates the shared file in the middle of
+// version holds the shared file and no per-rank file, and writes zstd-compressed records; delete truncates the shared file in the middle of
 // the last rank's byte range (the manifest's range= line); corrupt flips a byte in the middle of that
 // range; writefail fails rank 0's first fsync while it publishes version 4 (the ranks' data goes through
 // MPI-IO, not the library's Env), so every rank gets "publishing version 4 failed".
@@ -43,7 +43,8 @@ namespace fs = std::filesystem;
 namespace {
 
 int g_rank = 0, g_size = 1, g_failures = 0;
-bool g_mpiio = false;  // shared-file mode
+bool g_mpiio = false;     // shared-file mode
+bool g_compress = false;  // zstd (the mpiio roundtrip: compressed records in the shared file)
 
 #define EXPECT(cond, ...)                                                     \
   do {                                                                        \
@@ -79,6 +80,7 @@ revive::Options Opts(const std::string& dir, bool async = false) {
   o.keep = 3;
   o.async = async;
   o.mpiio = g_mpiio;
+  o.compress = g_compress;
   return o;
 }
 
@@ -300,6 +302,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string dir = argv[1], scenario = argv[2];
+  g_compress = g_mpiio && scenario == "roundtrip";
   if (g_rank == 0) {
     std::error_code ec;
     fs::remove_all(dir, ec);
