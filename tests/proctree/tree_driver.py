@@ -88,9 +88,17 @@ def squat_and_refuse(squat, pid, cmd, work, env):
     print("restart refused while pid %d was taken: %s" % (pid, r.stderr.strip()), flush=True)
 
 def checkpoint(revive, port, ck, work):
-    """revive checkpoint; a generation refused because a fork was in flight is retried (documented)."""
-    for attempt in range(30):
+    """revive checkpoint; a generation refused because a fork was in flight is retried (documented), and
+    so is a coordinator that is not listening yet (a launch or restart still starting on a loaded machine:
+    the random delay before the first checkpoint can be shorter than its start-up)."""
+    deadline = time.time() + 60
+    attempt = 0
+    while attempt < 30:
         r = run([revive, "checkpoint", "--port", str(port), "--ckpt-dir", ck], timeout=120)
+        if r.returncode != 0 and "no coordinator is listening" in r.stderr and time.time() < deadline:
+            time.sleep(0.1)
+            continue
+        attempt += 1
         if r.returncode == 0:
             d = r.stdout.strip()
             m = json.load(open(os.path.join(d, "MANIFEST.json")))
