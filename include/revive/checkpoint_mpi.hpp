@@ -10,7 +10,8 @@
 // Each rank writes its own files (<key>.<rank>); a version becomes visible only after every rank wrote it
 // (rank 0 publishes the manifest), and restart reads the newest version that is intact on every rank.
 // The library's collectives run on a private duplicate of the communicator. Asynchronous writes need
-// MPI_THREAD_MULTIPLE only if the application itself calls MPI from several threads.
+// MPI_THREAD_MULTIPLE only if the application itself calls MPI from several threads, or in shared-file
+// mode (Options::mpiio: one file per version written with MPI-IO, from the writer thread when async).
 #ifndef REVIVE_CHECKPOINT_MPI_HPP_
 #define REVIVE_CHECKPOINT_MPI_HPP_
 

@@ -1,6 +1,7 @@
 // One background thread that runs write jobs one at a time, optionally pinned to a CPU.
 // It never talks to peers: collective steps (agreeing a version is complete, publishing) stay on the
-// application thread, so the MPI flavour needs no MPI_THREAD_MULTIPLE.
+// application thread, so the MPI flavour needs no MPI_THREAD_MULTIPLE. The exception is shared-file mode
+// (Options::mpiio), whose job is a collective MPI-IO write on its own communicator: that one needs it.
 #ifndef REVIVE_APPLEVEL_ASYNC_WRITER_H_
 #define REVIVE_APPLEVEL_ASYNC_WRITER_H_
 
