@@ -40,13 +40,14 @@ run_ctest build
 
 if [ "${REVIVE_TEST_QUICK:-0}" != 1 ]; then
   echo "== [2/3] ASan+UBSan build (no MPI), tests labelled san"
-  build_for_label build-asan san -DREVIVE_SANITIZE=address -DREVIVE_WITH_MPI=OFF \
+  # Debug (-O0): the instrumented -O2 build took 461 s here, -O0 161 s; the tests run 17 s vs 25 s.
+  build_for_label build-asan san -DCMAKE_BUILD_TYPE=Debug -DREVIVE_SANITIZE=address -DREVIVE_WITH_MPI=OFF \
     -DREVIVE_BUILD_BENCH=OFF -DREVIVE_BUILD_EXAMPLES=OFF
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_ctest build-asan -L '^san$'
 
   echo "== [3/3] TSan build, tests labelled tsan"
-  build_for_label build-tsan tsan -DREVIVE_SANITIZE=thread -DREVIVE_WITH_MPI=OFF \
+  build_for_label build-tsan tsan -DCMAKE_BUILD_TYPE=Debug -DREVIVE_SANITIZE=thread -DREVIVE_WITH_MPI=OFF \
     -DREVIVE_BUILD_BENCH=OFF -DREVIVE_BUILD_EXAMPLES=OFF
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_ctest build-tsan -L '^tsan$'
 fi
