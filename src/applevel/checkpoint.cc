@@ -335,7 +335,7 @@ void Checkpoint::Impl::Finish(std::unique_ptr<Job> job) {
 }
 
 // Checks that version v's manifest is usable by this rank and matches the program's keys and rank count
-// (VerifyVersion checks the data). InvalidArgument = the program does not match the checkpoint (an error, never a fallback);
+// (ReadLocal checks the data while it reads it). InvalidArgument = the program does not match the checkpoint (an error, never a fallback);
 // anything else = the version is damaged.
 Status Checkpoint::Impl::VerifyLocal(uint64_t v, storage::Manifest* m) {
   Status s = store.ReadManifest(v, m);
@@ -357,8 +357,8 @@ Status Checkpoint::Impl::VerifyLocal(uint64_t v, storage::Manifest* m) {
   return Status::OK();
 }
 
-// VerifyLocal, then the data: the shared file is read collectively, so every rank takes part in the same
-// steps whatever its manifest said. OK with a failure elsewhere means "usable here" (the caller agrees).
+// VerifyLocal, then in shared-file mode the data: the shared file is read collectively, so every rank takes
+// part in the same steps whatever its manifest said. OK with a failure elsewhere means "usable here" (the caller agrees).
 Status Checkpoint::Impl::VerifyVersion(uint64_t v, storage::Manifest* m) {
   shared_records.clear();
   shared_buf.reset();
@@ -369,15 +369,7 @@ Status Checkpoint::Impl::VerifyVersion(uint64_t v, storage::Manifest* m) {
   if (shared)
     return Status::Corruption(store.VersionDir(v) + "/" + storage::kManifestName +
                               " names a shared file, another rank's manifest does not");
-  for (const auto& e : entries) {
-    std::unique_ptr<storage::DataFileReader> r;
-    std::string path = store.DataPath(v, e.key, comm->rank(), comm->size());
-    s = storage::DataFileReader::Open(env, path, &r);
-    if (s.ok()) s = CheckType(r->header(), r->path(), *e.item, e.key);
-    if (s.ok()) s = r->Verify();
-    if (!s.ok()) return s;
-  }
-  return Status::OK();
+  return Status::OK();  // per-rank files: ReadLocal checks them as it reads them
 }
 
 // Shared-file mode: reads this rank's range of the version's file (collectively), checks it against the
@@ -469,33 +461,65 @@ Status Checkpoint::Impl::ReadShared() {
   return s;
 }
 
-Status Checkpoint::Impl::ReadLocal(uint64_t v) {
-  if (!shared_records.empty()) return ReadShared();
+// Reads version v's files into the registered data, each byte once: direct items (arrays, vectors of
+// plain types) straight into user memory, checked as they stream; the others into buffers that are loaded
+// only after every file of this rank passed its checks. *clobbered says whether user memory was written.
+Status Checkpoint::Impl::ReadLocal(uint64_t v, bool* clobbered) {
+  if (!shared_records.empty()) {
+    *clobbered = true;
+    return ReadShared();
+  }
+  // Every file's header, size and type first: a missing, truncated or foreign file fails the version
+  // before any user memory is written; only a payload damaged inside (a checksum mismatch) is found late.
+  std::vector<std::unique_ptr<storage::DataFileReader>> readers;
   for (auto& e : entries) {
     std::unique_ptr<storage::DataFileReader> r;
     std::string path = store.DataPath(v, e.key, comm->rank(), comm->size());
     Status s = storage::DataFileReader::Open(env, path, &r);
     if (s.ok()) s = CheckType(r->header(), r->path(), *e.item, e.key);
     if (!s.ok()) return s;
-    const storage::FileHeader& h = r->header();
+    readers.push_back(std::move(r));
+  }
+  struct Staged {
+    Entry* e;
+    uint64_t count;
+    std::string bytes;
+    const std::string* path;
+  };
+  std::vector<Staged> later;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    Entry& e = entries[i];
+    storage::DataFileReader& r = *readers[i];
+    const storage::FileHeader& h = r.header();
+    Status s;
     if (e.item->direct()) {
-      s = r->ReadPayload(e.item->dest(h.count));
+      *clobbered = true;
+      s = r.ReadPayload(e.item->dest(h.count));
     } else {
-      std::string buf(h.raw_len, '\0');
-      s = r->ReadPayload(buf.data());
-      if (s.ok()) {
-        try {
-          e.item->load(h.count, buf.data(), buf.size(), "key '" + e.key + "' in " + path);
-        } catch (const Error& err) {
-          s = Status::InvalidArgument(err.what());
-        }
-      }
+      Staged st{&e, h.count, std::string(h.raw_len, '\0'), &r.path()};
+      s = r.ReadPayload(st.bytes.data());
+      later.push_back(std::move(st));
     }
     if (!s.ok()) return s;
+  }
+  for (Staged& st : later) {
+    *clobbered = true;
+    try {
+      st.e->item->load(st.count, st.bytes.data(), st.bytes.size(), "key '" + st.e->key + "' in " + *st.path);
+    } catch (const Error& err) {
+      return Status::InvalidArgument(err.what());
+    }
   }
   return Status::OK();
 }
 
+// Restart: the newest version complete on every rank (and, for a nested child, belonging to the parent's
+// version) that reads intact everywhere, falling back version by version. Each byte is read once: every
+// file's header, size and type are checked first, then the payloads stream straight into user memory and
+// are checksummed on the way (ReadLocal). A payload damaged inside is found only after its bytes reached
+// user memory; the older version's read then overwrites them. If no intact version is left after that,
+// the program's own initial data is gone, so that is an error (naming the damage), never a fresh start on
+// overwritten data; damage found before any byte was read still means a fresh start, as it always did.
 bool Checkpoint::Impl::RestartIfNeeded(int64_t* it) {
   RequireCommitted("restart_if_needed()");
   if (touched || !opts.read_on_restart) return false;
@@ -504,37 +528,50 @@ bool Checkpoint::Impl::RestartIfNeeded(int64_t* it) {
   std::vector<uint64_t> complete;
   Status ls = store.ListComplete(&complete);
   if (!ls.ok()) std::fprintf(stderr, "revive: %s: %s\n", Where().c_str(), ls.ToString().c_str());
+  // Local candidates, newest first (ListComplete's order).
+  std::vector<uint64_t> cands;
+  for (uint64_t c : complete) {
+    storage::Manifest cm;
+    if (nested && store.ReadManifest(c, &cm).ok() && cm.parent_version != want_parent) continue;
+    cands.push_back(c);
+  }
 
   uint64_t bound = std::numeric_limits<uint64_t>::max();
   storage::Manifest m;
   uint64_t v = 0;
+  bool clobbered = false;  // user memory holds bytes of a version that turned out damaged
+  std::string last_damage;
   for (;;) {
-    // Newest local candidate not above bound; a nested child's version must belong to the parent's.
     uint64_t local = 0;
-    for (uint64_t c : complete) {
-      if (c > bound) continue;
-      storage::Manifest cm;
-      if (nested && store.ReadManifest(c, &cm).ok() && cm.parent_version != want_parent) continue;
-      local = c;
-      break;
-    }
+    for (uint64_t c : cands)
+      if (c <= bound) {
+        local = c;
+        break;
+      }
     v = comm->allreduce_min_u64(local);
-    if (v == 0) return false;
+    if (v == 0) {
+      if (clobbered)
+        throw Error(Where() + ": no intact version left to restart from, and reading the damaged one (" +
+                    last_damage + ") already overwrote the registered data; remove " + store.dir() +
+                    " to start from scratch");
+      return false;
+    }
+    // The manifests first (collectively); a shared-file version is read into a buffer by VerifyShared.
     Status s = VerifyVersion(v, &m);
-    if (comm->allreduce_and(s.ok())) break;
+    if (comm->allreduce_and(s.ok())) {
+      s = ReadLocal(v, &clobbered);
+      if (comm->allreduce_and(s.ok())) break;
+    }
     if (!comm->allreduce_and(!s.IsInvalidArgument()))
       throw Error(Where() + ": cannot restart from version " + std::to_string(v) + ": " +
                   (s.IsInvalidArgument() ? s.message() : "another rank found a mismatch with the program"));
+    last_damage = "version " + std::to_string(v) + ": " + (s.ok() ? "damaged on another rank" : s.ToString());
     if (comm->rank() == 0 || !s.ok())
       std::fprintf(stderr, "revive: %s: version %llu is unusable (%s); falling back to an older version\n",
                    Where().c_str(), static_cast<unsigned long long>(v),
                    s.ok() ? "damaged on another rank" : s.ToString().c_str());
     bound = v - 1;
   }
-  Status s = ReadLocal(v);
-  if (!comm->allreduce_and(s.ok()))
-    throw Error(Where() + ": reading version " + std::to_string(v) + " failed: " +
-                (s.ok() ? "on another rank" : s.ToString()));
   version = v;
   iteration = m.iteration;
   last_iteration = m.iteration;
@@ -545,7 +582,6 @@ bool Checkpoint::Impl::RestartIfNeeded(int64_t* it) {
   if (it) *it = m.iteration + 1;
   return true;
 }
-
 // ---- public wrappers ----------------------------------------------------------------------------------
 
 Checkpoint::Checkpoint(std::string name) : Checkpoint(std::move(name), nullptr, Options::from_env()) {}

@@ -96,7 +96,7 @@ class Checkpoint::Impl {
   Status VerifyLocal(uint64_t v, storage::Manifest* m);
   static Status CheckType(const storage::FileHeader& h, const std::string& where, detail::Item& item,
                           const std::string& key);
-  Status ReadLocal(uint64_t v);
+  Status ReadLocal(uint64_t v, bool* clobbered);
 
   std::unique_ptr<Job> staged;   // taken by update() in async copy mode
   std::unique_ptr<Job> pending;  // submitted to the writer, not yet published

@@ -77,6 +77,29 @@ bool FaultEnv::TakeShortWrite() {
   return short_nth_ != 0 && count_[static_cast<int>(Op::kWrite)] == short_nth_;
 }
 
+namespace {
+class CountingSequentialFile : public SequentialFile {
+ public:
+  CountingSequentialFile(FaultEnv* env, std::unique_ptr<SequentialFile> base) : env_(env), base_(std::move(base)) {}
+  Status Read(void* buf, size_t n, size_t* got) override {
+    Status s = base_->Read(buf, n, got);
+    if (s.ok()) env_->CountRead(*got);
+    return s;
+  }
+
+ private:
+  FaultEnv* env_;
+  std::unique_ptr<SequentialFile> base_;
+};
+}  // namespace
+
+Status FaultEnv::NewSequentialFile(const std::string& path, std::unique_ptr<SequentialFile>* out) {
+  std::unique_ptr<SequentialFile> base;
+  Status s = base_->NewSequentialFile(path, &base);
+  if (s.ok()) out->reset(new CountingSequentialFile(this, std::move(base)));
+  return s;
+}
+
 Status FaultEnv::NewWritableFile(const std::string& path, std::unique_ptr<WritableFile>* out) {
   Status s = Check(Op::kOpen, path);
   std::unique_ptr<WritableFile> base;

@@ -26,11 +26,13 @@ class FaultEnv : public Env {
   void Reset();
   // Mutating operations performed so far (open, write, sync, rename, mkdir, unlink).
   uint64_t ops() const { return ops_; }
+  // Bytes returned by reads of files opened through this Env.
+  uint64_t bytes_read() const { return bytes_read_; }
+  void CountRead(size_t n) { bytes_read_ += n; }
 
   Status NewWritableFile(const std::string& path, std::unique_ptr<WritableFile>* out) override;
-  Status NewSequentialFile(const std::string& path, std::unique_ptr<SequentialFile>* out) override {
-    return base_->NewSequentialFile(path, out);
-  }
+  // Reads are never failed, only counted (tests of how often restart reads each byte).
+  Status NewSequentialFile(const std::string& path, std::unique_ptr<SequentialFile>* out) override;
   Status GetFileSize(const std::string& path, uint64_t* size) override { return base_->GetFileSize(path, size); }
   bool FileExists(const std::string& path) override { return base_->FileExists(path); }
   Status RenameFile(const std::string& from, const std::string& to) override;
@@ -53,6 +55,7 @@ class FaultEnv : public Env {
   std::atomic<uint64_t> fail_nth_[6] = {};
   std::atomic<uint64_t> short_nth_{0};
   std::atomic<uint64_t> fail_from_{0};
+  std::atomic<uint64_t> bytes_read_{0};
 };
 
 }  // namespace revive

@@ -118,6 +118,61 @@ TEST(BadInput, EveryVersionDamagedMeansFreshStart) {
   EXPECT_EQ(r.cp.version(), 3u);
 }
 
+// A payload damaged inside (found only by its checksum, after it streamed into user memory) in every
+// version: the newest was read once into memory, so the program's own data is gone and a fresh start
+// would run on it: an error naming the damage and the directory, never a silent fresh start.
+TEST(BadInput, EveryPayloadDamagedAfterASinglePassReadIsAnError) {
+  TmpDir t;
+  WriteTwo(t);
+  for (int v = 1; v <= 2; ++v) {
+    std::string p = t / ("cp/bad/v-" + std::to_string(v) + "/arr");
+    std::string d = Slurp(p);
+    d[d.size() / 2] ^= 4;
+    Spit(p, d);
+  }
+  XArr r(t, "bad", -7);
+  ::testing::internal::CaptureStderr();
+  ExpectError([&] { r.cp.restart_if_needed(); }, {"no intact version", "overwrote", "checksum mismatch",
+                                                  t / "cp/bad"});
+  ::testing::internal::GetCapturedStderr();
+}
+
+// The same with a single version: its bytes reached user memory before the checksum failed.
+TEST(BadInput, OnlyVersionWithDamagedPayloadIsAnError) {
+  TmpDir t;
+  {
+    XArr w(t, "bad", 5);
+    w.cp.write(1);
+  }
+  std::string p = t / "cp/bad/v-1/arr";
+  std::string d = Slurp(p);
+  d[d.size() / 2] ^= 4;
+  Spit(p, d);
+  XArr r(t, "bad", -7);
+  ::testing::internal::CaptureStderr();
+  ExpectError([&] { r.cp.restart_if_needed(); }, {"no intact version", "overwrote", "checksum mismatch", p});
+  ::testing::internal::GetCapturedStderr();
+}
+
+// Only the newest version's payload is damaged: it streamed into user memory, the older version read
+// over it repairs every byte (the arrays hold exactly version 1).
+TEST(BadInput, DamagedPayloadReadInOnePassIsRepairedByTheOlderVersion) {
+  TmpDir t;
+  WriteTwo(t);
+  std::string p = t / "cp/bad/v-2/arr";
+  std::string d = Slurp(p);
+  d[d.size() - 40] ^= 1;  // near the end: nearly all of version 2's bytes reached memory first
+  Spit(p, d);
+  XArr r(t, "bad", -7);
+  ::testing::internal::CaptureStderr();
+  ASSERT_TRUE(r.cp.restart_if_needed());
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(r.cp.version(), 1u);
+  EXPECT_EQ(r.x, 100);
+  for (int i = 0; i < 64; ++i) ASSERT_EQ(r.arr[i], 1 + i);
+  EXPECT_NE(err.find("checksum mismatch"), std::string::npos) << err;
+}
+
 TEST(BadInput, TypeSizeAndKeyMismatchesAreErrors) {
   TmpDir t;
   WriteTwo(t);

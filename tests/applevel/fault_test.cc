@@ -1,6 +1,8 @@
 // Filesystem failures under the public API (FaultEnv): each injected failure gives a clear error and
 // leaves the previous version intact and usable; a "crash" at every single step of writing a version
 // restarts from an intact version with exactly its data.
+#include <filesystem>
+
 #include "app_util.h"
 #include "applevel/env_hook.h"
 #include "core/fault_env.h"
@@ -148,6 +150,40 @@ TEST_F(FaultTest, CrashAtEveryStepRestartsFromAnIntactVersion) {
   // Crashing before the MANIFEST rename keeps version 1; only the last steps (pruning) see version 2.
   EXPECT_GT(saw_old, 5);
   EXPECT_GT(saw_new, 0);
+}
+
+// Restart reads every byte of the version it restores once (checked as it streams into user memory),
+// whether or not an older version exists to fall back to.
+TEST_F(FaultTest, RestartReadsEachByteOnce) {
+  TmpDir t;
+  uint64_t payload = 0;
+  {
+    WithVersion1 w(t);
+    w.d.Fill(2);
+    w.cp.write(2);
+    payload = kN * sizeof(double);
+  }
+  auto restart_reads = [&](std::vector<int> allowed) {
+    env.Reset();
+    const uint64_t before = env.bytes_read();
+    Data d;
+    Checkpoint cp("f", Opts(t));
+    d.Register(cp);
+    cp.commit();
+    EXPECT_TRUE(cp.restart_if_needed());
+    EXPECT_NE(std::find(allowed.begin(), allowed.end(), int(d.step)), allowed.end());
+    Data want;
+    want.Fill(int(d.step));
+    EXPECT_EQ(d.a, want.a);
+    return env.bytes_read() - before;
+  };
+  uint64_t two_versions = restart_reads({2});
+  EXPECT_GE(two_versions, payload);
+  EXPECT_LT(two_versions, payload + payload / 20) << "more than one read of the data";
+  std::filesystem::remove_all(t / "cp/f/v-1");
+  uint64_t one_version = restart_reads({2});
+  EXPECT_GE(one_version, payload);
+  EXPECT_LT(one_version, payload + payload / 20) << "more than one read of the data";
 }
 
 }  // namespace
