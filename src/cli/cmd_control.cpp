@@ -1,12 +1,15 @@
 // Commands that talk to a running coordinator: checkpoint, status, kill.
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <memory>
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "coord/secret.h"
 #include "launch/coord_record.h"
+#include "launch/user_record.h"
 
 namespace revive::cli {
 namespace {
@@ -21,14 +24,38 @@ std::string Str(const coord::Payload& p, const char* key) {
   return p.get(key, &v, &n) ? std::string(v, n) : std::string();
 }
 
+// Without --ckpt-dir or REVIVE_CKPT_DIR, the checkpoint directory (and so the secret) comes from this
+// user's own record of the computation on that port (launch/user_record.h), else ./revive-ckpt as
+// before; *note then says why no record was used, for the error message if connecting fails.
+Status ResolveControlTarget(const ControlArgs& a, Target* t, std::string* note) {
+  Status s = ResolveTarget(a.port, a.ckpt_dir, t);
+  const char* e = getenv("REVIVE_CKPT_DIR");
+  if (!s.ok() || !a.ckpt_dir.empty() || (e != nullptr && *e)) return s;
+  std::string why;
+  std::string dir = launch::LookupUserRecord(t->port, &why);
+  if (!dir.empty() && access(coord::SecretPath(dir).c_str(), F_OK) != 0) {
+    why = "this user's record for port " + std::to_string(t->port) + " names " + dir +
+          ", which holds no computation's secret any more";
+    dir.clear();
+  }
+  if (dir.empty()) {
+    *note = "no --ckpt-dir given, and " + why;
+    return s;
+  }
+  t->ckpt_dir = dir;
+  t->secret_file = coord::SecretPath(dir);
+  return s;
+}
+
 // Connects, sends one request of `type`, waits for the reply (forever when timeout_ms < 0).
 Status Call(const ControlArgs& a, uint16_t type, int timeout_ms, ScopedClient* sc, coord::FrameHeader* h,
             coord::Payload* p) {
   Target t;
-  Status s = ResolveTarget(a.port, a.ckpt_dir, &t);
+  std::string note;
+  Status s = ResolveControlTarget(a, &t, &note);
   if (!s.ok()) return s;
   s = ConnectCli(t, 2000, &sc->c);
-  if (!s.ok()) return s;
+  if (!s.ok()) return note.empty() ? s : Status::IOError(s.message() + "; " + note);
   coord::FrameBuilder b(sc->c.tx_buffer(), coord::Client::kTxCap, type, sc->c.next_seq());
   if (!sc->c.send(b)) return Status::IOError(sc->c.error());
   int r = sc->c.recv(h, p, timeout_ms);
@@ -66,7 +93,8 @@ int StatusCmd(const ControlArgs& a) {
   if (!s.ok()) {
     fprintf(stderr, "revive status: %s\n", s.message().c_str());
     Target t;
-    if (ResolveTarget(a.port, a.ckpt_dir, &t).ok() && !Listening(t)) {
+    std::string note;
+    if (ResolveControlTarget(a, &t, &note).ok() && !Listening(t)) {
       std::string lost = launch::DescribeLostCoordinator(t.ckpt_dir, t.port);
       if (!lost.empty()) fprintf(stderr, "revive status: %s\n", lost.c_str());
     }

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "coord/server.h"
+#include "launch/user_record.h"
 #include "launch/coord_record.h"
 
 namespace revive::cli {
@@ -65,6 +66,8 @@ int Serve(const CoordArgs& a, int ready_fd) {
   }
   // So that `revive status` can say "coordinator lost" when this process dies without shutting down.
   launch::WriteCoordRecord(o.ckpt_dir, server->port(), o.bind);
+  // So that `revive checkpoint/status/kill --port P` find the secret without --ckpt-dir (this user only).
+  launch::WriteUserRecord(server->port(), o.ckpt_dir);
   g_server = server.get();
   struct sigaction sa = {};
   sa.sa_handler = OnTerm;
@@ -73,6 +76,7 @@ int Serve(const CoordArgs& a, int ready_fd) {
   s = server->Run();
   g_server = nullptr;
   launch::RemoveCoordRecord(o.ckpt_dir, server->port());
+  launch::RemoveUserRecord(server->port(), o.ckpt_dir);
   if (!s.ok()) {
     fprintf(stderr, "revive coordinator: %s\n", s.message().c_str());
     return 1;
