@@ -94,6 +94,8 @@ class Server {
   void AdvanceIfBarrierComplete();
   void FailGeneration(const std::string& why);
   void FinishCheckpoint();
+  // The phase whose PHASE_DONE carries the images: write, or durable for forked checkpoints.
+  const char* ImagePhase() const;
   void OnRestartHello(uint64_t upid);
   void CheckTimers();
   int NextTimeoutMs() const;

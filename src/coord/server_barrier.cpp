@@ -1,5 +1,9 @@
 // The coordinator's barriers (LAM/MPI's checkpoint phases, DMTCP's global barriers):
 //   checkpoint: suspend -> drain -> write -> (MANIFEST.json) -> resume
+//   --fork:     suspend -> drain -> write -> resume -> durable -> (MANIFEST.json): processes answer write
+//               as soon as their copy-on-write writer exists and go on; durable brings the images
+//               (each process answers it when its writer has exited), and only then is the manifest
+//               written, so a generation is published only when every image is durable.
 //   restart:    (all processes of the manifest back) -> reconnect -> refill -> resume
 // Every participant must answer PHASE with PHASE_DONE before the next phase starts. A failure or a
 // disconnect marks the generation failed; the current phase still completes for the survivors (they cannot
@@ -17,7 +21,8 @@
 namespace revive::coord {
 namespace {
 
-const char* const kCkptPhases[] = {"suspend", "drain", "write", "resume"};
+const char* const kCkptPhases[] = {"suspend", "drain", "write", "resume", "durable"};
+constexpr size_t kResumeIndex = 3;
 const char* const kRestartPhases[] = {"reconnect", "refill", "resume"};
 
 std::string Basename(const std::string& p) {
@@ -111,7 +116,7 @@ void Server::OnPhaseDone(Conn* c, const Payload& p) {
   std::string why;
   if (!PhaseDoneOk(p, c->Describe(), phase_, &why)) {
     FailGeneration(why);
-  } else if (state_ == State::kCheckpoint && phase_ == "write") {
+  } else if (state_ == State::kCheckpoint && phase_ == ImagePhase()) {
     AddImages(c, p);
   }
   bool restart = state_ == State::kRestart;
@@ -214,11 +219,7 @@ void Server::AdvanceIfBarrierComplete() {
     return;
   }
   if (state_ != State::kCheckpoint) return;
-  if (phase_ == "resume") {
-    FinishCheckpoint();
-    return;
-  }
-  if (!failed_ && phase_ == "write") {
+  if (!failed_ && phase_ == ImagePhase()) {
     if (manifest_.procs.empty()) {
       FailGeneration("no process wrote an image");
     } else {
@@ -229,9 +230,15 @@ void Server::AdvanceIfBarrierComplete() {
       if (!s.ok()) FailGeneration("writing MANIFEST.json: " + s.ToString());
     }
   }
-  phase_index_ = failed_ ? 3 : phase_index_ + 1;
+  if (phase_index_ + 1 == (o_.fork ? 5u : 4u)) {
+    FinishCheckpoint();
+    return;
+  }
+  phase_index_ = failed_ && phase_index_ < kResumeIndex ? kResumeIndex : phase_index_ + 1;
   StartPhase(kCkptPhases[phase_index_]);
 }
+
+const char* Server::ImagePhase() const { return o_.fork ? "durable" : "write"; }
 
 void Server::FinishCheckpoint() {
   double secs = MonotonicSeconds() - ckpt_started_;

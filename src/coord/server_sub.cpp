@@ -220,7 +220,7 @@ void Server::SubOnPhaseDone(Conn* c, const Payload& p) {
   if (!PhaseDoneOk(p, c->Describe(), up_->phase, &why)) {
     if (!up_->failed) up_->error = why;
     up_->failed = true;
-  } else if (up_->phase == "write" && c->Self() != nullptr) {
+  } else if (up_->phase == ImagePhase() && c->Self() != nullptr) {
     char image[4096] = "";
     uint64_t bytes = 0;
     p.get_str("image", image, sizeof image);
@@ -239,7 +239,7 @@ void Server::SubFinishPhaseIfDone() {
   FrameBuilder b((uint8_t*)frame.data(), frame.size(), kPhaseDone, 0);
   b.add("name", up_->phase.c_str()).add("ok", up_->failed ? "0" : "1");
   if (up_->failed) b.add("error", up_->error.substr(0, 2000).c_str());
-  if (up_->phase == "write") {
+  if (up_->phase == ImagePhase()) {
     b.add_u64("n", up_->images.size());
     for (size_t i = 0; i < up_->images.size(); i++) {
       std::string pre = "p." + std::to_string(i) + ".";
@@ -247,7 +247,8 @@ void Server::SubFinishPhaseIfDone() {
           .add_u64((pre + "bytes").c_str(), up_->images[i].bytes);
     }
   }
-  if (up_->phase == "resume") {
+  // The barrier's last phase (a forked checkpoint's durable comes after its resume).
+  if (up_->phase == (up_->restart ? "resume" : o_.fork ? "durable" : "resume")) {
     for (uint64_t id : up_->parts) {
       auto it = conns_.find(id);
       if (it == conns_.end()) continue;

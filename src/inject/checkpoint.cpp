@@ -68,7 +68,8 @@ bool ckpt_suspend(char* err, size_t err_len) {
   return ok;
 }
 
-int ckpt_write(uint64_t gen, const char* dir, char* path, size_t path_cap, long* bytes, char* err, size_t err_len) {
+int ckpt_write(uint64_t gen, const char* dir, char* path, size_t path_cap, long* bytes, char* err, size_t err_len,
+               bool wait_writer) {
   path[0] = 0;
   sys::append(path, path_cap, dir);
   sys::append(path, path_cap, "/");
@@ -94,9 +95,19 @@ int ckpt_write(uint64_t gen, const char* dir, char* path, size_t path_cap, long*
     return -1;
   }
   if (g.cfg.fork) {
+    // One writer at a time: the coordinator's durable barrier reaped the last one before this generation
+    // began; a standalone checkpoint after a lost coordinator may find one still writing.
+    if (g.writer_pid > 0) {
+      int st = 0;
+      while (sys::sc(SYS_wait4, g.writer_pid, &st, 0x40000000 /*__WALL*/, 0) == -4) {
+      }
+      g.writer_pid = 0;
+    }
     // Forked checkpoint: the child writes from its copy-on-write snapshot while the program goes on.
-    // exit_signal 0 makes it a "clone child" that the program's own wait()/waitpid(-1) cannot reap.
-    long child = sys::sc(SYS_clone, 0, 0, 0, 0, 0);
+    // An exit signal other than SIGCHLD makes it a "clone child" that the program's own wait() or
+    // waitpid(-1) cannot reap; the checkpoint signal (si_code CLD_EXITED: "serve", never a trigger)
+    // wakes the engine when the image is written, to report it (writer_reap, coord_link.cpp).
+    long child = sys::sc(SYS_clone, g.cfg.sig, 0, 0, 0, 0);
     if (child == 0) {
       char cerr[512] = "";
       long w = write_on_scratch_stack(dir, path, gen, true, cerr, sizeof cerr);
@@ -108,6 +119,13 @@ int ckpt_write(uint64_t gen, const char* dir, char* path, size_t path_cap, long*
       sys::append(err, err_len, "fork for the checkpoint failed");
       g.generation = prev_gen;
       return -1;
+    }
+    if (!wait_writer) {
+      g.writer_pid = child;
+      g.writer_path[0] = 0;
+      sys::append(g.writer_path, sizeof g.writer_path, path);
+      *bytes = 0;
+      return 0;
     }
     int status = 0;
     while (sys::sc(SYS_wait4, child, &status, 0x40000000 /*__WALL*/, 0) == -4) {
@@ -127,6 +145,22 @@ int ckpt_write(uint64_t gen, const char* dir, char* path, size_t path_cap, long*
     return -1;
   }
   return 0;
+}
+
+int writer_reap(long* bytes, char* err, size_t err_len) {
+  *bytes = -1;
+  if (g.writer_pid <= 0) return 0;
+  int status = 0;
+  long r = sys::sc(SYS_wait4, g.writer_pid, &status, 0x40000000 /*__WALL*/ | WNOHANG, 0);
+  if (r == 0 || r == -4) return 0;  // still writing
+  g.writer_pid = 0;
+  if (r < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    sys::append(err, err_len, r < 0 ? "the forked writer was lost" : "the forked writer failed (see its message above)");
+    return -1;
+  }
+  struct stat st;
+  *bytes = sys::sc(SYS_stat, g.writer_path, &st) == 0 ? long(st.st_size) : 0;
+  return 1;
 }
 
 void ckpt_resume(bool ok) {

@@ -8,6 +8,7 @@
 #include <new>
 #include <poll.h>
 #include <signal.h>
+#include <sys/wait.h>
 
 #include "coord/client.h"
 #include "inject/engine.h"
@@ -23,6 +24,8 @@ struct LinkState {
   bool suspended;        // our threads are parked for the coordinator's checkpoint
   bool restored_parked;  // restored threads wait for the coordinator's resume
   bool write_ok;
+  bool durable_waiting;  // PHASE durable received, answered once the forked writer is done
+  uint32_t durable_seq;
 };
 LinkState g_st;
 
@@ -114,7 +117,30 @@ void plugin_phase(uint32_t seq, const char* name, uint64_t gen) {
   reply(seq, name, ok, err, nullptr, 0);
 }
 
+// PHASE durable (forked checkpoints): answered with the image once the writer child has exited, which
+// the child's exit signal (the checkpoint signal) brings us back to see; at once when there is none.
+void durable_poll() {
+  if (!g_st.durable_waiting) return;
+  char err[512] = "";
+  long bytes = 0;
+  const bool had_writer = g.writer_pid > 0;
+  int r = writer_reap(&bytes, err, sizeof err);
+  if (had_writer && r == 0) return;  // still writing
+  g_st.durable_waiting = false;
+  reply(g_st.durable_seq, "durable", r >= 0, err, r == 1 ? g.writer_path : nullptr, bytes);
+}
+
 }  // namespace
+
+bool coord_durable_ready() {
+  if (!g_st.durable_waiting) return false;
+  if (g.writer_pid <= 0) return true;
+  siginfo_t si;
+  si.si_pid = 0;
+  // WEXITED | WNOHANG | WNOWAIT | __WALL: has it exited? (reaped by durable_poll, not here)
+  long r = sys::sc(SYS_waitid, P_PID, g.writer_pid, &si, 4 | 1 | 0x01000000 | 0x40000000, 0);
+  return r < 0 || si.si_pid != 0;
+}
 
 bool coord_publish(const char* key, const char* value) {
   if (!g_client.connected()) return false;
@@ -229,6 +255,7 @@ void coord_wait_connected(int timeout_ms) {
 
 void coord_serve() {
   char name[32], dir[1200], path[1400], err[512];
+  durable_poll();
   for (;;) {
     coord::FrameHeader h;
     coord::Payload p;
@@ -265,7 +292,8 @@ void coord_serve() {
       }
       sys::sc(SYS_mkdir, dir, 0700);
       long bytes = 0;
-      int rc = ckpt_write(gen, dir, path, sizeof path, &bytes, err, sizeof err);
+      // Forked: answered as soon as the writer exists; the image comes with PHASE durable.
+      int rc = ckpt_write(gen, dir, path, sizeof path, &bytes, err, sizeof err, /*wait_writer=*/!g.cfg.fork);
       if (rc == 1) {  // restored process, new coordinator connection
         after_restore();
         restored_continue();
@@ -273,7 +301,7 @@ void coord_serve() {
         continue;
       }
       g_st.write_ok = rc == 0;
-      reply(h.seq, name, rc == 0, err, rc == 0 ? path : nullptr, bytes);
+      reply(h.seq, name, rc == 0, err, rc == 0 && !g.cfg.fork ? path : nullptr, bytes);
     } else if (eq(name, "resume")) {
       if (g_st.restored_parked) {
         release_all();
@@ -284,6 +312,10 @@ void coord_serve() {
         g_st.suspended = false;
       }
       reply(h.seq, name, true, nullptr, nullptr, 0);
+    } else if (eq(name, "durable")) {
+      g_st.durable_waiting = true;
+      g_st.durable_seq = h.seq;
+      durable_poll();
     } else if (eq(name, "drain") || eq(name, "reconnect") || eq(name, "refill")) {
       plugin_phase(h.seq, name, gen);
     } else {

@@ -56,6 +56,10 @@ struct Engine {
   Config cfg;
   uint64_t upid;
   uint64_t generation;  // last generation written
+  // A forked writer the coordinator's phases did not wait for (ckpt_write with wait_writer false): its
+  // pid until reaped (writer_reap), and the image it writes.
+  long writer_pid;
+  char writer_path[1400];
   // Quiesce protocol (futex words).
   volatile uint32_t trigger;     // bumped on an external checkpoint request
   volatile uint32_t suspending;  // 1 while a checkpoint signals threads
@@ -170,9 +174,15 @@ uint32_t zw_default_threads();  // online CPUs (at init: uses libc)
 // 0 after a successful checkpoint (resumed), -1 on failure (resumed, message in err).
 int checkpoint_now(uint64_t gen, char* image_path, size_t path_cap, char* err, size_t err_len);
 // The same in steps, for the coordinator's phases. ckpt_write returns 1 in a restored process, 0 when the
-// image at `path` is durable (bytes set), -1 on failure. With REVIVE_FORK it resumes the program itself.
+// image at `path` is durable (bytes set), -1 on failure. With REVIVE_FORK it resumes the program itself;
+// then, unless wait_writer, it returns 0 as soon as the writer child exists (g.writer_pid; bytes 0), and
+// writer_reap tells when the image is durable.
 bool ckpt_suspend(char* err, size_t err_len);
-int ckpt_write(uint64_t gen, const char* dir, char* path, size_t path_cap, long* bytes, char* err, size_t err_len);
+int ckpt_write(uint64_t gen, const char* dir, char* path, size_t path_cap, long* bytes, char* err, size_t err_len,
+               bool wait_writer = true);
+// The pending writer: 0 while it runs (or none: *bytes -1), 1 when it wrote its image (reaped, *bytes
+// set), -1 when it failed (reaped, err says so). Never blocks.
+int writer_reap(long* bytes, char* err, size_t err_len);
 void ckpt_resume(bool ok);
 // Restored process, checkpoint thread: fix-ups, restarter cleanup, plugin restore. Threads stay parked
 // until release_all(); then after_restore_done() drops the hand-over block.
@@ -189,6 +199,8 @@ void coord_start();
 void coord_serve();
 // True when the coordinator socket has data (or EOF) waiting.
 bool coord_readable();
+// True when PHASE durable waits for a forked writer that has exited (or for none): serve again.
+bool coord_durable_ready();
 // Restored process, after after_restore(): reconnect (threads then wait for resume) or release at once.
 void restored_continue();
 

@@ -16,6 +16,7 @@ bool after_fork_child() {
   g.ckpt_tid = 0;
   g.trigger = g.trigger_seen = 0;
   g.serving = 0;
+  g.writer_pid = 0;  // the parent's forked checkpoint writer, not ours
   g.have_timer = false;
   // Connect before fork() returns, so the parent (waiting in the wrapper) goes on only once we are in.
   bool ok = true;

@@ -224,7 +224,7 @@ long serve_main(void*) {
 
 bool work_pending() {
   if (__atomic_load_n(&g.trigger, __ATOMIC_ACQUIRE) != g.trigger_seen) return true;
-  return coord_readable();
+  return coord_readable() || coord_durable_ready();
 }
 
 }  // namespace
