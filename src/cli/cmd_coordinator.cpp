@@ -1,6 +1,7 @@
 // `revive coordinator`: runs the coordinator in the foreground or as a daemon.
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -108,13 +109,22 @@ int Daemonize(const CoordArgs& a) {
   close(p[0]);
   setsid();
   if (fork() != 0) _exit(0);
+  // What the coordinator says (failed generations, dropped peers, retries) goes to
+  // <ckpt-dir>/coordinator.log, where an operator looks after a bad night; nothing to the terminal.
+  int log_fd = -1;
+  Target t;
+  if (ResolveTarget(a.port, a.ckpt_dir, &t).ok()) {
+    (void)!mkdir(t.ckpt_dir.c_str(), 0700);
+    log_fd = open((t.ckpt_dir + "/coordinator.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  }
   int null = open("/dev/null", O_RDWR);
   if (null >= 0) {
     dup2(null, 0);
     dup2(null, 1);
-    dup2(null, 2);
+    dup2(log_fd >= 0 ? log_fd : null, 2);
     if (null > 2) close(null);
   }
+  if (log_fd > 2) close(log_fd);
   if (chdir("/") != 0) {
   }
   _exit(Serve(a, p[1]));

@@ -310,6 +310,7 @@ bool Client::connect(const ClientOptions& o, Welcome* w) {
     p.get_u64("interval", &w->interval);
     w->compress = p.get_u64("compress", &v) && v != 0;
     w->fork = p.get_u64("fork", &v) && v != 0;
+    w->outside = p.get_u64("outside", &v) && v != 0;
     p.get_str("ckpt_dir", w->ckpt_dir, sizeof w->ckpt_dir);
   }
   return true;

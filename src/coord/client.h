@@ -42,6 +42,9 @@ struct Welcome {
   uint64_t interval;
   bool compress;
   bool fork;
+  // Joined while a checkpoint is in progress that it is not part of (its parent's fork wrapper then
+  // refuses that checkpoint: the generation would lack the child).
+  bool outside;
   char ckpt_dir[4096];
 };
 

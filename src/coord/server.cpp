@@ -50,6 +50,11 @@ bool PhaseDoneOk(const Payload& p, const std::string& who, const std::string& ph
   return false;
 }
 
+bool PhaseDoneRetryable(const Payload& p) {
+  uint64_t r = 0;
+  return p.get_u64("retry", &r) && r == 1;
+}
+
 double MonotonicSeconds() {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -473,11 +478,12 @@ void Server::HandleHello(Conn* c, const FrameHeader& h, const Payload& p) {
   RegisterMember(c, h, p);
 }
 
-void Server::SendWelcome(Conn* c, uint32_t seq, uint64_t upid) {
+void Server::SendWelcome(Conn* c, uint32_t seq, uint64_t upid, bool outside) {
   uint8_t buf[4096 + 512];
   FrameBuilder b(buf, sizeof buf, kWelcome, seq);
   b.add_u64("upid", upid).add("ckpt_dir", o_.ckpt_dir.c_str()).add_u64("generation", generation_)
-      .add_u64("compress", o_.compress).add_u64("fork", o_.fork).add_u64("interval", (uint64_t)o_.interval);
+      .add_u64("compress", o_.compress).add_u64("fork", o_.fork).add_u64("interval", (uint64_t)o_.interval)
+      .add_u64("outside", outside);
   Send(c, b);
 }
 
@@ -506,8 +512,23 @@ void Server::RegisterMember(Conn* owner, const FrameHeader& h, const Payload& p)
   }
   owner->members[m.upid] = m;
   ever_had_proc_ = true;
-  SendWelcome(owner, h.seq, m.upid);
-  Log(2, "%s connected%s", m.Describe().c_str(), restart ? " (restart)" : "");
+  // A new process (a fork child) while a checkpoint is being taken: during suspend it joins the barrier
+  // (its parent is being suspended in the fork wrapper; the child is then in the generation too).
+  // Later, or behind a sub-coordinator, it is outside this generation, and WELCOME says so: its parent's
+  // save refuses, and the generation is taken again with the child.
+  bool outside = false, join = false;
+  if (!restart && state_ == State::kCheckpoint) {
+    join = owner->role == Conn::Role::kProc && phase_ == "suspend";
+    outside = !join;
+  }
+  SendWelcome(owner, h.seq, m.upid, outside);
+  Log(2, "%s connected%s%s", m.Describe().c_str(), restart ? " (restart)" : "",
+      join ? " (joins the checkpoint in progress)" : outside ? " (outside the checkpoint in progress)" : "");
+  if (join) {
+    participants_.insert(owner->id);
+    waiting_.insert(owner->id);
+    SendPhase(owner);
+  }
   if (m.awaiting_restart) OnRestartHello(m.upid);
 }
 
@@ -516,6 +537,8 @@ void Server::RemoveMember(Conn* sub, uint64_t upid, const std::string& why) {
   if (it == sub->members.end()) return;
   Log(2, "%s (behind %s) %s", it->second.Describe().c_str(), sub->Describe().c_str(), why.c_str());
   if (it->second.awaiting_restart && state_ == State::kRestartWait) restart_expected_.insert(upid);
+  // --fork: it may have left after its sub got its image early; the sub's durable answer names it.
+  if (state_ == State::kCheckpoint) departed_[upid] = std::make_unique<Member>(it->second);
   sub->members.erase(it);
 }
 

@@ -18,6 +18,8 @@
 
 namespace revive::coord {
 
+struct Member;
+
 struct ServerOptions {
   std::string bind = "127.0.0.1";
   uint16_t port = 7779;      // 0 = any free port (tests); see Server::port()
@@ -58,7 +60,8 @@ class Server {
   void OnWritable(Conn* c);
   void HandleFrame(Conn* c, const FrameHeader& h, const Payload& p);
   void HandleHello(Conn* c, const FrameHeader& h, const Payload& p);
-  void SendWelcome(Conn* c, uint32_t seq, uint64_t upid);
+  void SendWelcome(Conn* c, uint32_t seq, uint64_t upid, bool outside = false);
+  void SendPhase(Conn* c);
   void RegisterMember(Conn* owner, const FrameHeader& h, const Payload& p);
   void RemoveMember(Conn* sub, uint64_t upid, const std::string& why);
   void KillAll(Conn* requester, uint32_t seq);
@@ -87,13 +90,20 @@ class Server {
 
   // server_barrier.cpp: checkpoint and restart barriers.
   void RequestCheckpoint(Conn* requester, uint32_t seq);
+  void BeginGeneration();
   void StartPhase(const char* name);
   void OnPhaseDone(Conn* c, const Payload& p);
   void OnPeerGone(Conn* c, const std::string& why);
   void AddImages(Conn* c, const Payload& p);
+  bool EarlyDurable(Conn* c, const Payload& p);
   void AdvanceIfBarrierComplete();
-  void FailGeneration(const std::string& why);
+  // transient: the failure goes away if the generation is simply taken again (a process exited or exec'd
+  // before it was suspended, a fork was in flight); a generation whose failures are all transient is retried.
+  void FailGeneration(const std::string& why, bool transient = false);
   void FinishCheckpoint();
+  void AbortLookups(const std::set<uint64_t>& conn_ids);
+  bool LeftOnItsOwn(const Conn& c) const;
+  void StartPendingRestart();
   // The phase whose PHASE_DONE carries the images: write, or durable for forked checkpoints.
   const char* ImagePhase() const;
   void OnRestartHello(uint64_t upid);
@@ -129,9 +139,15 @@ class Server {
   double ckpt_started_ = 0;
   double next_interval_ = 0;
   bool failed_ = false;
+  bool retryable_ = false;      // every failure of this attempt was transient
+  unsigned attempt_ = 0;        // retries of cur_gen_ so far
+  bool retry_pending_ = false;  // cur_gen_ is taken again at retry_at_
+  double retry_at_ = 0;
   std::string fail_reason_;
   std::set<uint64_t> participants_;  // conn ids in the barrier
   std::set<uint64_t> waiting_;       // conn ids whose PHASE_DONE is outstanding
+  std::set<uint64_t> early_durable_;  // --fork: reported their image before phase durable (exiting)
+  std::map<uint64_t, std::unique_ptr<Member>> departed_;  // upid -> processes behind a sub that left during this generation
   std::vector<std::pair<uint64_t, uint32_t>> requesters_;  // (conn id, seq) awaiting CKPT_DONE
   Manifest manifest_;                // being built for cur_gen_
   std::set<uint64_t> restart_expected_;  // upids still to come back

@@ -8,7 +8,15 @@
 // Every participant must answer PHASE with PHASE_DONE before the next phase starts. A failure or a
 // disconnect marks the generation failed; the current phase still completes for the survivors (they cannot
 // take a new phase mid-way), then everybody is resumed with ok=0 and no manifest is written.
+// A generation that failed only for transient reasons is taken again, under the same number, after a short
+// back-off (up to kMaxRetries times) before the requesters hear anything: a shell script or make runs a
+// new program every few milliseconds, and a checkpoint that lands on an exit, an exec or a fork must not
+// fail the user's `revive checkpoint` or an interval checkpoint. Transient: a process that leaves the
+// computation (exits, or its exec replaces the connection) before it answered suspend, and a process
+// whose plugins refused for now (retry=1: a fork in flight, whose child has not joined yet).
+#include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -24,6 +32,17 @@ namespace {
 const char* const kCkptPhases[] = {"suspend", "drain", "write", "resume", "durable"};
 constexpr size_t kResumeIndex = 3;
 const char* const kRestartPhases[] = {"reconnect", "refill", "resume"};
+constexpr unsigned kMaxRetries = 12;
+
+// The images a failed attempt left (the retry writes them again; a process that left would leave one).
+void RemoveFilesIn(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (struct dirent* e = readdir(d))
+    if (e->d_name[0] != '.' || (e->d_name[1] != '\0' && (e->d_name[1] != '.' || e->d_name[2] != '\0')))
+      unlinkat(dirfd(d), e->d_name, 0);
+  closedir(d);
+}
 
 std::string Basename(const std::string& p) {
   size_t s = p.find_last_of('/');
@@ -56,7 +75,7 @@ void Server::RequestCheckpoint(Conn* requester, uint32_t seq) {
   };
   // Join the generation in progress, or queue behind a running restart barrier (it ends on its own,
   // unlike the wait for restored processes, which may never all come).
-  if (state_ == State::kCheckpoint || state_ == State::kRestart) {
+  if (state_ == State::kCheckpoint || state_ == State::kRestart || retry_pending_) {
     if (requester != nullptr) requesters_.emplace_back(requester->id, seq);
     return;
   }
@@ -69,17 +88,32 @@ void Server::RequestCheckpoint(Conn* requester, uint32_t seq) {
   if (!s.ok()) return reply_now("cannot create " + dir + ": " + s.message());
 
   if (requester != nullptr) requesters_.emplace_back(requester->id, seq);
+  ckpt_started_ = MonotonicSeconds();
+  attempt_ = 0;
+  BeginGeneration();
+}
+
+// One attempt at cur_gen_, with the processes connected now.
+void Server::BeginGeneration() {
   state_ = State::kCheckpoint;
   failed_ = false;
+  retryable_ = false;
   fail_reason_.clear();
   manifest_ = Manifest();
   manifest_.generation = cur_gen_;
   participants_.clear();
+  early_durable_.clear();
+  departed_.clear();
   for (const auto& [id, c] : conns_)
     if (!c->dead && c->HasMembers(/*awaiting=*/false)) participants_.insert(id);
-  ckpt_started_ = MonotonicSeconds();
   phase_index_ = 0;
-  Log(2, "checkpoint generation %llu of %zu processes", (unsigned long long)cur_gen_, participants_.size());
+  Log(2, "checkpoint generation %llu of %zu processes%s", (unsigned long long)cur_gen_, participants_.size(),
+      attempt_ ? (", attempt " + std::to_string(attempt_ + 1)).c_str() : "");
+  if (participants_.empty()) {  // everybody left while a retry waited
+    FailGeneration("no processes are connected to the coordinator");
+    FinishCheckpoint();
+    return;
+  }
   StartPhase(kCkptPhases[0]);
 }
 
@@ -87,26 +121,35 @@ void Server::StartPhase(const char* name) {
   phase_ = name;
   phase_started_ = MonotonicSeconds();
   waiting_ = participants_;
-  std::string dir = GenerationDir(o_.ckpt_dir, state_ == State::kCheckpoint ? cur_gen_ : generation_);
-  uint8_t buf[4096 + 256];
+  // Those that reported their image early (they are exiting) are not asked again.
+  if (state_ == State::kCheckpoint && phase_ == "durable")
+    for (uint64_t id : early_durable_) waiting_.erase(id);
   const std::vector<uint64_t> targets(participants_.begin(), participants_.end());
   for (uint64_t id : targets) {
     auto it = conns_.find(id);
-    if (it == conns_.end() || it->second->dead) continue;
-    FrameBuilder b(buf, sizeof buf, kPhase, 0);
-    b.add("name", name).add_u64("generation", state_ == State::kCheckpoint ? cur_gen_ : generation_)
-        .add("dir", dir.c_str());
-    if (phase_ == "resume") b.add("ok", failed_ ? "0" : "1");  // plugins' resume(ok)
-    // Which of a sub-coordinator's processes take part: the running ones or the restored ones.
-    b.add("barrier", state_ == State::kCheckpoint ? "checkpoint" : "restart");
-    Send(it->second.get(), b);
+    if (it == conns_.end() || it->second->dead || waiting_.count(id) == 0) continue;
+    SendPhase(it->second.get());
   }
   AdvanceIfBarrierComplete();
+}
+
+// The current phase's PHASE frame to one participant.
+void Server::SendPhase(Conn* c) {
+  std::string dir = GenerationDir(o_.ckpt_dir, state_ == State::kCheckpoint ? cur_gen_ : generation_);
+  uint8_t buf[4096 + 256];
+  FrameBuilder b(buf, sizeof buf, kPhase, 0);
+  b.add("name", phase_.c_str()).add_u64("generation", state_ == State::kCheckpoint ? cur_gen_ : generation_)
+      .add("dir", dir.c_str());
+  if (phase_ == "resume") b.add("ok", failed_ ? "0" : "1");  // plugins' resume(ok)
+  // Which of a sub-coordinator's processes take part: the running ones or the restored ones.
+  b.add("barrier", state_ == State::kCheckpoint ? "checkpoint" : "restart");
+  Send(c, b);
 }
 
 void Server::OnPhaseDone(Conn* c, const Payload& p) {
   char name[32] = "";
   p.get_str("name", name, sizeof name);
+  if (EarlyDurable(c, p)) return;
   if ((state_ != State::kCheckpoint && state_ != State::kRestart) || phase_ != name ||
       waiting_.count(c->id) == 0) {
     // Late answer from a process already timed out of this phase, or a confused client: not fatal.
@@ -115,7 +158,7 @@ void Server::OnPhaseDone(Conn* c, const Payload& p) {
   }
   std::string why;
   if (!PhaseDoneOk(p, c->Describe(), phase_, &why)) {
-    FailGeneration(why);
+    FailGeneration(why, state_ == State::kCheckpoint && PhaseDoneRetryable(p));
   } else if (state_ == State::kCheckpoint && phase_ == ImagePhase()) {
     AddImages(c, p);
   }
@@ -124,6 +167,30 @@ void Server::OnPhaseDone(Conn* c, const Payload& p) {
     if (m.awaiting_restart == restart) m.state = phase_;
   waiting_.erase(c->id);
   AdvanceIfBarrierComplete();
+}
+
+// --fork: a process that exits after it resumed waits for its writer and reports the image at once
+// (early=1), before or during phase durable (a sub-coordinator keeps such reports for its own durable answer).
+// The report counts as its answer to durable, and its exit fails nothing. Returns false if p is not one.
+bool Server::EarlyDurable(Conn* c, const Payload& p) {
+  uint64_t early = 0, gen = 0;
+  if (!p.get_u64("early", &early) || early != 1) return false;
+  char name[32] = "";
+  p.get_str("name", name, sizeof name);
+  p.get_u64("generation", &gen);
+  const bool after_write = phase_ == "resume" || phase_ == "durable";
+  if (state_ != State::kCheckpoint || !o_.fork || std::string(name) != "durable" || gen != cur_gen_ ||
+      !after_write || participants_.count(c->id) == 0 || early_durable_.count(c->id) != 0) {
+    Log(1, "%s: ignoring an early PHASE_DONE %s of generation %llu (coordinator is %s)", c->Describe().c_str(),
+        name, (unsigned long long)gen, StateName().c_str());
+    return true;
+  }
+  std::string why;
+  if (!PhaseDoneOk(p, c->Describe(), "durable", &why)) FailGeneration(why);
+  else AddImages(c, p);
+  early_durable_.insert(c->id);
+  if (phase_ == "durable" && waiting_.erase(c->id) > 0) AdvanceIfBarrierComplete();
+  return true;
 }
 
 // PHASE_DONE write: a process reports its image; a sub-coordinator reports n of them as p.<i>.upid/image/
@@ -165,18 +232,27 @@ void Server::AddImages(Conn* c, const Payload& p) {
     p.get_str((pre + "image").c_str(), image, sizeof image);
     p.get_u64((pre + "bytes").c_str(), &bytes);
     auto it = c->members.find(upid);
-    if (it == c->members.end()) {
+    if (it != c->members.end()) {
+      add(it->second, image, bytes);
+    } else if (auto d = departed_.find(upid); d != departed_.end()) {
+      add(*d->second, image, bytes);
+    } else {
       FailGeneration(c->Describe() + " reported an image for unknown upid " + std::to_string(upid));
-      continue;
     }
-    add(it->second, image, bytes);
   }
 }
 
-void Server::FailGeneration(const std::string& why) {
-  Log(1, "generation %llu failed: %s", (unsigned long long)cur_gen_, why.c_str());
-  if (!failed_) fail_reason_ = why;
+// The first failure decides whether the attempt is taken again: later ones are mostly its consequences
+// (peers whose lookups it aborted below). Plugins of the other participants waiting in a LOOKUP for what
+// the failed process will never publish are answered "not found" now, not after their 60 s timeouts.
+void Server::FailGeneration(const std::string& why, bool transient) {
+  Log(transient ? 2 : 1, "generation %llu failed: %s", (unsigned long long)cur_gen_, why.c_str());
+  if (!failed_) {
+    fail_reason_ = why;
+    retryable_ = transient;
+  }
   failed_ = true;
+  if (state_ == State::kCheckpoint) AbortLookups(participants_);
 }
 
 void Server::OnPeerGone(Conn* c, const std::string& why) {
@@ -185,8 +261,22 @@ void Server::OnPeerGone(Conn* c, const std::string& why) {
       if (m.awaiting_restart) restart_expected_.insert(u);
   if (participants_.erase(c->id) == 0) return;
   bool was_waiting = waiting_.erase(c->id) > 0;
-  if (state_ == State::kCheckpoint && phase_ != "resume")
-    FailGeneration(c->Describe() + " " + why + " during phase " + phase_);
+  // Gone before it was suspended: if it exited (or its exec replaced it) the generation simply goes on
+  // without it (its parent records it as an exited child); if it still runs, the attempt is taken again.
+  // Gone while suspended (drain, write): it was killed. --fork: gone after it resumed but before its
+  // image was reported (it exited in a way the engine does not see, _exit or a signal): transient too.
+  const bool early = early_durable_.erase(c->id) > 0;
+  if (state_ == State::kCheckpoint && !early) {
+    const bool resumed = phase_ == "resume" || phase_ == "durable";
+    if (phase_ == kCkptPhases[0] && was_waiting && LeftOnItsOwn(*c))
+      Log(2, "%s left before it was suspended; generation %llu goes on without it", c->Describe().c_str(),
+          (unsigned long long)cur_gen_);
+    else if (phase_ == kCkptPhases[0])
+      FailGeneration(c->Describe() + " " + why + " during phase " + phase_, was_waiting);
+    else if (!resumed || (o_.fork && (phase_ == "resume" || was_waiting)))
+      FailGeneration(c->Describe() + " " + why + " during phase " + phase_ + " before its image was durable",
+                     resumed);
+  }
   if (was_waiting) AdvanceIfBarrierComplete();
 }
 
@@ -244,12 +334,25 @@ void Server::FinishCheckpoint() {
   double secs = MonotonicSeconds() - ckpt_started_;
   state_ = State::kIdle;
   participants_.clear();
+  std::string dir = GenerationDir(o_.ckpt_dir, cur_gen_);
+  if (failed_ && retryable_ && attempt_ < kMaxRetries && ProcCount() > 0) {
+    ++attempt_;
+    const double delay = std::min(0.01 * double(1u << std::min(attempt_, 6u)), 0.5);
+    Log(2, "generation %llu: %s; taking it again in %.0f ms (retry %u of %u)", (unsigned long long)cur_gen_,
+        fail_reason_.c_str(), delay * 1000, attempt_, kMaxRetries);
+    RemoveFilesIn(dir);
+    retry_pending_ = true;
+    retry_at_ = MonotonicSeconds() + delay;
+    StartPendingRestart();
+    return;
+  }
+  if (failed_ && retryable_ && attempt_ > 0)
+    fail_reason_ += " (the generation was taken " + std::to_string(attempt_ + 1) + " times)";
   uint64_t bytes = 0;
   for (const auto& p : manifest_.procs) bytes += p.bytes;
   if (!failed_) generation_ = cur_gen_;
   Log(failed_ ? 1 : 2, "generation %llu %s in %.3f s", (unsigned long long)cur_gen_,
       failed_ ? "failed" : "complete", secs);
-  std::string dir = GenerationDir(o_.ckpt_dir, cur_gen_);
   uint8_t buf[8192];
   for (auto [id, seq] : requesters_) {
     auto it = conns_.find(id);
@@ -264,7 +367,11 @@ void Server::FinishCheckpoint() {
   }
   requesters_.clear();
   next_interval_ = MonotonicSeconds() + o_.interval;
-  // Processes restored while we were busy get their restart barrier now.
+  StartPendingRestart();
+}
+
+// Processes restored while we were busy get their restart barrier now.
+void Server::StartPendingRestart() {
   for (const auto& [id, c] : conns_)
     for (const auto& [u, m] : c->members)
       if (!c->dead && m.awaiting_restart) {
@@ -333,7 +440,11 @@ void Server::CheckTimers() {
       Drop(c, why);
     }
   }
-  if (o_.interval > 0 && state_ == State::kIdle && now >= next_interval_) {
+  if (retry_pending_ && state_ == State::kIdle && now >= retry_at_) {
+    retry_pending_ = false;
+    BeginGeneration();
+  }
+  if (o_.interval > 0 && state_ == State::kIdle && !retry_pending_ && now >= next_interval_) {
     next_interval_ = now + o_.interval;
     if (ProcCount() > 0) RequestCheckpoint(nullptr, 0);
   }
@@ -352,6 +463,7 @@ int Server::NextTimeoutMs() const {
   double now = MonotonicSeconds();
   double next = now + 1.0;  // housekeeping (timeouts) at least every second
   if (o_.interval > 0 && state_ == State::kIdle) next = std::min(next, next_interval_);
+  if (retry_pending_ && state_ == State::kIdle) next = std::min(next, retry_at_);
   if (state_ == State::kCheckpoint || state_ == State::kRestart)
     next = std::min(next, phase_started_ + o_.phase_timeout);
   double ms = (next - now) * 1000;

@@ -80,6 +80,7 @@ struct Server::Upstream {
   std::set<uint64_t> waiting;    // local conn ids
   std::set<uint64_t> parts;
   bool failed = false;
+  bool retryable = false;  // every failure of this barrier was transient (see Server::FailGeneration)
   std::string error;
   struct Image {
     uint64_t upid;
@@ -87,6 +88,9 @@ struct Server::Upstream {
     uint64_t bytes;
   };
   std::vector<Image> images;
+  // --fork: processes that reported their image before phase durable (exiting), and those images.
+  std::set<uint64_t> early;
+  std::vector<Image> early_images;
   ~Upstream() { client.close(); }
 };
 
@@ -94,6 +98,8 @@ struct Server::Upstream {
 Member MemberFromHello(const Payload& p);
 // A PHASE_DONE's verdict: true if ok=1, else false with *why = "<who> failed phase <phase>: <error>".
 bool PhaseDoneOk(const Payload& p, const std::string& who, const std::string& phase, std::string* why);
+// A failed PHASE_DONE that says retry=1: the process refused for now (a fork in flight), not for good.
+bool PhaseDoneRetryable(const Payload& p);
 
 double MonotonicSeconds();
 double WallSeconds();

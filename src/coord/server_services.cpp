@@ -1,6 +1,9 @@
 // The coordinator's small services: publish/subscribe (DMTCP's peer discovery), STATUS and KILL.
 #include <unistd.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "coord/log.h"
 #include "coord/server.h"
 #include "coord/server_conn.h"
@@ -41,13 +44,70 @@ void Server::HandlePublish(const Payload& p) {
   lookup_waiters_.erase(range.first, range.second);
 }
 
+void Server::AbortLookups(const std::set<uint64_t>& conn_ids) {
+  for (auto it = lookup_waiters_.begin(); it != lookup_waiters_.end();) {
+    if (conn_ids.count(it->second.first) == 0) {
+      ++it;
+      continue;
+    }
+    auto c = conns_.find(it->second.first);
+    if (c != conns_.end() && !c->second->dead) {
+      const std::string& key = it->first;
+      std::string frame(kHeaderSize + key.size() + 64, '\0');
+      FrameBuilder b((uint8_t*)frame.data(), frame.size(), kValue, it->second.second);
+      b.add("key", key.c_str(), key.size()).add("value", "").add("found", "0");
+      Send(c->second.get(), b);
+    }
+    it = lookup_waiters_.erase(it);
+  }
+}
+
+// Whether a process that disconnected left on its own (it exited, is exiting, or its exec'd image
+// took over under a new connection), as opposed to a process that still runs without its connection.
+// Only a process of this host can be looked at; one elsewhere counts as still running.
+bool Server::LeftOnItsOwn(const Conn& c) const {
+  const Member* m = const_cast<Conn&>(c).Self();
+  if (m == nullptr || m->pid == 0) return false;
+  for (const auto& [id, other] : conns_)
+    if (!other->dead && other.get() != &c)
+      for (const auto& [u, om] : other->members)
+        if (u != 0 && om.pid == m->pid && om.host == m->host) return true;  // its exec'd image
+  char host[256] = "";
+  if (gethostname(host, sizeof host - 1) != 0 || m->host != host) return false;
+  std::string stat;
+  {
+    std::ifstream f("/proc/" + std::to_string(m->pid) + "/stat");
+    if (!f) return true;  // gone (and reaped)
+    std::getline(f, stat);
+  }
+  size_t rp = stat.rfind(')');
+  if (rp == std::string::npos) return true;
+  std::istringstream in(stat.substr(rp + 2));
+  char state = 0;
+  long ppid, pgrp, session, tty, tpgid;
+  unsigned long flags = 0;
+  in >> state >> ppid >> pgrp >> session >> tty >> tpgid >> flags;
+  constexpr unsigned long kPfExiting = 0x4;  // PF_EXITING: in exit, files (our socket) already closed
+  return state == 'Z' || state == 'X' || (flags & kPfExiting) != 0;
+}
+
 void Server::HandleLookup(Conn* c, const FrameHeader& h, const Payload& p) {
   const char* k;
   size_t kn;
   p.get("key", &k, &kn);
   std::string key(k, kn);
-  uint64_t wait = 0;
+  uint64_t wait = 0, count = 0;
   p.get_u64("wait", &wait);
+  if (p.get_u64("count", &count) && count == 1) {
+    // How many keys start with `key` (a plugin counting the processes that share a pipe), never waits.
+    uint64_t n = 0;
+    for (auto it = kv_.lower_bound(key); it != kv_.end() && it->first.compare(0, key.size(), key) == 0; ++it) ++n;
+    std::string frame(kHeaderSize + key.size() + 64, '\0');
+    FrameBuilder b((uint8_t*)frame.data(), frame.size(), kValue, h.seq);
+    b.add("key", key.c_str(), key.size()).add_u64("value", n).add("found", "1");
+    Send(c, b);
+    return;
+  }
   auto it = kv_.find(key);
   if (it == kv_.end() && wait == 1) {
     lookup_waiters_.emplace(key, std::make_pair(c->id, h.seq));

@@ -127,11 +127,26 @@ void Server::SubPeerGone(Conn* c, const std::string& why) {
     b.add_u64("upid", upid).add_i64("status", c->said_bye ? 0 : -1);
     if (size_t n = b.finish()) SendUp(kBye, 0, (const char*)buf + kHeaderSize, n - kHeaderSize);
   }
-  if (up_->in_phase && up_->waiting.erase(c->id) > 0) {
-    if (!up_->failed) up_->error = c->Describe() + " " + why + " during phase " + up_->phase;
-    up_->failed = true;
-    SubFinishPhaseIfDone();
+  // As at the root (Server::OnPeerGone): gone before it was suspended, or (--fork) after it resumed but
+  // before it reported its image, is transient; gone while suspended is not; gone after its early
+  // report is nothing. Between phases too: after resume, a sub waits for the root's durable.
+  const bool was_waiting = up_->in_phase && up_->waiting.erase(c->id) > 0;
+  const bool early = up_->early.erase(c->id) > 0;
+  const bool in_barrier = up_->parts.count(c->id) > 0 && (up_->in_phase || (!up_->restart && o_.fork && up_->phase == "resume"));
+  if (in_barrier && !early) {
+    const bool resumed = up_->phase == "resume" || up_->phase == "durable";
+    bool fails = true, transient = false;
+    if (up_->restart) fails = was_waiting;
+    else if (up_->phase == "suspend" && was_waiting && LeftOnItsOwn(*c)) fails = false;
+    else if (up_->phase == "suspend") transient = was_waiting;
+    else if (resumed) fails = transient = o_.fork && (up_->phase == "resume" || was_waiting);
+    if (fails) {
+      if (!up_->failed) up_->error = c->Describe() + " " + why + " during phase " + up_->phase;
+      if (!up_->failed) up_->retryable = transient;  // the first failure decides (Server::FailGeneration)
+      up_->failed = true;
+    }
   }
+  if (was_waiting) SubFinishPhaseIfDone();
   up_->parts.erase(c->id);
 }
 
@@ -196,7 +211,10 @@ void Server::SubStartPhase(const Payload& p) {
   if (up_->phase == (up_->restart ? "reconnect" : "suspend")) {  // a new barrier: fix its participants
     up_->parts.clear();
     up_->failed = false;
+    up_->retryable = false;
     up_->error.clear();
+    up_->early.clear();
+    up_->early_images.clear();
     for (const auto& [id, c] : conns_)
       if (!c->dead && c->role == Conn::Role::kProc && c->HasMembers(up_->restart) && c->members.count(0) == 0)
         up_->parts.insert(id);
@@ -204,7 +222,11 @@ void Server::SubStartPhase(const Payload& p) {
   up_->in_phase = true;
   up_->images.clear();
   up_->waiting = up_->parts;
-  const std::vector<uint64_t> targets(up_->parts.begin(), up_->parts.end());
+  if (!up_->restart && up_->phase == "durable") {  // early reporters are not asked again
+    for (uint64_t id : up_->early) up_->waiting.erase(id);
+    up_->images = up_->early_images;
+  }
+  const std::vector<uint64_t> targets(up_->waiting.begin(), up_->waiting.end());
   for (uint64_t id : targets) SendRaw(conns_[id].get(), kPhase, 0, p.data(), p.size());
   SubFinishPhaseIfDone();
 }
@@ -212,6 +234,32 @@ void Server::SubStartPhase(const Payload& p) {
 void Server::SubOnPhaseDone(Conn* c, const Payload& p) {
   char name[32] = "";
   p.get_str("name", name, sizeof name);
+  uint64_t early = 0;
+  if (p.get_u64("early", &early) && early == 1) {  // an exiting process's image (Server::EarlyDurable)
+    const bool after_write = up_->phase == "resume" || up_->phase == "durable";
+    if (up_->restart || !o_.fork || std::string(name) != "durable" || !after_write || up_->parts.count(c->id) == 0 ||
+        up_->early.count(c->id) != 0 || c->Self() == nullptr) {
+      Log(1, "%s: ignoring an early PHASE_DONE %s", c->Describe().c_str(), name);
+      return;
+    }
+    std::string why;
+    if (!PhaseDoneOk(p, c->Describe(), "durable", &why)) {
+      if (!up_->failed) up_->error = why;
+      up_->retryable = false;
+      up_->failed = true;
+    } else {
+      char image[4096] = "";
+      uint64_t bytes = 0;
+      p.get_str("image", image, sizeof image);
+      p.get_u64("bytes", &bytes);
+      Upstream::Image im{c->Self()->upid, image, bytes};
+      up_->early_images.push_back(im);
+      if (up_->in_phase && up_->phase == "durable") up_->images.push_back(im);
+    }
+    up_->early.insert(c->id);
+    if (up_->in_phase && up_->phase == "durable" && up_->waiting.erase(c->id) > 0) SubFinishPhaseIfDone();
+    return;
+  }
   if (!up_->in_phase || up_->phase != name || up_->waiting.count(c->id) == 0) {
     Log(1, "%s: ignoring PHASE_DONE %s", c->Describe().c_str(), name);
     return;
@@ -219,6 +267,7 @@ void Server::SubOnPhaseDone(Conn* c, const Payload& p) {
   std::string why;
   if (!PhaseDoneOk(p, c->Describe(), up_->phase, &why)) {
     if (!up_->failed) up_->error = why;
+    if (!up_->failed) up_->retryable = !up_->restart && PhaseDoneRetryable(p);
     up_->failed = true;
   } else if (up_->phase == ImagePhase() && c->Self() != nullptr) {
     char image[4096] = "";
@@ -239,6 +288,7 @@ void Server::SubFinishPhaseIfDone() {
   FrameBuilder b((uint8_t*)frame.data(), frame.size(), kPhaseDone, 0);
   b.add("name", up_->phase.c_str()).add("ok", up_->failed ? "0" : "1");
   if (up_->failed) b.add("error", up_->error.substr(0, 2000).c_str());
+  if (up_->failed && up_->retryable) b.add("retry", "1");
   if (up_->phase == ImagePhase()) {
     b.add_u64("n", up_->images.size());
     for (size_t i = 0; i < up_->images.size(); i++) {

@@ -122,6 +122,7 @@ int ckpt_write(uint64_t gen, const char* dir, char* path, size_t path_cap, long*
     }
     if (!wait_writer) {
       g.writer_pid = child;
+      g.writer_parent = sys::getpid();
       g.writer_path[0] = 0;
       sys::append(g.writer_path, sizeof g.writer_path, path);
       *bytes = 0;

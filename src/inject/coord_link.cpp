@@ -77,15 +77,20 @@ bool connect(bool restart) {
   // zstd was loaded at init when a coordinator is configured (never dlopen here: it allocates).
   g.cfg.compress = w.compress && compress_ready();
   g.cfg.fork = w.fork;
-  sys::log(1, restart ? "reconnected to the coordinator" : "connected to the coordinator");
+  g.joined_outside = w.outside;
+  // Level 2: every exec'd program of a script or a make says this; at launch's default level 1 it would
+  // be a line of the program's stderr per process.
+  sys::log(2, restart ? "reconnected to the coordinator" : "connected to the coordinator");
   arm_async(g.coord_fd);
   return true;
 }
 
-void reply(uint32_t seq, const char* name, bool ok, const char* err, const char* image, long bytes) {
+void reply(uint32_t seq, const char* name, bool ok, const char* err, const char* image, long bytes,
+           bool retry = false) {
   coord::FrameBuilder b(g_client.tx_buffer(), coord::Client::kTxCap, coord::kPhaseDone, seq);
   b.add("name", name).add("ok", ok ? "1" : "0");
   if (!ok) b.add("error", err && *err ? err : "unknown error");
+  if (!ok && retry) b.add("retry", "1");  // refused for now: the coordinator takes the generation again
   if (image) b.add("image", image).add_u64("bytes", uint64_t(bytes));
   if (!g_client.send(b)) sys::log(0, "coordinator: ", g_client.error());
 }
@@ -142,6 +147,27 @@ bool coord_durable_ready() {
   return r < 0 || si.si_pid != 0;
 }
 
+void coord_exit_report() {
+  if (g.writer_pid <= 0 || g.writer_parent != sys::getpid() || !g_client.connected()) return;
+  siginfo_t si;
+  // WEXITED | WNOWAIT | __WALL, blocking: the image is written (writer_reap reaps it below).
+  while (sys::sc(SYS_waitid, P_PID, g.writer_pid, &si, 4 | 0x01000000 | 0x40000000, 0) == -4) {
+  }
+  if (g_st.durable_waiting) {  // the phase came already: its answer
+    durable_poll();
+    return;
+  }
+  char err[512] = "";
+  long bytes = 0;
+  int r = writer_reap(&bytes, err, sizeof err);
+  // Early: the coordinator keeps it for the durable phase of this generation.
+  coord::FrameBuilder b(g_client.tx_buffer(), coord::Client::kTxCap, coord::kPhaseDone, 0);
+  b.add("name", "durable").add("ok", r >= 0 ? "1" : "0").add_u64("generation", g.generation).add("early", "1");
+  if (r < 0) b.add("error", err[0] ? err : "the forked writer failed");
+  if (r == 1) b.add("image", g.writer_path).add_u64("bytes", uint64_t(bytes));
+  if (!g_client.send(b)) sys::log(0, "coordinator: ", g_client.error());
+}
+
 bool coord_publish(const char* key, const char* value) {
   if (!g_client.connected()) return false;
   coord::FrameBuilder b(g_client.tx_buffer(), coord::Client::kTxCap, coord::kPublish, g_client.next_seq());
@@ -172,6 +198,27 @@ int coord_lookup(const char* key, bool wait, int timeout_ms, char* value, size_t
     if (cap) value[0] = 0;
     p.get_str("value", value, cap);
     return 1;
+  }
+}
+
+long coord_count(const char* prefix, int timeout_ms) {
+  if (!g_client.connected()) return -1;
+  uint32_t seq = g_client.next_seq();
+  coord::FrameBuilder b(g_client.tx_buffer(), coord::Client::kTxCap, coord::kLookup, seq);
+  b.add("key", prefix).add("wait", "0").add("count", "1");
+  if (!g_client.send(b)) return -1;
+  const uint64_t deadline = now_ns() + uint64_t(timeout_ms) * 1000000;
+  for (;;) {
+    uint64_t now = now_ns();
+    if (now >= deadline) return -1;
+    coord::FrameHeader h;
+    coord::Payload p;
+    int r = g_client.recv(&h, &p, int((deadline - now) / 1000000) + 1);
+    if (r <= 0) return -1;
+    if (h.type == coord::kKill) sys::sc(SYS_kill, sys::getpid(), SIGKILL);
+    if (h.type != coord::kValue || h.seq != seq) continue;
+    uint64_t n = 0;
+    return p.get_u64("value", &n) ? long(n) : -1;
   }
 }
 
@@ -292,6 +339,7 @@ void coord_serve() {
       }
       sys::sc(SYS_mkdir, dir, 0700);
       long bytes = 0;
+      g.save_again = false;
       // Forked: answered as soon as the writer exists; the image comes with PHASE durable.
       int rc = ckpt_write(gen, dir, path, sizeof path, &bytes, err, sizeof err, /*wait_writer=*/!g.cfg.fork);
       if (rc == 1) {  // restored process, new coordinator connection
@@ -301,7 +349,7 @@ void coord_serve() {
         continue;
       }
       g_st.write_ok = rc == 0;
-      reply(h.seq, name, rc == 0, err, rc == 0 && !g.cfg.fork ? path : nullptr, bytes);
+      reply(h.seq, name, rc == 0, err, rc == 0 && !g.cfg.fork ? path : nullptr, bytes, rc != 0 && g.save_again);
     } else if (eq(name, "resume")) {
       if (g_st.restored_parked) {
         release_all();

@@ -59,6 +59,8 @@ struct Engine {
   // A forked writer the coordinator's phases did not wait for (ckpt_write with wait_writer false): its
   // pid until reaped (writer_reap), and the image it writes.
   long writer_pid;
+  long writer_parent;
+  bool joined_outside;  // WELCOME outside=1: joined during a checkpoint it is not part of (proctree)  // the process that forked it (a vfork child shares g, not the writer)
   char writer_path[1400];
   // Quiesce protocol (futex words).
   volatile uint32_t trigger;     // bumped on an external checkpoint request
@@ -94,6 +96,7 @@ struct Engine {
   uint32_t excl_count;
   PluginOut plugin_out[kMaxPluginSections];
   uint32_t plugin_out_count;
+  bool save_again;  // the last plugins_save failed with -EAGAIN: refused for now (a fork in flight), retry
   image::ProcessInfo proc;
   // Serving (init.cpp): no engine thread exists between checkpoints; the work runs inside the checkpoint
   // signal's handler on whichever thread the kernel picked, on cstack (in the image: a checkpoint's
@@ -201,6 +204,10 @@ void coord_serve();
 bool coord_readable();
 // True when PHASE durable waits for a forked writer that has exited (or for none): serve again.
 bool coord_durable_ready();
+// At exit (atexit, init.cpp): a process leaving while its forked writer still writes waits for it and
+// reports the image now (PHASE_DONE durable, early if the phase has not come), so that its exit does not
+// fail the generation. Call with the serving flag held and signals blocked.
+void coord_exit_report();
 // Restored process, after after_restore(): reconnect (threads then wait for resume) or release at once.
 void restored_continue();
 

@@ -20,11 +20,14 @@ bool after_fork_child() {
   g.have_timer = false;
   // Connect before fork() returns, so the parent (waiting in the wrapper) goes on only once we are in.
   bool ok = true;
+  g.joined_outside = true;  // until a WELCOME says otherwise
   if (coord_configured() && coord_connect_now) ok = coord_connect_now(true);
   if (g.ready) arm_interval_timer();
   return ok;
 }
 
 int coord_fd_for_exec() { return g.coord_fd; }
+
+bool coord_joined_outside() { return g.coord_fd < 0 || g.joined_outside; }
 
 }  // namespace revive::inject

@@ -227,6 +227,27 @@ bool work_pending() {
   return coord_readable() || coord_durable_ready();
 }
 
+// atexit: a process that leaves while its forked writer still writes an image reports that image
+// first (coord_exit_report), or the coordinator would see it vanish before the generation is durable.
+// Registered first, so it runs after the program's own handlers. The serving flag makes it the only
+// engine work in the process; signals are blocked only while holding it, so that meanwhile a checkpoint
+// can still park this thread (the serving thread would otherwise wait for it forever).
+void at_exit() {
+  if (!g.ready || g.writer_pid <= 0 || g.writer_parent != sys::getpid()) return;
+  uint64_t all = ~uint64_t{0}, old = 0;
+  for (;;) {
+    sys::sc(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, 8);
+    uint32_t idle = 0;
+    if (__atomic_compare_exchange_n(&g.serving, &idle, 1u, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) break;
+    sys::sc(SYS_rt_sigprocmask, SIG_SETMASK, &old, nullptr, 8);
+    struct timespec ms = {0, 1000000};
+    sys::sc(SYS_nanosleep, &ms, nullptr);
+  }
+  coord_exit_report();
+  __atomic_store_n(&g.serving, 0u, __ATOMIC_RELEASE);
+  sys::sc(SYS_rt_sigprocmask, SIG_SETMASK, &old, nullptr, 8);
+}
+
 }  // namespace
 
 void serve_in_handler() {
@@ -357,7 +378,10 @@ __attribute__((constructor)) void revive_init() {
   if (!plugins_init()) sys::log(0, "a plugin failed to initialise; checkpointing disabled");
   else g.ready = g.cstack != nullptr;
   if (!g.ready) return;
-  if (coord_configured()) coord_start();
+  if (coord_configured()) {
+    atexit(at_exit);
+    coord_start();
+  }
   arm_interval_timer();
   // A checkpoint asked for before we were ready (the handler only counted it) is served now.
   if (__atomic_load_n(&g.trigger, __ATOMIC_ACQUIRE) != g.trigger_seen) wake_up();

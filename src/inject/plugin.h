@@ -55,6 +55,8 @@ struct Plugin {
 // 0 not found (wait: not published within timeout_ms), -1 no coordinator or it was lost.
 bool coord_publish(const char* key, const char* value);
 int coord_lookup(const char* key, bool wait, int timeout_ms, char* value, size_t cap);
+// How many published keys start with `prefix` (>= 0), or -1 without a coordinator.
+long coord_count(const char* prefix, int timeout_ms);
 // The engine's socket to the coordinator (-1 when none): its local address is this host as peers reach it.
 int coord_socket();
 

@@ -1,5 +1,6 @@
 // Host side of the plugin interface: runs each plugin's events in list order and carries their sections
 // between process memory and the image without malloc (mmap-backed buffers).
+#include <errno.h>
 #include <sys/mman.h>
 
 #include "inject/engine.h"
@@ -57,6 +58,7 @@ bool plugins_init() {
 
 bool plugins_save(char* err, size_t err_len) {
   g.plugin_out_count = 0;
+  g.save_again = false;
   for (size_t i = 0; i < kPluginCount && g.plugin_out_count < kMaxPluginSections; ++i) {
     const Plugin* p = kPlugins[i];
     if (!p || !p->save) continue;
@@ -73,7 +75,9 @@ bool plugins_save(char* err, size_t err_len) {
       ++g.excl_count;
     }
     if (rc != 0) {
-      add_error(err, err_len, p->name, "save failed");
+      g.save_again = rc == -EAGAIN;
+      add_error(err, err_len, p->name,
+                rc == -EAGAIN ? "refused for now (a fork or spawn is in progress)" : "save failed");
       return false;
     }
   }

@@ -8,7 +8,7 @@ set -euo pipefail
 rv=$(realpath "$1")
 [ "$(id -u)" = 0 ] || { echo "needs root (mount -t tmpfs)"; exit 1; }
 tmp=$(mktemp -d)
-port=$((20000 + RANDOM % 20000))
+port=$((20000 + RANDOM % 12000))
 cleanup() {
   pkill -9 -f "(revive|coordinator).*--port $port" 2>/dev/null || true
   pkill -9 -f "$tmp/count.sh" 2>/dev/null || true

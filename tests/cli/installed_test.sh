@@ -7,7 +7,7 @@
 set -euo pipefail
 build=$(cd "$1" && pwd)
 tmp=$(mktemp -d)
-port=$((20000 + RANDOM % 20000))
+port=$((20000 + RANDOM % 12000))
 cleanup() { pkill -9 -f "$tmp/" 2>/dev/null || true; rm -rf "$tmp"; }
 trap cleanup EXIT
 cmake --install "$build" --prefix "$tmp/first" --component revive >"$tmp/install.log" 2>&1 ||

@@ -7,7 +7,7 @@ set -euo pipefail
 rv=$(realpath "$1")
 tmp=$(mktemp -d)
 chmod 755 "$tmp"
-port=$((20000 + RANDOM % 20000))
+port=$((20000 + RANDOM % 12000))
 cleanup() { pkill -9 -f "(revive|coordinator).*--port $port" 2>/dev/null || true; rm -rf "$tmp"; }
 trap cleanup EXIT
 export XDG_RUNTIME_DIR=$tmp/xdg  # this test's own record directory

@@ -69,10 +69,13 @@ inline ClientOptions Opts(uint16_t port, const std::string& secret, const char* 
   return o;
 }
 
-// A process: answers phases in its own thread. Can fail (ok=0) or vanish at a given phase, or hang.
+// A process: answers phases in its own thread. Can fail (ok=0) or vanish at a given phase, or hang, or
+// refuse for now (ok=0 retry=1, as a process with a fork in flight): always, or once.
 class FakeProc {
  public:
-  enum class Act { kOk, kFail, kDisconnect, kHang };
+  // kExitAfterResume (--fork): answers resume, reports its image at once (early=1) and leaves, as an
+  // exiting process does; kVanishAfterResume: answers resume and leaves without a report.
+  enum class Act { kOk, kFail, kDisconnect, kHang, kRefuse, kRefuseOnce, kExitAfterResume, kVanishAfterResume };
   FakeProc(uint16_t port, std::string secret, std::string name = "fake", bool restart = false, uint64_t upid = 0)
       : secret_(std::move(secret)), name_(std::move(name)) {
     ClientOptions o = Opts(port, secret_, "proc", name_.c_str());
@@ -158,15 +161,34 @@ class FakeProc {
       b.add("name", name);
       if (act_phase == name && act == Act::kFail) {
         b.add("ok", "0").add("error", "disk full (simulated)");
+      } else if (act_phase == name && (act == Act::kRefuse || act == Act::kRefuseOnce)) {
+        b.add("ok", "0").add("error", "proctree: refused for now (simulated fork)").add("retry", "1");
+        if (act == Act::kRefuseOnce) ActAt("", Act::kOk);
       } else {
         b.add("ok", "1");
-        if (std::string(name) == "write") {
+        // The image: at write, or at durable under --fork (a forked writer's image comes then).
+        if (std::string(name) == "write" || std::string(name) == "durable") {
           std::string image = std::string(dir) + "/" + name_ + "-" + std::to_string(welcome_.upid) + ".rimg";
           std::ofstream(image) << "image of upid " << welcome_.upid << "\n";
           b.add("image", image.c_str()).add_u64("bytes", 0);
         }
       }
       client_.send(b);
+      if (act_phase == name && (act == Act::kExitAfterResume || act == Act::kVanishAfterResume)) {
+        if (act == Act::kExitAfterResume) {
+          uint64_t gen = 0;
+          p.get_u64("generation", &gen);
+          std::string image = std::string(dir) + "/" + name_ + "-" + std::to_string(welcome_.upid) + ".rimg";
+          std::ofstream(image) << "image of upid " << welcome_.upid << "\n";
+          FrameBuilder e(client_.tx_buffer(), Client::kTxCap, kPhaseDone, 0);
+          e.add("name", "durable").add("ok", "1").add_u64("generation", gen).add("early", "1")
+              .add("image", image.c_str()).add_u64("bytes", 0);
+          client_.send(e);
+        }
+        client_.close();
+        gone_ = true;
+        return;
+      }
     }
   }
 

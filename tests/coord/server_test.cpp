@@ -238,6 +238,85 @@ TEST_F(ServerTest, DisconnectMidCheckpointFailsAndSurvivorsResume) {
   EXPECT_EQ(ReadGen(2).procs.size(), 2u);
 }
 
+// A process that leaves before it was suspended (it exited, or exec replaced its connection) fails only
+// that attempt: the coordinator takes the generation again, under the same number, without it.
+TEST_F(ServerTest, ProcessLeavingBeforeSuspendIsTakenAgainWithoutIt) {
+  StartServer();
+  FakeProc a(port_, secret_, "a"), b(port_, secret_, "b"), c(port_, secret_, "c");
+  b.ActAt("suspend", FakeProc::Act::kDisconnect);
+  auto done = Checkpoint();
+  ASSERT_EQ(done["ok"], "1") << done["error"];
+  EXPECT_EQ(done["generation"], "1");
+  EXPECT_EQ(done["images"], "2");
+  Manifest m = ReadGen(1);
+  ASSERT_EQ(m.procs.size(), 2u);
+  for (const auto& p : m.procs) EXPECT_NE(p.upid, b.upid());
+  for (FakeProc* p : {&a, &c}) {
+    ASSERT_TRUE(p->WaitSeen(6));
+    EXPECT_EQ(p->Seen(), (std::vector<std::string>{"suspend", "resume:0", "suspend", "drain", "write", "resume:1"}));
+  }
+}
+
+// A refusal for now (a fork in flight) is taken again; the images of the failed attempt do not linger.
+TEST_F(ServerTest, RefusalForNowIsTakenAgain) {
+  StartServer();
+  FakeProc a(port_, secret_, "a"), b(port_, secret_, "b");
+  b.ActAt("write", FakeProc::Act::kRefuseOnce);
+  auto done = Checkpoint();
+  ASSERT_EQ(done["ok"], "1") << done["error"];
+  EXPECT_EQ(done["generation"], "1");
+  EXPECT_EQ(ReadGen(1).procs.size(), 2u);
+  ASSERT_TRUE(a.WaitSeen(8));
+  EXPECT_EQ(a.Seen(), (std::vector<std::string>{"suspend", "drain", "write", "resume:0", "suspend", "drain", "write",
+                                                "resume:1"}));
+  done = Checkpoint();
+  EXPECT_EQ(done["generation"], "2");
+}
+
+// A refusal that never ends fails in the end, saying how often the generation was taken; a real failure
+// in the same attempt is not retried at all.
+TEST_F(ServerTest, EndlessRefusalFailsAfterRetriesAndRealFailureAtOnce) {
+  StartServer();
+  FakeProc a(port_, secret_, "a"), b(port_, secret_, "b");
+  b.ActAt("write", FakeProc::Act::kRefuse);
+  auto done = Checkpoint();
+  EXPECT_EQ(done["ok"], "0");
+  EXPECT_NE(done["error"].find("refused for now"), std::string::npos) << done["error"];
+  EXPECT_NE(done["error"].find("taken 13 times"), std::string::npos) << done["error"];
+  EXPECT_FALSE(Exists(dir_.path + "/ckpt-1/MANIFEST.json"));
+  b.ActAt("", FakeProc::Act::kOk);
+  a.ActAt("write", FakeProc::Act::kFail);
+  size_t before = b.Seen().size();
+  done = Checkpoint();
+  EXPECT_EQ(done["ok"], "0");
+  EXPECT_NE(done["error"].find("disk full"), std::string::npos) << done["error"];
+  ASSERT_TRUE(b.WaitSeen(before + 4));
+  EXPECT_EQ(b.Seen().size(), before + 4) << "a real failure is not retried";
+}
+
+// --fork: a process that exits after it resumed reports its image first and is in the generation; one
+// that vanishes without a report makes the coordinator take the generation again without it.
+TEST_F(ServerTest, ForkExitAfterResumeReportsEarlyOrIsTakenAgain) {
+  ServerOptions o;
+  o.fork = true;
+  StartServer(o);
+  FakeProc a(port_, secret_, "a"), b(port_, secret_, "b"), c(port_, secret_, "c");
+  b.ActAt("resume", FakeProc::Act::kExitAfterResume);
+  auto done = Checkpoint();
+  ASSERT_EQ(done["ok"], "1") << done["error"];
+  EXPECT_EQ(done["images"], "3");
+  EXPECT_EQ(ReadGen(1).procs.size(), 3u);
+  ASSERT_TRUE(a.WaitSeen(5));
+  EXPECT_EQ(a.Seen(), (std::vector<std::string>{"suspend", "drain", "write", "resume:1", "durable"}));
+  c.ActAt("resume", FakeProc::Act::kVanishAfterResume);
+  done = Checkpoint();
+  ASSERT_EQ(done["ok"], "1") << done["error"];
+  EXPECT_EQ(done["generation"], "2");
+  Manifest m = ReadGen(2);
+  ASSERT_EQ(m.procs.size(), 1u);
+  EXPECT_EQ(m.procs[0].upid, a.upid());
+}
+
 TEST_F(ServerTest, SilentProcessTimesOut) {
   ServerOptions o;
   o.phase_timeout = 1;
@@ -453,6 +532,37 @@ TEST_F(TreeTest, FailureBehindSubNamesTheProcess) {
   done = Checkpoint();
   EXPECT_EQ(done["ok"], "1") << done["error"];
   EXPECT_EQ(done["images"], "2");
+}
+
+// Behind a sub-coordinator too: a process that exits before it was suspended is left out of a retry.
+TEST_F(TreeTest, ProcessLeavingBehindSubBeforeSuspendIsTakenAgain) {
+  StartServer();
+  StartSub();
+  FakeProc direct(port_, secret_, "direct"), a(sub_port_, secret_, "left"), b(sub_port_, secret_, "right");
+  a.ActAt("suspend", FakeProc::Act::kDisconnect);
+  auto done = Checkpoint();
+  ASSERT_EQ(done["ok"], "1") << done["error"];
+  EXPECT_EQ(done["images"], "2");
+  b.ActAt("write", FakeProc::Act::kRefuseOnce);
+  done = Checkpoint();
+  ASSERT_EQ(done["ok"], "1") << done["error"];
+  EXPECT_EQ(done["generation"], "2");
+}
+
+TEST_F(TreeTest, ForkExitAfterResumeBehindSub) {
+  ServerOptions o;
+  o.fork = true;
+  StartServer(o);
+  StartSub();
+  FakeProc direct(port_, secret_, "direct"), a(sub_port_, secret_, "left"), b(sub_port_, secret_, "right");
+  a.ActAt("resume", FakeProc::Act::kExitAfterResume);
+  auto done = Checkpoint();
+  ASSERT_EQ(done["ok"], "1") << done["error"];
+  EXPECT_EQ(done["images"], "3");
+  b.ActAt("resume", FakeProc::Act::kVanishAfterResume);
+  done = Checkpoint();
+  ASSERT_EQ(done["ok"], "1") << done["error"];
+  EXPECT_EQ(done["images"], "1");
 }
 
 TEST_F(TreeTest, RestartThroughSubCoordinator) {
