@@ -66,6 +66,7 @@ struct Chan {
   // kPipe, kFifo read end: this process drains it and, for a pipe, rebuilds it on restart. A pipe or FIFO
   // read by several processes (workers sharing a queue) has one owner, or each would drain the same bytes.
   bool owner;
+  bool shared;        // kPipeOut with both ends here that another process holds too (classify_pipes)
   // Backlog connections (chan_backlog.cpp): 1 = accepted by the plugin at save from a listener's backlog,
   // 2 = this end's connection waits in an internal listener's backlog.
   uint8_t backlog;
@@ -74,6 +75,7 @@ struct Chan {
 constexpr size_t kMaxChans = 256;
 extern Chan g_chans[kMaxChans];
 extern uint32_t g_nchans;
+extern bool g_drain_ran;  // the drain phase of g_gen ran in this checkpoint (until resume)
 extern bool g_drained;  // data was drained in this checkpoint: refill before threads run
 extern uint64_t g_gen;  // generation of the drain phase
 

@@ -97,6 +97,7 @@ int drain(uint64_t gen, char* msg, size_t cap) {
     }
   }
   g_gen = gen;
+  g_drain_ran = true;
   publish_backlogs(gen);
   publish_pipes(gen);  // FIFOs too: they are drained at save, by one reader each
   return 0;

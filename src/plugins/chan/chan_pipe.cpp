@@ -74,22 +74,47 @@ int put_at(Chan& c, int s, char* msg, size_t cap) {
 
 bool is_reader(const Chan& c) { return (c.flags & O_ACCMODE) != O_WRONLY; }
 
+}  // namespace revive::chan
+
+// For the fd plugin's save (it runs before ours): a pipe with both ends in this process that another
+// process of the computation holds too is ours to drain and rebuild; the fd plugin must not read its
+// bytes (two processes peeking at one pipe at once would each see part of them). Counts the holders
+// published in the drain phase (a barrier ago). False without a coordinated checkpoint.
+extern "C" __attribute__((visibility("hidden"))) bool revive_chan_pipe_shared(uint64_t ino) {
+  using namespace revive::chan;
+  if (!g_drain_ran) return false;
+  char k[96];
+  key(k, sizeof k, "pipeh.", g_gen, ino);
+  revive::plugins::Msg(k + strlen(k), sizeof k - strlen(k)).s(".");
+  return revive::inject::coord_count(k, 10000) > 1;
+}
+
+namespace revive::chan {
+
 // Drain phase: each end announces itself. Looking for the other end waits until save (write phase):
 // by then every process has finished its drain (a barrier), so an answer "not found" is final at once,
 // and a pipe to a reader or writer outside the computation (stdout to a terminal multiplexer, stderr to
 // a test driver) costs no waiting.
 // Readers publish their pid: the table keeps the last one published, which every reader reads back at
 // save and which elects the one reader that drains (and on restart rebuilds) a pipe or FIFO.
+// Every process holding an end of a pipe also publishes pipeh.<gen>.<ino>.<pid>: at save, a pipe with
+// both ends here is ours alone (the fd plugin's local pipe) only if no other process holds it. After a
+// fork both processes hold both ends until each closes the one it does not use (a shell's `$(...)`),
+// and a checkpoint there must give both the same pipe again.
 void publish_pipes(uint64_t gen) {
   char k[96], pid[24];
   plugins::Msg(pid, sizeof pid).u(uint64_t(getpid()));
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
+    c.shared = false;
     if (c.kind == kFifo && is_reader(c)) {
       key(k, sizeof k, "fifor.", gen, c.ino);
       inject::coord_publish(k, pid);
     }
-    if (c.kind != kPipeOut || local(i)) continue;
+    if (c.kind != kPipeOut) continue;
+    key(k, sizeof k, "pipeh.", gen, c.ino);
+    plugins::Msg(k + strlen(k), sizeof k - strlen(k)).s(".").s(pid);
+    inject::coord_publish(k, "1");
     key(k, sizeof k, is_reader(c) ? "piper." : "pipew.", gen, c.ino);
     inject::coord_publish(k, is_reader(c) ? pid : "1");
   }
@@ -100,13 +125,29 @@ void publish_pipes(uint64_t gen) {
 // never touched (its writer keeps writing).
 int classify_pipes(uint64_t gen, char* msg, size_t cap) {
   char k[96], val[24];
+  for (uint32_t i = 0; i < g_nchans; ++i) {  // local pipes that another process holds too
+    Chan& c = g_chans[i];
+    if (c.kind != kPipeOut || !local(i)) continue;
+    key(k, sizeof k, "pipeh.", gen, c.ino);
+    plugins::Msg(k + strlen(k), sizeof k - strlen(k)).s(".");
+    long n = inject::coord_count(k, 10000);
+    if (n < 0) return pipe_err(msg, cap, c, "coordinator lost while counting the processes holding it", EIO);
+    c.shared = n > 1;
+  }
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
-    if (c.kind != kPipeOut || local(i)) continue;
+    if (c.kind != kPipeOut || (local(i) && !c.shared)) continue;
     key(k, sizeof k, is_reader(c) ? "pipew." : "piper.", gen, c.ino);
     int r = inject::coord_lookup(k, false, 10000, val, sizeof val);
     if (r < 0) return pipe_err(msg, cap, c, "coordinator lost while looking up the other end", EIO);
     if (r == 1) c.kind = kPipe;
+    // A reader whose writers have all closed (they exited: `echo x | tr ...` caught after echo ended):
+    // what is left is its bytes and then end of file. Drained and rebuilt like a pipe of the
+    // computation, with no writer to hand an end to: the new pipe's write end is closed after refill.
+    if (r == 0 && is_reader(c)) {
+      pollfd pf = {c.fd, POLLIN, 0};
+      if (poll(&pf, 1, 0) == 1 && (pf.revents & POLLHUP) != 0) c.kind = kPipe;
+    }
   }
   char pid[24];
   plugins::Msg(pid, sizeof pid).u(uint64_t(getpid()));

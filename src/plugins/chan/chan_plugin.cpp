@@ -40,6 +40,7 @@ void resume(bool) {
     plugins::warn(plugins::Msg(line, sizeof line).s("channels: data in flight may be lost: ").s(msg).c_str());
   }
   g_scanned = false;
+  g_drain_ran = false;
 }
 
 // The table came back with memory; the section must describe the same sockets.
@@ -81,6 +82,7 @@ namespace revive::inject {
 // Weak defaults so the plugins link (and their tests run) without the engine, which defines the real ones.
 __attribute__((weak)) bool coord_publish(const char*, const char*) { return false; }
 __attribute__((weak)) int coord_lookup(const char*, bool, int, char*, size_t) { return -1; }
+__attribute__((weak)) long coord_count(const char*, int) { return -1; }
 __attribute__((weak)) int coord_socket() { return -1; }
 
 extern const Plugin kChanPlugin = {"chan",     1,           nullptr,          chan::save,     chan::resume,

@@ -21,6 +21,7 @@ namespace revive::chan {
 Chan g_chans[kMaxChans];
 uint32_t g_nchans;
 bool g_drained;
+bool g_drain_ran;
 uint64_t g_gen;
 
 bool Bytes::reserve(size_t n) {

@@ -16,6 +16,9 @@
 #include "plugins/fd/fd_internal.h"
 #include "plugins/plugins.h"
 
+// The chan plugin's (chan_pipe.cpp); weak: null when it is not linked in (plugin tests).
+extern "C" bool revive_chan_pipe_shared(uint64_t ino) __attribute__((weak));
+
 namespace revive::plugins {
 
 // The flags open() can set again (F_GETFL also reports internal bits such as O_LARGEFILE/FMODE ones).
@@ -142,7 +145,9 @@ int special_state(FdRecord& rec, int fd, const struct stat& st, int fl, char* pa
   } else if (kind == FdKind::kPipe) {
     rec.peer_fd = find_pipe_peer(fd, st, fl & O_ACCMODE);
     rec.size = rec.peer_fd >= 0 ? fcntl(fd, F_GETPIPE_SZ) : 0;
-    if (rec.peer_fd >= 0 && rec.peer_fd < fd) {  // second end: carries the bytes in the pipe
+    // Second end: carries the bytes in the pipe, unless another process holds the pipe too: then the
+    // chan plugin drains and rebuilds it (it is not local after all), and we must not touch its bytes.
+    if (rec.peer_fd >= 0 && rec.peer_fd < fd && !(revive_chan_pipe_shared && revive_chan_pipe_shared(uint64_t(st.st_ino)))) {
       bool reader = (fl & O_ACCMODE) == O_RDONLY;
       int64_t n = pipe_peek(reader ? fd : rec.peer_fd, reader ? rec.peer_fd : fd, g_pipe_data, sizeof g_pipe_data);
       if (n < 0) return static_cast<int>(n);

@@ -85,16 +85,20 @@ int64_t special_payload(int fd, FdKind kind, void* buf, size_t cap) {
 }
 
 int64_t pipe_peek(int read_end, int write_end, char* buf, size_t cap) {
-  int fl = fcntl(read_end, F_GETFL);
-  if (fl < 0 || fcntl(read_end, F_SETFL, fl | O_NONBLOCK) != 0) return -errno;
+  // Read through a new open file description (/proc/self/fd/N), non-blocking: setting O_NONBLOCK on the
+  // program's own would change it for every process sharing it (a fork child checkpointed at once).
+  char link[48];
+  Msg(link, sizeof link).s("/proc/self/fd/").i(read_end);
+  int r = open(link, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (r < 0) return -errno;
   size_t len = 0;
   while (len < cap) {
-    ssize_t n = read(read_end, buf + len, cap - len);
+    ssize_t n = read(r, buf + len, cap - len);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     len += static_cast<size_t>(n);
   }
-  fcntl(read_end, F_SETFL, fl);
+  close(r);
   // Put the bytes back at once (they came out of this pipe, so they fit): the program sees no change.
   int rc = write_all(write_end, buf, len);
   return rc < 0 ? rc : static_cast<int64_t>(len);

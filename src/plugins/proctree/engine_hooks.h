@@ -19,5 +19,8 @@ void after_failed_exec() __attribute__((weak));
 // Block until this process's own first connection attempt has ended (or timeout_ms passed), so that a
 // parent is always known to the coordinator before any child of it is.
 void coord_wait_connected(int timeout_ms) __attribute__((weak));
+// After this process's HELLO: true if it is not connected, or joined while a checkpoint it is not part
+// of was being taken (WELCOME outside=1). The byte a fork child or spawned image sends its parent says it.
+bool coord_joined_outside() __attribute__((weak));
 
 }  // namespace revive::inject

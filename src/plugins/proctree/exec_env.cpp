@@ -59,7 +59,7 @@ void adopt_exec_predecessor() {
   if (inject::coord_connect_now) inject::coord_connect_now(false);
   if (g_prev_fd >= 0) close(g_prev_fd);
   if (g_sync_fd >= 0) {
-    char c = 1;
+    char c = joined_byte();
     while (write(g_sync_fd, &c, 1) < 0 && errno == EINTR) {
     }
     close(g_sync_fd);

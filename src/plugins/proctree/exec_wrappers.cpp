@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -81,20 +82,21 @@ int spawn_with(SpawnFn* slot, const char* name, pid_t* pid, const char* path, co
                const posix_spawnattr_t* at, char* const argv[], char* const envp[]) {
   SpawnFn real = revive::plugins::next_symbol(slot, name);
   if (!real) return ENOSYS;
-  using revive::proctree::g_forks_in_flight;
   int sync[2] = {-1, -1};
   const bool coord = revive::inject::coord_fd_for_exec && revive::inject::coord_fd_for_exec() >= 0;
   char resolved[PATH_MAX];
   // A static program would never write the byte: no pipe, no wait (it is outside the computation).
   const bool joins = !coord || revive::proctree::program_loads_library(path, slot == &g_spawnp, resolved,
                                                                        sizeof resolved);
-  if (coord && joins && pipe2(sync, O_CLOEXEC) == 0) fcntl(sync[1], F_SETFD, 0);  // inherited through the exec
+  // A socketpair (a checkpoint peeks at the byte, inflight_all_joined); the child's end is inherited
+  // through the exec.
+  if (coord && joins && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) == 0) fcntl(sync[1], F_SETFD, 0);
   char** env = revive::proctree::fixed_env(envp, -1, sync[1]);
   if (!env) {
     if (sync[0] >= 0) close(sync[0]), close(sync[1]);
     return ENOMEM;
   }
-  __atomic_add_fetch(&g_forks_in_flight, 1, __ATOMIC_ACQ_REL);
+  const int inflight = revive::proctree::inflight_begin(sync[0]);
   pid_t child = 0;
   int r = real(pid ? pid : &child, path, fa, at, argv, env);
   if (sync[1] >= 0) close(sync[1]);
@@ -104,9 +106,9 @@ int spawn_with(SpawnFn* slot, const char* name, pid_t* pid, const char* path, co
       while (poll(&p, 1, kSpawnWaitMs) < 0 && errno == EINTR) {
       }
     }
-    close(sync[0]);
   }
-  __atomic_sub_fetch(&g_forks_in_flight, 1, __ATOMIC_ACQ_REL);
+  revive::proctree::inflight_end(inflight);
+  if (sync[0] >= 0) close(sync[0]);
   if (r == 0 && !joins)
     warn_outside("posix_spawn", pid ? *pid : child, resolved[0] ? resolved : path,
                  "the spawned process is outside the computation and is not checkpointed");

@@ -1,11 +1,13 @@
 // fork() and vfork(): the child is a new process of the computation. The parent waits until the child
 // has said HELLO to the coordinator, so that any checkpoint either precedes the fork (no child in the
-// parent's image) or includes the child; a checkpoint that hits the short window in between is refused
-// (see save() in proctree_plugin.cpp). vfork() is a fork(): the vfork child runs on in its own copy of
+// parent's image) or includes the child; a checkpoint that hits the short window in between includes the
+// child if it joins during the suspend phase, and is refused otherwise (see save() in proctree_plugin.cpp). vfork() is a fork(): the vfork child runs on in its own copy of
 // memory, which every correct vfork program tolerates, and our child re-initialisation (a thread, a
 // socket) would corrupt a parent whose memory it shared.
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -19,27 +21,33 @@ using ForkFn = pid_t (*)();
 ForkFn g_real_fork;
 
 pid_t tree_fork() {
-  using revive::proctree::g_forks_in_flight;
   ForkFn real = revive::plugins::next_or_enosys(&g_real_fork, "fork");
   if (!real) return -1;
   // Never fork before this process's own HELLO is done (the engine's constructor says it; a fork from an
   // earlier constructor could come first): a short-lived child could be the coordinator's only process,
   // and its exit would end the coordinator.
   if (revive::inject::coord_wait_connected) revive::inject::coord_wait_connected(30000);
-  __atomic_add_fetch(&g_forks_in_flight, 1, __ATOMIC_ACQ_REL);
+  // A socketpair, not a pipe: a checkpoint peeks at the byte without taking it (inflight_all_joined).
   int sync[2] = {-1, -1};
-  if (pipe2(sync, O_CLOEXEC) != 0) sync[0] = sync[1] = -1;
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) != 0) sync[0] = sync[1] = -1;
+  const int slot = revive::proctree::inflight_begin(sync[0]);
   pid_t pid = real();
   if (pid == 0) {
-    __atomic_store_n(&g_forks_in_flight, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&revive::proctree::g_forks_in_flight, 0, __ATOMIC_RELEASE);
+    revive::proctree::inflight_reset_in_child();
     if (sync[0] >= 0) close(sync[0]);
+    // No checkpoint may suspend this child between its HELLO and its byte: the parent's checkpoint
+    // decides on that byte (raw syscall: the signal plugin keeps programs from blocking our signal).
+    uint64_t all = ~uint64_t{0}, old = 0;
+    syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, 8);
     if (revive::inject::after_fork_child) revive::inject::after_fork_child();
     if (sync[1] >= 0) {
-      char c = 1;
+      char c = revive::proctree::joined_byte();
       while (write(sync[1], &c, 1) < 0 && errno == EINTR) {
       }
       close(sync[1]);
     }
+    syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, nullptr, 8);
     return 0;
   }
   int saved = errno;
@@ -49,8 +57,8 @@ pid_t tree_fork() {
     while (read(sync[0], &c, 1) < 0 && errno == EINTR) {  // EOF too: the child died before HELLO
     }
   }
+  revive::proctree::inflight_end(slot);
   if (sync[0] >= 0) close(sync[0]);
-  __atomic_sub_fetch(&g_forks_in_flight, 1, __ATOMIC_ACQ_REL);
   errno = saved;
   return pid;
 }

@@ -8,9 +8,22 @@
 
 namespace revive::proctree {
 
-// Forks in progress in this process (a wrapper between fork() and the child's coordinator HELLO). A
-// checkpoint that finds one refuses: the parent's image would name a child the generation lacks.
+// Forks and spawns in progress in this process (a wrapper between fork() and the child's coordinator
+// HELLO). Each has a slot with the parent's end of a socketpair on which the child writes one byte once
+// it is in: '1' if it is part of any checkpoint in progress (it joined before or during its suspend
+// phase), '0' if not (or not connected). A checkpoint that finds a fork whose child is not in refuses
+// (-EAGAIN; the coordinator takes it again): the parent's image would name a child the generation lacks.
 extern volatile uint32_t g_forks_in_flight;
+constexpr int kMaxInFlight = 64;
+// Counts a fork in flight and records its sync socket; returns the slot (-1: none free, still counted).
+int inflight_begin(int sync_fd);
+void inflight_end(int slot);
+// In a fork child: the parent's slots are not ours.
+void inflight_reset_in_child();
+// Every fork in flight has a child that is part of the checkpoint in progress (peeks, never consumes).
+bool inflight_all_joined();
+// The byte a new child sends its parent (fork child, spawned image).
+char joined_byte();
 
 // At init: our library's path and the REVIVE_* environment, put back into every exec'ed environment.
 void capture_env();

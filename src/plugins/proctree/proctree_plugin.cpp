@@ -5,12 +5,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "plugins/common/msg.h"
 #include "plugins/common/section_io.h"
+#include "plugins/proctree/engine_hooks.h"
 #include "plugins/proctree/proctree.h"
 #include "plugins/proctree/proctree_record.h"
 
@@ -21,6 +23,46 @@ int coord_socket() __attribute__((weak));  // the engine's (src/inject/plugin.h)
 namespace revive::proctree {
 
 volatile uint32_t g_forks_in_flight;
+namespace {
+volatile int g_inflight_fd[kMaxInFlight];  // 0: free; else the sync fd + 1
+}  // namespace
+
+int inflight_begin(int sync_fd) {
+  __atomic_add_fetch(&g_forks_in_flight, 1, __ATOMIC_ACQ_REL);
+  if (sync_fd < 0) return -1;
+  for (int i = 0; i < kMaxInFlight; ++i) {
+    int free = 0;
+    if (__atomic_compare_exchange_n(&g_inflight_fd[i], &free, sync_fd + 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+      return i;
+  }
+  return -1;
+}
+
+void inflight_end(int slot) {
+  if (slot >= 0) __atomic_store_n(&g_inflight_fd[slot], 0, __ATOMIC_RELEASE);
+  __atomic_sub_fetch(&g_forks_in_flight, 1, __ATOMIC_ACQ_REL);
+}
+
+void inflight_reset_in_child() {
+  for (int i = 0; i < kMaxInFlight; ++i) g_inflight_fd[i] = 0;
+}
+
+// Runs in the checkpoint (every other thread parked): counts children whose '1' is waiting unread.
+bool inflight_all_joined() {
+  uint32_t n = __atomic_load_n(&g_forks_in_flight, __ATOMIC_ACQUIRE), in = 0;
+  if (n == 0) return true;
+  for (int i = 0; i < kMaxInFlight; ++i) {
+    int v = __atomic_load_n(&g_inflight_fd[i], __ATOMIC_ACQUIRE);
+    if (v == 0) continue;
+    char c = 0;
+    if (syscall(SYS_recvfrom, v - 1, &c, 1, MSG_PEEK | MSG_DONTWAIT, nullptr, nullptr) == 1 && c == '1') ++in;
+  }
+  return in >= n;
+}
+
+char joined_byte() {
+  return inject::coord_joined_outside && !inject::coord_joined_outside() ? '1' : '0';
+}
 
 namespace {
 
@@ -33,8 +75,9 @@ uint32_t parse_u32(const char* p, const char** end) {
   return v;
 }
 
-// The state letter of /proc/PID/stat ('Z' for a zombie), or 0 when it cannot be read.
-char proc_state(uint32_t pid) {
+// The state letter of /proc/PID/stat ('Z' for a zombie), or 0 when it cannot be read; *exiting: the
+// kernel's PF_EXITING flag (in exit, not yet a zombie).
+char proc_state(uint32_t pid, bool* exiting = nullptr) {
   char path[48];
   plugins::Msg(path, sizeof path).s("/proc/").u(pid).s("/stat");
   int fd = int(raw(SYS_openat, AT_FDCWD, long(path), O_RDONLY | O_CLOEXEC));
@@ -43,8 +86,21 @@ char proc_state(uint32_t pid) {
   long n = raw(SYS_read, fd, long(buf), sizeof buf - 1);
   raw(SYS_close, fd);
   if (n <= 0) return 0;
-  for (long i = n - 1; i > 0; --i)
-    if (buf[i] == ')') return i + 2 < n ? buf[i + 2] : 0;
+  buf[n] = 0;
+  for (long i = n - 1; i > 0; --i) {
+    if (buf[i] != ')') continue;
+    if (i + 2 >= n) return 0;
+    if (exiting) {  // fields after the state: ppid pgrp session tty_nr tpgid flags
+      const char* p = buf + i + 3;
+      for (int f = 0; f < 5 && *p; ++f) {
+        while (*p && *p != ' ') ++p;
+        while (*p == ' ') ++p;
+      }
+      const char* e;
+      *exiting = (parse_u32(p, &e) & 0x4u) != 0;  // PF_EXITING
+    }
+    return buf[i + 2];
+  }
   return 0;
 }
 
@@ -89,7 +145,16 @@ uint32_t collect_zombies() {
         }
         uint32_t pid = parse_u32(p, &p);
         uint32_t st = 0;
-        if (proc_state(pid) == 'Z' && zombie_status(pid, &st) && nz < kMaxZombies) g_zombies[nz++] = {pid, st};
+        // A child in the middle of its exit (it left the computation during the suspend phase, its
+        // socket closed before it became a zombie): wait for the zombie, up to 200 ms.
+        bool exiting = false;
+        char state = proc_state(pid, &exiting);
+        for (int i = 0; state != 'Z' && exiting && i < 200; ++i) {
+          struct timespec ms = {0, 1000000};
+          raw(SYS_nanosleep, long(&ms), 0);
+          state = proc_state(pid, &exiting);
+        }
+        if (state == 'Z' && zombie_status(pid, &st) && nz < kMaxZombies) g_zombies[nz++] = {pid, st};
       }
     }
   }
@@ -103,15 +168,28 @@ int init() {
   return 0;
 }
 
+// Phase drain, before the chan plugin's (it would take the children's bytes out of the sync sockets):
+// whether every fork in flight has a child in this generation. Every thread is parked by now, so no new
+// fork starts before save() uses the answer.
+bool g_children_in = true, g_drained = false;
+
+int drain(uint64_t, char*, size_t) {
+  g_children_in = inflight_all_joined();
+  g_drained = true;
+  return 0;
+}
+
 int save(inject::SectionWriter& w) {
-  // Only a coordinated checkpoint has a computation to keep whole, and a client (`revive checkpoint`)
-  // that retries a refused generation. Alone (interval or signal-triggered checkpoints, no coordinator)
+  // Only a coordinated checkpoint has a computation to keep whole, and a coordinator that retries a
+  // refused generation (server_barrier.cpp). Alone (interval or signal-triggered checkpoints, no coordinator)
   // a refusal would just lose the checkpoint: the image then records the forking thread waiting for a
   // child that a standalone restart does not bring back, and the wait ends at EOF like a dead child's.
   const bool coordinated = inject::coord_socket && inject::coord_socket() >= 0;
-  if (coordinated && __atomic_load_n(&g_forks_in_flight, __ATOMIC_ACQUIRE) != 0) {
-    // The child is not yet a process of the computation: this generation would lack it.
-    plugins::warn("checkpoint refused: a fork() is in progress (its child has not joined the computation yet)");
+  const bool children_in = g_drained ? g_children_in : inflight_all_joined();
+  g_drained = false;
+  if (coordinated && !children_in) {
+    // The child is not yet a process of the computation: this generation would lack it. -EAGAIN makes
+    // the coordinator take the generation again a moment later (no warning: nothing is lost).
     return -EAGAIN;
   }
   plugins::Out out(w);
@@ -149,7 +227,7 @@ extern const Plugin kProcTreePlugin = {.name = "proctree",
                                        .save = proctree::save,
                                        .resume = nullptr,
                                        .restore = proctree::restore,
-                                       .drain = nullptr,
+                                       .drain = proctree::drain,
                                        .reconnect = nullptr,
                                        .refill = nullptr};
 }  // namespace revive::inject
