@@ -107,6 +107,8 @@ struct Engine {
   size_t cstack_len;
   int interval_timer;         // kernel POSIX timer id of REVIVE_INTERVAL (standalone), valid if have_timer
   bool have_timer;
+  int retry_timer;            // one-shot timer of a deferred standalone checkpoint, valid if have_retry
+  bool have_retry;
   int image_fd;  // while writing (fd_reserved)
   int coord_fd;  // coordinator socket (fd_reserved), -1 when none
   bool released; // user threads already let go in this checkpoint

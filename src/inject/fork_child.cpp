@@ -28,6 +28,8 @@ bool after_fork_child() {
 
 int coord_fd_for_exec() { return g.coord_fd; }
 
+long checkpoint_writer_pid() { return g.writer_pid; }
+
 bool coord_joined_outside() { return g.coord_fd < 0 || g.joined_outside; }
 
 }  // namespace revive::inject

@@ -176,11 +176,37 @@ void arm_interval_timer() {
 namespace {
 
 // One standalone checkpoint (trigger or interval), with its log line.
+// A standalone checkpoint a plugin deferred (-EAGAIN: proctree, a child that a one-process restart
+// could not bring back) is tried again 20 ms later by a one-shot timer. The timer is deleted before the
+// next attempt, so no image holds it (its kernel id could be one the timer plugin restores).
+void defer_standalone() {
+  if (!g.have_retry) {
+    struct sigevent ev = {};
+    ev.sigev_notify = SIGEV_SIGNAL;
+    ev.sigev_signo = g.cfg.sig;
+    int id = -1;
+    if (sys::sc(SYS_timer_create, CLOCK_MONOTONIC, &ev, &id) != 0) return;
+    g.retry_timer = id;
+    g.have_retry = true;
+  }
+  struct itimerspec its = {{0, 0}, {0, 20000000}};
+  sys::sc(SYS_timer_settime, g.retry_timer, 0, &its, nullptr);
+}
+
 void standalone_checkpoint() {
   char path[2048], err[512];
   uint64_t gen = g.generation + 1;
   err[0] = 0;
+  if (g.have_retry) {
+    sys::sc(SYS_timer_delete, g.retry_timer);
+    g.have_retry = false;
+  }
   int rc = checkpoint_now(gen, path, sizeof path, err, sizeof err);
+  if (rc < 0 && g.save_again) {
+    sys::log(2, "checkpoint deferred: ", err);
+    defer_standalone();
+    return;
+  }
   if (rc == 1) {
     after_restore();
     restored_continue();

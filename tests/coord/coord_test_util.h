@@ -76,11 +76,14 @@ class FakeProc {
   // kExitAfterResume (--fork): answers resume, reports its image at once (early=1) and leaves, as an
   // exiting process does; kVanishAfterResume: answers resume and leaves without a report.
   enum class Act { kOk, kFail, kDisconnect, kHang, kRefuse, kRefuseOnce, kExitAfterResume, kVanishAfterResume };
-  FakeProc(uint16_t port, std::string secret, std::string name = "fake", bool restart = false, uint64_t upid = 0)
+  // pid: what HELLO says (0: ours; every FakeProc of a test then looks like one process's exec'd images).
+  FakeProc(uint16_t port, std::string secret, std::string name = "fake", bool restart = false, uint64_t upid = 0,
+           uint64_t pid = 0)
       : secret_(std::move(secret)), name_(std::move(name)) {
     ClientOptions o = Opts(port, secret_, "proc", name_.c_str());
     o.restart = restart;
     o.upid = upid;
+    o.pid = pid;
     connected_ = client_.connect(o, &welcome_);
     if (connected_) thread_ = std::thread([this] { Loop(); });
   }

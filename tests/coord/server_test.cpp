@@ -3,7 +3,10 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <memory>
@@ -238,23 +241,41 @@ TEST_F(ServerTest, DisconnectMidCheckpointFailsAndSurvivorsResume) {
   EXPECT_EQ(ReadGen(2).procs.size(), 2u);
 }
 
-// A process that leaves before it was suspended (it exited, or exec replaced its connection) fails only
-// that attempt: the coordinator takes the generation again, under the same number, without it.
-TEST_F(ServerTest, ProcessLeavingBeforeSuspendIsTakenAgainWithoutIt) {
+// A process that leaves before it was suspended and is gone (exited, reaped) is simply not in the
+// generation; one whose process still runs (its connection broke) makes the coordinator take the
+// generation again, under the same number, without it.
+TEST_F(ServerTest, ProcessLeavingBeforeSuspendIsLeftOutOrTakenAgain) {
   StartServer();
-  FakeProc a(port_, secret_, "a"), b(port_, secret_, "b"), c(port_, secret_, "c");
+  pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  ASSERT_EQ(waitpid(dead, nullptr, 0), dead);
+  pid_t alive = fork();
+  if (alive == 0) {
+    pause();
+    _exit(0);
+  }
+  ASSERT_GT(alive, 0);
+  {
+    FakeProc a(port_, secret_, "a"), b(port_, secret_, "b", false, 0, uint64_t(dead));
+    b.ActAt("suspend", FakeProc::Act::kDisconnect);
+    auto done = Checkpoint();
+    ASSERT_EQ(done["ok"], "1") << done["error"];
+    EXPECT_EQ(done["images"], "1");
+    ASSERT_TRUE(a.WaitSeen(4));
+    EXPECT_EQ(a.Seen(), (std::vector<std::string>{"suspend", "drain", "write", "resume:1"}));
+  }
+  FakeProc a(port_, secret_, "a"), b(port_, secret_, "b", false, 0, uint64_t(alive));
   b.ActAt("suspend", FakeProc::Act::kDisconnect);
   auto done = Checkpoint();
+  kill(alive, SIGKILL);
+  waitpid(alive, nullptr, 0);
   ASSERT_EQ(done["ok"], "1") << done["error"];
-  EXPECT_EQ(done["generation"], "1");
-  EXPECT_EQ(done["images"], "2");
-  Manifest m = ReadGen(1);
-  ASSERT_EQ(m.procs.size(), 2u);
+  EXPECT_EQ(done["generation"], "2");
+  ASSERT_TRUE(a.WaitSeen(6));
+  EXPECT_EQ(a.Seen(), (std::vector<std::string>{"suspend", "resume:0", "suspend", "drain", "write", "resume:1"}));
+  Manifest m = ReadGen(2);
   for (const auto& p : m.procs) EXPECT_NE(p.upid, b.upid());
-  for (FakeProc* p : {&a, &c}) {
-    ASSERT_TRUE(p->WaitSeen(6));
-    EXPECT_EQ(p->Seen(), (std::vector<std::string>{"suspend", "resume:0", "suspend", "drain", "write", "resume:1"}));
-  }
 }
 
 // A refusal for now (a fork in flight) is taken again; the images of the failed attempt do not linger.

@@ -22,5 +22,7 @@ void coord_wait_connected(int timeout_ms) __attribute__((weak));
 // After this process's HELLO: true if it is not connected, or joined while a checkpoint it is not part
 // of was being taken (WELCOME outside=1). The byte a fork child or spawned image sends its parent says it.
 bool coord_joined_outside() __attribute__((weak));
+// The engine's forked image writer (a child of this process until reaped), or 0.
+long checkpoint_writer_pid() __attribute__((weak));
 
 }  // namespace revive::inject

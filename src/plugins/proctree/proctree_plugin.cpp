@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "plugins/common/msg.h"
@@ -162,6 +163,55 @@ uint32_t collect_zombies() {
   return nz;
 }
 
+// The first child of any thread (running or exited but unreaped), or 0.
+uint32_t first_child() {
+  int dfd = int(raw(SYS_openat, AT_FDCWD, long("/proc/self/task"), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dfd < 0) return 0;
+  char dents[4096], path[64], kids[256];
+  uint32_t found = 0;
+  for (;;) {
+    long got = raw(SYS_getdents64, dfd, long(dents), sizeof dents);
+    if (got <= 0 || found) break;
+    for (long pos = 0; pos < got && !found;) {
+      auto* d = reinterpret_cast<struct dirent64*>(dents + pos);
+      pos += d->d_reclen;
+      if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
+      plugins::Msg(path, sizeof path).s("/proc/self/task/").s(d->d_name).s("/children");
+      int fd = int(raw(SYS_openat, AT_FDCWD, long(path), O_RDONLY | O_CLOEXEC));
+      if (fd < 0) continue;
+      long n = raw(SYS_read, fd, long(kids), sizeof kids - 1);
+      raw(SYS_close, fd);
+      if (n <= 0) continue;
+      kids[n] = 0;
+      const long writer = inject::checkpoint_writer_pid ? inject::checkpoint_writer_pid() : 0;
+      for (const char* p = kids; *p && !found;) {
+        if (*p < '0' || *p > '9') {
+          ++p;
+          continue;
+        }
+        uint32_t pid = parse_u32(p, &p);
+        if (long(pid) != writer) found = pid;  // the engine's forked image writer is not the program's
+      }
+    }
+  }
+  raw(SYS_close, dfd);
+  return found;
+}
+
+uint64_t mono_ms() {
+  struct timespec ts;
+  raw(SYS_clock_gettime, CLOCK_MONOTONIC, long(&ts));
+  return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1000000;
+}
+
+// Standalone (no coordinator): `revive-restart IMAGE` brings back this process alone, so a child it has
+// (running, or exited and not yet waited for: a program between its fork() and its waitpid()) would be
+// missing and its wait would fail with ECHILD. The checkpoint is deferred (the engine tries again every
+// 20 ms) for up to 2 s; a child that lives longer is a process tree, which `revive launch` keeps whole:
+// then the checkpoint is taken with a warning naming the child.
+constexpr uint64_t kDeferMs = 2000;
+uint64_t g_defer_since;
+
 int init() {
   capture_env();
   adopt_exec_predecessor();
@@ -185,6 +235,18 @@ int save(inject::SectionWriter& w) {
   // a refusal would just lose the checkpoint: the image then records the forking thread waiting for a
   // child that a standalone restart does not bring back, and the wait ends at EOF like a dead child's.
   const bool coordinated = inject::coord_socket && inject::coord_socket() >= 0;
+  if (!coordinated) {
+    if (uint32_t child = first_child()) {
+      const uint64_t now = mono_ms();
+      if (g_defer_since == 0) g_defer_since = now;
+      if (now - g_defer_since < kDeferMs) return -EAGAIN;
+      char line[200];
+      plugins::warn(plugins::Msg(line, sizeof line).s("checkpoint taken while child pid ").u(child)
+                        .s(" exists: a restart of this image alone does not bring it back (launch process trees "
+                           "with `revive launch`)").c_str());
+    }
+    g_defer_since = 0;
+  }
   const bool children_in = g_drained ? g_children_in : inflight_all_joined();
   g_drained = false;
   if (coordinated && !children_in) {
