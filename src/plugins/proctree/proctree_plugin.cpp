@@ -117,84 +117,70 @@ bool zombie_status(uint32_t pid, uint32_t* status) {
   return true;
 }
 
-// Children of every thread (/proc/self/task/T/children: a child belongs to the thread that forked it).
+// Calls fn(pid) for each child of every thread (/proc/self/task/T/children: a child belongs to the
+// thread that forked it) until fn returns false. No allocation: runs in the checkpoint.
+template <typename Fn>
+void for_each_child(Fn fn) {
+  int dfd = int(raw(SYS_openat, AT_FDCWD, long("/proc/self/task"), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dfd < 0) return;
+  char dents[4096], path[64], kids[4096];
+  bool more = true;
+  while (more) {
+    long got = raw(SYS_getdents64, dfd, long(dents), sizeof dents);
+    if (got <= 0) break;
+    for (long pos = 0; pos < got && more;) {
+      auto* d = reinterpret_cast<struct dirent64*>(dents + pos);
+      pos += d->d_reclen;
+      if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
+      plugins::Msg(path, sizeof path).s("/proc/self/task/").s(d->d_name).s("/children");
+      int fd = int(raw(SYS_openat, AT_FDCWD, long(path), O_RDONLY | O_CLOEXEC));
+      if (fd < 0) continue;
+      long n = raw(SYS_read, fd, long(kids), sizeof kids - 1);
+      raw(SYS_close, fd);
+      if (n <= 0) continue;
+      kids[n] = 0;
+      for (const char* p = kids; *p && more;) {
+        if (*p < '0' || *p > '9') {
+          ++p;
+          continue;
+        }
+        more = fn(parse_u32(p, &p));
+      }
+    }
+  }
+  raw(SYS_close, dfd);
+}
+
 Zombie g_zombies[kMaxZombies];  // only the checkpoint thread touches it
 
 uint32_t collect_zombies() {
   uint32_t nz = 0;
-  int dfd = int(raw(SYS_openat, AT_FDCWD, long("/proc/self/task"), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dfd < 0) return 0;
-  char dents[4096], path[64], kids[4096];
-  for (;;) {
-    long got = raw(SYS_getdents64, dfd, long(dents), sizeof dents);
-    if (got <= 0) break;
-    for (long pos = 0; pos < got;) {
-      auto* d = reinterpret_cast<struct dirent64*>(dents + pos);
-      pos += d->d_reclen;
-      if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
-      plugins::Msg(path, sizeof path).s("/proc/self/task/").s(d->d_name).s("/children");
-      int fd = int(raw(SYS_openat, AT_FDCWD, long(path), O_RDONLY | O_CLOEXEC));
-      if (fd < 0) continue;
-      long n = raw(SYS_read, fd, long(kids), sizeof kids - 1);
-      raw(SYS_close, fd);
-      if (n <= 0) continue;
-      kids[n] = 0;
-      for (const char* p = kids; *p;) {
-        if (*p < '0' || *p > '9') {
-          ++p;
-          continue;
-        }
-        uint32_t pid = parse_u32(p, &p);
-        uint32_t st = 0;
-        // A child in the middle of its exit (it left the computation during the suspend phase, its
-        // socket closed before it became a zombie): wait for the zombie, up to 200 ms.
-        bool exiting = false;
-        char state = proc_state(pid, &exiting);
-        for (int i = 0; state != 'Z' && exiting && i < 200; ++i) {
-          struct timespec ms = {0, 1000000};
-          raw(SYS_nanosleep, long(&ms), 0);
-          state = proc_state(pid, &exiting);
-        }
-        if (state == 'Z' && zombie_status(pid, &st) && nz < kMaxZombies) g_zombies[nz++] = {pid, st};
-      }
+  for_each_child([&nz](uint32_t pid) {
+    uint32_t st = 0;
+    // A child in the middle of its exit (it left the computation during the suspend phase, its socket
+    // closed before it became a zombie): wait for the zombie, up to 200 ms.
+    bool exiting = false;
+    char state = proc_state(pid, &exiting);
+    for (int i = 0; state != 'Z' && exiting && i < 200; ++i) {
+      struct timespec ms = {0, 1000000};
+      raw(SYS_nanosleep, long(&ms), 0);
+      state = proc_state(pid, &exiting);
     }
-  }
-  raw(SYS_close, dfd);
+    if (state == 'Z' && zombie_status(pid, &st) && nz < kMaxZombies) g_zombies[nz++] = {pid, st};
+    return true;
+  });
   return nz;
 }
 
-// The first child of any thread (running or exited but unreaped), or 0.
+// The first child of any thread (running or exited but unreaped), or 0. The engine's forked image
+// writer is not the program's.
 uint32_t first_child() {
-  int dfd = int(raw(SYS_openat, AT_FDCWD, long("/proc/self/task"), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dfd < 0) return 0;
-  char dents[4096], path[64], kids[256];
+  const long writer = inject::checkpoint_writer_pid ? inject::checkpoint_writer_pid() : 0;
   uint32_t found = 0;
-  for (;;) {
-    long got = raw(SYS_getdents64, dfd, long(dents), sizeof dents);
-    if (got <= 0 || found) break;
-    for (long pos = 0; pos < got && !found;) {
-      auto* d = reinterpret_cast<struct dirent64*>(dents + pos);
-      pos += d->d_reclen;
-      if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
-      plugins::Msg(path, sizeof path).s("/proc/self/task/").s(d->d_name).s("/children");
-      int fd = int(raw(SYS_openat, AT_FDCWD, long(path), O_RDONLY | O_CLOEXEC));
-      if (fd < 0) continue;
-      long n = raw(SYS_read, fd, long(kids), sizeof kids - 1);
-      raw(SYS_close, fd);
-      if (n <= 0) continue;
-      kids[n] = 0;
-      const long writer = inject::checkpoint_writer_pid ? inject::checkpoint_writer_pid() : 0;
-      for (const char* p = kids; *p && !found;) {
-        if (*p < '0' || *p > '9') {
-          ++p;
-          continue;
-        }
-        uint32_t pid = parse_u32(p, &p);
-        if (long(pid) != writer) found = pid;  // the engine's forked image writer is not the program's
-      }
-    }
-  }
-  raw(SYS_close, dfd);
+  for_each_child([&](uint32_t pid) {
+    if (long(pid) != writer) found = pid;
+    return found == 0;
+  });
   return found;
 }
 
