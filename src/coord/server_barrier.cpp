@@ -337,7 +337,7 @@ void Server::FinishCheckpoint() {
   std::string dir = GenerationDir(o_.ckpt_dir, cur_gen_);
   if (failed_ && retryable_ && attempt_ < kMaxRetries && ProcCount() > 0) {
     ++attempt_;
-    const double delay = std::min(0.01 * double(1u << std::min(attempt_, 6u)), 0.5);
+    const double delay = std::min(0.005 * double(1u << std::min(attempt_, 6u)), 0.25);
     Log(2, "generation %llu: %s; taking it again in %.0f ms (retry %u of %u)", (unsigned long long)cur_gen_,
         fail_reason_.c_str(), delay * 1000, attempt_, kMaxRetries);
     RemoveFilesIn(dir);

@@ -21,7 +21,7 @@ static void work(const char* who, int n) {
 int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc > 1 && strcmp(argv[1], "leaf") == 0) {
-    work("leaf", argc > 2 ? atoi(argv[2]) : 40);
+    work("leaf", argc > 2 ? atoi(argv[2]) : 80);
     return getenv("CHAIN_MARK") ? 20 : 50;  /* the program's own variable must survive too */
   }
   if (argc > 2 && strcmp(argv[1], "mid") == 0) {
