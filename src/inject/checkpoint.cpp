@@ -70,6 +70,7 @@ bool ckpt_suspend(char* err, size_t err_len) {
 
 int ckpt_write(uint64_t gen, const char* dir, char* path, size_t path_cap, long* bytes, char* err, size_t err_len,
                bool wait_writer) {
+  g.save_again = false;  // set by plugins_save when a plugin refuses for now (both callers read it)
   path[0] = 0;
   sys::append(path, path_cap, dir);
   sys::append(path, path_cap, "/");
@@ -174,6 +175,7 @@ void ckpt_resume(bool ok) {
 }
 
 int checkpoint_now(uint64_t gen, char* path, size_t path_cap, char* err, size_t err_len) {
+  g.save_again = false;  // a failure before ckpt_write is no refusal
   char dir[1200];
   image_dir(gen, dir, sizeof dir);
   sys::sc(SYS_mkdir, g.cfg.ckpt_dir, 0700);

@@ -339,7 +339,6 @@ void coord_serve() {
       }
       sys::sc(SYS_mkdir, dir, 0700);
       long bytes = 0;
-      g.save_again = false;
       // Forked: answered as soon as the writer exists; the image comes with PHASE durable.
       int rc = ckpt_write(gen, dir, path, sizeof path, &bytes, err, sizeof err, /*wait_writer=*/!g.cfg.fork);
       if (rc == 1) {  // restored process, new coordinator connection

@@ -96,7 +96,7 @@ struct Engine {
   uint32_t excl_count;
   PluginOut plugin_out[kMaxPluginSections];
   uint32_t plugin_out_count;
-  bool save_again;  // the last plugins_save failed with -EAGAIN: refused for now (a fork in flight), retry
+  bool save_again;  // the last ckpt_write failed because a plugin refused for now (-EAGAIN): try again
   image::ProcessInfo proc;
   // Serving (init.cpp): no engine thread exists between checkpoints; the work runs inside the checkpoint
   // signal's handler on whichever thread the kernel picked, on cstack (in the image: a checkpoint's

@@ -58,7 +58,6 @@ bool plugins_init() {
 
 bool plugins_save(char* err, size_t err_len) {
   g.plugin_out_count = 0;
-  g.save_again = false;
   for (size_t i = 0; i < kPluginCount && g.plugin_out_count < kMaxPluginSections; ++i) {
     const Plugin* p = kPlugins[i];
     if (!p || !p->save) continue;
