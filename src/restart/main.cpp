@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +29,22 @@ int usage() {
 
 }  // namespace
 
+// The checkpoint signal (as the engine picks it, src/inject/init.cpp) stays blocked until the restored
+// engine runs: one sent while we restore (a batch script's `kill -SIGRTMAX-2` right after the restart)
+// would otherwise kill us by its default action. Blocked, it stays pending through our re-execs and is
+// delivered to the restored engine's handler once the restored threads unblock it: a checkpoint then.
+static void block_checkpoint_signal() {
+  const char* v = getenv("REVIVE_SIGNAL");
+  int sig = v ? atoi(v) : 0;
+  if (sig < SIGRTMIN || sig > SIGRTMAX) sig = SIGRTMAX - 2;
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  sigprocmask(SIG_BLOCK, &set, nullptr);
+}
+
 int main(int argc, char** argv) {
+  block_checkpoint_signal();
   bool lazy = false;
   const char* path = nullptr;
   for (int i = 1; i < argc; ++i) {
