@@ -3,6 +3,7 @@
 # everything is present. Debian 12. Needs root (or sudo) only when something is missing.
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config git gfortran python3 iproute2 procps psmisc
+      sqlite3 make util-linux  # programs nobody here wrote, for tests/files
       libzstd-dev libxxhash-dev libisal-dev libcli11-dev nlohmann-json3-dev
       libgtest-dev libgmock-dev libbenchmark-dev
       libopenmpi-dev openmpi-bin mpich libmpich-dev

@@ -1,6 +1,7 @@
 // `revive launch [options] -- PROG ARGS`: run a program with the injected library and a coordinator.
 #include <errno.h>
 #include <signal.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,12 @@ int Launch(const LaunchArgs& a) {
   setenv("REVIVE_FORK", a.fork ? "1" : "0", 1);
   if (getenv("REVIVE_LOG") == nullptr) setenv("REVIVE_LOG", "1", 1);
   // REVIVE_SIGNAL passes through unchanged when the user set it.
+  // The files plugin's launch root (the process started here, through its execs) walks the node-local
+  // directories for files created since this moment (docs/plugins.md, "files").
+  struct timespec t0;
+  clock_gettime(CLOCK_REALTIME, &t0);
+  setenv("REVIVE_LAUNCH_T0", std::to_string(int64_t(t0.tv_sec) * 1000000000 + t0.tv_nsec).c_str(), 1);
+  setenv("REVIVE_LAUNCH_ROOT", std::to_string(getpid()).c_str(), 1);
 
   std::vector<char*> argv;
   for (const auto& s2 : a.argv) argv.push_back(const_cast<char*>(s2.c_str()));
@@ -158,6 +165,7 @@ int Launch(const LaunchArgs& a) {
     if (pid < 0) return Fail(std::string("fork: ") + strerror(errno), 1);
     if (pid == 0) {
       setenv("REVIVE_LAUNCH_INDEX", std::to_string(i).c_str(), 1);
+      setenv("REVIVE_LAUNCH_ROOT", std::to_string(getpid()).c_str(), 1);
       execv(prog.c_str(), argv.data());
       fprintf(stderr, "revive launch: exec %s: %s\n", prog.c_str(), strerror(errno));
       _exit(126);

@@ -39,6 +39,8 @@ image::RestartInfo g_restart_info;
 
 int checkpoint_signal() { return g.cfg.sig; }
 
+const char* checkpoint_dir() { return g.cfg.ckpt_dir; }
+
 // The engine's descriptors are not the program's: the fd plugin must neither save nor replace them.
 bool fd_reserved(int fd) { return fd >= 0 && (fd == g.image_fd || fd == g.coord_fd); }
 

@@ -60,6 +60,9 @@ long coord_count(const char* prefix, int timeout_ms);
 // The engine's socket to the coordinator (-1 when none): its local address is this host as peers reach it.
 int coord_socket();
 
+// The checkpoint directory (absolute; "" when unknown). Plugins keep their own data out of it.
+const char* checkpoint_dir();
+
 // The checkpoint signal owned by the engine (default SIGRTMAX-2, REVIVE_SIGNAL overrides).
 int checkpoint_signal();
 

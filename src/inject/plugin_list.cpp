@@ -6,6 +6,7 @@ namespace revive::inject {
 
 extern const Plugin kProcTreePlugin __attribute__((weak));
 extern const Plugin kProcPlugin __attribute__((weak));
+extern const Plugin kFilesPlugin __attribute__((weak));
 extern const Plugin kFdPlugin __attribute__((weak));
 extern const Plugin kSignalPlugin __attribute__((weak));
 extern const Plugin kTimerPlugin __attribute__((weak));
@@ -13,8 +14,9 @@ extern const Plugin kChanPlugin __attribute__((weak));
 
 // Order recommended by the plugins' author (src/plugins/plugins.h): limits before fds, dispositions
 // before timers can fire; channels last (they replace the fd plugin's stand-ins for sockets).
+// files before fd: contents are written back before descriptors are reopened and size-checked.
 // proctree first: it refuses a checkpoint that would split a fork before the others do any work.
-const Plugin* const kPlugins[] = {&kProcTreePlugin, &kProcPlugin, &kFdPlugin, &kSignalPlugin, &kTimerPlugin, &kChanPlugin};
+const Plugin* const kPlugins[] = {&kProcTreePlugin, &kProcPlugin, &kFilesPlugin, &kFdPlugin, &kSignalPlugin, &kTimerPlugin, &kChanPlugin};
 const size_t kPluginCount = sizeof kPlugins / sizeof kPlugins[0];
 
 }  // namespace revive::inject

@@ -1,6 +1,7 @@
 // The process-state plugins linked into librevive_inject.so (target `revive_plugins`). The engine lists
 // them in src/inject/plugin_list.cpp. Recommended order (restore runs in list order):
 //   &kProcPlugin    rlimits first: RLIMIT_NOFILE must allow the fd numbers the fd plugin reopens
+//   &kFilesPlugin   contents of written and node-local files, back before the fd plugin reopens them
 //   &kFdPlugin
 //   &kSignalPlugin  dispositions before pending signals are re-raised and before timers can fire
 //   &kTimerPlugin
@@ -15,6 +16,7 @@
 namespace revive::inject {
 
 extern const Plugin kProcPlugin;
+extern const Plugin kFilesPlugin;
 extern const Plugin kFdPlugin;
 extern const Plugin kSignalPlugin;
 extern const Plugin kTimerPlugin;

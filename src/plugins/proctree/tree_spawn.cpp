@@ -110,9 +110,12 @@ void open_shared(const TreePlan& plan, int owner) {
   for (size_t g = 0; g < plan.shared.size(); ++g) {
     const SharedFile& f = plan.shared[g];
     if (f.owner != owner) continue;
-    // Not O_CREAT/O_TRUNC: the file's size policy is the fd plugin's; a file that cannot be opened is
-    // left to it too (it reopens by path and names the problem).
-    int fd = open(f.path.c_str(), (f.flags & ~O_CLOEXEC) | O_NOCTTY);
+    // Not O_TRUNC: contents are the files plugin's and the size policy the fd plugin's. O_CREAT for a
+    // file open for writing: the files plugin writes its saved contents back into this same inode (a
+    // temporary file deleted after the checkpoint). A file that cannot be opened is left to the fd
+    // plugin (it reopens by path and names the problem).
+    int create = (f.flags & O_ACCMODE) != O_RDONLY ? O_CREAT : 0;
+    int fd = open(f.path.c_str(), (f.flags & ~O_CLOEXEC) | O_NOCTTY | create, 0600);
     if (fd < 0) continue;
     if (fd != g_share_base + int(g)) {
       if (dup3(fd, g_share_base + int(g), 0) < 0)

@@ -1,0 +1,13 @@
+// Listing a process's descriptors without allocation (getdents64 on /proc/<pid>/fd: opendir would
+// malloc). Shared by the fd and files plugins.
+#pragma once
+
+#include <stdint.h>
+
+namespace revive::plugins {
+
+// Collects the open descriptor numbers (ascending) of /proc/<pid>/fd (pid 0: ourselves, without the
+// descriptor listing them) into fds; returns the count, -EMFILE when more than cap, or -errno.
+int list_fds(uint32_t pid, int* fds, int cap);
+
+}  // namespace revive::plugins

@@ -1,0 +1,51 @@
+// Internals of the files plugin shared by its files (policy, save, scan, restore).
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "inject/plugin.h"
+#include "plugins/common/section_io.h"
+#include "plugins/files/files_record.h"
+
+namespace revive::plugins {
+
+// Policy, read once by files_init (environment, before main) and kept in memory, so a restored process
+// follows the policy it was launched with.
+struct FilesPolicy {
+  bool written;        // REVIVE_FILES=written (default) | none
+  int64_t max_bytes;   // REVIVE_FILES_MAX_MB
+  char local[1024];    // REVIVE_LOCAL_DIRS: ':'-separated absolute directories ("" = none)
+  bool displace;       // REVIVE_FILES_AFTER=move (default) | keep: files born after the checkpoint in the
+                       // root's working directory are moved aside at restore
+  bool root;           // this process is the one `revive launch` started (REVIVE_LAUNCH_ROOT == pid)
+  int64_t t0_sec;      // REVIVE_LAUNCH_T0: when the computation was launched (unix seconds, ns)
+  int64_t t0_nsec;
+};
+extern FilesPolicy g_files;
+
+int files_init();
+int files_save(inject::SectionWriter& w);
+int files_restore(inject::SectionReader& r, char* msg, size_t cap);
+
+// Saved-file bookkeeping of one checkpoint (save.cpp): false if (dev, ino) was saved already, else
+// remembers it. Static table; files past its end are saved again (harmless duplicates).
+bool files_first(dev_t dev, ino_t ino);
+// Saves one entry: FileEntry, path, then `size` bytes read from fd with pread. 0 or -errno (warned).
+int files_put(Out& out, FileOrigin origin, int fd, const char* path, int64_t size, uint32_t mode,
+              int64_t mtime_sec, int64_t mtime_nsec);
+// Warns (once per file per process) that a file was too large to save.
+void files_too_large(const char* path, dev_t dev, ino_t ino, int64_t size);
+// True if path is inside one of the node-local directories.
+bool files_local(const char* path);
+
+// The root's walk of the node-local directories: saves every regular file of ours created since launch
+// (birth time >= t0) that is not saved yet, outside the checkpoint directory. 0 or -errno.
+int files_scan(Out& out);
+// The root's working directory listing (kListing). 0 or -errno.
+int files_list_cwd(Out& out);
+// Restore of a kListing entry: moves files born after e.mtime that are not listed aside. 0 or -errno.
+int files_displace(In& in, const FileEntry& e, const char* dir, char* msg, size_t cap);
+
+}  // namespace revive::plugins

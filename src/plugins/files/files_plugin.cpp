@@ -1,0 +1,92 @@
+// files plugin: the contents of files the computation writes come back with the checkpoint
+// (files_save.cpp, files_scan.cpp, files_restore.cpp; policy in docs/plugins.md).
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "plugins/common/msg.h"
+#include "plugins/files/files_internal.h"
+#include "plugins/plugins.h"
+
+namespace revive::plugins {
+
+FilesPolicy g_files = {true, kDefaultFilesMaxBytes, "/tmp:/var/tmp:/dev/shm", true, false, 0, 0};
+
+namespace {
+
+bool parse_i64(const char* v, int64_t lo, int64_t hi, int64_t* out) {
+  if (!v || !*v) return false;
+  char* end = nullptr;
+  errno = 0;
+  long long x = strtoll(v, &end, 10);
+  if (errno || *end || x < lo || x > hi) return false;
+  *out = x;
+  return true;
+}
+
+}  // namespace
+
+// init runs before main, single-threaded: getenv is fine here (and only here). A malformed setting
+// disables checkpointing with a warning rather than silently saving less than asked.
+int files_init() {
+  if (const char* v = getenv("REVIVE_FILES")) {
+    if (strcmp(v, "written") == 0 || *v == '\0') g_files.written = true;
+    else if (strcmp(v, "none") == 0) g_files.written = false;
+    else {
+      warn("REVIVE_FILES must be 'written' or 'none'; checkpointing disabled");
+      return -EINVAL;
+    }
+  }
+  if (const char* v = getenv("REVIVE_FILES_AFTER")) {
+    if (strcmp(v, "move") == 0 || *v == '\0') g_files.displace = true;
+    else if (strcmp(v, "keep") == 0) g_files.displace = false;
+    else {
+      warn("REVIVE_FILES_AFTER must be 'move' or 'keep'; checkpointing disabled");
+      return -EINVAL;
+    }
+  }
+  if (const char* v = getenv("REVIVE_FILES_MAX_MB")) {
+    int64_t mb = 0;
+    if (!parse_i64(v, 0, 1 << 20, &mb)) {
+      warn("REVIVE_FILES_MAX_MB is not a size in MiB (0..1048576); checkpointing disabled");
+      return -EINVAL;
+    }
+    g_files.max_bytes = mb << 20;
+  }
+  if (const char* v = getenv("REVIVE_LOCAL_DIRS")) {
+    size_t n = strlen(v);
+    bool ok = n < sizeof g_files.local;
+    for (const char* d = v; ok && *d;) {  // every entry absolute
+      if (*d != '/') ok = false;
+      const char* e = strchr(d, ':');
+      if (!e) break;
+      d = e + 1;
+    }
+    if (!ok) {
+      warn("REVIVE_LOCAL_DIRS must be ':'-separated absolute directories (under 1024 bytes); checkpointing disabled");
+      return -EINVAL;
+    }
+    memcpy(g_files.local, v, n + 1);
+  }
+  int64_t root = 0, t0 = 0;
+  if (parse_i64(getenv("REVIVE_LAUNCH_ROOT"), 1, 1LL << 31, &root) && root == getpid() &&
+      parse_i64(getenv("REVIVE_LAUNCH_T0"), 1, INT64_MAX, &t0)) {
+    g_files.root = true;
+    g_files.t0_sec = t0 / 1000000000;
+    g_files.t0_nsec = t0 % 1000000000;
+  }
+  return 0;
+}
+
+}  // namespace revive::plugins
+
+namespace revive::inject {
+
+// Weak default so the plugins link without the engine (plugin tests).
+__attribute__((weak)) const char* checkpoint_dir() { return ""; }
+
+const Plugin kFilesPlugin = {"files", plugins::kFilesVersion, plugins::files_init, plugins::files_save,
+                             [](bool) {}, plugins::files_restore, nullptr, nullptr, nullptr};
+
+}  // namespace revive::inject

@@ -1,0 +1,45 @@
+// The files plugin's section (tag "RVFL", version 1): the contents of files the computation writes, so a
+// restart finds them as they were at the checkpoint (docs/plugins.md, "files").
+//   u8[4] "RVFL"
+//   then entries, each a FileEntry, its path (u32 length + bytes, absolute) and `size` bytes of contents,
+//   ended by a FileEntry whose origin is 0 (no path, no contents follow it).
+#pragma once
+
+#include <stdint.h>
+
+namespace revive::plugins {
+
+constexpr char kFilesTag[] = "RVFL";
+constexpr uint32_t kFilesVersion = 1;
+
+enum class FileOrigin : uint32_t {
+  kEnd = 0,
+  kWritten = 1,  // open for writing in this process: written back at restore, whatever is there now
+  kLocal = 2,    // open (any mode) under a node-local directory: written back at restore
+  kScanned = 3,  // not open, found under a node-local directory (created since launch): recreated at
+                 // restore only if it is missing (never overwrites: it may be someone else's by now)
+  kListing = 4,  // the launch root's working directory as it was: path = the directory, mtime = when it
+                 // was listed, contents = ListItem records. At restore, a regular file there that is not
+                 // listed and was born after that moment (the killed run wrote it after the checkpoint:
+                 // make's half-written .o) is moved into DIR/.revive-displaced/ with a warning.
+};
+constexpr uint32_t kMaxFileOrigin = 4;
+
+// One name of a kListing entry: u32 length, then the name's bytes (no terminator).
+constexpr uint32_t kMaxListing = 1 << 20;  // bytes of names listed; a larger directory is not listed
+
+struct FileEntry {
+  uint32_t origin;    // FileOrigin
+  uint32_t mode;      // st_mode & 07777
+  int64_t size;       // bytes of contents that follow the path
+  int64_t mtime_sec;  // set again after writing (make compares mtimes)
+  int64_t mtime_nsec;
+  uint32_t dir_mode;  // st_mode & 07777 of the parent directory, for directories recreated at restore
+  uint32_t pad;
+};
+
+// Per-file size limit of the default policy (REVIVE_FILES_MAX_MB overrides it): a larger file is not
+// saved; a warning names it and the fd plugin's size policy applies to it (docs/plugins.md).
+constexpr int64_t kDefaultFilesMaxBytes = 64LL << 20;
+
+}  // namespace revive::plugins

@@ -1,0 +1,144 @@
+// files plugin, restore side: writes every saved file back (in place: same inode when it still exists,
+// so descriptions shared through the restart's skeleton keep pointing at it), sets its mode and mtime,
+// before the fd plugin reopens descriptors (it runs after this plugin). Scanned files are recreated only
+// when missing. Runs in the restored process with user threads held: no allocation, no stdio.
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "plugins/common/msg.h"
+#include "plugins/files/files_internal.h"
+#include "plugins/plugins.h"
+
+namespace revive::plugins {
+namespace {
+
+struct Ctx {
+  In& in;
+  char* msg;
+  size_t cap;
+  char line[PATH_MAX + 200];
+};
+
+char g_buf[1 << 16];
+
+// Skips n bytes of the section (a scanned file that exists already).
+bool skip(In& in, int64_t n) {
+  while (n > 0) {
+    size_t want = n < int64_t(sizeof g_buf) ? size_t(n) : sizeof g_buf;
+    if (!in.bytes(g_buf, want)) return false;
+    n -= int64_t(want);
+  }
+  return true;
+}
+
+// mkdir -p of path's parent; directories created get `mode` (the saved parent's permission bits).
+int make_parents(Ctx& c, const char* path, uint32_t mode) {
+  char dir[PATH_MAX];
+  size_t n = strlen(path);
+  memcpy(dir, path, n + 1);
+  char* last = strrchr(dir, '/');
+  if (!last || last == dir) return 0;
+  *last = '\0';
+  struct stat st;
+  if (stat(dir, &st) == 0) return 0;
+  for (char* p = dir + 1; *p; ++p) {
+    if (*p != '/') continue;
+    *p = '\0';
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) break;  // the final mkdir reports the problem
+    *p = '/';
+  }
+  if (mkdir(dir, mode & 07777 ? mode & 07777 : 0700) != 0 && errno != EEXIST) {
+    int e = errno;
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("cannot recreate directory '").s(dir).s("' for '")
+        .s(path).s("': ").err(e), e);
+  }
+  return 0;
+}
+
+int write_back(Ctx& c, const FileEntry& e, const char* path) {
+  bool scanned = e.origin == uint32_t(FileOrigin::kScanned);
+  struct stat st;
+  if (scanned && lstat(path, &st) == 0) return skip(c.in, e.size) ? 0 : -EINVAL;
+  if (int rc = make_parents(c, path, e.dir_mode); rc != 0) return rc;
+  int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (scanned ? O_EXCL : 0);
+  int fd = open(path, flags, e.mode);
+  if (fd < 0 && errno == EACCES && !scanned && chmod(path, e.mode | 0200) == 0) fd = open(path, flags, e.mode);
+  if (fd < 0) {
+    int err = errno;
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("cannot write '").s(path)
+        .s("' back to its checkpoint contents: ").err(err), err);
+  }
+  for (int64_t off = 0; off < e.size;) {
+    size_t want = e.size - off < int64_t(sizeof g_buf) ? size_t(e.size - off) : sizeof g_buf;
+    if (!c.in.bytes(g_buf, want)) {
+      close(fd);
+      return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("files section: truncated in the contents of '")
+          .s(path).s("'"), EINVAL);
+    }
+    for (size_t done = 0; done < want;) {
+      ssize_t w = pwrite(fd, g_buf + done, want - done, off + int64_t(done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        int err = w < 0 ? errno : EIO;
+        close(fd);
+        return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("cannot write '").s(path).s("' back: ").err(err), err);
+      }
+      done += size_t(w);
+    }
+    off += int64_t(want);
+  }
+  int err = 0;
+  if (ftruncate(fd, e.size) != 0) err = errno;
+  if (!err && fstat(fd, &st) == 0 && (st.st_mode & 07777) != e.mode) fchmod(fd, e.mode);  // best effort
+  struct timespec times[2] = {{0, UTIME_OMIT}, {e.mtime_sec, e.mtime_nsec}};
+  if (!err && futimens(fd, times) != 0) err = errno;
+  close(fd);
+  if (err) {
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("cannot set size and mtime of '").s(path)
+        .s("' back: ").err(err), err);
+  }
+  return 0;
+}
+
+int listing(Ctx& c, const FileEntry& e, const char* path) {
+  if (e.size > int64_t(kMaxListing)) {
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("files section: listing of '").s(path).s("' too large"), EINVAL);
+  }
+  return files_displace(c.in, e, path, c.msg, c.cap);
+}
+
+}  // namespace
+
+int files_restore(inject::SectionReader& r, char* msg, size_t cap) {
+  In in(r);
+  Ctx c{in, msg, cap, {}};
+  if (!in.tag(kFilesTag)) return fail(msg, cap, Msg(c.line, sizeof c.line).s("files section: bad tag"), EINVAL);
+  for (uint32_t k = 0;; ++k) {
+    FileEntry e;
+    if (!in.bytes(&e, sizeof e)) {
+      return fail(msg, cap, Msg(c.line, sizeof c.line).s("files section: truncated at entry ").u(k), EINVAL);
+    }
+    if (e.origin == uint32_t(FileOrigin::kEnd)) break;
+    char path[PATH_MAX];
+    if (!in.str(path, sizeof path)) {
+      return fail(msg, cap, Msg(c.line, sizeof c.line).s("files section: truncated path at entry ").u(k), EINVAL);
+    }
+    if (e.origin > kMaxFileOrigin || e.size < 0 || uint64_t(e.size) > in.remaining() || path[0] != '/' ||
+        (e.mode & ~07777u) != 0 || e.mtime_nsec < 0 || e.mtime_nsec >= 1000000000) {
+      return fail(msg, cap, Msg(c.line, sizeof c.line).s("files section: malformed entry ").u(k).s(" ('").s(path)
+          .s("')"), EINVAL);
+    }
+    int rc = e.origin == uint32_t(FileOrigin::kListing) ? listing(c, e, path) : write_back(c, e, path);
+    if (rc != 0) return rc;
+  }
+  if (in.remaining() != 0) {
+    return fail(msg, cap, Msg(c.line, sizeof c.line).s("files section: ").u(in.remaining()).s(" trailing bytes"), EINVAL);
+  }
+  return 0;
+}
+
+}  // namespace revive::plugins

@@ -1,0 +1,168 @@
+// files plugin: the launch root's walk of the node-local directories (REVIVE_LOCAL_DIRS). It finds files
+// the computation created and closed but will read again after the checkpoint -- gcc's /tmp/ccXXXX.s
+// between cc1 and as -- which no descriptor names at checkpoint time. "Created by the computation" is
+// approximated by: a regular file owned by our effective uid, born (statx btime) at or after the launch.
+// Another program of the same user creating files there meanwhile is indistinguishable; that is why
+// such files are only recreated when missing at restore, never overwritten (files_restore.cpp).
+//
+// Cost: one getdents pass over each directory and a statx per regular file in directories modified since
+// the launch (a directory older than the launch has no entry created since). Bounded by kMaxDirs and
+// kMaxDepth; past them the walk stops with a warning (what was found is saved).
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "plugins/common/msg.h"
+#include "plugins/files/files_internal.h"
+#include "plugins/plugins.h"
+
+namespace revive::plugins {
+namespace {
+
+constexpr int kMaxDepth = 12;
+constexpr int kMaxDirs = 20000;
+
+struct Walk {
+  Out* out;
+  char path[PATH_MAX];
+  uid_t uid;
+  dev_t ckpt_dev;
+  ino_t ckpt_ino;
+  int dirs;
+  bool stopped;
+  int rc;
+};
+
+alignas(8) char g_bufs[kMaxDepth + 1][4096];  // one getdents buffer per level of the walk
+
+// File system timestamps come from the kernel's coarse clock (one tick, up to 4 ms, behind
+// CLOCK_REALTIME): a file created just after the launch may carry a time just before it. 20 ms of slack.
+constexpr int64_t kSlackNs = 20 * 1000 * 1000;
+
+bool at_or_after_launch(int64_t sec, int64_t nsec) {
+  return sec * 1000000000 + nsec >= g_files.t0_sec * 1000000000 + g_files.t0_nsec - kSlackNs;
+}
+
+bool newer(const struct statx_timestamp& t) { return at_or_after_launch(t.tv_sec, t.tv_nsec); }
+
+long do_statx(int dirfd, const char* name, struct statx* sx) {
+  return syscall(SYS_statx, dirfd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+                 STATX_TYPE | STATX_MODE | STATX_UID | STATX_SIZE | STATX_MTIME | STATX_BTIME | STATX_INO, sx);
+}
+
+void stop(Walk& w, const char* why) {
+  if (w.stopped) return;
+  w.stopped = true;
+  char line[PATH_MAX + 200];
+  warn(Msg(line, sizeof line).s("node-local files: stopped walking at '").s(w.path).s("' (").s(why)
+      .s("); files below it that no process has open are not saved").c_str());
+}
+
+void save_file(Walk& w, int dirfd, const char* name, size_t plen) {
+  struct statx sx;
+  if (do_statx(dirfd, name, &sx) != 0 || !S_ISREG(sx.stx_mode) || sx.stx_uid != w.uid) return;
+  if (!(sx.stx_mask & STATX_BTIME) || !newer(sx.stx_btime)) return;  // no birth time: cannot tell, skip
+  dev_t dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+  if (int64_t(sx.stx_size) > g_files.max_bytes) {
+    files_too_large(w.path, dev, sx.stx_ino, int64_t(sx.stx_size));
+    return;
+  }
+  if (!files_first(dev, sx.stx_ino)) return;  // open here, saved already
+  int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return;  // gone meanwhile (not ours: ours are suspended) or unreadable
+  (void)plen;
+  int rc = files_put(*w.out, FileOrigin::kScanned, fd, w.path, int64_t(sx.stx_size), sx.stx_mode & 07777,
+                     sx.stx_mtime.tv_sec, sx.stx_mtime.tv_nsec);
+  close(fd);
+  if (rc != 0) w.rc = rc;
+}
+
+void walk(Walk& w, int dirfd, int depth) {
+  if (++w.dirs > kMaxDirs) return stop(w, "more than 20000 directories");
+  struct stat dst;
+  if (fstat(dirfd, &dst) != 0) return;
+  if (dst.st_dev == w.ckpt_dev && dst.st_ino == w.ckpt_ino) return;  // revive's own checkpoints
+  bool fresh = at_or_after_launch(dst.st_mtim.tv_sec, dst.st_mtim.tv_nsec);
+  size_t base = strlen(w.path);
+  char* buf = g_bufs[depth];
+  for (;;) {
+    long got = syscall(SYS_getdents64, dirfd, buf, sizeof g_bufs[0]);
+    if (got <= 0) return;
+    for (long pos = 0; pos < got && w.rc == 0;) {
+      auto* d = reinterpret_cast<struct dirent64*>(buf + pos);
+      pos += d->d_reclen;
+      const char* name = d->d_name;
+      if (name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0))) continue;
+      size_t nl = strlen(name);
+      if (base + 1 + nl >= sizeof w.path) continue;
+      w.path[base] = '/';
+      memcpy(w.path + base + 1, name, nl + 1);
+      unsigned char t = d->d_type;
+      if (t == DT_UNKNOWN) {
+        struct stat st;
+        if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        t = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : DT_UNKNOWN;
+      }
+      if (t == DT_REG && fresh) {
+        save_file(w, dirfd, name, base + 1 + nl);
+      } else if (t == DT_DIR) {
+        if (depth + 1 > kMaxDepth) {
+          stop(w, "deeper than 12 levels");
+        } else {
+          int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+          if (sub >= 0) {
+            walk(w, sub, depth + 1);
+            close(sub);
+          }
+        }
+      }
+      w.path[base] = '\0';
+      if (w.dirs > kMaxDirs) return;
+    }
+  }
+}
+
+}  // namespace
+
+int files_scan(Out& out) {
+  static Walk w;
+  w.out = &out;
+  w.uid = geteuid();
+  w.dirs = 0;
+  w.stopped = false;
+  w.rc = 0;
+  w.ckpt_dev = 0;
+  w.ckpt_ino = 0;
+  struct stat cst;
+  const char* ck = inject::checkpoint_dir();
+  if (ck && ck[0] && stat(ck, &cst) == 0) {
+    w.ckpt_dev = cst.st_dev;
+    w.ckpt_ino = cst.st_ino;
+  }
+  for (const char* d = g_files.local; *d && w.rc == 0;) {
+    const char* e = strchr(d, ':');
+    size_t n = e ? size_t(e - d) : strlen(d);
+    while (n > 1 && d[n - 1] == '/') --n;
+    if (n > 0 && n < sizeof w.path) {
+      memcpy(w.path, d, n);
+      w.path[n] = '\0';
+      if (n == 1) w.path[0] = '\0';  // "/": children are "/name"
+      int fd = open(n == 1 ? "/" : w.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (fd >= 0) {
+        walk(w, fd, 0);
+        close(fd);
+      }
+    }
+    if (!e) break;
+    d = e + 1;
+  }
+  return w.rc;
+}
+
+}  // namespace revive::plugins

@@ -1,0 +1,198 @@
+// The files plugin in-process: contents saved and written back in place, walked node-local files only
+// recreated when missing, the working directory's files created after the checkpoint moved aside (but not
+// one still open), and damaged sections refused with a message naming what is wrong.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "mem_section.h"
+#include "plugins/files/files_internal.h"
+
+namespace revive::plugins {
+namespace {
+
+using test::MemReader;
+using test::MemWriter;
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void put(const std::string& p, const std::string& data) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f << data;
+}
+
+class Files : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/revive-files-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    saved_ = g_files;
+    snprintf(g_files.local, sizeof g_files.local, "%s/local", dir_.c_str());
+    mkdir((dir_ + "/local").c_str(), 0700);
+    g_files.written = true;
+    g_files.displace = true;
+    g_files.root = false;
+    g_files.max_bytes = 64 << 20;
+    ASSERT_EQ(getcwd(cwd_, sizeof cwd_), cwd_);
+  }
+  void TearDown() override {
+    g_files = saved_;
+    ASSERT_EQ(chdir(cwd_), 0);
+    std::string cmd = "rm -rf '" + dir_ + "'";
+    ASSERT_EQ(system(cmd.c_str()), 0);
+  }
+  std::string save() {
+    MemWriter w;
+    EXPECT_EQ(files_save(w), 0);
+    return w.bytes;
+  }
+  int restore(const std::string& bytes, std::string* msg = nullptr) {
+    MemReader r(bytes);
+    char m[600] = "";
+    int rc = files_restore(r, m, sizeof m);
+    if (msg) *msg = m;
+    return rc;
+  }
+  std::string dir_;
+  FilesPolicy saved_;
+  char cwd_[4096];
+};
+
+TEST_F(Files, WrittenFileComesBackInPlaceWithItsMtime) {
+  std::string p = dir_ + "/db";
+  put(p, std::string(100000, 'a') + "tail");
+  int fd = open(p.c_str(), O_WRONLY);  // write-only: saved through a fresh read-only open
+  ASSERT_GE(fd, 0);
+  struct stat before;
+  ASSERT_EQ(fstat(fd, &before), 0);
+  std::string sec = save();
+  put(p, "changed after the checkpoint");  // same inode, other bytes, other size
+  ASSERT_EQ(restore(sec), 0);
+  EXPECT_EQ(slurp(p), std::string(100000, 'a') + "tail");
+  struct stat after;
+  ASSERT_EQ(fstat(fd, &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino);  // in place: the open description still names it
+  EXPECT_EQ(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
+  EXPECT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
+  unlink(p.c_str());  // vanished: recreated
+  ASSERT_EQ(restore(sec), 0);
+  EXPECT_EQ(slurp(p).size(), 100004u);
+  close(fd);
+}
+
+TEST_F(Files, ReadOnlyInputIsNotSavedButANodeLocalOneIs) {
+  std::string in = dir_ + "/input", loc = dir_ + "/local/sub/tmpfile";
+  put(in, "input");
+  mkdir((dir_ + "/local/sub").c_str(), 0750);
+  put(loc, "temporary");
+  int a = open(in.c_str(), O_RDONLY), b = open(loc.c_str(), O_RDONLY);
+  std::string sec = save();
+  EXPECT_EQ(sec.find("input"), std::string::npos);
+  EXPECT_NE(sec.find("temporary"), std::string::npos);
+  std::string cmd = "rm -rf '" + dir_ + "/local/sub'";  // another host: its own, empty, local directory
+  ASSERT_EQ(system(cmd.c_str()), 0);
+  ASSERT_EQ(restore(sec), 0);
+  EXPECT_EQ(slurp(loc), "temporary");
+  struct stat st;
+  ASSERT_EQ(stat((dir_ + "/local/sub").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0750u);
+  close(a);
+  close(b);
+}
+
+TEST_F(Files, TooLargeFileIsLeftToTheSizePolicy) {
+  std::string p = dir_ + "/big";
+  put(p, std::string(3 << 20, 'x'));
+  int fd = open(p.c_str(), O_RDWR);
+  g_files.max_bytes = 1 << 20;
+  std::string sec = save();
+  EXPECT_LT(sec.size(), 1000u);
+  close(fd);
+}
+
+TEST_F(Files, WalkRecreatesMissingFilesButNeverOverwrites) {
+  struct timespec t0;
+  clock_gettime(CLOCK_REALTIME, &t0);
+  g_files.root = true;
+  g_files.displace = false;
+  g_files.t0_sec = t0.tv_sec;
+  g_files.t0_nsec = t0.tv_nsec;
+  std::string a = dir_ + "/local/ccA.s", b = dir_ + "/local/ccB.s";
+  put(a, "assembly A");
+  put(b, "assembly B");
+  std::string sec = save();  // neither is open: found by the walk
+  unlink(a.c_str());
+  put(b, "someone else's by now");
+  ASSERT_EQ(restore(sec), 0);
+  EXPECT_EQ(slurp(a), "assembly A");
+  EXPECT_EQ(slurp(b), "someone else's by now");
+}
+
+TEST_F(Files, FilesCreatedAfterTheCheckpointAreMovedAsideUnlessOpen) {
+  g_files.root = true;
+  g_files.local[0] = '\0';
+  std::string w = dir_ + "/work";
+  mkdir(w.c_str(), 0700);
+  put(w + "/f1.o", "complete");
+  ASSERT_EQ(chdir(w.c_str()), 0);
+  std::string sec = save();
+  struct timespec pause = {0, 20 * 1000 * 1000};
+  nanosleep(&pause, nullptr);
+  put(w + "/f2.o", "");  // the stopped run's half-written object
+  put(w + "/restart.log", "");
+  int keep = open((w + "/restart.log").c_str(), O_WRONLY);  // the user's redirection: stays
+  ASSERT_EQ(restore(sec), 0);
+  struct stat st;
+  EXPECT_EQ(stat((w + "/f1.o").c_str(), &st), 0);
+  EXPECT_NE(stat((w + "/f2.o").c_str(), &st), 0);
+  EXPECT_EQ(stat((w + "/.revive-displaced/f2.o").c_str(), &st), 0);
+  EXPECT_EQ(stat((w + "/restart.log").c_str(), &st), 0);
+  // Twice from the same checkpoint: the second f2.o goes aside too, under another name.
+  put(w + "/f2.o", "again");
+  ASSERT_EQ(restore(sec), 0);
+  EXPECT_EQ(stat((w + "/.revive-displaced/f2.o.1").c_str(), &st), 0);
+  close(keep);
+}
+
+TEST_F(Files, DamagedSectionsAreRefusedWithAReason) {
+  std::string p = dir_ + "/out";
+  put(p, "0123456789");
+  int fd = open(p.c_str(), O_RDWR);
+  std::string sec = save();
+  close(fd);
+  std::string msg;
+  EXPECT_NE(restore("XXXX" + sec.substr(4), &msg), 0);
+  EXPECT_NE(msg.find("bad tag"), std::string::npos) << msg;
+  for (size_t cut : {size_t(4), size_t(10), size_t(50), sec.size() - 60, sec.size() - 1}) {
+    EXPECT_NE(restore(sec.substr(0, cut), &msg), 0) << cut;
+    EXPECT_NE(msg.find("files section"), std::string::npos) << cut << ": " << msg;
+  }
+  EXPECT_NE(restore(sec + "junk", &msg), 0);
+  EXPECT_NE(msg.find("trailing"), std::string::npos) << msg;
+  std::string bad = sec;
+  bad[4] = 9;  // origin
+  EXPECT_NE(restore(bad, &msg), 0);
+  EXPECT_NE(msg.find("malformed entry"), std::string::npos) << msg;
+  bad = sec;
+  size_t path_at = 4 + sizeof(FileEntry) + 4;
+  bad[path_at] = 'x';  // a relative path
+  EXPECT_NE(restore(bad, &msg), 0);
+  EXPECT_NE(msg.find("malformed entry"), std::string::npos) << msg;
+  EXPECT_EQ(slurp(p), "0123456789");  // nothing written from a damaged section's bad entry
+}
+
+}  // namespace
+}  // namespace revive::plugins
