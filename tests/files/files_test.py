@@ -193,7 +193,13 @@ class Case:
                 if os.listdir(tmp):
                     break
                 time.sleep(0.01)
-        r = run([self.revive, "checkpoint", "--port", str(port), "--ckpt-dir", ck], env=env, timeout=120)
+        try:
+            r = run([self.revive, "checkpoint", "--port", str(port), "--ckpt-dir", ck], env=env, timeout=90)
+        except subprocess.TimeoutExpired:
+            st = run([self.revive, "status", "--port", str(port), "--ckpt-dir", ck], env=env, timeout=30)
+            log = open(os.path.join(ck, "coordinator.log")).read() if os.path.exists(os.path.join(ck, "coordinator.log")) else ""
+            fail("%s round %d: checkpoint at %.2fs did not answer in 90s\nstatus: %s\ncoordinator log: %s"
+                 % (self.name, k, t_ck, st.stdout + st.stderr, log[-3000:]))
         if r.returncode != 0:
             fail("%s round %d: checkpoint at %.2fs: %s" % (self.name, k, t_ck, r.stderr.strip()))
         # Let the program change its files after the checkpoint, then kill everything at once.

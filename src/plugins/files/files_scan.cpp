@@ -5,9 +5,11 @@
 // Another program of the same user creating files there meanwhile is indistinguishable; that is why
 // such files are only recreated when missing at restore, never overwritten (files_restore.cpp).
 //
-// Cost: one getdents pass over each directory and a statx per regular file in directories modified since
-// the launch (a directory older than the launch has no entry created since). Bounded by kMaxDirs and
-// kMaxDepth; past them the walk stops with a warning (what was found is saved).
+// Cost: the walk enters only directories modified (an entry created or removed: mtime) since the launch,
+// below each configured root, which it always lists; a statx per regular file there. A file created in a
+// directory whose parent has not changed since the launch (/tmp/job/a/b/new with /tmp/job/a untouched) is
+// therefore not found: list such a directory in REVIVE_LOCAL_DIRS. Bounded by kMaxDirs and kMaxDepth;
+// past them the walk stops with a warning (what was found is saved).
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -112,7 +114,13 @@ void walk(Walk& w, int dirfd, int depth) {
       if (t == DT_REG && fresh) {
         save_file(w, dirfd, name, base + 1 + nl);
       } else if (t == DT_DIR) {
-        if (depth + 1 > kMaxDepth) {
+        // A directory with no entry created or removed since the launch (mtime) is not entered: the
+        // whole of /tmp need not be walked at every checkpoint (6300 directories cost 75 ms here).
+        struct stat sub_st;
+        if (fstatat(dirfd, name, &sub_st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !at_or_after_launch(sub_st.st_mtim.tv_sec, sub_st.st_mtim.tv_nsec)) {
+          // not entered
+        } else if (depth + 1 > kMaxDepth) {
           stop(w, "deeper than 12 levels");
         } else {
           int sub = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
