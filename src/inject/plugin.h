@@ -57,6 +57,9 @@ bool coord_publish(const char* key, const char* value);
 int coord_lookup(const char* key, bool wait, int timeout_ms, char* value, size_t cap);
 // How many published keys start with `prefix` (>= 0), or -1 without a coordinator.
 long coord_count(const char* prefix, int timeout_ms);
+// Whether this process works with a coordinator (configured; the connection may not be up yet, e.g.
+// during a restored process's restore). Channels between processes are rebuilt only then.
+bool coord_configured();
 // The engine's socket to the coordinator (-1 when none): its local address is this host as peers reach it.
 int coord_socket();
 

@@ -11,6 +11,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -238,12 +239,28 @@ int rebuild(uint64_t gen, const char* prefix, bool half_closed_only, char* msg, 
 
 }  // namespace
 
+// The fd plugin's /dev/null stand-in (character device 1:3) is still at fd.
+bool is_stand_in(int fd) {
+  struct stat st;
+  return fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3);
+}
+
 int restore_local(char* msg, size_t cap) {
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
     c.listen_fd = -1;
     if (c.kind == kListen) {
       if (int rc = relisten(c, msg, cap)) return rc;
+    } else if (c.kind == kPipeOut && c.fd > 2 && is_stand_in(c.fd)) {
+      // Documented policy, as for sockets: a pipe to a process outside the computation comes back with
+      // its other end closed (reads see end of file, writes fail with EPIPE), never /dev/null, whose
+      // writes would vanish without a sign. fds 0/1/2 are the restart's own; a pipe with both ends here
+      // was recreated by the fd plugin (not a stand-in).
+      int p[2];
+      if (pipe2(p, O_CLOEXEC) != 0) return err(msg, cap, c, "pipe", errno);
+      bool reader = is_reader(c);
+      close(reader ? p[1] : p[0]);
+      if (int rc = place(c, reader ? p[0] : p[1], msg, cap)) return rc;
     } else if (c.kind == kOutside) {
       // Documented policy: a connection to a process outside the computation comes back closed by its
       // peer (reads see end of file, writes fail with EPIPE), as if that peer had gone away.
@@ -257,6 +274,24 @@ int restore_local(char* msg, size_t cap) {
 }
 
 int place_socket(Chan& c, int s, char* msg, size_t cap) { return place(c, s, msg, cap); }
+
+}  // namespace revive::chan
+
+// Asked by the fd plugin at restore, before it puts a stand-in at fd: will this plugin put the real
+// channel there (so the stand-in is a placeholder, not worth a warning)? The table is the checkpoint's,
+// restored with memory. Internal channels are rebuilt only with a coordinator.
+extern "C" __attribute__((visibility("hidden"))) bool revive_chan_restores(int fd) {
+  using namespace revive::chan;
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    const Chan& c = g_chans[i];
+    if (c.fd != fd || c.kind == kGone) continue;
+    if (c.kind == kOutside || c.kind == kListen || c.kind == kPipeOut) return true;
+    return revive::inject::coord_configured();
+  }
+  return false;
+}
+
+namespace revive::chan {
 
 int rebuild_half_closed(uint64_t gen, char* msg, size_t cap) { return rebuild(gen, "chanh.", true, msg, cap); }
 

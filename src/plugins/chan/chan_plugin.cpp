@@ -84,6 +84,7 @@ __attribute__((weak)) bool coord_publish(const char*, const char*) { return fals
 __attribute__((weak)) int coord_lookup(const char*, bool, int, char*, size_t) { return -1; }
 __attribute__((weak)) long coord_count(const char*, int) { return -1; }
 __attribute__((weak)) int coord_socket() { return -1; }
+__attribute__((weak)) bool coord_configured() { return false; }
 
 extern const Plugin kChanPlugin = {"chan",     1,           nullptr,          chan::save,     chan::resume,
                                    chan::restore, chan::on_drain, chan::reconnect, chan::on_refill};

@@ -28,7 +28,8 @@ struct RestoreCtx {
 
 // Puts the freshly opened descriptor `tmp` at number rec.fd with the saved close-on-exec flag.
 int place(RestoreCtx& c, int tmp, const FdRecord& rec);
-// /dev/null at rec.fd, with a warning naming the fd, its kind, path and why.
+// /dev/null at rec.fd, with a warning naming the fd, its kind, path and why (why null: a placeholder that
+// another plugin replaces, no warning).
 int stand_in(RestoreCtx& c, const FdRecord& rec, const char* path, const char* why);
 
 // Kinds whose state is saved beyond their path (fd_special.cpp).

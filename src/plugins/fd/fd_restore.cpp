@@ -17,6 +17,9 @@
 #include "plugins/fd/fd_record.h"
 #include "plugins/plugins.h"
 
+// The chan plugin's (chan_connect.cpp); weak: null when it is not linked in (plugin tests).
+extern "C" bool revive_chan_restores(int fd) __attribute__((weak));
+
 namespace revive::plugins {
 namespace {
 
@@ -231,7 +234,7 @@ int reopen_directory(Ctx& c, const FdRecord& rec, const char* path) {
 // Kinds whose state is not saved: a /dev/null stand-in at the same number, so the program's reads see EOF
 // and its writes vanish instead of hitting EBADF or, worse, another file reusing the number.
 int stand_in(Ctx& c, const FdRecord& rec, const char* path, const char* why) {
-  warn(Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(" (").s(fd_kind_name(rec.kind)).s(" ").s(path)
+  if (why) warn(Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(" (").s(fd_kind_name(rec.kind)).s(" ").s(path)
       .s(") ").s(why).s("; replaced by /dev/null").c_str());
   int fd = open("/dev/null", O_RDWR | O_CLOEXEC | (rec.flags & O_NONBLOCK));
   if (fd < 0) {
@@ -281,11 +284,14 @@ int restore_one(Ctx& c, const FdRecord& rec, const char* path) {
     case FdKind::kSignalfd: return restore_signalfd(c, rec, path);
     case FdKind::kPipe:
       if (rec.peer_fd >= 0) return restore_local_pipe(c, rec);
-      return stand_in(c, rec, path, "cannot be restored yet");
+      [[fallthrough]];
     case FdKind::kSocket:
     case FdKind::kFifo:
+      // The chan plugin (after this one) puts the real channel here: the stand-in only holds the number.
+      if (revive_chan_restores && revive_chan_restores(rec.fd)) return stand_in(c, rec, path, nullptr);
+      return stand_in(c, rec, path, "cannot be restored");
     case FdKind::kOther:
-      return stand_in(c, rec, path, "cannot be restored yet");
+      return stand_in(c, rec, path, "cannot be restored");
   }
   return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd section: fd ").i(rec.fd).s(" has unknown kind ").u(rec.kind), EINVAL);
 }
