@@ -409,6 +409,11 @@ __attribute__((constructor)) void revive_init() {
   if (coord_configured()) {
     atexit(at_exit);
     coord_start();
+    // An exec'd image connects from plugins_init (proctree adopts its predecessor's place), before
+    // g.ready: a PHASE that arrived then (it joined a checkpoint's suspend) raised a wake-up the handler
+    // had to drop, and O_ASYNC raises nothing for bytes already there. Without this the frame sat unread
+    // and the checkpoint waited for us until its phase timeout (files.otherhost, a gcc exec'd by make).
+    if (coord_readable()) wake_up();
   }
   arm_interval_timer();
   // A checkpoint asked for before we were ready (the handler only counted it) is served now.
