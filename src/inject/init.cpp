@@ -403,7 +403,14 @@ __attribute__((constructor)) void revive_init() {
   if ((g.cfg.compress || g.cfg.coord_port) && !compress_load() && g.cfg.compress)
     sys::log(0, "REVIVE_COMPRESS=1 but libzstd.so.1 cannot be loaded; writing uncompressed");
   resolve_coord_host();
-  if (!plugins_init()) sys::log(0, "a plugin failed to initialise; checkpointing disabled");
+  const bool plugins_ok = plugins_init();
+  // Test hook (tests/cli/exec_ready_test.sh): widens the window between an exec'd image's connect (in
+  // plugins_init) and readiness, where a coordinator frame must not be lost.
+  if (uint64_t ms = env_u64("REVIVE_TEST_READY_DELAY_MS", 0)) {
+    struct timespec ts = {time_t(ms / 1000), long(ms % 1000) * 1000000};
+    sys::sc(SYS_nanosleep, &ts, nullptr);
+  }
+  if (!plugins_ok) sys::log(0, "a plugin failed to initialise; checkpointing disabled");
   else g.ready = g.cstack != nullptr;
   if (!g.ready) return;
   if (coord_configured()) {
