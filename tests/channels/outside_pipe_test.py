@@ -60,7 +60,7 @@ def main():
     err = os.path.join(a.workdir, "stderr")
     p = subprocess.Popen([a.revive, "launch", "--port", str(port), "--ckpt-dir", ck, "--", "/usr/bin/python3", prog],
                          stdout=open(out, "wb"), stderr=open(err, "wb"), stdin=subprocess.DEVNULL, env=env,
-                         preexec_fn=child_fds, close_fds=False)
+                         preexec_fn=child_fds, close_fds=True, pass_fds=(5, 6))
     os.close(r_in)
     os.close(w_out)
     os.set_blocking(r_out, False)
