@@ -143,6 +143,13 @@ TEST_F(Files, WalkRecreatesMissingFilesButNeverOverwrites) {
   ASSERT_EQ(restore(sec), 0);
   EXPECT_EQ(slurp(a), "assembly A");
   EXPECT_EQ(slurp(b), "someone else's by now");
+  // Cut inside the contents of a walked file that exists (it would be skipped, not written): refused,
+  // naming the file.
+  MemReader r(sec.substr(0, sec.find("assembly B") + 3));
+  char m[600] = "";
+  EXPECT_NE(files_restore(r, m, sizeof m), 0);
+  EXPECT_NE(std::string(m).find("files section"), std::string::npos) << m;
+  EXPECT_NE(std::string(m).find("ccB.s"), std::string::npos) << m;
 }
 
 TEST_F(Files, FilesCreatedAfterTheCheckpointAreMovedAsideUnlessOpen) {

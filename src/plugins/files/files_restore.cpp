@@ -62,7 +62,11 @@ int make_parents(Ctx& c, const char* path, uint32_t mode) {
 int write_back(Ctx& c, const FileEntry& e, const char* path) {
   bool scanned = e.origin == uint32_t(FileOrigin::kScanned);
   struct stat st;
-  if (scanned && lstat(path, &st) == 0) return skip(c.in, e.size) ? 0 : -EINVAL;
+  if (scanned && lstat(path, &st) == 0) {
+    if (skip(c.in, e.size)) return 0;
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("files section: truncated in the contents of '")
+        .s(path).s("'"), EINVAL);
+  }
   if (int rc = make_parents(c, path, e.dir_mode); rc != 0) return rc;
   int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (scanned ? O_EXCL : 0);
   int fd = open(path, flags, e.mode);

@@ -66,7 +66,7 @@ void stop(Walk& w, const char* why) {
       .s("); files below it that no process has open are not saved").c_str());
 }
 
-void save_file(Walk& w, int dirfd, const char* name, size_t plen) {
+void save_file(Walk& w, int dirfd, const char* name) {
   struct statx sx;
   if (do_statx(dirfd, name, &sx) != 0 || !S_ISREG(sx.stx_mode) || sx.stx_uid != w.uid) return;
   if (!(sx.stx_mask & STATX_BTIME) || !newer(sx.stx_btime)) return;  // no birth time: cannot tell, skip
@@ -78,7 +78,6 @@ void save_file(Walk& w, int dirfd, const char* name, size_t plen) {
   if (!files_first(dev, sx.stx_ino)) return;  // open here, saved already
   int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return;  // gone meanwhile (not ours: ours are suspended) or unreadable
-  (void)plen;
   int rc = files_put(*w.out, FileOrigin::kScanned, fd, w.path, int64_t(sx.stx_size), sx.stx_mode & 07777,
                      sx.stx_mtime.tv_sec, sx.stx_mtime.tv_nsec);
   close(fd);
@@ -112,7 +111,7 @@ void walk(Walk& w, int dirfd, int depth) {
         t = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : DT_UNKNOWN;
       }
       if (t == DT_REG && fresh) {
-        save_file(w, dirfd, name, base + 1 + nl);
+        save_file(w, dirfd, name);
       } else if (t == DT_DIR) {
         // A directory with no entry created or removed since the launch (mtime) is not entered: the
         // whole of /tmp need not be walked at every checkpoint (6300 directories cost 75 ms here).
