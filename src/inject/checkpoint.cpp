@@ -239,6 +239,7 @@ void after_restore() {
     sys::write_all(2, line, sys::slen(line));
     sys::sc(SYS_exit_group, 125);
   }
+  drop_restart_caps();  // after the fd plugin set /proc/self/exe back with it
   sys::log(1, "restored");
 }
 

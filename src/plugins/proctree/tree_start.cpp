@@ -2,6 +2,7 @@
 // processes for images without a proctree section.
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -26,6 +27,25 @@ Status SpawnFlat(size_t n, const std::function<void(size_t)>& exec_image, std::v
 }
 
 }  // namespace
+
+bool WantsPidNamespace(const std::vector<std::string>& images, std::string* why) {
+  const char* env = getenv("REVIVE_PIDNS");
+  if (env && strcmp(env, "0") == 0) return false;
+  TreePlan plan;
+  if (!PlanTree(images, &plan).ok()) return false;  // no recorded pids (or a bad image: reported later)
+  if (env && strcmp(env, "1") == 0) {
+    *why = "REVIVE_PIDNS=1";
+    return true;
+  }
+  if (!HasPidPrivilege()) {
+    *why = "recreating pids needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE here";
+    return true;
+  }
+  Status s = CheckPidsFree(plan);
+  if (s.ok()) return false;
+  *why = s.message();
+  return true;
+}
 
 Status StartRestorers(const std::vector<std::string>& images, const std::function<void(size_t)>& exec_image,
                       std::vector<pid_t>* waited, std::vector<size_t>* which) {
