@@ -1,11 +1,13 @@
 /* ids: a process tree that keeps checking the ids it was born with (issue 8: after a restart the program
  * sees the ids it had). The parent forks a child (a process group leader of its own) and starts a
  * thread; the child publishes its pid and tid in a file; every round each checks getpid, getppid,
- * gettid, getpgrp, getsid and its thread's capabilities against the values of round 0, and the parent also uses the child's
- * pid: kill(child, 0), /proc/<child>/stat (its pid and ppid fields), getpgid(child), sched_getaffinity,
- * and the child's id as read back from the shared file, and finally waitpid. Output lines carry no id,
- * only verdicts, so an uninterrupted run and a restarted one print the same bytes. Any mismatch: the
- * details on stderr and a nonzero exit status.
+ * gettid, getpgrp, getsid and its thread's capabilities against the values of round 0, and the parent
+ * also uses the child's pid: kill(child, 0), kill(-child, 0), /proc/<child>/stat (its pid and ppid
+ * fields), getpgid, sched_getaffinity, pidfd_open + pidfd_send_signal, tgkill, prlimit,
+ * sched_getscheduler, process_vm_readv of a variable the child set, F_SETOWN/F_GETOWN, sigqueue, the
+ * child's id as read back from the shared file, and finally waitpid. Output lines carry no id, only
+ * verdicts, so an uninterrupted run and a restarted one print the same bytes. Any mismatch: the details
+ * on stderr and a nonzero exit status.
  *   ids ROUNDS DELAY_MS */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -15,8 +17,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,6 +70,28 @@ static void sleep_ms(int ms) {
 }
 
 static int rounds, delay, check_ppid;
+static volatile int marker; /* the child sets it; the parent reads it with process_vm_readv */
+
+/* The calls that take a pid, on the child: each must reach it (0 = all did). */
+static int by_pid(pid_t child) {
+  int fails = 0;
+  int pfd = (int)syscall(SYS_pidfd_open, child, 0);
+  if (pfd < 0 || syscall(SYS_pidfd_send_signal, pfd, 0, NULL, 0) != 0) fails |= 1;
+  if (pfd >= 0) close(pfd);
+  if (syscall(SYS_tgkill, child, child, 0) != 0) fails |= 2;
+  struct rlimit rl;
+  if (prlimit(child, RLIMIT_NOFILE, NULL, &rl) != 0) fails |= 4;
+  if (sched_getscheduler(child) < 0) fails |= 8;
+  int got = 0;
+  struct iovec local = {&got, sizeof got}, remote = {(void*)&marker, sizeof marker};
+  if (process_vm_readv(child, &local, 1, &remote, 1, 0) != (ssize_t)sizeof got || got != 4242) fails |= 16;
+  int s = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (s < 0 || fcntl(s, F_SETOWN, child) != 0 || fcntl(s, F_GETOWN) != child) fails |= 32;
+  if (s >= 0) close(s);
+  union sigval v = {0};
+  if (sigqueue(child, 0, v) != 0) fails |= 64;
+  return fails;
+}
 static struct ids thread_first;
 
 static void* thread_main(void* arg) {
@@ -112,13 +140,14 @@ int main(int argc, char** argv) {
   pid_t child = fork();
   if (child < 0) return 1;
   if (child == 0) {
+    marker = 4242;
     setpgid(0, 0);
     struct ids cfirst;
     get_ids(&cfirst);
     FILE* f = fopen("child.id", "w");
     fprintf(f, "%d %d\n", (int)cfirst.pid, (int)cfirst.tid);
     fclose(f);
-    for (int r = 0; r < rounds; ++r) {
+    for (int r = 0; r < rounds + 10; ++r) { /* outlives the parent's last round, which uses it */
       struct ids now;
       get_ids(&now);
       if (!same("child", r, &now, &cfirst)) _exit(4);
@@ -147,6 +176,11 @@ int main(int argc, char** argv) {
     int checks = kill(child, 0) == 0 && getpgid(child) == child && proc_stat(child, &sp, &sppid) && sp == child &&
                  sppid == first.pid && sched_getaffinity(child, sizeof cpus, &cpus) == 0 &&
                  (from_file == 0 || from_file == child) && kill(-child, 0) == 0;
+    int calls = from_file ? by_pid(child) : 0; /* from_file: the child is past its marker */
+    if (calls) {
+      fprintf(stderr, "parent round %d: calls on child %d failed: mask %#x\n", r, (int)child, calls);
+      return 9;
+    }
     if (!checks) {
       fprintf(stderr, "parent round %d: child %d: kill %d pgid %d stat %d/%d file %d\n", r, (int)child, kill(child, 0),
               (int)getpgid(child), (int)sp, (int)sppid, (int)from_file);
