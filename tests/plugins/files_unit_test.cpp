@@ -117,6 +117,29 @@ TEST_F(Files, ReadOnlyInputIsNotSavedButANodeLocalOneIs) {
   close(b);
 }
 
+// A node-local file only read (bash running a script from /tmp) and unchanged since the checkpoint is left
+// untouched (not even rewritten: it may be another user's, which a restart as an ordinary user cannot
+// write); changed, it is written back.
+TEST_F(Files, UnchangedNodeLocalInputIsLeftAlone) {
+  std::string p = dir_ + "/local/script.sh", q = dir_ + "/local/changed.txt";
+  put(p, "echo hello\n");
+  put(q, "as at the checkpoint");
+  chmod(p.c_str(), 0444);
+  int a = open(p.c_str(), O_RDONLY), b = open(q.c_str(), O_RDONLY);
+  std::string sec = save();
+  struct stat before, after;
+  ASSERT_EQ(stat(p.c_str(), &before), 0);
+  usleep(20000);
+  put(q, "changed after the chkp");  // same size, later mtime
+  ASSERT_EQ(restore(sec), 0);
+  ASSERT_EQ(stat(p.c_str(), &after), 0);
+  EXPECT_EQ(after.st_ctim.tv_sec, before.st_ctim.tv_sec);
+  EXPECT_EQ(after.st_ctim.tv_nsec, before.st_ctim.tv_nsec) << "an unchanged input was rewritten";
+  EXPECT_EQ(slurp(q), "as at the checkpoint");
+  close(a);
+  close(b);
+}
+
 TEST_F(Files, TooLargeFileIsLeftToTheSizePolicy) {
   std::string p = dir_ + "/big";
   put(p, std::string(3 << 20, 'x'));

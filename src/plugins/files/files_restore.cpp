@@ -67,6 +67,16 @@ int write_back(Ctx& c, const FileEntry& e, const char* path) {
     return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("files section: truncated in the contents of '")
         .s(path).s("'"), EINVAL);
   }
+  // A node-local file the computation only read (a script bash runs from /tmp, an input under /dev/shm)
+  // that is still there as it was: nothing to write, and it may not even be ours to write (another user's
+  // script). Only for kLocal: a file open for writing is rewritten whatever its timestamp says, since a
+  // write right after the checkpoint can fall in the same coarse mtime tick.
+  if (e.origin == uint32_t(FileOrigin::kLocal) && lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+      st.st_size == e.size && st.st_mtim.tv_sec == e.mtime_sec && st.st_mtim.tv_nsec == e.mtime_nsec) {
+    if (skip(c.in, e.size)) return 0;
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("files section: truncated in the contents of '")
+        .s(path).s("'"), EINVAL);
+  }
   if (int rc = make_parents(c, path, e.dir_mode); rc != 0) return rc;
   int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (scanned ? O_EXCL : 0);
   int fd = open(path, flags, e.mode);
