@@ -9,6 +9,7 @@
 
 #include "inject/engine.h"
 #include "inject/sys.h"
+#include "plugins/vpid/vpid.h"
 
 namespace revive::inject {
 namespace {
@@ -89,6 +90,7 @@ int ckpt_write(uint64_t gen, const char* dir, char* path, size_t path_cap, long*
   // The serving thread is a program thread, the leader too when the kernel picked it: the restarter then
   // continues as this record (src/restart/handover.cpp).
   g.ckpt_rec.is_main = g.ckpt_rec.tid == uint64_t(sys::getpid());
+  vpid::thread_checkpoint();
   if (revive_save_ctx(g.ckpt_rec.ctx) != 0) return 1;  // we are the restored process
 
   if (!plugins_save(err, err_len)) {
@@ -232,6 +234,16 @@ void after_restore() {
   g.have_timer = false;
   arm_interval_timer();
   char err[512] = "";
+  // Before the plugins: the ids the program sees (REVIVE_VPID_TABLE: pids were not recreated).
+  if (int r = vpid::restore(ri.magic == image::kRestartInfoMagic ? blob_env(ri, vpid::kEnv) : nullptr, err,
+                            sizeof err);
+      r != 0) {
+    char line[700] = "revive: restore failed: ";
+    sys::append(line, sizeof line, err);
+    sys::append(line, sizeof line, "\n");
+    sys::write_all(2, line, sys::slen(line));
+    sys::sc(SYS_exit_group, 125);
+  }
   if (!plugins_restore(ri, err, sizeof err)) {
     char line[700] = "revive: restore failed: ";
     sys::append(line, sizeof line, err);

@@ -7,7 +7,7 @@ Runs PROG natively (reference), then `revive launch PROG`: after a random delay 
 append mode since parent and children write to it; with --stdout-trunc without O_APPEND, so they must
 share its one offset) and the exit code must equal the reference run's.
 The programs check themselves that getpid()/getppid() stay what they were (pids are recreated)."""
-import argparse, json, os, random, shutil, signal, subprocess, sys, time
+import argparse, json, os, random, shlex, shutil, signal, subprocess, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
 from e2e_driver import coordinator_gone, free_port, run  # the CLI tests' helpers (ports, coordinator)
@@ -151,6 +151,12 @@ def main():
     ap.add_argument("--expect-missing", help="a stdout line of the uninterrupted run that the restarted run must "
                                              "not have (printed by a program outside the computation that the "
                                              "restart cannot bring back)")
+    ap.add_argument("--restart-prefix", default="", help="command (shell words) that runs revive restart, e.g. "
+                    "setpriv dropping capabilities")
+    ap.add_argument("--restart-env", action="append", default=[], help="KEY=VALUE for revive restart")
+    ap.add_argument("--again", type=int, default=0, help="then restart the last checkpoint again this many times "
+                    "(each run must give the same output)")
+    ap.add_argument("--expect-restart-stderr", help="text each restart's stderr must contain")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     prog = a.prog[1:] if a.prog and a.prog[0] == "--" else a.prog
@@ -167,6 +173,10 @@ def main():
     for k in ("REVIVE_PORT", "REVIVE_CKPT_DIR", "REVIVE_SECRET_FILE", "LD_PRELOAD"):
         env.pop(k, None)
 
+    renv = dict(env)
+    for kv in a.restart_env:
+        k, _, v = kv.partition("=")
+        renv[k] = v
     mode = "wb" if a.stdout_trunc else "ab"
     with open(os.path.join(ref, "stdout"), mode) as out:
         r = subprocess.run(prog, cwd=ref, stdout=out, stdin=subprocess.DEVNULL, timeout=120)
@@ -201,13 +211,27 @@ def main():
         killed = kill_tree(roots, proc.wait)
         if not coordinator_gone(a.revive, port, ck):
             fail("the coordinator did not exit after the tree died", work)
-        cmd = [os.path.abspath(a.revive), "restart", "--port", str(port), ck]
+        cmd = shlex.split(a.restart_prefix) + [os.path.abspath(a.revive), "restart", "--port", str(port), ck]
         if a.squat and c == 0:
             squat_and_refuse(a.squat, killed[-1], cmd, work, env)
         print("restart %d: %s" % (c, " ".join(cmd)), flush=True)
         with open(os.path.join(work, "restart-stderr-%d" % c), "wb") as err:
-            proc = subprocess.Popen(cmd, cwd=work, stdout=err, stderr=err, stdin=subprocess.DEVNULL, env=env)
+            proc = subprocess.Popen(cmd, cwd=work, stdout=err, stderr=err, stdin=subprocess.DEVNULL, env=renv)
         restored = True
+    for again in range(a.again + 1):
+        if again:
+            print("restart again (%d): %s" % (again, " ".join(cmd)), flush=True)
+            with open(os.path.join(work, "restart-stderr-again-%d" % again), "wb") as err:
+                proc = subprocess.Popen(cmd, cwd=work, stdout=err, stderr=err, stdin=subprocess.DEVNULL, env=renv)
+        finish(a, proc, work, ref, port, ck, ref_rc, most, most_z)
+        if a.expect_restart_stderr:
+            name = "restart-stderr-again-%d" % again if again else "restart-stderr-%d" % a.chain
+            text = open(os.path.join(work, name), "rb").read().decode(errors="replace")
+            if a.expect_restart_stderr not in text:
+                fail("%s lacks %r" % (name, a.expect_restart_stderr), work)
+
+
+def finish(a, proc, work, ref, port, ck, ref_rc, most, most_z):
     try:
         proc.wait(timeout=120)
     except subprocess.TimeoutExpired:

@@ -228,7 +228,8 @@ int save_one(Out& out, int fd, ShareKey share) {
 uint32_t parent_of(uint32_t pid) {
   char path[48], buf[512];
   Msg(path, sizeof path).s("/proc/").u(pid).s("/stat");
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  // Kernel pids: raw calls, which no virtual-pid wrapper translates (plugins/vpid).
+  int fd = int(syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC));
   if (fd < 0) return 0;
   ssize_t n = read(fd, buf, sizeof buf - 1);
   close(fd);
@@ -283,7 +284,7 @@ void share_keys(const int* fds, int n) {
       char path[64];
       Msg(path, sizeof path).s("/proc/").u(anc[a]).s("/fd/").i(g_anc_fds[j]);
       struct stat st;
-      if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;  // gone, not ours to look at, not a file
+      if (syscall(SYS_newfstatat, AT_FDCWD, path, &st, 0) != 0 || !S_ISREG(st.st_mode)) continue;  // gone, not ours to look at, not a file
       g_anc_fds[files] = g_anc_fds[j];
       g_anc_ids[files++] = FileId{st.st_dev, st.st_ino};
     }
