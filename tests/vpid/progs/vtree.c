@@ -15,6 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/pidfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -145,6 +149,28 @@ int main(int argc, char** argv) {
     if (getsid(A) != S) strcat(fails, " getsid(A)");
     if (!stat_names(A, 1)) strcat(fails, " /proc/A/stat");
     if (!readable(task)) strcat(fails, " /proc/self/task/T");
+    cpu_set_t cpus;
+    if (sched_getaffinity(A, sizeof cpus, &cpus) != 0 || sched_getaffinity(T, sizeof cpus, &cpus) != 0)
+      strcat(fails, " sched_getaffinity");
+    struct rlimit rl;
+    if (prlimit(A, RLIMIT_NOFILE, NULL, &rl) != 0) strcat(fails, " prlimit(A)");
+    int pfd = pidfd_open(A, 0);
+    if (pfd < 0) strcat(fails, " pidfd_open(A)");
+    else close(pfd);
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0) {
+      struct ucred cr;
+      socklen_t cl = sizeof cr;
+      if (getsockopt(sv[0], SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0 || cr.pid != P) strcat(fails, " SO_PEERCRED");
+      struct f_owner_ex ox = {F_OWNER_TID, T}, oy;
+      if (fcntl(sv[0], F_SETOWN, A) != 0 || fcntl(sv[0], F_GETOWN) != A) strcat(fails, " F_SETOWN(A)");
+      if (fcntl(sv[1], F_SETOWN_EX, &ox) != 0 || fcntl(sv[1], F_GETOWN_EX, &oy) != 0 || oy.pid != T)
+        strcat(fails, " F_SETOWN_EX(T)");
+      close(sv[0]);
+      close(sv[1]);
+    } else {
+      strcat(fails, " socketpair");
+    }
     errno = 0;
     if (kill(4000000, 0) != -1 || errno != ESRCH) strcat(fails, " kill(unused)");
     int before = __atomic_load_n(&t_count, __ATOMIC_ACQUIRE);
