@@ -23,6 +23,7 @@ namespace {
 __thread pid_t t_vtid __attribute__((tls_model("initial-exec")));
 
 char g_path[256];
+uint32_t g_epoch;  // bumped whenever a table is mapped or forgotten (never 0 while one is mapped)
 uint64_t g_map_lo, g_map_hi;
 
 // Restored threads waiting for restore() to publish them: (virtual tid, new kernel tid).
@@ -95,6 +96,7 @@ const char* map_table(const char* path, int* err) {
   g_path[n] = 0;
   Table t;
   t.attach(m);
+  __atomic_add_fetch(&g_epoch, 1, __ATOMIC_ACQ_REL);
   __atomic_store_n(&g_table.slot, t.slot, __ATOMIC_RELEASE);
   __atomic_store_n(&g_table.h, t.h, __ATOMIC_RELEASE);
   return nullptr;
@@ -104,6 +106,7 @@ void forget_table() {
   // The mapping of a previous incarnation is not in the image (mapping()): nothing to unmap.
   __atomic_store_n(&g_table.h, static_cast<Header*>(nullptr), __ATOMIC_RELEASE);
   g_table.slot = nullptr;
+  __atomic_add_fetch(&g_epoch, 1, __ATOMIC_ACQ_REL);
   g_map_lo = g_map_hi = 0;
   g_path[0] = 0;
 }
@@ -115,17 +118,43 @@ void describe(plugins::Msg& m, const char* path, const char* why, int err) {
 
 }  // namespace
 
+// Per-thread cache of translations (a scan of a few hundred slots costs as much as the system call it
+// serves): valid while the table's generation is the one it was filled under, in this incarnation (the
+// cache is restored with the thread's memory, and a new table's generations start over: every map of a
+// table starts a new epoch). An entry is the key (the id, bit 31: direction), the answer, that
+// generation and epoch. Initial-exec TLS: no allocation, no lock.
+struct CacheEntry {
+  uint32_t key, answer, gen, epoch;
+};
+constexpr uint32_t kCacheSize = 32;
+__thread CacheEntry t_cache[kCacheSize] __attribute__((tls_model("initial-exec")));
+
+template <typename Scan>
+pid_t cached(uint32_t key, Scan scan) {
+  const uint32_t gen = __atomic_load_n(&g_table.h->gen, __ATOMIC_ACQUIRE);
+  CacheEntry& e = t_cache[(key ^ (key >> 7)) % kCacheSize];
+  const uint32_t epoch = __atomic_load_n(&g_epoch, __ATOMIC_ACQUIRE);
+  if (e.epoch == epoch && e.key == key && e.gen == gen) return pid_t(e.answer);
+  const uint32_t answer = uint32_t(scan());  // gen read before: a change during the scan misses next time
+  e = CacheEntry{key, answer, gen, epoch};
+  return pid_t(answer);
+}
+
 pid_t to_real(pid_t v) {
   if (!active() || v <= 0) return v;
-  if (uint32_t r = g_table.real_of(uint32_t(v))) return pid_t(r);
-  if (g_table.virt_of(uint32_t(v))) return kNoSuchPid;  // a kernel id of ours the program never had
-  return v;
+  return cached(uint32_t(v), [v] {
+    if (uint32_t r = g_table.real_of(uint32_t(v))) return pid_t(r);
+    if (g_table.virt_of(uint32_t(v))) return kNoSuchPid;  // a kernel id of ours the program never had
+    return v;
+  });
 }
 
 pid_t to_virt(pid_t r) {
   if (!active() || r <= 0) return r;
-  if (uint32_t v = g_table.virt_of(uint32_t(r))) return pid_t(v);
-  return r;
+  return cached(uint32_t(r) | 0x80000000u, [r] {
+    uint32_t v = g_table.virt_of(uint32_t(r));
+    return v ? pid_t(v) : r;
+  });
 }
 
 pid_t self_tid() {

@@ -19,7 +19,7 @@ void Table::format(void* mem, uint32_t capacity) {
   h->used = 0;
   h->next_fresh = kFreshBase;
   h->check = header_check(kVersion, capacity);
-  h->reserved = 0;
+  h->gen = 0;
   auto* s = reinterpret_cast<uint64_t*>(h + 1);
   for (uint32_t i = 0; i < capacity; ++i) s[i] = 0;
 }
@@ -53,15 +53,19 @@ bool Table::insert(uint32_t virt, uint32_t real) {
     for (uint32_t i = 0; i < used && i < cap; ++i) {
       uint64_t zero = 0;
       if (load(&slot[i]) == 0 &&
-          __atomic_compare_exchange_n(&slot[i], &zero, w, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+          __atomic_compare_exchange_n(&slot[i], &zero, w, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        __atomic_add_fetch(&h->gen, 1, __ATOMIC_ACQ_REL);
         return true;
+      }
     }
     if (used >= cap) return false;
     // Grow the high-water mark by one slot, then try to claim it (another inserter may win it: rescan).
     if (__atomic_compare_exchange_n(&h->used, &used, used + 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
       uint64_t zero = 0;
-      if (__atomic_compare_exchange_n(&slot[used], &zero, w, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+      if (__atomic_compare_exchange_n(&slot[used], &zero, w, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        __atomic_add_fetch(&h->gen, 1, __ATOMIC_ACQ_REL);
         return true;
+      }
     }
   }
 }
@@ -81,12 +85,15 @@ long find(const Header* h, const uint64_t* slot, uint32_t id, bool by_virt, uint
   return -1;
 }
 
-bool remove_by(const Header* h, uint64_t* slot, uint32_t id, bool by_virt) {
+bool remove_by(Header* h, uint64_t* slot, uint32_t id, bool by_virt) {
   for (;;) {
     uint64_t w = 0;
     long i = find(h, slot, id, by_virt, &w);
     if (i < 0) return false;
-    if (__atomic_compare_exchange_n(&slot[i], &w, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return true;
+    if (__atomic_compare_exchange_n(&slot[i], &w, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      __atomic_add_fetch(&h->gen, 1, __ATOMIC_ACQ_REL);
+      return true;
+    }
   }
 }
 

@@ -26,7 +26,7 @@ struct Header {
   uint32_t used;        // slots [0, used) have ever been claimed (atomic, only grows)
   uint32_t next_fresh;  // next candidate above kFreshBase (atomic)
   uint32_t check;       // ~(version ^ capacity ^ 0x56504944): catches a foreign file of the right size
-  uint32_t reserved;
+  uint32_t gen;         // bumped by every insert and removal (atomic): lookups cached per thread while it holds
 };
 static_assert(sizeof(Header) == 32);
 
