@@ -52,6 +52,88 @@ static std::string run_with_table(const char* prog, const char* lib, const char*
   return err;
 }
 
+// A new process whose kernel pid is a virtual id in use gets a fresh id above PID_MAX_LIMIT: the next
+// pid is steered with /proc/sys/kernel/ns_last_pid (root; skipped otherwise) onto a pid the table lists
+// as another process's virtual id, and that child, an exec'ed shell under the library, prints $$.
+static void fresh_id_on_collision(const char* lib) {
+  const uint32_t cap = 64;
+  char path[96];
+  snprintf(path, sizeof path, "/dev/shm/revive-vpid-test-%d", int(getpid()));
+  int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+  CHECK(fd >= 0 && ftruncate(fd, off_t(revive::vpid::table_bytes(cap))) == 0);
+  void* m = mmap(nullptr, revive::vpid::table_bytes(cap), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  CHECK(m != MAP_FAILED);
+  Table::format(m, cap);
+  Table t;
+  t.attach(m);
+  bool done = false;
+  for (int attempt = 0; attempt < 20 && !done; ++attempt) {
+    FILE* f = fopen("/proc/sys/kernel/ns_last_pid", "r+");
+    long last = 0;
+    if (!f || fscanf(f, "%ld", &last) != 1) {
+      if (f) fclose(f);
+      printf("skipped the fresh-id check: /proc/sys/kernel/ns_last_pid not readable\n");
+      done = true;
+      break;
+    }
+    long x = last + 500;
+    char probe[64];
+    snprintf(probe, sizeof probe, "/proc/%ld", x);
+    if (access(probe, F_OK) == 0) continue;
+    // x .. x+3: virtual ids of (say) us and our threads
+    for (long k = 0; k < 4; ++k) t.insert(uint32_t(x + k), uint32_t(getpid()));
+    rewind(f);
+    if (fprintf(f, "%ld", x - 1) < 0 || fflush(f) != 0) {
+      fclose(f);
+      printf("skipped the fresh-id check: cannot write ns_last_pid (no CAP_SYS_ADMIN)\n");
+      done = true;
+      break;
+    }
+    fclose(f);
+    int p[2];
+    if (pipe(p) != 0) break;
+    pid_t c = fork();
+    if (c == 0) {
+      dup2(p[1], 1);
+      setenv("LD_PRELOAD", lib, 1);
+      setenv("REVIVE_VPID_TABLE", path, 1);
+      // The shell's own id (exec'ed image), then its child's (a fork child, then that image).
+      execl("/bin/sh", "sh", "-c", "echo $$; /bin/sh -c 'echo $$'", (char*)nullptr);
+      _exit(127);
+    }
+    close(p[1]);
+    char buf[64] = "";
+    ssize_t n = 0;
+    for (ssize_t r; n < ssize_t(sizeof buf) - 1 && (r = read(p[0], buf + n, sizeof buf - 1 - size_t(n))) > 0;) n += r;
+    close(p[0]);
+    waitpid(c, nullptr, 0);
+    for (long k = 0; k < 4; ++k) t.remove_virt(uint32_t(x + k));
+    if (c != x) {  // another process took the pid first: again
+      printf("attempt %d: child got pid %d, not %ld\n", attempt, int(c), x);
+      continue;
+    }
+    long outer = 0, inner = 0;
+    buf[n > 0 ? n : 0] = 0;
+    if (sscanf(buf, "%ld %ld", &outer, &inner) != 2) {
+      printf("attempt %d: the shell printed '%s'\n", attempt, buf);
+      continue;
+    }
+    CHECK(outer >= long(revive::vpid::kFreshBase));
+    CHECK(t.real_of(uint32_t(outer)) == uint32_t(x));  // its parent (we) did not reap it through a wrapper
+    if (inner < long(revive::vpid::kFreshBase)) {  // its child's pid was not steered onto x+1..x+3
+      printf("attempt %d: the shell's child is %ld\n", attempt, inner);
+      continue;
+    }
+    CHECK(inner != outer);
+    printf("fresh ids: %ld for kernel pid %ld, %ld for its child\n", outer, x, inner);
+    done = true;
+  }
+  munmap(m, revive::vpid::table_bytes(cap));
+  unlink(path);
+  CHECK(done);
+}
+
 int main(int argc, char** argv) {
   const uint32_t cap = 64;
   std::vector<uint64_t> mem(revive::vpid::table_bytes(cap) / 8 + 1, 0);
@@ -112,6 +194,7 @@ int main(int argc, char** argv) {
     close(fd);
     unlink(bad.c_str());
     if (failures) fprintf(stderr, "last stderr: %s\n", err.c_str());
+    fresh_id_on_collision(argv[2]);
   }
   if (failures) return 1;
   printf("OK\n");

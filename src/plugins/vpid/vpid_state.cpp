@@ -3,6 +3,7 @@
 // and in the engine's restore (raw syscalls only there: no allocation, no locks, no stdio).
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -23,6 +24,7 @@ namespace {
 __thread pid_t t_vtid __attribute__((tls_model("initial-exec")));
 
 char g_path[256];
+pid_t g_vpid_real;  // the kernel pid g_vpid was worked out for (a fork child's differs)
 uint32_t g_epoch;  // bumped whenever a table is mapped or forgotten (never 0 while one is mapped)
 uint64_t g_map_lo, g_map_hi;
 
@@ -171,6 +173,8 @@ void reaped(pid_t real) {
 }
 
 void init() {
+  // Forks glibc makes without our fork() wrapper (daemon(), forkpty()) still give the child its own ids.
+  pthread_atfork(nullptr, nullptr, after_fork_child);
   const char* path = getenv(kEnv);
   if (!path || !*path) return;
   int err = 0;
@@ -184,7 +188,8 @@ void init() {
   }
   // An exec'ed image of a process of the table keeps its entry; a new process (posix_spawn) whose
   // kernel pid is a virtual id in use gets a fresh one.
-  g_vpid = register_new(real_pid(), false);
+  g_vpid_real = real_pid();
+  g_vpid = register_new(g_vpid_real, false);
   t_vtid = 0;
 }
 
@@ -209,6 +214,7 @@ int restore(const char* path, char* msg, size_t cap) {
     return -EINVAL;
   }
   g_vpid = pid_t(v);
+  g_vpid_real = real;
   for (uint32_t i = 0; i < npending && i < kMaxPending; ++i) {
     const uint32_t vt = g_pending[i][0], rt = g_pending[i][1];
     if (vt == 0 || vt == rt || rt == uint32_t(real)) continue;
@@ -237,9 +243,14 @@ void thread_restored() {
 }
 
 void after_fork_child() {
-  t_vtid = 0;
-  if (!active()) return;
-  g_vpid = register_new(real_pid(), true);
+  if (!active()) {
+    t_vtid = 0;
+    return;
+  }
+  const pid_t real = real_pid();
+  if (real == g_vpid_real) return;  // done already (the atfork handler, then the fork wrapper)
+  g_vpid = register_new(real, true);
+  g_vpid_real = real;
   t_vtid = g_vpid;
 }
 
