@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "plugins/vpid/vpid.h"
 #include "plugins/common/msg.h"
 #include "plugins/common/proc_fds.h"
 #include "plugins/common/section_io.h"
@@ -159,6 +160,24 @@ int special_state(FdRecord& rec, int fd, const struct stat& st, int fl, char* pa
   return 0;
 }
 
+// /proc/<pid>/... of another process as the program names it (virtual pids, plugins/vpid): restore
+// reopens it through the open() wrapper, which finds that process's kernel pid then. Our own stays as
+// the kernel shows it: restore maps it to /proc/self (the section records our kernel pid).
+void virtual_proc_path(char* path, size_t cap) {
+  if (!vpid::active() || strncmp(path, "/proc/", 6) != 0) return;
+  char* p = path + 6;
+  long v = 0;
+  char* q = p;
+  while (*q >= '0' && *q <= '9' && v < 0x7fffffff) v = v * 10 + (*q++ - '0');
+  if (q == p || (*q && *q != '/') || v == g_self) return;
+  char num[16];
+  Msg(num, sizeof num).i(vpid::to_virt(pid_t(v)));
+  const size_t nl = strlen(num), tail = strlen(q) + 1;
+  if (size_t(p - path) + nl + tail > cap) return;
+  memmove(p + nl, q, tail);
+  memcpy(p, num, nl);
+}
+
 // Saves one descriptor. Returns 0, or -errno with a warning on stderr naming it (save has no message
 // channel of its own).
 int save_one(Out& out, int fd, ShareKey share) {
@@ -168,6 +187,7 @@ int save_one(Out& out, int fd, ShareKey share) {
   ssize_t plen = readlink(link, path, sizeof path - 1);
   if (plen < 0) return -errno;  // user threads are suspended: the fd cannot have gone
   path[plen] = '\0';
+  virtual_proc_path(path, sizeof path);
   struct stat st;
   if (fstat(fd, &st) != 0) return -errno;
   int fl = fcntl(fd, F_GETFL);

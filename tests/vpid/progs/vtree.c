@@ -139,6 +139,10 @@ int main(int argc, char** argv) {
   const pid_t T = t_tid;
   char task[64];
   snprintf(task, sizeof task, "/proc/self/task/%d/stat", (int)T);
+  /* Held open across the checkpoint: the restart must reopen A's file, not whatever has A's old kernel pid. */
+  char apath[64];
+  snprintf(apath, sizeof apath, "/proc/%d/stat", (int)A);
+  const int afd = open(apath, O_RDONLY);
   int forks = 0;
   for (int i = 0; i < rounds; i++) {
     char fails[256] = "";
@@ -149,6 +153,13 @@ int main(int argc, char** argv) {
     if (getsid(A) != S) strcat(fails, " getsid(A)");
     if (!stat_names(A, 1)) strcat(fails, " /proc/A/stat");
     if (!readable(task)) strcat(fails, " /proc/self/task/T");
+    char abuf[512];
+    ssize_t an = pread(afd, abuf, sizeof abuf - 1, 0);
+    abuf[an > 0 ? an : 0] = 0;
+    const char* rp = strrchr(abuf, ')');
+    long appid = -1;
+    if (rp && sscanf(rp, ") %*c %ld", &appid) != 1) appid = -1;
+    if (appid != stat_field("/proc/self/stat", 1)) strcat(fails, " open /proc/A/stat fd");
     cpu_set_t cpus;
     if (sched_getaffinity(A, sizeof cpus, &cpus) != 0 || sched_getaffinity(T, sizeof cpus, &cpus) != 0)
       strcat(fails, " sched_getaffinity");
