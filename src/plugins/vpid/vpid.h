@@ -26,6 +26,9 @@ pid_t to_virt(pid_t r);
 inline pid_t to_real_signed(pid_t v) { return v < -1 ? -to_real(-v) : v > 0 ? to_real(v) : v; }
 // The calling thread's virtual tid (cached per thread; registered on first use).
 pid_t self_tid();
+// Changes whenever a table is mapped or forgotten: a call that blocked across a checkpoint and resumed in
+// a restored process sees a different value after it than before.
+uint32_t epoch();
 // A child with kernel pid `real` was reaped: its entry goes.
 void reaped(pid_t real);
 

@@ -168,6 +168,8 @@ pid_t self_tid() {
   return t;
 }
 
+uint32_t epoch() { return __atomic_load_n(&g_epoch, __ATOMIC_ACQUIRE); }
+
 void reaped(pid_t real) {
   if (active() && real > 0) g_table.remove_real(uint32_t(real));
 }

@@ -79,8 +79,13 @@ static long stat_field(const char* path, int field) {
 static int stat_names(pid_t pid, int parent) {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  long their_ppid = stat_field(path, 4), want = stat_field("/proc/self/stat", parent);
-  return their_ppid > 0 && their_ppid == want;
+  /* Both read again when they differ: a checkpoint and restart between the two reads changes the
+   * kernel's ids in between. */
+  for (int attempt = 0; attempt < 3; attempt++) {
+    long their_ppid = stat_field(path, 4), want = stat_field("/proc/self/stat", parent);
+    if (their_ppid > 0 && their_ppid == want) return 1;
+  }
+  return 0;
 }
 
 int main(int argc, char** argv) {
@@ -153,13 +158,17 @@ int main(int argc, char** argv) {
     if (getsid(A) != S) strcat(fails, " getsid(A)");
     if (!stat_names(A, 1)) strcat(fails, " /proc/A/stat");
     if (!readable(task)) strcat(fails, " /proc/self/task/T");
-    char abuf[512];
-    ssize_t an = pread(afd, abuf, sizeof abuf - 1, 0);
-    abuf[an > 0 ? an : 0] = 0;
-    const char* rp = strrchr(abuf, ')');
-    long appid = -1;
-    if (rp && sscanf(rp, ") %*c %ld", &appid) != 1) appid = -1;
-    if (appid != stat_field("/proc/self/stat", 1)) strcat(fails, " open /proc/A/stat fd");
+    int afd_ok = 0;
+    for (int attempt = 0; attempt < 3 && !afd_ok; attempt++) {  /* as in stat_names() */
+      char abuf[512];
+      ssize_t an = pread(afd, abuf, sizeof abuf - 1, 0);
+      abuf[an > 0 ? an : 0] = 0;
+      const char* rp = strrchr(abuf, ')');
+      long appid = -1;
+      if (rp && sscanf(rp, ") %*c %ld", &appid) != 1) appid = -1;
+      afd_ok = appid > 0 && appid == stat_field("/proc/self/stat", 1);
+    }
+    if (!afd_ok) strcat(fails, " open /proc/A/stat fd");
     cpu_set_t cpus;
     if (sched_getaffinity(A, sizeof cpus, &cpus) != 0 || sched_getaffinity(T, sizeof cpus, &cpus) != 0)
       strcat(fails, " sched_getaffinity");
