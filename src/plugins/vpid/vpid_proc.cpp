@@ -1,6 +1,6 @@
 // /proc/<pid>/... and /proc/<pid>/task/<tid>/... (and /proc/self/task/<tid>) paths the program names
-// with its ids: open, openat, fopen, opendir, stat, lstat, access, readlink see the kernel's ids. Only
-// absolute paths (a path relative to an open /proc directory is not translated).
+// with its ids: open, openat, fopen, opendir, the stat family (stat, lstat, fstatat, statx and their
+// 64 variants), access, faccessat, readlink, readlinkat see the kernel's ids. Only absolute paths (a path relative to an open /proc directory is not translated).
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -56,17 +56,7 @@ const char* translate(const char* path, char* buf, size_t cap) {
   const char* real_path = translate(path, buf_, sizeof buf_)
 
 using OpenatFn = int (*)(int, const char*, int, ...);
-using FopenFn = FILE* (*)(const char*, const char*);
-using OpendirFn = DIR* (*)(const char*);
-using StatFn = int (*)(const char*, struct stat*);
-using AccessFn = int (*)(const char*, int);
-using ReadlinkFn = ssize_t (*)(const char*, char*, size_t);
 OpenatFn g_openat, g_openat64;
-FopenFn g_fopen, g_fopen64;
-OpendirFn g_opendir;
-StatFn g_stat, g_lstat;
-AccessFn g_access;
-ReadlinkFn g_readlink;
 
 // open()'s optional mode argument, read only when the flags say there is one.
 #define MODE_ARG(flags)                                                                      \
@@ -108,51 +98,31 @@ REVIVE_EXPORT int openat64(int dir, const char* path, int flags, ...) {
   return open_at(&g_openat64, "openat64", dir, path, flags, mode);
 }
 
-REVIVE_EXPORT FILE* fopen(const char* path, const char* mode) {
-  FopenFn f = next_or_enosys(&g_fopen, "fopen");
-  if (!f) return nullptr;
-  TRANSLATED(path);
-  return f(real_path, mode);
-}
+// Wrapper NAME(PARAMS) (one of them `path`) calling libc's with ARGS, in which real_path stands for path.
+#define PATH_CALL(ret, fail, name, params, args)        \
+  namespace {                                           \
+  using name##_fn = ret (*) params;                     \
+  name##_fn g_##name;                                   \
+  }                                                     \
+  REVIVE_EXPORT ret name params {                       \
+    name##_fn f = next_or_enosys(&g_##name, #name);     \
+    if (!f) return fail;                                \
+    TRANSLATED(path);                                   \
+    return f args;                                      \
+  }
 
-REVIVE_EXPORT FILE* fopen64(const char* path, const char* mode) {
-  FopenFn f = next_or_enosys(&g_fopen64, "fopen64");
-  if (!f) return nullptr;
-  TRANSLATED(path);
-  return f(real_path, mode);
-}
-
-REVIVE_EXPORT DIR* opendir(const char* path) {
-  OpendirFn f = next_or_enosys(&g_opendir, "opendir");
-  if (!f) return nullptr;
-  TRANSLATED(path);
-  return f(real_path);
-}
-
-REVIVE_EXPORT int stat(const char* path, struct stat* st) noexcept {
-  StatFn f = next_or_enosys(&g_stat, "stat");
-  if (!f) return -1;
-  TRANSLATED(path);
-  return f(real_path, st);
-}
-
-REVIVE_EXPORT int lstat(const char* path, struct stat* st) noexcept {
-  StatFn f = next_or_enosys(&g_lstat, "lstat");
-  if (!f) return -1;
-  TRANSLATED(path);
-  return f(real_path, st);
-}
-
-REVIVE_EXPORT int access(const char* path, int mode) noexcept {
-  AccessFn f = next_or_enosys(&g_access, "access");
-  if (!f) return -1;
-  TRANSLATED(path);
-  return f(real_path, mode);
-}
-
-REVIVE_EXPORT ssize_t readlink(const char* path, char* out, size_t cap) noexcept {
-  ReadlinkFn f = next_or_enosys(&g_readlink, "readlink");
-  if (!f) return -1;
-  TRANSLATED(path);
-  return f(real_path, out, cap);
-}
+PATH_CALL(FILE*, nullptr, fopen, (const char* path, const char* mode), (real_path, mode))
+PATH_CALL(FILE*, nullptr, fopen64, (const char* path, const char* mode), (real_path, mode))
+PATH_CALL(DIR*, nullptr, opendir, (const char* path), (real_path))
+PATH_CALL(int, -1, stat, (const char* path, struct stat* st), (real_path, st))
+PATH_CALL(int, -1, lstat, (const char* path, struct stat* st), (real_path, st))
+PATH_CALL(int, -1, stat64, (const char* path, struct stat64* st), (real_path, st))
+PATH_CALL(int, -1, lstat64, (const char* path, struct stat64* st), (real_path, st))
+PATH_CALL(int, -1, fstatat, (int dir, const char* path, struct stat* st, int flags), (dir, real_path, st, flags))
+PATH_CALL(int, -1, fstatat64, (int dir, const char* path, struct stat64* st, int flags), (dir, real_path, st, flags))
+PATH_CALL(int, -1, statx, (int dir, const char* path, int flags, unsigned int mask, struct statx* st),
+          (dir, real_path, flags, mask, st))
+PATH_CALL(int, -1, access, (const char* path, int mode), (real_path, mode))
+PATH_CALL(int, -1, faccessat, (int dir, const char* path, int mode, int flags), (dir, real_path, mode, flags))
+PATH_CALL(ssize_t, -1, readlink, (const char* path, char* out, size_t cap), (real_path, out, cap))
+PATH_CALL(ssize_t, -1, readlinkat, (int dir, const char* path, char* out, size_t cap), (dir, real_path, out, cap))

@@ -158,6 +158,11 @@ int main(int argc, char** argv) {
     if (getsid(A) != S) strcat(fails, " getsid(A)");
     if (!stat_names(A, 1)) strcat(fails, " /proc/A/stat");
     if (!readable(task)) strcat(fails, " /proc/self/task/T");
+    struct stat sb;
+    char link[64], target[64];
+    snprintf(link, sizeof link, "/proc/%d/exe", (int)A);
+    if (stat(apath, &sb) != 0 || access(task, R_OK) != 0 || readlink(link, target, sizeof target) <= 0)
+      strcat(fails, " stat/access/readlink");
     int afd_ok = 0;
     for (int attempt = 0; attempt < 3 && !afd_ok; attempt++) {  /* as in stat_names() */
       char abuf[512];
