@@ -121,24 +121,31 @@ void describe(plugins::Msg& m, const char* path, const char* why, int err) {
 }  // namespace
 
 // Per-thread cache of translations (a scan of a few hundred slots costs as much as the system call it
-// serves): valid while the table's generation is the one it was filled under, in this incarnation (the
-// cache is restored with the thread's memory, and a new table's generations start over: every map of a
-// table starts a new epoch). An entry is the key (the id, bit 31: direction), the answer, that
-// generation and epoch. Initial-exec TLS: no allocation, no lock.
-struct CacheEntry {
-  uint32_t key, answer, gen, epoch;
-};
+// serves). Each entry is one word, key << 32 | answer (key: the id, bit 31 the direction; 0 = empty),
+// so a signal handler's wrapper call (kill and waitpid are async-signal-safe) that interrupts another on
+// the same thread never leaves a torn entry. The entries hold for one stamp, the table's generation
+// (bumped by every insert and removal) and the process's epoch (bumped whenever a table is mapped: the
+// cache is restored with the thread's memory and a new table's generations start over); a new stamp
+// empties the cache. Initial-exec TLS: no allocation, no lock.
 constexpr uint32_t kCacheSize = 32;
-__thread CacheEntry t_cache[kCacheSize] __attribute__((tls_model("initial-exec")));
+__thread uint64_t t_cache[kCacheSize] __attribute__((tls_model("initial-exec")));
+__thread uint64_t t_stamp __attribute__((tls_model("initial-exec")));
 
 template <typename Scan>
 pid_t cached(uint32_t key, Scan scan) {
-  const uint32_t gen = __atomic_load_n(&g_table.h->gen, __ATOMIC_ACQUIRE);
-  CacheEntry& e = t_cache[(key ^ (key >> 7)) % kCacheSize];
-  const uint32_t epoch = __atomic_load_n(&g_epoch, __ATOMIC_ACQUIRE);
-  if (e.epoch == epoch && e.key == key && e.gen == gen) return pid_t(e.answer);
-  const uint32_t answer = uint32_t(scan());  // gen read before: a change during the scan misses next time
-  e = CacheEntry{key, answer, gen, epoch};
+  const uint64_t stamp = uint64_t(__atomic_load_n(&g_table.h->gen, __ATOMIC_ACQUIRE)) << 32 |
+                         __atomic_load_n(&g_epoch, __ATOMIC_ACQUIRE);
+  if (__atomic_load_n(&t_stamp, __ATOMIC_RELAXED) != stamp) {
+    for (uint32_t i = 0; i < kCacheSize; ++i) __atomic_store_n(&t_cache[i], 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&t_stamp, stamp, __ATOMIC_RELAXED);
+  }
+  uint64_t* e = &t_cache[(key ^ (key >> 7)) % kCacheSize];
+  const uint64_t w = __atomic_load_n(e, __ATOMIC_RELAXED);
+  if (w != 0 && uint32_t(w >> 32) == key) return pid_t(uint32_t(w));
+  const uint32_t answer = uint32_t(scan());  // stamp taken before: a change during the scan misses next time
+  __atomic_store_n(e, uint64_t(key) << 32 | answer, __ATOMIC_RELAXED);
+  // A handler on this thread may have moved the cache to a newer stamp meanwhile: ours is then stale.
+  if (__atomic_load_n(&t_stamp, __ATOMIC_RELAXED) != stamp) __atomic_store_n(e, 0, __ATOMIC_RELAXED);
   return pid_t(answer);
 }
 
