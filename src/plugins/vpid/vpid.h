@@ -5,6 +5,7 @@
 #pragma once
 
 #include <stdint.h>
+#include <signal.h>
 #include <sys/types.h>
 
 #include "plugins/vpid/vpid_table.h"
@@ -29,6 +30,9 @@ pid_t self_tid();
 // Changes whenever a table is mapped or forgotten: a call that blocked across a checkpoint and resumed in
 // a restored process sees a different value after it than before.
 uint32_t epoch();
+// The sender's pid in a signal's siginfo (kill, sigqueue, tgkill, SIGCHLD's child) as the program knows
+// it. For the signal plugin's trampoline and its sigwaitinfo/sigtimedwait wrappers; async-signal-safe.
+void virtual_siginfo(siginfo_t* info);
 // A child with kernel pid `real` was reaped: its entry goes.
 void reaped(pid_t real);
 

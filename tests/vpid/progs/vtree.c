@@ -30,7 +30,7 @@ static void nap(int ms) {
   }
 }
 
-static volatile int t_tid, t_count, t_stop;
+static volatile int t_tid, t_count, t_stop, t_bad_sender;
 
 static void* thread_main(void* arg) {
   (void)arg;
@@ -40,7 +40,11 @@ static void* thread_main(void* arg) {
   sigaddset(&s, SIGRTMIN + 1);
   while (!__atomic_load_n(&t_stop, __ATOMIC_ACQUIRE)) {
     struct timespec to = {0, 20000000};
-    if (sigtimedwait(&s, NULL, &to) == SIGRTMIN + 1) __atomic_add_fetch(&t_count, 1, __ATOMIC_ACQ_REL);
+    siginfo_t si;
+    if (sigtimedwait(&s, &si, &to) == SIGRTMIN + 1) {
+      if (si.si_pid != getpid()) t_bad_sender++; /* pthread_kill/tgkill from P: si_pid is P */
+      __atomic_add_fetch(&t_count, 1, __ATOMIC_ACQ_REL);
+    }
     if (gettid() != t_tid) printf("thread: gettid changed\n");
   }
   return NULL;
@@ -225,6 +229,6 @@ int main(int argc, char** argv) {
   printf("A again: %d %s\n", (int)w, strerror(errno));
   __atomic_store_n(&t_stop, 1, __ATOMIC_RELEASE);
   pthread_join(th, NULL);
-  printf("forks %d, thread signals %d\n", forks, t_count);
+  printf("forks %d, thread signals %d, with another sender's pid %d\n", forks, t_count, t_bad_sender);
   return 0;
 }
