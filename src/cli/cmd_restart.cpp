@@ -240,7 +240,6 @@ int Restart(const RestartArgs& a) {
 
   Progress("revive: restoring " + std::to_string(plan.images.size()) + " process(es) from " +
            (plan.manifest.empty() ? plan.images[0] : plan.manifest));
-  std::vector<pid_t> kids;
   auto exec_image = [&](size_t k) {
     const std::string& image = plan.images[k];
     ExportTarget(t);
@@ -253,21 +252,55 @@ int Restart(const RestartArgs& a) {
     fprintf(stderr, "revive restart: exec %s: %s\n", bin.c_str(), strerror(errno));
     _exit(127);
   };
-  std::vector<size_t> which;  // image index of each of kids
-  // As the recorded process tree, pids included (docs/process-trees.md); we wait for its roots.
-  s = proctree::StartRestorers(plan.images, exec_image, &kids, &which);
-  if (!s.ok()) return Fail(s.message());
-  // Exit status: the first root (manifest order) that did not exit 0, else 0. Signals as 128+sig. A
-  // host's part also reports each root's status, so `revive restart --hosts` applies the same rule over
-  // all hosts' roots.
-  std::vector<int> codes = WaitEach(kids);
-  std::vector<RootStatus> roots;
-  for (size_t k = 0; k < kids.size(); k++) roots.push_back({plan.pos[which[k]], codes[k]});
-  if (!a.status_file.empty()) {
-    s = WriteStatusFile(a.status_file, roots);
-    if (!s.ok()) fprintf(stderr, "revive restart: %s\n", s.message().c_str());
+  constexpr int kPidTaken = -1;  // body(): a recorded pid was taken meanwhile; nothing was started
+  bool in_ns = false;
+  auto body = [&]() -> int {
+    std::vector<pid_t> kids;
+    std::vector<size_t> which;  // image index of each of kids
+    // As the recorded process tree, pids included (docs/process-trees.md); we wait for its roots.
+    Status st = proctree::StartRestorers(plan.images, exec_image, &kids, &which);
+    if (!st.ok() && !in_ns && st.message().find("the pid is taken") != std::string::npos) return kPidTaken;
+    if (!st.ok()) return Fail(st.message());
+    // Exit status: the first root (manifest order) that did not exit 0, else 0. Signals as 128+sig. A
+    // host's part also reports each root's status, so `revive restart --hosts` applies the same rule over
+    // all hosts' roots.
+    std::vector<int> codes = WaitEach(kids);
+    std::vector<RootStatus> roots;
+    for (size_t k = 0; k < kids.size(); k++) roots.push_back({plan.pos[which[k]], codes[k]});
+    if (!a.status_file.empty()) {
+      st = WriteStatusFile(a.status_file, roots);
+      if (!st.ok()) fprintf(stderr, "revive restart: %s\n", st.message().c_str());
+    }
+    return FirstNonZero(std::move(roots));
+  };
+  // The recorded pids cannot be made here (an ordinary user; a pid in use): in a new pid namespace they
+  // can, through a user namespace where we are not root (docs/process-trees.md).
+  // The same when a pid was free at the check but taken at the spawn (another restart of this checkpoint
+  // beside this one).
+  auto in_namespace = [&](const std::string& why) -> int {
+    int code = 0;
+    in_ns = true;
+    s = proctree::RunInPidNamespace(body, &code);
+    if (s.ok()) return code;
+    in_ns = false;
+    fprintf(stderr, "revive restart: warning: %s, and a new pid namespace cannot be made: %s\n", why.c_str(),
+            s.message().c_str());
+    return kPidTaken;
+  };
+  std::string why;
+  if (proctree::WantsPidNamespace(plan.images, &why)) {
+    int code = in_namespace(why);
+    if (code != kPidTaken) return code;
+    in_ns = true;  // no namespace to be had: report what goes wrong here
+    return body();
   }
-  return FirstNonZero(std::move(roots));
+  int code = body();
+  if (code != kPidTaken) return code;
+  const char* env = getenv("REVIVE_PIDNS");
+  if (!(env && strcmp(env, "0") == 0)) code = in_namespace("a recorded pid was taken");
+  if (code != kPidTaken) return code;
+  in_ns = true;
+  return body();
 }
 
 }  // namespace

@@ -254,6 +254,7 @@ void after_restore() {
   if (!plugins_restore(ri, err, sizeof err)) {
     restore_failed(err);
   }
+  drop_restart_caps();  // after the fd plugin set /proc/self/exe back with it
   sys::log(1, "restored");
 }
 

@@ -140,6 +140,10 @@ void release_all();
 extern "C" void revive_handler(int sig, void* info, void* uc);
 // Per-thread fix-ups in a restored thread: robust list, rseq.
 void restored_thread_fixup(const image::ThreadRecord& r);
+// A restart as an ordinary user (in a user namespace) kept CAP_CHECKPOINT_RESTORE for revive-restart
+// (REVIVE_DROP_CAPS=1, plugins/proctree/tree_ns.cpp); the program had no capabilities, so every restored
+// thread gives them up (capabilities are per thread). Raw system calls: runs in the signal handler.
+void drop_restart_caps();
 // maps.cpp: fills g.regions from /proc/self/maps and g.proc from /proc/self/stat. Returns region count
 // or -errno.
 long read_maps(image::ProcessInfo* pi);

@@ -63,6 +63,10 @@ bool coord_configured();
 // The engine's socket to the coordinator (-1 when none): its local address is this host as peers reach it.
 int coord_socket();
 
+// A plugin's save that fails says why here (the text replaces the generic "save failed" in the error the
+// coordinator reports to `revive checkpoint`); copied, no allocation. Weak default in the plugins.
+void plugin_refusal(const char* text);
+
 // The checkpoint directory (absolute; "" when unknown). Plugins keep their own data out of it.
 const char* checkpoint_dir();
 

@@ -56,8 +56,18 @@ bool plugins_init() {
   return true;
 }
 
+namespace {
+char g_refusal[400];  // only the checkpoint thread runs save
+}  // namespace
+
+void plugin_refusal(const char* text) {
+  g_refusal[0] = 0;
+  sys::append(g_refusal, sizeof g_refusal, text);
+}
+
 bool plugins_save(char* err, size_t err_len) {
   g.plugin_out_count = 0;
+  g_refusal[0] = 0;
   for (size_t i = 0; i < kPluginCount && g.plugin_out_count < kMaxPluginSections; ++i) {
     const Plugin* p = kPlugins[i];
     if (!p || !p->save) continue;
@@ -76,7 +86,9 @@ bool plugins_save(char* err, size_t err_len) {
     if (rc != 0) {
       g.save_again = rc == -EAGAIN;
       add_error(err, err_len, p->name,
-                rc == -EAGAIN ? "refused for now (a fork or spawn is in progress)" : "save failed");
+                rc == -EAGAIN ? "refused for now (a fork or spawn is in progress)"
+                : g_refusal[0] ? g_refusal
+                               : "save failed");
       return false;
     }
   }

@@ -125,6 +125,7 @@ extern "C" void revive_handler(int, void* info, void*) {
     } else {
       // A restored process: we run on a fresh kernel thread made by revive-restart.
       restored_thread_fixup(s->rec);
+      drop_restart_caps();
       __atomic_add_fetch(&g.restored, 1, __ATOMIC_RELEASE);
       sys::futex_wake(&g.restored);
     }
@@ -190,6 +191,18 @@ fail:
 void release_all() {
   __atomic_add_fetch(&g.release, 1, __ATOMIC_RELEASE);
   sys::futex_wake(&g.release);
+}
+
+void drop_restart_caps() {
+  const char* v = blob_env(g_restart_info, "REVIVE_DROP_CAPS");
+  if (!v || *v != '1') return;
+  sys::sc(SYS_prctl, 47 /*PR_CAP_AMBIENT*/, 4 /*PR_CAP_AMBIENT_CLEAR_ALL*/, 0, 0, 0);
+  struct {
+    uint32_t version;
+    int pid;
+  } h = {0x20080522 /*_LINUX_CAPABILITY_VERSION_3*/, 0};
+  uint32_t data[6] = {0, 0, 0, 0, 0, 0};  // effective, permitted, inheritable for caps 0-31 and 32-63
+  if (sys::sc(SYS_capset, &h, data) != 0) sys::log(1, "cannot drop the restart's capabilities");
 }
 
 void restored_thread_fixup(const image::ThreadRecord& r) {

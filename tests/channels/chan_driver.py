@@ -80,6 +80,25 @@ def alive(procs):
         if p.poll() is not None:
             fail("process %d ended (rc %s) before the checkpoints were done; make it run longer" % (i, p.returncode))
 
+def restored_roots(pid):
+    """The programs `revive restart` (pid) brought back: its nearest descendants that are not revive's
+    own processes (a restart as an ordinary user runs them under its pid namespace's init and a stand-in
+    parent: tests/rootless)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            kids = [int(k) for k in open("/proc/%d/task/%d/children" % (p, p)).read().split()]
+        except OSError:
+            continue
+        for k in kids:
+            try:
+                comm = open("/proc/%d/comm" % k).read().strip()
+            except OSError:
+                continue
+            (todo if comm == "revive" else out).append(k)
+    return out
+
 def main():
     ap = argparse.ArgumentParser()
     for k in ("revive", "inject", "restart", "workdir"):
@@ -164,7 +183,7 @@ def main():
             fail("restarted computation ended before its checkpoint: %s" % rs.communicate()[1])
         gen += 1
         checkpoint(a, coord_port, ck, gen, len(cmds))
-        kids = open("/proc/%d/task/%d/children" % (rs.pid, rs.pid)).read().split()
+        kids = restored_roots(rs.pid)
         if len(kids) != len(cmds):
             fail("revive restart has %d children, want %d" % (len(kids), len(cmds)))
         for k in kids:

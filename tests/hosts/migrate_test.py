@@ -5,7 +5,11 @@ at a random moment, SIGKILLed, and restarted with `revive restart --hosts ... --
 {host} {cmd}'` so that every process lands on the OTHER namespace. Checks: the manifest records each
 process's namespace; every restored process really runs in its new namespace (/proc/PID/ns/net); a
 checkpoint after the restart records the new hosts; each stdout and exit status equals an uninterrupted
-run's, byte for byte."""
+run's, byte for byte.
+--user NAME (run as root): the namespaces are root's, the computation is NAME's: every revive command and
+program runs as NAME, and "ssh to a host" is tests/hosts/ns_enter.c (--enter), installed setuid root for
+the test only (it joins the namespace, then gives up root for good), as sshd is the privileged part of a
+login. The restarts then recreate pids in pid namespaces of their own (docs/process-trees.md)."""
 import argparse, json, os, random, shutil, signal, subprocess, sys, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import *
@@ -65,12 +69,80 @@ def main():
     ap.add_argument("--pair", nargs=3, metavar=("PROG", "BYTES", "PACE_US"),
                     help="instead of independent processes: a tcp_hosts server in the first namespace and its "
                          "client in the second, connected across the bridge")
+    ap.add_argument("--user", help="run the computation as this ordinary user (created if missing)")
+    ap.add_argument("--enter", help="tests/hosts/ns_enter (with --user)")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     prog = a.prog[1:] if a.prog and a.prog[0] == "--" else a.prog
     with_namespaces(a, "rvm", "10.79", 2, lambda rng, seed, prefix, net: test(a, prog, rng, seed, prefix, net))
 
+class AsUser:
+    """--user: a `revive` wrapper and a setuid ns_enter in a root-owned directory of their own, and how to
+    start things as the user. Without --user every method is the identity."""
+    def __init__(self, a, tag):
+        self.user, self.dir = a.user, None
+        if not self.user:
+            return
+        if os.getuid() != 0:
+            skip("--user needs root (it runs the computation as another user)")
+        if subprocess.run(["id", "-u", self.user], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode:
+            subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", self.user])
+        self.dir = "/tmp/revive-as-user-" + tag
+        shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(self.dir, 0o755)
+        if os.statvfs(self.dir).f_flag & os.ST_NOSUID:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            skip("/tmp is mounted nosuid: the setuid ns_enter (the test's ssh) cannot work there")
+        self.enter = os.path.join(self.dir, "ns_enter")
+        shutil.copy(a.enter, self.enter)
+        os.chown(self.enter, 0, 0)
+        os.chmod(self.enter, 0o4755)
+        self.revive = os.path.join(self.dir, "revive")
+        with open(self.revive, "w") as f:
+            f.write('#!/bin/sh\nexec runuser -u %s -- %s "$@"\n' % (self.user, os.path.abspath(a.revive)))
+        os.chmod(self.revive, 0o755)
+
+    def close(self):
+        if self.dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def wrap(self, revive):  # the revive command the harness runs
+        return self.revive if self.user else revive
+
+    def on_host(self, host):  # prefix: start a command on a host
+        return ["runuser", "-u", self.user, "--", self.enter, host] if self.user else ["ip", "netns", "exec", host]
+
+    def launcher(self):
+        return "%s {host} {cmd}" % self.enter if self.user else "ip netns exec {host} {cmd}"
+
+    def give(self, path):  # the work directory becomes the user's
+        if self.user:
+            subprocess.run(["chown", "-R", self.user + ":", path], check=True)
+
+    def prog_pid(self, p):
+        """The launched program's pid: p itself, or below runuser with --user."""
+        pid = p.pid
+        while self.user:
+            try:
+                comm = open("/proc/%d/comm" % pid).read().strip()
+            except OSError:
+                return pid
+            if comm not in ("runuser", "ns_enter"):
+                return pid
+            kids = children(pid)
+            if not kids:
+                return pid
+            pid = kids[0]
+        return pid
+
 def test(a, prog, rng, seed, prefix, net):
+    u = AsUser(a, prefix)
+    try:
+        test_as(a, prog, rng, seed, prefix, net, u)
+    finally:
+        u.close()
+
+def test_as(a, prog, rng, seed, prefix, net, u):
     hosts = [prefix + "1", prefix + "2"]
     coord_ip = net + ".1"
     port = free_port(rng, coord_ip)
@@ -79,7 +151,8 @@ def test(a, prog, rng, seed, prefix, net):
     ck = os.path.join(a.workdir, "ck")
     env = clean_env(dict(REVIVE_INJECT_LIB=os.path.abspath(a.inject), REVIVE_RESTART_BIN=os.path.abspath(a.restart),
                          REVIVE_LOG="0", REVIVE_COORD_HOST=coord_ip))
-    revive = os.path.abspath(a.revive)
+    revive_real = os.path.abspath(a.revive)
+    revive = u.wrap(revive_real)
     if a.pair:
         # Reference: the same pair over loopback in this namespace; then server on host 1, client on host 2.
         a.procs = 2
@@ -107,6 +180,7 @@ def test(a, prog, rng, seed, prefix, net):
     # The coordinator listens on the bridge address so every namespace reaches it; `revive launch` inside a
     # namespace finds it there and only checks it belongs to this computation.
     os.makedirs(ck)
+    u.give(a.workdir)
     r = run([revive, "coordinator", "--daemon", "--exit-on-last", "--port", str(port), "--ckpt-dir", ck,
              "--bind", coord_ip], env=env)
     if r.returncode != 0:
@@ -115,18 +189,20 @@ def test(a, prog, rng, seed, prefix, net):
     for i, p in enumerate(progs):
         d = os.path.join(a.workdir, "run-%d" % i)
         os.makedirs(d)
+        u.give(d)
         runs.append(d)
         host = hosts[i % 2]
         with open(os.path.join(d, "stdout"), "wb") as out:
-            procs.append(subprocess.Popen(["ip", "netns", "exec", host, "env", "REVIVE_HOST_ID=" + host, revive,
+            u.give(os.path.join(d, "stdout"))
+            procs.append(subprocess.Popen(u.on_host(host) + ["env", "REVIVE_HOST_ID=" + host, revive_real,
                                            "launch", "--port", str(port), "--ckpt-dir", ck, "--"] + p,
                                           cwd=d, stdout=out, stdin=subprocess.DEVNULL, env=env))
     wait_procs(revive, port, ck, env, a.procs)
     for i, p in enumerate(procs):  # launched where we said: the program's own network namespace
-        got = os.stat("/proc/%d/ns/net" % p.pid).st_ino
+        got = os.stat("/proc/%d/ns/net" % u.prog_pid(p)).st_ino
         if got != netns_inode(hosts[i % 2]):
             fail("process %d (pid %d) is not in namespace %s" % (i, p.pid, hosts[i % 2]))
-    attack_from_namespace(revive, hosts[0], coord_ip, port, ck, env, a.workdir)
+    attack_from_namespace(revive_real, hosts[0], coord_ip, port, ck, env, a.workdir)
     time.sleep(rng.uniform(0.2, 0.6))
     m, _ = checkpoint(revive, port, ck, env, 1, a.procs)
     # Which process is which: its stdout file is in its run directory (image name has the upid).
@@ -136,7 +212,7 @@ def test(a, prog, rng, seed, prefix, net):
     upid_of = {}
     for i, p in enumerate(procs):
         for q in m["processes"]:
-            if q["pid"] == p.pid:
+            if q["pid"] == u.prog_pid(p):
                 upid_of[i] = q["upid"]
         if i not in upid_of:
             fail("manifest has no process with pid %d: %s" % (p.pid, json.dumps(m)))
@@ -148,7 +224,7 @@ def test(a, prog, rng, seed, prefix, net):
         if p.poll() is not None:
             fail("a launched program ended (rc %s) before it was killed; make it run longer" % p.returncode)
     for p in procs:
-        p.send_signal(signal.SIGKILL)
+        os.kill(u.prog_pid(p), signal.SIGKILL)
     for p in procs:
         p.wait()
     if not coordinator_gone(revive, port, ck, env):
@@ -160,10 +236,12 @@ def test(a, prog, rng, seed, prefix, net):
         hostfile = os.path.join(a.workdir, "hostfile")
         with open(hostfile, "w") as f:
             f.write("# swapped placement\n" + "".join("%s slots=1\n" % h for h in swapped))
-        cmd = [revive, "restart", "--port", str(port), "--hostfile", hostfile, "--launcher", "netns", ck]
+        u.give(hostfile)
+        cmd = [revive, "restart", "--port", str(port), "--hostfile", hostfile, "--launcher",
+               u.launcher() if u.user else "netns", ck]
     else:
         cmd = [revive, "restart", "--port", str(port), "--hosts", ",".join(swapped),
-               "--launcher", "ip netns exec {host} {cmd}", ck]
+               "--launcher", u.launcher(), ck]
     print("restart: " + " ".join(cmd), flush=True)
     rerr = open(os.path.join(a.workdir, "restart-stderr"), "wb")
     rp = subprocess.Popen(cmd, cwd=a.workdir, stdout=rerr, stderr=rerr, stdin=subprocess.DEVNULL, env=env)
@@ -190,6 +268,13 @@ def test(a, prog, rng, seed, prefix, net):
         want = hosts[1 - i % 2]
         if netino != netns_inode(want):
             fail("restored process %d (pid %d) is not in namespace %s" % (i, pid, want))
+        if u.user:  # the user's, in a pid namespace of its restart's own
+            import pwd
+            owner = os.stat("/proc/%d" % pid).st_uid
+            if owner != pwd.getpwnam(u.user).pw_uid:
+                fail("restored process %d (pid %d) runs as uid %d, not %s" % (i, pid, owner, u.user))
+            if os.stat("/proc/%d/ns/pid" % pid).st_ino == os.stat("/proc/self/ns/pid").st_ino:
+                fail("restored process %d (pid %d) is in the test's pid namespace" % (i, pid))
         moved += 1
     if moved != a.procs:
         fail("found %d restored processes in their new namespaces, want %d" % (moved, a.procs))

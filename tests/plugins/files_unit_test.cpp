@@ -152,6 +152,24 @@ TEST_F(Files, WalkRecreatesMissingFilesButNeverOverwrites) {
   EXPECT_NE(std::string(m).find("ccB.s"), std::string::npos) << m;
 }
 
+// revive's own per-user records (the coordinator's port record, born under /tmp during the run) are not
+// the computation's files: once walked and saved, a restart tried to recreate one that existed again.
+TEST_F(Files, WalkSkipsReviveRecords) {
+  struct timespec t0;
+  clock_gettime(CLOCK_REALTIME, &t0);
+  g_files.root = true;
+  g_files.displace = false;
+  g_files.t0_sec = t0.tv_sec;
+  g_files.t0_nsec = t0.tv_nsec;
+  snprintf(g_files.records, sizeof g_files.records, "%s/local/revive-%u", dir_.c_str(), unsigned(getuid()));
+  mkdir(g_files.records, 0700);
+  put(std::string(g_files.records) + "/port-7779", "ckpt_dir=/somewhere\n");
+  put(dir_ + "/local/ours.tmp", "the computation's");
+  std::string sec = save();
+  EXPECT_NE(sec.find("ours.tmp"), std::string::npos);
+  EXPECT_EQ(sec.find("port-7779"), std::string::npos) << "revive's record was saved as the computation's file";
+}
+
 TEST_F(Files, FilesCreatedAfterTheCheckpointAreMovedAsideUnlessOpen) {
   g_files.root = true;
   g_files.local[0] = '\0';

@@ -1,6 +1,7 @@
 #include "scenarios.h"
 
 #include <fcntl.h>
+#include <sys/inotify.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -385,6 +386,11 @@ bool known_scenario(const std::string& n) {
 
 void setup(const std::string& n, const std::string& dir) {
   if (is(n, "fd") || n == "all") setup_fd(dir);
+  if (n == "fd-inotify") {  // an anonymous inode revive cannot restore
+    int in = inotify_init1(0);
+    if (in < 0 || inotify_add_watch(in, dir.c_str(), IN_CREATE) < 0) die("inotify");
+    put_at(in, 40);
+  }
   if (n == "signal" || n == "all") setup_signal();
   if (n == "timer" || n == "all") setup_timer();
   if (n == "alarm") setup_alarm();

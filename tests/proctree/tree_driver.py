@@ -69,7 +69,9 @@ def kill_tree(roots, reap=None):
     return pids
 
 def squat_and_refuse(squat, pid, cmd, work, env):
-    """With `pid` held by another process, restart must exit 2 naming the pid, and start nothing."""
+    """With `pid` held by another process and no pid namespace allowed (REVIVE_PIDNS=0; with one, the
+    restart makes room there: proctree.ids_side_by_side), restart must exit 2 naming the pid, and start nothing."""
+    env = dict(env, REVIVE_PIDNS="0")
     holder = subprocess.Popen([squat, str(pid)], stdout=subprocess.PIPE, start_new_session=True)
     if holder.stdout.readline().strip() != b"ready":
         fail("the squatter could not take pid %d" % pid, work)
@@ -128,6 +130,20 @@ def wait_for(cond, proc, work, what, timeout=60):
             fail("timed out waiting for %s" % what, work)
         time.sleep(0.02)
 
+def compare_files(a, ref, work, when):
+    for name in ["stdout"] + a.file:
+        want = open(os.path.join(ref, name), "rb").read()
+        if name == "stdout" and a.expect_missing:
+            line = a.expect_missing.encode() + b"\n"
+            if want.count(line) != 1:
+                fail("the uninterrupted run printed %r %d times, want once" % (line, want.count(line)), work)
+            want = want.replace(line, b"")
+        got = open(os.path.join(work, name), "rb").read()
+        if want != got:
+            i = next((i for i in range(min(len(got), len(want))) if got[i] != want[i]), min(len(got), len(want)))
+            fail("%s differs %s: %d bytes vs %d expected; first difference at byte %d: %r vs %r"
+                 % (name, when, len(got), len(want), i, got[max(0, i - 40):i + 40], want[max(0, i - 40):i + 40]), work)
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--revive", required=True)
@@ -151,12 +167,14 @@ def main():
     ap.add_argument("--expect-missing", help="a stdout line of the uninterrupted run that the restarted run must "
                                              "not have (printed by a program outside the computation that the "
                                              "restart cannot bring back)")
-    ap.add_argument("--restart-prefix", default="", help="command (shell words) that runs revive restart, e.g. "
-                    "setpriv dropping capabilities")
-    ap.add_argument("--restart-env", action="append", default=[], help="KEY=VALUE for revive restart")
-    ap.add_argument("--again", type=int, default=0, help="then restart the last checkpoint again this many times "
-                    "(each run must give the same output)")
-    ap.add_argument("--expect-restart-stderr", help="text each restart's stderr must contain")
+    ap.add_argument("--again", type=int, default=0,
+                    help="then restart the last checkpoint this many more times, one after the other, each to the end")
+    ap.add_argument("--side-by-side", action="store_true",
+                    help="then restart two copies of the checkpoint directory at once (each its own port): "
+                         "both must end with the uninterrupted run's exit code (they share output files)")
+    ap.add_argument("--restart-prefix", default="", help="command (shell words) that runs every revive restart, "
+                    "e.g. setpriv dropping capabilities")
+    ap.add_argument("--restart-env", action="append", default=[], help="KEY=VALUE for every revive restart")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     prog = a.prog[1:] if a.prog and a.prog[0] == "--" else a.prog
@@ -173,10 +191,11 @@ def main():
     for k in ("REVIVE_PORT", "REVIVE_CKPT_DIR", "REVIVE_SECRET_FILE", "LD_PRELOAD"):
         env.pop(k, None)
 
-    renv = dict(env)
+    renv = dict(env)  # revive restart's
     for kv in a.restart_env:
         k, _, v = kv.partition("=")
         renv[k] = v
+    pre = shlex.split(a.restart_prefix)
     mode = "wb" if a.stdout_trunc else "ab"
     with open(os.path.join(ref, "stdout"), mode) as out:
         r = subprocess.run(prog, cwd=ref, stdout=out, stdin=subprocess.DEVNULL, timeout=120)
@@ -211,27 +230,13 @@ def main():
         killed = kill_tree(roots, proc.wait)
         if not coordinator_gone(a.revive, port, ck):
             fail("the coordinator did not exit after the tree died", work)
-        cmd = shlex.split(a.restart_prefix) + [os.path.abspath(a.revive), "restart", "--port", str(port), ck]
+        cmd = pre + [os.path.abspath(a.revive), "restart", "--port", str(port), ck]
         if a.squat and c == 0:
             squat_and_refuse(a.squat, killed[-1], cmd, work, env)
         print("restart %d: %s" % (c, " ".join(cmd)), flush=True)
         with open(os.path.join(work, "restart-stderr-%d" % c), "wb") as err:
             proc = subprocess.Popen(cmd, cwd=work, stdout=err, stderr=err, stdin=subprocess.DEVNULL, env=renv)
         restored = True
-    for again in range(a.again + 1):
-        if again:
-            print("restart again (%d): %s" % (again, " ".join(cmd)), flush=True)
-            with open(os.path.join(work, "restart-stderr-again-%d" % again), "wb") as err:
-                proc = subprocess.Popen(cmd, cwd=work, stdout=err, stderr=err, stdin=subprocess.DEVNULL, env=renv)
-        finish(a, proc, work, ref, port, ck, ref_rc, most, most_z)
-        if a.expect_restart_stderr:
-            name = "restart-stderr-again-%d" % again if again else "restart-stderr-%d" % a.chain
-            text = open(os.path.join(work, name), "rb").read().decode(errors="replace")
-            if a.expect_restart_stderr not in text:
-                fail("%s lacks %r" % (name, a.expect_restart_stderr), work)
-
-
-def finish(a, proc, work, ref, port, ck, ref_rc, most, most_z):
     try:
         proc.wait(timeout=120)
     except subprocess.TimeoutExpired:
@@ -243,20 +248,42 @@ def finish(a, proc, work, ref, port, ck, ref_rc, most, most_z):
         fail("the checkpoints recorded at most %d zombie(s), want >= %d" % (most_z, a.min_zombies), work)
     if proc.returncode != ref_rc:
         fail("revive restart exited %s, the uninterrupted run %s" % (proc.returncode, ref_rc), work)
-    for name in ["stdout"] + a.file:
-        want = open(os.path.join(ref, name), "rb").read()
-        if name == "stdout" and a.expect_missing:
-            line = a.expect_missing.encode() + b"\n"
-            if want.count(line) != 1:
-                fail("the uninterrupted run printed %r %d times, want once" % (line, want.count(line)), work)
-            want = want.replace(line, b"")
-        got = open(os.path.join(work, name), "rb").read()
-        if want != got:
-            i = next((i for i in range(min(len(got), len(want))) if got[i] != want[i]), min(len(got), len(want)))
-            fail("%s differs after restart: %d bytes vs %d expected; first difference at byte %d: %r vs %r"
-                 % (name, len(got), len(want), i, got[max(0, i - 40):i + 40], want[max(0, i - 40):i + 40]), work)
+    compare_files(a, ref, work, "after restart")
     if not coordinator_gone(a.revive, port, ck):
         fail("restart's coordinator did not exit after the tree ended", work)
+    # The same checkpoint again: the files plugin rolls the output files back, the pids come back again.
+    for k in range(a.again):
+        cmd = pre + [os.path.abspath(a.revive), "restart", "--port", str(port), ck]
+        with open(os.path.join(work, "again-stderr-%d" % k), "wb") as err:
+            r = subprocess.run(cmd, cwd=work, stdout=err, stderr=err, stdin=subprocess.DEVNULL, env=renv, timeout=120)
+        if r.returncode != ref_rc:
+            fail("restart %d more of the same checkpoint exited %s, the uninterrupted run %s" % (k + 1, r.returncode, ref_rc),
+                 work)
+        compare_files(a, ref, work, "restart %d more of the same checkpoint" % (k + 1))
+        if not coordinator_gone(a.revive, port, ck):
+            fail("the coordinator did not exit after restart %d more" % (k + 1), work)
+        print("restart %d more of the same checkpoint: identical, rc %d" % (k + 1, ref_rc), flush=True)
+    if a.side_by_side:
+        procs = []
+        for name in ("ck-a", "ck-b"):
+            copy = os.path.join(a.workdir, name)
+            shutil.copytree(ck, copy, symlinks=True)
+            p2 = free_port(rng)
+            while p2 == port:
+                p2 = free_port(rng)
+            cmd = pre + [os.path.abspath(a.revive), "restart", "--port", str(p2), copy]
+            err = open(os.path.join(work, "side-stderr-" + name), "wb")
+            procs.append((name, subprocess.Popen(cmd, cwd=work, stdout=err, stderr=err, stdin=subprocess.DEVNULL, env=renv)))
+        for name, p in procs:
+            try:
+                p.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                kill_tree([p.pid])
+                fail("the side-by-side restart of %s did not finish" % name, work)
+            if p.returncode != ref_rc:
+                fail("the side-by-side restart of %s exited %s, the uninterrupted run %s" % (name, p.returncode, ref_rc),
+                     work)
+        print("two restarts of copies side by side: both rc %d" % ref_rc, flush=True)
     print("OK: %s identical%s, rc %d, up to %d processes per checkpoint" %
           (", ".join(["stdout"] + a.file), " (but for %r)" % a.expect_missing if a.expect_missing else "", ref_rc,
            most), flush=True)

@@ -13,6 +13,9 @@ namespace revive::plugins {
 
 extern const int kReopenFlags;
 extern int64_t g_max_deleted_bytes;  // set by fd_init from REVIVE_FD_DELETED_MAX_MB
+// REVIVE_FD_UNSUPPORTED=stand-in: a descriptor of a kind that cannot be restored (inotify, pidfd...) comes
+// back as /dev/null with a warning; default (refuse): the checkpoint fails naming it.
+extern bool g_fd_stand_ins;
 int fd_init();
 int fd_save(inject::SectionWriter& w);
 int fd_restore(inject::SectionReader& r, char* msg, size_t cap);

@@ -1,6 +1,7 @@
 // fd plugin: every open descriptor (see fd_save.cpp, fd_restore.cpp and docs/plugins.md).
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "plugins/common/msg.h"
 #include "plugins/fd/fd_internal.h"
@@ -10,6 +11,7 @@
 namespace revive::plugins {
 
 int64_t g_max_deleted_bytes = kDefaultMaxDeletedBytes;
+bool g_fd_stand_ins = false;
 
 // init runs before main, single-threaded: getenv is fine here (and only here).
 int fd_init() {
@@ -23,6 +25,14 @@ int fd_init() {
     }
     g_max_deleted_bytes = mb << 20;
   }
+  const char* u = getenv("REVIVE_FD_UNSUPPORTED");
+  if (u && *u) {
+    if (strcmp(u, "stand-in") != 0 && strcmp(u, "refuse") != 0) {
+      warn("REVIVE_FD_UNSUPPORTED is neither 'refuse' nor 'stand-in'; checkpointing disabled");
+      return -EINVAL;
+    }
+    g_fd_stand_ins = strcmp(u, "stand-in") == 0;
+  }
   return 0;
 }
 
@@ -32,6 +42,7 @@ namespace revive::inject {
 
 // Weak default so the plugins link without the engine; the engine's definition replaces it.
 __attribute__((weak)) bool fd_reserved(int) { return false; }
+__attribute__((weak)) void plugin_refusal(const char*) {}
 
 const Plugin kFdPlugin = {
     "fd", plugins::kFdVersion, plugins::fd_init, plugins::fd_save, [](bool) {}, plugins::fd_restore, nullptr, nullptr, nullptr};

@@ -43,11 +43,12 @@ FdKind classify(int fd, const struct stat& st, const char* path) {
   if (S_ISFIFO(st.st_mode)) return has_prefix(path, "pipe:") ? FdKind::kPipe : FdKind::kFifo;
   if (S_ISSOCK(st.st_mode)) return FdKind::kSocket;
   if (S_ISCHR(st.st_mode)) return isatty(fd) ? FdKind::kTerminal : FdKind::kCharDev;
+  if (S_ISBLK(st.st_mode)) return FdKind::kCharDev;  // a device node either way: reopened by path
   if (strcmp(path, "anon_inode:[eventfd]") == 0) return FdKind::kEventfd;
   if (strcmp(path, "anon_inode:[timerfd]") == 0) return FdKind::kTimerfd;
   if (strcmp(path, "anon_inode:[eventpoll]") == 0) return FdKind::kEpoll;
   if (strcmp(path, "anon_inode:[signalfd]") == 0) return FdKind::kSignalfd;
-  return FdKind::kOther;  // anon inodes (eventfd, epoll...) report mode 0; block devices land here too
+  return FdKind::kOther;  // other anonymous inodes: inotify, fanotify, pidfd, io_uring, userfaultfd, perf, bpf...
 }
 
 // Copies a deleted file's contents into the section with pread (the descriptor's offset is untouched).
@@ -226,10 +227,30 @@ int save_one(Out& out, int fd, ShareKey share) {
       Msg(line, sizeof line).s("checkpoint refused: fd ").i(fd).s(" is the deleted file '").s(path).s("' of ")
           .i(st.st_size).s(" bytes; deleted-but-open files are saved only up to ").i(g_max_deleted_bytes)
           .s(" bytes (REVIVE_FD_DELETED_MAX_MB)");
+      inject::plugin_refusal(line);
       warn(line);
       return -EFBIG;
     }
     rec.content_len = st.st_size;
+  }
+  if (static_cast<FdKind>(rec.kind) == FdKind::kOther && rec.dup_of < 0 && !g_fd_stand_ins) {
+    // Nothing is silently substituted: the checkpoint fails now, naming what, rather than the program's
+    // data after a restart (it would read EOF from /dev/null where its inotify events were).
+    char comm[32] = "?";
+    int cf = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+    if (cf >= 0) {
+      ssize_t n = read(cf, comm, sizeof comm - 1);
+      comm[n > 0 ? n : 0] = '\0';
+      if (n > 0 && comm[n - 1] == '\n') comm[n - 1] = '\0';
+      close(cf);
+    }
+    char line[PATH_MAX + 200];
+    Msg(line, sizeof line).s("checkpoint refused: process ").i(g_self).s(" (").s(comm).s(") fd ").i(fd).s(" is '")
+        .s(path).s("', a kind of descriptor revive cannot restore (REVIVE_FD_UNSUPPORTED=stand-in: restore it as "
+        "/dev/null instead)");
+    inject::plugin_refusal(line);
+    warn(line);
+    return -ENOTSUP;
   }
   out.bytes(&rec, sizeof rec);
   out.str(path, static_cast<size_t>(plen));

@@ -17,6 +17,7 @@ struct FilesPolicy {
   bool written;        // REVIVE_FILES=written (default) | none
   int64_t max_bytes;   // REVIVE_FILES_MAX_MB
   char local[1024];    // REVIVE_LOCAL_DIRS: ':'-separated absolute directories ("" = none)
+  char records[512];   // revive's per-user runtime records (launch/user_record.cpp): never walked
   bool displace;       // REVIVE_FILES_AFTER=move (default) | keep: files born after the checkpoint in the
                        // root's working directory are moved aside at restore
   bool root;           // this process is the one `revive launch` started (REVIVE_LAUNCH_ROOT == pid)

@@ -1,8 +1,10 @@
 // files plugin: the contents of files the computation writes come back with the checkpoint
 // (files_save.cpp, files_scan.cpp, files_restore.cpp; policy in docs/plugins.md).
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "plugins/common/msg.h"
@@ -11,7 +13,7 @@
 
 namespace revive::plugins {
 
-FilesPolicy g_files = {true, kDefaultFilesMaxBytes, "/tmp:/var/tmp:/dev/shm", true, false, 0, 0};
+FilesPolicy g_files = {true, kDefaultFilesMaxBytes, "/tmp:/var/tmp:/dev/shm", "", true, false, 0, 0};
 
 namespace {
 
@@ -69,6 +71,15 @@ int files_init() {
     }
     memcpy(g_files.local, v, n + 1);
   }
+  // The walk must not take revive's own per-user records (the coordinator's port record is born under
+  // /tmp during the run): same rule as launch/user_record.cpp's UserRecordDir.
+  const char* x = getenv("XDG_RUNTIME_DIR");
+  struct stat xs;
+  if (x && *x == '/' && strlen(x) + 8 < sizeof g_files.records && stat(x, &xs) == 0 && S_ISDIR(xs.st_mode) &&
+      xs.st_uid == getuid())
+    snprintf(g_files.records, sizeof g_files.records, "%s/revive", x);
+  else
+    snprintf(g_files.records, sizeof g_files.records, "/tmp/revive-%u", unsigned(getuid()));
   int64_t root = 0, t0 = 0;
   if (parse_i64(getenv("REVIVE_LAUNCH_ROOT"), 1, 1LL << 31, &root) && root == getpid() &&
       parse_i64(getenv("REVIVE_LAUNCH_T0"), 1, INT64_MAX, &t0)) {

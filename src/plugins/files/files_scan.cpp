@@ -36,6 +36,8 @@ struct Walk {
   uid_t uid;
   dev_t ckpt_dev;
   ino_t ckpt_ino;
+  dev_t rec_dev;  // revive's per-user records directory
+  ino_t rec_ino;
   int dirs;
   bool stopped;
   int rc;
@@ -89,6 +91,7 @@ void walk(Walk& w, int dirfd, int depth) {
   struct stat dst;
   if (fstat(dirfd, &dst) != 0) return;
   if (dst.st_dev == w.ckpt_dev && dst.st_ino == w.ckpt_ino) return;  // revive's own checkpoints
+  if (dst.st_dev == w.rec_dev && dst.st_ino == w.rec_ino) return;    // and its records
   bool fresh = at_or_after_launch(dst.st_mtim.tv_sec, dst.st_mtim.tv_nsec);
   size_t base = strlen(w.path);
   char* buf = g_bufs[depth];
@@ -153,6 +156,12 @@ int files_scan(Out& out) {
   if (ck && ck[0] && stat(ck, &cst) == 0) {
     w.ckpt_dev = cst.st_dev;
     w.ckpt_ino = cst.st_ino;
+  }
+  w.rec_dev = 0;
+  w.rec_ino = 0;
+  if (g_files.records[0] && stat(g_files.records, &cst) == 0) {
+    w.rec_dev = cst.st_dev;
+    w.rec_ino = cst.st_ino;
   }
   for (const char* d = g_files.local; *d && w.rc == 0;) {
     const char* e = strchr(d, ':');

@@ -70,9 +70,7 @@ Status CheckPidsFree(const TreePlan& plan);
 Status SpawnTree(const TreePlan& plan, bool exact_pids, const std::function<void(size_t)>& exec_image,
                  std::vector<pid_t>* roots_out, vpid::Table* table = nullptr);
 
-// Virtual pids (tree_vpid.cpp): whether this process may choose pids (CAP_SYS_ADMIN or
-// CAP_CHECKPOINT_RESTORE), whether REVIVE_VPID=1 asks for virtual pids, and the shared table.
-bool CanChoosePids();
+// Virtual pids (tree_vpid.cpp): whether REVIVE_VPID=1 asks for them, and the shared table.
 bool WantVirtualPids();
 struct VpidTable {
   std::string path;
@@ -81,6 +79,24 @@ struct VpidTable {
 // Creates /dev/shm/revive-vpid-<uid>-<random> (mode 0600; /tmp without /dev/shm), mapped shared, removed
 // when this process exits.
 Status CreateVpidTable(VpidTable* out);
+
+// As pid 1 of a pid namespace of our own: each root gets a stand-in parent with the recorded ppid (its
+// real parent was outside the computation), so getppid() returns what it did.
+void SetStandInParents(bool on);
+
+// tree_ns.cpp. Whether this process may choose pids (CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE effective).
+bool HasPidPrivilege();
+
+// Whether the images' recorded pids should come back in a new pid namespace: they record a process tree
+// and this process cannot recreate its pids here (no privilege, or a pid is in use, e.g. by a restart of
+// the same checkpoint running beside this one). *why says which. REVIVE_PIDNS=0 never, =1 always.
+bool WantsPidNamespace(const std::vector<std::string>& images, std::string* why);
+
+// Runs body() as pid 1 of a new pid and mount namespace with its own /proc, inside a new user namespace
+// (uid and gid mapped to themselves) when this process lacks HasPidPrivilege(). *code is body's result,
+// returned as soon as body returns; pid 1 stays behind to reap the namespace's orphans until it is empty.
+// An error (namespaces refused, e.g. user namespaces disabled) means nothing ran: the caller goes on here.
+Status RunInPidNamespace(const std::function<int()>& body, int* code);
 
 }  // namespace revive::proctree
 

@@ -206,7 +206,37 @@ int share_base(const TreePlan& plan) {
   _exit(127);
 }
 
+// A root's parent was outside the computation (revive launch, a shell); it is gone, but the root may
+// have kept getppid()'s value. As pid 1 of our own pid namespace (tree_ns.cpp) every pid is ours, so a
+// stand-in parent takes the recorded ppid: it makes the root and passes its end on as its own (exit
+// status, or the same signal), so `revive restart` still reports the root's status.
+bool g_stand_in_parents = false;
+
+long fork_root(const TreePlan& plan, int r, bool exact, const std::function<void(size_t)>& exec_image) {
+  const TreeProc& t = plan.procs[size_t(r)];
+  if (!exact || !g_stand_in_parents || t.ppid <= 1 || t.ppid == t.pid) return fork_with_pid(t.pid, exact);
+  long sp = fork_with_pid(t.ppid, true);
+  if (sp != 0) return sp < 0 ? fork_with_pid(t.pid, exact) : sp;  // pid taken (cannot be): no stand-in
+  long pid = fork_with_pid(t.pid, exact);
+  if (pid == 0) become(plan, size_t(r), exact, exec_image);
+  if (pid < 0) {
+    fprintf(stderr, "revive restart: cannot recreate pid %u of %s: %s\n", t.pid, t.image.c_str(),
+            strerror(int(-pid)));
+    report(uint32_t(getpid()), false);
+    _exit(2);
+  }
+  // Nothing of the tree's plumbing is the stand-in's: EOF on `ready` must mean the tree died.
+  for (int fd : {g_sync.ready[0], g_sync.ready[1], g_sync.go[0], g_sync.go[1]}) close(fd);
+  for (size_t g = 0; g_share_base >= 0 && g < plan.shared.size(); ++g) close(g_share_base + int(g));
+  int st = 0;
+  while (waitpid(pid_t(pid), &st, 0) < 0 && errno == EINTR) {
+  }
+  be_zombie(uint32_t(st));
+}
+
 }  // namespace
+
+void SetStandInParents(bool on) { g_stand_in_parents = on; }
 
 Status SpawnTree(const TreePlan& plan, bool exact_pids, const std::function<void(size_t)>& exec_image,
                  std::vector<pid_t>* roots_out, vpid::Table* table) {
@@ -218,7 +248,7 @@ Status SpawnTree(const TreePlan& plan, bool exact_pids, const std::function<void
   Status s = Status::OK();
   for (int r : plan.roots) {
     const TreeProc& t = plan.procs[size_t(r)];
-    long pid = fork_with_pid(t.pid, exact_pids);
+    long pid = fork_root(plan, r, exact_pids, exec_image);
     if (pid == 0) become(plan, size_t(r), exact_pids, exec_image);
     if (pid < 0) {
       int e = int(-pid);

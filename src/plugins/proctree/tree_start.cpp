@@ -2,6 +2,7 @@
 // processes for images without a proctree section.
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -49,6 +50,27 @@ bool HasFreshIds(const TreePlan& plan) {
 
 }  // namespace
 
+bool WantsPidNamespace(const std::vector<std::string>& images, std::string* why) {
+  const char* env = getenv("REVIVE_PIDNS");
+  if (env && strcmp(env, "0") == 0) return false;
+  TreePlan plan;
+  if (!PlanTree(images, &plan).ok()) return false;  // no recorded pids (or a bad image: reported later)
+  // Virtual pids asked for, or ids no pid namespace can give (fresh virtual ids of a virtual restart).
+  if (WantVirtualPids() || HasFreshIds(plan)) return false;
+  if (env && strcmp(env, "1") == 0) {
+    *why = "REVIVE_PIDNS=1";
+    return true;
+  }
+  if (!HasPidPrivilege()) {
+    *why = "recreating pids needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE here";
+    return true;
+  }
+  Status s = CheckPidsFree(plan);
+  if (s.ok()) return false;
+  *why = s.message();
+  return true;
+}
+
 Status StartRestorers(const std::vector<std::string>& images, const std::function<void(size_t)>& exec_image,
                       std::vector<pid_t>* waited, std::vector<size_t>* which) {
   TreePlan plan;
@@ -63,7 +85,7 @@ Status StartRestorers(const std::vector<std::string>& images, const std::functio
     }
   };
   // Pids that cannot be chosen here (docs/process-trees.md "Virtual pids"): new pids, old ids seen.
-  if (WantVirtualPids() || !CanChoosePids() || HasFreshIds(plan)) {
+  if (WantVirtualPids() || !HasPidPrivilege() || HasFreshIds(plan)) {
     s = SpawnVirtual(plan, exec_image, &roots);
     take_roots();
     return s;

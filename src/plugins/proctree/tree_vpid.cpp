@@ -6,7 +6,6 @@
 // REVIVE_VPID_TABLE, which revive-restart hands to the restored engine with the other REVIVE_* variables.
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/capability.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -26,14 +25,6 @@ void unlink_table() {
 }
 
 }  // namespace
-
-bool CanChoosePids() {
-  __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
-  __user_cap_data_struct d[2] = {};
-  if (syscall(SYS_capget, &h, d) != 0) return true;  // cannot tell: try, and fall back on EPERM
-  auto has = [&](int cap) { return (d[cap / 32].effective >> (cap % 32)) & 1u; };
-  return has(CAP_SYS_ADMIN) || has(40 /*CAP_CHECKPOINT_RESTORE*/);
-}
 
 bool WantVirtualPids() {
   const char* v = getenv("REVIVE_VPID");
