@@ -5,6 +5,7 @@
 
 #include "plugins/common/next_symbol.h"
 #include "plugins/vpid/vpid.h"
+#include "plugins/vpid/vpid_prime.h"
 
 #define REVIVE_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -22,6 +23,15 @@ PidPidFn g_getpgid, g_getsid;
 SetpgidFn g_setpgid;
 TcgetFn g_tcgetpgrp;
 TcsetFn g_tcsetpgrp;
+VPID_PRIME(g_getpid, "getpid")
+VPID_PRIME(g_getppid, "getppid")
+VPID_PRIME(g_gettid, "gettid")
+VPID_PRIME(g_getpgrp, "getpgrp")
+VPID_PRIME(g_getpgid, "getpgid")
+VPID_PRIME(g_getsid, "getsid")
+VPID_PRIME(g_setpgid, "setpgid")
+VPID_PRIME(g_tcgetpgrp, "tcgetpgrp")
+VPID_PRIME(g_tcsetpgrp, "tcsetpgrp")
 
 pid_t call(PidFn* slot, const char* name) {
   PidFn f = next_or_enosys(slot, name);

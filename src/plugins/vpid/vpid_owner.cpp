@@ -9,6 +9,7 @@
 
 #include "plugins/common/next_symbol.h"
 #include "plugins/vpid/vpid.h"
+#include "plugins/vpid/vpid_prime.h"
 
 #define REVIVE_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -24,6 +25,10 @@ FcntlFn g_fcntl;
 GetsockoptFn g_getsockopt;
 RecvmsgFn g_recvmsg;
 SendmsgFn g_sendmsg;
+VPID_PRIME(g_fcntl, "fcntl")
+VPID_PRIME(g_getsockopt, "getsockopt")
+VPID_PRIME(g_recvmsg, "recvmsg")
+VPID_PRIME(g_sendmsg, "sendmsg")
 
 // Owner kinds of f_owner_ex: F_OWNER_TID 0, F_OWNER_PID 1, F_OWNER_PGRP 2 (all positive ids).
 int fcntl_with(FcntlFn* slot, const char* name, int fd, int cmd, va_list ap) {

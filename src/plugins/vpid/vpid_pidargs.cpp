@@ -13,6 +13,7 @@ extern "C" {  // glibc 2.36's <sys/pidfd.h> lacks __BEGIN_DECLS
 
 #include "plugins/common/next_symbol.h"
 #include "plugins/vpid/vpid.h"
+#include "plugins/vpid/vpid_prime.h"
 
 #define REVIVE_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -26,6 +27,7 @@ inline pid_t R(pid_t p) { return vpid::active() ? vpid::to_real(p) : p; }
 #define PID_FIRST(ret, name, params, args)              \
   using name##_fn = ret (*) params;                     \
   name##_fn g_##name;                                   \
+  VPID_PRIME(g_##name, #name)                           \
   }                                                     \
   REVIVE_EXPORT ret name params noexcept {              \
     name##_fn f = next_or_enosys(&g_##name, #name);     \

@@ -13,6 +13,7 @@
 #include "plugins/common/msg.h"
 #include "plugins/common/next_symbol.h"
 #include "plugins/vpid/vpid.h"
+#include "plugins/vpid/vpid_prime.h"
 
 #define REVIVE_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -57,6 +58,8 @@ const char* translate(const char* path, char* buf, size_t cap) {
 
 using OpenatFn = int (*)(int, const char*, int, ...);
 OpenatFn g_openat, g_openat64;
+VPID_PRIME(g_openat, "openat")
+VPID_PRIME(g_openat64, "openat64")
 
 // open()'s optional mode argument, read only when the flags say there is one.
 #define MODE_ARG(flags)                                                                      \
@@ -103,6 +106,7 @@ REVIVE_EXPORT int openat64(int dir, const char* path, int flags, ...) {
   namespace {                                           \
   using name##_fn = ret (*) params;                     \
   name##_fn g_##name;                                   \
+  VPID_PRIME(g_##name, #name)                           \
   }                                                     \
   REVIVE_EXPORT ret name params {                       \
     name##_fn f = next_or_enosys(&g_##name, #name);     \

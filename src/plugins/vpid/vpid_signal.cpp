@@ -6,6 +6,7 @@
 
 #include "plugins/common/next_symbol.h"
 #include "plugins/vpid/vpid.h"
+#include "plugins/vpid/vpid_prime.h"
 
 #define REVIVE_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -19,6 +20,10 @@ using SigqueueFn = int (*)(pid_t, int, const union sigval);
 KillFn g_kill, g_killpg;
 TgkillFn g_tgkill;
 SigqueueFn g_sigqueue;
+VPID_PRIME(g_kill, "kill")
+VPID_PRIME(g_killpg, "killpg")
+VPID_PRIME(g_tgkill, "tgkill")
+VPID_PRIME(g_sigqueue, "sigqueue")
 
 }  // namespace
 

@@ -1,6 +1,7 @@
 // Per-process state of virtual ids: which table is mapped, this process's virtual pid, each thread's
 // virtual tid, and the translations the wrappers use. Runs in wrappers, at library load, in a fork child
 // and in the engine's restore (raw syscalls only there: no allocation, no locks, no stdio).
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -12,6 +13,10 @@
 
 #include "plugins/common/msg.h"
 #include "plugins/vpid/vpid.h"
+#include "plugins/vpid/vpid_prime.h"
+
+extern "C" const revive::vpid::PrimeSlot __start_revive_vpid_prime[] __attribute__((weak, visibility("hidden")));
+extern "C" const revive::vpid::PrimeSlot __stop_revive_vpid_prime[] __attribute__((weak, visibility("hidden")));
 
 namespace revive::vpid {
 
@@ -189,6 +194,11 @@ void reaped(pid_t real) {
 }
 
 void init() {
+  // Every wrapper's libc function now, never later on the checkpoint path (vpid_prime.h).
+  for (const PrimeSlot* p = __start_revive_vpid_prime; p && p < __stop_revive_vpid_prime; ++p) {
+    auto* slot = static_cast<void**>(p->slot);
+    if (!__atomic_load_n(slot, __ATOMIC_ACQUIRE)) __atomic_store_n(slot, dlsym(RTLD_NEXT, p->name), __ATOMIC_RELEASE);
+  }
   // Forks glibc makes without our fork() wrapper (daemon(), forkpty()) still give the child its own ids.
   pthread_atfork(nullptr, nullptr, after_fork_child);
   const char* path = getenv(kEnv);

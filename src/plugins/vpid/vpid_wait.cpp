@@ -8,6 +8,7 @@
 
 #include "plugins/common/next_symbol.h"
 #include "plugins/vpid/vpid.h"
+#include "plugins/vpid/vpid_prime.h"
 
 #define REVIVE_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -21,6 +22,9 @@ using WaitidFn = int (*)(idtype_t, id_t, siginfo_t*, int);
 Wait4Fn g_wait4;
 WaitpidFn g_waitpid;
 WaitidFn g_waitid;
+VPID_PRIME(g_waitpid, "waitpid")
+VPID_PRIME(g_wait4, "wait4")
+VPID_PRIME(g_waitid, "waitid")
 
 // A pid the kernel returned with this status: the program's id; reaped unless stopped/continued.
 pid_t back(pid_t r, int status) {
