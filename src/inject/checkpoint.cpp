@@ -9,6 +9,7 @@
 
 #include "inject/engine.h"
 #include "inject/sys.h"
+#include "plugins/vpid/vpid.h"
 
 namespace revive::inject {
 namespace {
@@ -89,6 +90,7 @@ int ckpt_write(uint64_t gen, const char* dir, char* path, size_t path_cap, long*
   // The serving thread is a program thread, the leader too when the kernel picked it: the restarter then
   // continues as this record (src/restart/handover.cpp).
   g.ckpt_rec.is_main = g.ckpt_rec.tid == uint64_t(sys::getpid());
+  vpid::thread_checkpoint();
   if (revive_save_ctx(g.ckpt_rec.ctx) != 0) return 1;  // we are the restored process
 
   if (!plugins_save(err, err_len)) {
@@ -193,6 +195,16 @@ int checkpoint_now(uint64_t gen, char* path, size_t path_cap, char* err, size_t 
   return rc;
 }
 
+// A restored process that cannot be restored: it says why and ends (exit 125), never running on half-made.
+[[noreturn]] static void restore_failed(const char* err) {
+  char line[700] = "revive: restore failed: ";
+  sys::append(line, sizeof line, err);
+  sys::append(line, sizeof line, "\n");
+  sys::write_all(2, line, sys::slen(line));
+  sys::sc(SYS_exit_group, 125);
+  __builtin_unreachable();
+}
+
 // Runs on the checkpoint thread of a restored process, every other thread parked in the handler.
 // Leaves them parked: the caller releases them (at once, or on the coordinator's resume).
 void after_restore() {
@@ -211,6 +223,14 @@ void after_restore() {
   // Every thread has left the restarter's code: drop its mappings.
   for (uint32_t i = 0; i < ri.unmap_count && i < image::kMaxUnmap; ++i)
     sys::sc(SYS_munmap, ri.unmap[i][0], ri.unmap[i][1] - ri.unmap[i][0]);
+  char err[512] = "";
+  // First (the previous incarnation's table is not mapped here: no wrapper may look at it), before the
+  // plugins: the ids the program sees (REVIVE_VPID_TABLE: pids were not recreated).
+  if (int r = vpid::restore(ri.magic == image::kRestartInfoMagic ? blob_env(ri, vpid::kEnv) : nullptr, err,
+                            sizeof err);
+      r != 0) {
+    restore_failed(err);
+  }
   install_handler();
   if (!alloc_scratch()) sys::log(0, "cannot reserve scratch memory after restart");
   if (ri.magic == image::kRestartInfoMagic) {
@@ -231,13 +251,8 @@ void after_restore() {
   // Before the plugins: the timer plugin recreates the program's POSIX timers, ours keeps its id.
   g.have_timer = false;
   arm_interval_timer();
-  char err[512] = "";
   if (!plugins_restore(ri, err, sizeof err)) {
-    char line[700] = "revive: restore failed: ";
-    sys::append(line, sizeof line, err);
-    sys::append(line, sizeof line, "\n");
-    sys::write_all(2, line, sys::slen(line));
-    sys::sc(SYS_exit_group, 125);
+    restore_failed(err);
   }
   drop_restart_caps();  // after the fd plugin set /proc/self/exe back with it
   sys::log(1, "restored");

@@ -9,6 +9,7 @@
 
 #include "inject/engine.h"
 #include "inject/sys.h"
+#include "plugins/vpid/vpid.h"
 
 namespace revive::inject {
 namespace {
@@ -125,6 +126,10 @@ long read_maps(image::ProcessInfo* pi) {
     while (*q == ' ') ++q;
     uint64_t ino = sys::parse_dec(q);
     while (*q == ' ') ++q;
+    // The virtual-pid table belongs to this incarnation (a restart maps its own): never saved.
+    uint64_t vlo = 0, vhi = 0;
+    vpid::mapping(&vlo, &vhi);
+    if (vlo && vlo <= start && end <= vhi) continue;
     // Cut [start, end) around engine scratch ranges (the kernel may have merged them with neighbours).
     uint64_t s = start;
     while (s < end) {

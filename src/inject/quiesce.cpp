@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "inject/engine.h"
+#include "plugins/vpid/vpid.h"
 #include "inject/sys.h"
 
 namespace revive::inject {
@@ -116,6 +117,7 @@ extern "C" void revive_handler(int, void* info, void*) {
     ThreadSlot* const s = &g.slots[i];
     sys::zero(&s->rec, sizeof s->rec);
     fill_record(&s->rec, sys::gettid());
+    vpid::thread_checkpoint();  // the tid the program sees, in this thread's TLS (restored with it)
     if (revive_save_ctx(s->rec.ctx) == 0) {
       __atomic_store_n(&s->ready, 1, __ATOMIC_RELEASE);
       __atomic_add_fetch(&g.arrived, 1, __ATOMIC_RELEASE);
@@ -204,6 +206,7 @@ void drop_restart_caps() {
 }
 
 void restored_thread_fixup(const image::ThreadRecord& r) {
+  vpid::thread_restored();  // (its virtual tid, its new tid), published by vpid::restore()
   if (r.robust_head) sys::sc(SYS_set_robust_list, r.robust_head, r.robust_len);
   if (g.rseq_size) {
     uint64_t area = r.fs_base + uint64_t(g.rseq_offset);

@@ -10,6 +10,7 @@
 #include "inject/engine.h"
 #include "inject/plugin.h"
 #include "inject/sys.h"
+#include "plugins/vpid/vpid.h"
 
 #define XXH_INLINE_ALL  // header-only: nothing to link into the preloaded library
 #include <xxhash.h>
@@ -266,6 +267,9 @@ long write_image(const char* dir, const char* path, uint64_t gen, bool forked, c
     static image::ThreadRecord recs[kMaxThreads + 1];  // checkpoint thread only
     for (uint32_t i = 0; i < nthreads; ++i) recs[i] = g.slots[i].rec;
     recs[nthreads] = g.ckpt_rec;
+    // The tids the program sees (virtual after a restart without pid recreation): a later restart
+    // recreates those, or maps them again.
+    for (uint32_t i = 0; i <= nthreads; ++i) recs[i].tid = uint64_t(vpid::to_virt(pid_t(recs[i].tid)));
     ok = put_section(&o, e, image::kSecThreads, image::kKindEngine, image::kThreadsVersion, recs,
                      (nthreads + 1) * sizeof(image::ThreadRecord));
   }
@@ -306,7 +310,7 @@ long write_image(const char* dir, const char* path, uint64_t gen, bool forked, c
   h.dir_offset = dir_off;
   h.dir_count = nd;
   h.file_size = t.file_size;
-  h.pid = uint64_t(sys::getpid());
+  h.pid = uint64_t(vpid::active() ? vpid::g_vpid : sys::getpid());
   h.upid = g.upid;
   h.generation = gen;
   struct timespec ts;

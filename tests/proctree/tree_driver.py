@@ -7,7 +7,7 @@ Runs PROG natively (reference), then `revive launch PROG`: after a random delay 
 append mode since parent and children write to it; with --stdout-trunc without O_APPEND, so they must
 share its one offset) and the exit code must equal the reference run's.
 The programs check themselves that getpid()/getppid() stay what they were (pids are recreated)."""
-import argparse, json, os, random, shutil, signal, subprocess, sys, time
+import argparse, json, os, random, shlex, shutil, signal, subprocess, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
 from e2e_driver import coordinator_gone, free_port, run  # the CLI tests' helpers (ports, coordinator)
@@ -172,6 +172,9 @@ def main():
     ap.add_argument("--side-by-side", action="store_true",
                     help="then restart two copies of the checkpoint directory at once (each its own port): "
                          "both must end with the uninterrupted run's exit code (they share output files)")
+    ap.add_argument("--restart-prefix", default="", help="command (shell words) that runs every revive restart, "
+                    "e.g. setpriv dropping capabilities")
+    ap.add_argument("--restart-env", action="append", default=[], help="KEY=VALUE for every revive restart")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     prog = a.prog[1:] if a.prog and a.prog[0] == "--" else a.prog
@@ -188,6 +191,11 @@ def main():
     for k in ("REVIVE_PORT", "REVIVE_CKPT_DIR", "REVIVE_SECRET_FILE", "LD_PRELOAD"):
         env.pop(k, None)
 
+    renv = dict(env)  # revive restart's
+    for kv in a.restart_env:
+        k, _, v = kv.partition("=")
+        renv[k] = v
+    pre = shlex.split(a.restart_prefix)
     mode = "wb" if a.stdout_trunc else "ab"
     with open(os.path.join(ref, "stdout"), mode) as out:
         r = subprocess.run(prog, cwd=ref, stdout=out, stdin=subprocess.DEVNULL, timeout=120)
@@ -222,12 +230,12 @@ def main():
         killed = kill_tree(roots, proc.wait)
         if not coordinator_gone(a.revive, port, ck):
             fail("the coordinator did not exit after the tree died", work)
-        cmd = [os.path.abspath(a.revive), "restart", "--port", str(port), ck]
+        cmd = pre + [os.path.abspath(a.revive), "restart", "--port", str(port), ck]
         if a.squat and c == 0:
             squat_and_refuse(a.squat, killed[-1], cmd, work, env)
         print("restart %d: %s" % (c, " ".join(cmd)), flush=True)
         with open(os.path.join(work, "restart-stderr-%d" % c), "wb") as err:
-            proc = subprocess.Popen(cmd, cwd=work, stdout=err, stderr=err, stdin=subprocess.DEVNULL, env=env)
+            proc = subprocess.Popen(cmd, cwd=work, stdout=err, stderr=err, stdin=subprocess.DEVNULL, env=renv)
         restored = True
     try:
         proc.wait(timeout=120)
@@ -245,9 +253,9 @@ def main():
         fail("restart's coordinator did not exit after the tree ended", work)
     # The same checkpoint again: the files plugin rolls the output files back, the pids come back again.
     for k in range(a.again):
-        cmd = [os.path.abspath(a.revive), "restart", "--port", str(port), ck]
+        cmd = pre + [os.path.abspath(a.revive), "restart", "--port", str(port), ck]
         with open(os.path.join(work, "again-stderr-%d" % k), "wb") as err:
-            r = subprocess.run(cmd, cwd=work, stdout=err, stderr=err, stdin=subprocess.DEVNULL, env=env, timeout=120)
+            r = subprocess.run(cmd, cwd=work, stdout=err, stderr=err, stdin=subprocess.DEVNULL, env=renv, timeout=120)
         if r.returncode != ref_rc:
             fail("restart %d more of the same checkpoint exited %s, the uninterrupted run %s" % (k + 1, r.returncode, ref_rc),
                  work)
@@ -263,9 +271,9 @@ def main():
             p2 = free_port(rng)
             while p2 == port:
                 p2 = free_port(rng)
-            cmd = [os.path.abspath(a.revive), "restart", "--port", str(p2), copy]
+            cmd = pre + [os.path.abspath(a.revive), "restart", "--port", str(p2), copy]
             err = open(os.path.join(work, "side-stderr-" + name), "wb")
-            procs.append((name, subprocess.Popen(cmd, cwd=work, stdout=err, stderr=err, stdin=subprocess.DEVNULL, env=env)))
+            procs.append((name, subprocess.Popen(cmd, cwd=work, stdout=err, stderr=err, stdin=subprocess.DEVNULL, env=renv)))
         for name, p in procs:
             try:
                 p.wait(timeout=120)

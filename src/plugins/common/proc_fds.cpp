@@ -14,7 +14,8 @@ int list_fds(uint32_t pid, int* fds, int cap) {
   char path[48];
   if (pid == 0) Msg(path, sizeof path).s("/proc/self/fd");
   else Msg(path, sizeof path).s("/proc/").u(pid).s("/fd");
-  int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  // Kernel pids: the raw call, which no virtual-pid wrapper translates (plugins/vpid).
+  int dir = int(syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir < 0) return -errno;
   int n = 0;
   alignas(8) char buf[4096];

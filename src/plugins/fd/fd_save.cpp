@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "plugins/vpid/vpid.h"
 #include "plugins/common/msg.h"
 #include "plugins/common/proc_fds.h"
 #include "plugins/common/section_io.h"
@@ -160,6 +161,24 @@ int special_state(FdRecord& rec, int fd, const struct stat& st, int fl, char* pa
   return 0;
 }
 
+// /proc/<pid>/... of another process as the program names it (virtual pids, plugins/vpid): restore
+// reopens it through the open() wrapper, which finds that process's kernel pid then. Our own stays as
+// the kernel shows it: restore maps it to /proc/self (the section records our kernel pid).
+void virtual_proc_path(char* path, size_t cap) {
+  if (!vpid::active() || strncmp(path, "/proc/", 6) != 0) return;
+  char* p = path + 6;
+  long v = 0;
+  char* q = p;
+  while (*q >= '0' && *q <= '9' && v < 0x7fffffff) v = v * 10 + (*q++ - '0');
+  if (q == p || (*q && *q != '/') || v == g_self) return;
+  char num[16];
+  Msg(num, sizeof num).i(vpid::to_virt(pid_t(v)));
+  const size_t nl = strlen(num), tail = strlen(q) + 1;
+  if (size_t(p - path) + nl + tail > cap) return;
+  memmove(p + nl, q, tail);
+  memcpy(p, num, nl);
+}
+
 // Saves one descriptor. Returns 0, or -errno with a warning on stderr naming it (save has no message
 // channel of its own).
 int save_one(Out& out, int fd, ShareKey share) {
@@ -169,6 +188,7 @@ int save_one(Out& out, int fd, ShareKey share) {
   ssize_t plen = readlink(link, path, sizeof path - 1);
   if (plen < 0) return -errno;  // user threads are suspended: the fd cannot have gone
   path[plen] = '\0';
+  virtual_proc_path(path, sizeof path);
   struct stat st;
   if (fstat(fd, &st) != 0) return -errno;
   int fl = fcntl(fd, F_GETFL);
@@ -249,7 +269,8 @@ int save_one(Out& out, int fd, ShareKey share) {
 uint32_t parent_of(uint32_t pid) {
   char path[48], buf[512];
   Msg(path, sizeof path).s("/proc/").u(pid).s("/stat");
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  // Kernel pids: raw calls, which no virtual-pid wrapper translates (plugins/vpid).
+  int fd = int(syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC));
   if (fd < 0) return 0;
   ssize_t n = read(fd, buf, sizeof buf - 1);
   close(fd);
@@ -304,7 +325,7 @@ void share_keys(const int* fds, int n) {
       char path[64];
       Msg(path, sizeof path).s("/proc/").u(anc[a]).s("/fd/").i(g_anc_fds[j]);
       struct stat st;
-      if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;  // gone, not ours to look at, not a file
+      if (syscall(SYS_newfstatat, AT_FDCWD, path, &st, 0) != 0 || !S_ISREG(st.st_mode)) continue;  // gone, not ours to look at, not a file
       g_anc_fds[files] = g_anc_fds[j];
       g_anc_ids[files++] = FileId{st.st_dev, st.st_ino};
     }

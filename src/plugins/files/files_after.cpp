@@ -74,7 +74,7 @@ bool open_anywhere(dev_t dev, ino_t ino) {
         char link[64];
         Msg(link, sizeof link).s("/proc/").u(pid).s("/fd/").i(g_fds[k]);
         struct stat st;
-        found = stat(link, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+        found = syscall(SYS_newfstatat, AT_FDCWD, link, &st, 0) == 0 && st.st_dev == dev && st.st_ino == ino;
       }
     }
     if (found) break;

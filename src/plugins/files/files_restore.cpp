@@ -81,6 +81,13 @@ int write_back(Ctx& c, const FileEntry& e, const char* path) {
   int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (scanned ? O_EXCL : 0);
   int fd = open(path, flags, e.mode);
   if (fd < 0 && errno == EACCES && !scanned && chmod(path, e.mode | 0200) == 0) fd = open(path, flags, e.mode);
+  // A walked file that appeared since the lstat above (the restart's coordinator writing its record
+  // under /tmp/revive-UID at this moment) is no longer missing: left alone, as if lstat had seen it.
+  if (fd < 0 && scanned && errno == EEXIST) {
+    if (skip(c.in, e.size)) return 0;
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("files section: truncated in the contents of '")
+        .s(path).s("'"), EINVAL);
+  }
   if (fd < 0) {
     int err = errno;
     return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("cannot write '").s(path)

@@ -113,7 +113,9 @@ void walk(Walk& w, int dirfd, int depth) {
         if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
         t = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : DT_UNKNOWN;
       }
-      if (t == DT_REG && fresh) {
+      // A virtual-pid table (plugins/vpid) belongs to the restart that made it: a later restart makes its
+      // own, and one brought back would outlive every process that could remove it.
+      if (t == DT_REG && fresh && strncmp(name, "revive-vpid-", 12) != 0) {
         save_file(w, dirfd, name);
       } else if (t == DT_DIR) {
         // A directory with no entry created or removed since the launch (mtime) is not entered: the

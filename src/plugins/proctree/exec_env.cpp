@@ -11,6 +11,7 @@
 #include "plugins/common/msg.h"
 #include "plugins/proctree/engine_hooks.h"
 #include "plugins/proctree/proctree.h"
+#include "plugins/vpid/vpid.h"
 
 extern char** environ;
 
@@ -25,6 +26,9 @@ int g_prev_fd = -1;      // predecessor's coordinator socket (exec'ed image), un
 int g_sync_fd = -1;      // posix_spawn's parent waits for a byte on it (spawned image), until adopted
 constexpr char kPrevKey[] = "REVIVE_PREV_COORD_FD";
 constexpr char kSyncKey[] = "REVIVE_SPAWN_SYNC_FD";
+// The virtual-pid table is this incarnation's (a restored process's captured environment names the
+// table of an earlier restart, or none): always the one mapped now, or none.
+constexpr char kVpidKey[] = "REVIVE_VPID_TABLE";
 
 size_t key_len(const char* e) {
   const char* q = strchr(e, '=');
@@ -71,13 +75,13 @@ char** fixed_env(char* const* envp, int prev_fd, int sync_fd) {
   if (!envp) envp = environ;
   size_t n = 0;
   while (envp[n]) ++n;
-  char** out = static_cast<char**>(calloc(n + kMaxKeep + 3, sizeof(char*)));
+  char** out = static_cast<char**>(calloc(n + kMaxKeep + 5, sizeof(char*)));
   if (!out) return nullptr;
   size_t k = 0;
   bool have_preload = false;
   for (size_t i = 0; i < n; ++i) {
     const char* e = envp[i];
-    if (same_key(e, kPrevKey) || same_key(e, kSyncKey)) continue;
+    if (same_key(e, kPrevKey) || same_key(e, kSyncKey) || same_key(e, kVpidKey)) continue;
     if (g_lib[0] && same_key(e, "LD_PRELOAD=")) {
       have_preload = true;
       if (!strstr(e, g_lib)) {  // the program's own preloads stay, after ours
@@ -101,6 +105,7 @@ char** fixed_env(char* const* envp, int prev_fd, int sync_fd) {
     out[k++] = p;
   }
   for (int j = 0; j < g_nkeep; ++j) {
+    if (same_key(g_keep[j], kVpidKey)) continue;
     bool present = false;
     for (size_t i = 0; i < n && !present; ++i) present = same_key(envp[i], g_keep[j]);
     if (!present) out[k++] = g_keep[j];
@@ -114,6 +119,13 @@ char** fixed_env(char* const* envp, int prev_fd, int sync_fd) {
     char* p = static_cast<char*>(malloc(48));
     if (!p) return nullptr;
     plugins::Msg(p, 48).s(f.key).s("=").i(f.fd);
+    out[k++] = p;
+  }
+  if (vpid::active() && vpid::table_path()[0]) {
+    const char* t = vpid::table_path();
+    char* p = static_cast<char*>(malloc(strlen(t) + sizeof kVpidKey + 1));
+    if (!p) return nullptr;
+    plugins::Msg(p, strlen(t) + sizeof kVpidKey + 1).s(kVpidKey).s("=").s(t);
     out[k++] = p;
   }
   out[k] = nullptr;

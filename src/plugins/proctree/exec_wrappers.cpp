@@ -17,6 +17,7 @@
 
 #include "plugins/common/msg.h"
 #include "plugins/common/next_symbol.h"
+#include "plugins/vpid/vpid.h"
 #include "plugins/proctree/engine_hooks.h"
 #include "plugins/proctree/proctree.h"
 
@@ -109,6 +110,8 @@ int spawn_with(SpawnFn* slot, const char* name, pid_t* pid, const char* path, co
   }
   revive::proctree::inflight_end(inflight);
   if (sync[0] >= 0) close(sync[0]);
+  // The program's id for the child (its image registered itself before its byte).
+  if (r == 0 && pid && *pid > 0) *pid = revive::vpid::to_virt(*pid);
   if (r == 0 && !joins)
     warn_outside("posix_spawn", pid ? *pid : child, resolved[0] ? resolved : path,
                  "the spawned process is outside the computation and is not checkpointed");

@@ -14,6 +14,7 @@
 #include "plugins/common/next_symbol.h"
 #include "plugins/proctree/engine_hooks.h"
 #include "plugins/proctree/proctree.h"
+#include "plugins/vpid/vpid.h"
 
 namespace {
 
@@ -33,6 +34,8 @@ pid_t tree_fork() {
   const int slot = revive::proctree::inflight_begin(sync[0]);
   pid_t pid = real();
   if (pid == 0) {
+    // Its own ids first (registered in the virtual-pid table if it has one), before anything asks.
+    revive::vpid::after_fork_child();
     __atomic_store_n(&revive::proctree::g_forks_in_flight, 0, __ATOMIC_RELEASE);
     revive::proctree::inflight_reset_in_child();
     if (sync[0] >= 0) close(sync[0]);
@@ -60,7 +63,8 @@ pid_t tree_fork() {
   revive::proctree::inflight_end(slot);
   if (sync[0] >= 0) close(sync[0]);
   errno = saved;
-  return pid;
+  // The child registered its virtual pid before its byte (or died: then its kernel pid is all there is).
+  return pid > 0 ? revive::vpid::to_virt(pid) : pid;
 }
 
 }  // namespace

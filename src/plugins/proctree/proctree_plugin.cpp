@@ -16,6 +16,7 @@
 #include "plugins/proctree/engine_hooks.h"
 #include "plugins/proctree/proctree.h"
 #include "plugins/proctree/proctree_record.h"
+#include "plugins/vpid/vpid.h"
 
 namespace revive::inject {
 int coord_socket() __attribute__((weak));  // the engine's (src/inject/plugin.h); null without the engine
@@ -199,6 +200,7 @@ constexpr uint64_t kDeferMs = 2000;
 uint64_t g_defer_since;
 
 int init() {
+  vpid::init();  // first: an exec'ed image of a restored process sees its ids from the start
   capture_env();
   adopt_exec_predecessor();
   return 0;
@@ -242,13 +244,15 @@ int save(inject::SectionWriter& w) {
   }
   plugins::Out out(w);
   out.tag(kTag);
-  out.u32(uint32_t(raw(SYS_getpid)));
-  out.u32(uint32_t(raw(SYS_getppid)));
-  out.u32(uint32_t(raw(SYS_getpgid, 0)));
-  out.u32(uint32_t(raw(SYS_getsid, 0)));
+  // The ids the program sees (virtual after a restart without pid recreation: the next restart must
+  // give it the same ones again); the kernel's otherwise.
+  out.u32(uint32_t(vpid::active() ? vpid::g_vpid : pid_t(raw(SYS_getpid))));
+  out.u32(uint32_t(vpid::to_virt(pid_t(raw(SYS_getppid)))));
+  out.u32(uint32_t(vpid::to_virt(pid_t(raw(SYS_getpgid, 0)))));
+  out.u32(uint32_t(vpid::to_virt(pid_t(raw(SYS_getsid, 0)))));
   uint32_t nz = collect_zombies();
   out.u32(nz);
-  for (uint32_t i = 0; i < nz; ++i) out.u32(g_zombies[i].pid) && out.u32(g_zombies[i].status);
+  for (uint32_t i = 0; i < nz; ++i) out.u32(uint32_t(vpid::to_virt(pid_t(g_zombies[i].pid)))) && out.u32(g_zombies[i].status);
   return out.ok() ? 0 : -ENOMEM;
 }
 

@@ -12,6 +12,7 @@
 
 #include "core/status.h"
 #include "plugins/proctree/proctree_record.h"
+#include "plugins/vpid/vpid_table.h"
 
 namespace revive::proctree {
 
@@ -64,8 +65,20 @@ Status CheckPidsFree(const TreePlan& plan);
 // its process group/session as recorded, creates its zombies and children (recursively), then calls
 // exec_image(index), which must not return. `exact_pids`=false (no privilege, no relations) forks
 // normally. Returns the roots' pids in roots_out (same order as plan.roots).
+// With `table` (virtual pids, exact_pids false), every process of the skeleton registers (recorded pid,
+// its kernel pid), and (recorded zombie pid, kernel pid) for its zombies, before it reports.
 Status SpawnTree(const TreePlan& plan, bool exact_pids, const std::function<void(size_t)>& exec_image,
-                 std::vector<pid_t>* roots_out);
+                 std::vector<pid_t>* roots_out, vpid::Table* table = nullptr);
+
+// Virtual pids (tree_vpid.cpp): whether REVIVE_VPID=1 asks for them, and the shared table.
+bool WantVirtualPids();
+struct VpidTable {
+  std::string path;
+  vpid::Table table;
+};
+// Creates /dev/shm/revive-vpid-<uid>-<random> (mode 0600; /tmp without /dev/shm), mapped shared, removed
+// when this process exits.
+Status CreateVpidTable(VpidTable* out);
 
 // As pid 1 of a pid namespace of our own: each root gets a stand-in parent with the recorded ppid (its
 // real parent was outside the computation), so getppid() returns what it did.

@@ -47,6 +47,14 @@ struct Sync {
   int go[2] = {-1, -1};
 };
 Sync g_sync;
+vpid::Table* g_vtab;  // virtual pids: the shared table every process of the skeleton registers in
+
+// (recorded pid -> kernel pid) of a process or zombie just made; false when the table is full.
+bool register_vpid(uint32_t recorded, pid_t real) {
+  if (!g_vtab) return true;
+  g_vtab->remove_virt(recorded);  // not there: every recorded pid is registered once
+  return g_vtab->insert(recorded, uint32_t(real));
+}
 
 struct Report {
   uint32_t pid;
@@ -60,9 +68,10 @@ void report(uint32_t pid, bool ok) {
 }
 
 [[noreturn]] void die(const char* what, uint32_t pid, const TreeProc& t, int err) {
-  const char* why = err == EEXIST  ? "the pid is taken"
-                    : err == EPERM ? "recreating pids needs CAP_SYS_ADMIN (run revive restart as root)"
-                                   : strerror(err);
+  const char* why = err == EEXIST   ? "the pid is taken"
+                    : err == EPERM  ? "recreating pids needs CAP_SYS_ADMIN (run revive restart as root)"
+                    : err == ENOSPC ? "the virtual-pid table is full"
+                                    : strerror(err);
   fprintf(stderr, "revive restart: cannot recreate %s pid %u of %s: %s\n", what, pid, t.image.c_str(), why);
   report(uint32_t(getpid()), false);
   _exit(2);
@@ -81,6 +90,12 @@ void report(uint32_t pid, bool ok) {
   _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
 }
 
+// The kernel's id now of a recorded process group (its leader's new pid with virtual pids).
+pid_t group_now(uint32_t pgid) {
+  uint32_t r = g_vtab ? g_vtab->real_of(pgid) : 0;
+  return pid_t(r ? r : pgid);
+}
+
 // Process group and session as recorded. A root only makes itself a leader when it was one (its
 // original group/session lay outside the computation); a child joins what differs from its parent's.
 void regroup(const TreePlan& plan, const TreeProc& t) {
@@ -94,7 +109,7 @@ void regroup(const TreePlan& plan, const TreeProc& t) {
                     "keeping its parent's\n", t.pid, t.sid);
   if (t.pgid == t.pid) {
     if (setpgid(0, 0) < 0) fprintf(stderr, "revive restart: pid %u: setpgid: %s\n", t.pid, strerror(errno));
-  } else if (p && t.pgid != p->pgid && setpgid(0, pid_t(t.pgid)) < 0) {
+  } else if (p && t.pgid != p->pgid && setpgid(0, group_now(t.pgid)) < 0) {
     fprintf(stderr, "revive restart: pid %u: cannot join process group %u: %s\n", t.pid, t.pgid, strerror(errno));
   }
 }
@@ -166,12 +181,14 @@ int share_base(const TreePlan& plan) {
   const TreeProc& t = plan.procs[i];
   close(g_sync.ready[0]);
   close(g_sync.go[1]);
+  if (!register_vpid(t.pid, getpid())) die("", t.pid, t, ENOSPC);
   regroup(plan, t);
   open_shared(plan, int(i));  // before its children: they inherit the descriptions
   for (const Zombie& z : t.zombies) {
     long r = fork_with_pid(z.pid, exact);
     if (r == 0) be_zombie(z.status);
     if (r < 0) die("exited child", z.pid, t, int(-r));
+    if (!register_vpid(z.pid, pid_t(r))) die("exited child", z.pid, t, ENOSPC);
   }
   for (int c : t.children) {
     long r = fork_with_pid(plan.procs[size_t(c)].pid, exact);
@@ -222,7 +239,8 @@ long fork_root(const TreePlan& plan, int r, bool exact, const std::function<void
 void SetStandInParents(bool on) { g_stand_in_parents = on; }
 
 Status SpawnTree(const TreePlan& plan, bool exact_pids, const std::function<void(size_t)>& exec_image,
-                 std::vector<pid_t>* roots_out) {
+                 std::vector<pid_t>* roots_out, vpid::Table* table) {
+  g_vtab = exact_pids ? nullptr : table;
   if (pipe2(g_sync.ready, O_CLOEXEC) != 0 || pipe2(g_sync.go, O_CLOEXEC) != 0)
     return Status::FromErrno("pipe", errno);
   g_share_base = share_base(plan);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "plugins/proctree/tree.h"
@@ -26,6 +27,27 @@ Status SpawnFlat(size_t n, const std::function<void(size_t)>& exec_image, std::v
   return Status::OK();
 }
 
+// Virtual pids: the tree with new pids, each process told its recorded one through the shared table.
+Status SpawnVirtual(const TreePlan& plan, const std::function<void(size_t)>& exec_image, std::vector<pid_t>* roots) {
+  static VpidTable table;  // mapped until we exit (the processes of the skeleton inherit the mapping)
+  Status s = CreateVpidTable(&table);
+  if (!s.ok()) return s;
+  setenv(vpid::kEnv, table.path.c_str(), 1);  // inherited by every restorer, handed to its engine
+  s = SpawnTree(plan, false, exec_image, roots, &table.table);
+  unsetenv(vpid::kEnv);
+  return s;
+}
+
+// A recorded pid no kernel can give (a fresh virtual id, vpid_table.h): only virtual pids restore it.
+bool HasFreshIds(const TreePlan& plan) {
+  for (const TreeProc& t : plan.procs) {
+    if (t.pid >= vpid::kFreshBase) return true;
+    for (const Zombie& z : t.zombies)
+      if (z.pid >= vpid::kFreshBase) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool WantsPidNamespace(const std::vector<std::string>& images, std::string* why) {
@@ -33,6 +55,8 @@ bool WantsPidNamespace(const std::vector<std::string>& images, std::string* why)
   if (env && strcmp(env, "0") == 0) return false;
   TreePlan plan;
   if (!PlanTree(images, &plan).ok()) return false;  // no recorded pids (or a bad image: reported later)
+  // Virtual pids asked for, or ids no pid namespace can give (fresh virtual ids of a virtual restart).
+  if (WantVirtualPids() || HasFreshIds(plan)) return false;
   if (env && strcmp(env, "1") == 0) {
     *why = "REVIVE_PIDNS=1";
     return true;
@@ -53,6 +77,19 @@ Status StartRestorers(const std::vector<std::string>& images, const std::functio
   Status s = PlanTree(images, &plan);
   if (s.IsNotFound()) return SpawnFlat(images.size(), exec_image, waited, which);
   if (!s.ok()) return s;
+  std::vector<pid_t> roots;
+  auto take_roots = [&] {
+    for (size_t k = 0; k < roots.size(); ++k) {
+      waited->push_back(roots[k]);
+      which->push_back(size_t(plan.roots[k]));
+    }
+  };
+  // Pids that cannot be chosen here (docs/process-trees.md "Virtual pids"): new pids, old ids seen.
+  if (WantVirtualPids() || !HasPidPrivilege() || HasFreshIds(plan)) {
+    s = SpawnVirtual(plan, exec_image, &roots);
+    take_roots();
+    return s;
+  }
   bool exact = true;
   s = CheckPidsFree(plan);
   if (!s.ok()) {
@@ -60,16 +97,21 @@ Status StartRestorers(const std::vector<std::string>& images, const std::functio
     fprintf(stderr, "revive restart: warning: %s; restoring with new pids\n", s.message().c_str());
     exact = false;
   }
-  std::vector<pid_t> roots;
+  if (!exact) {  // a lone process whose pid is taken: a new one, its old one seen through the table
+    s = SpawnVirtual(plan, exec_image, &roots);
+    take_roots();
+    return s;
+  }
   s = SpawnTree(plan, exact, exec_image, &roots);
-  if (!s.ok() && exact && roots.empty() && !NeedsTree(plan) && s.message().find("CAP_SYS_ADMIN") != std::string::npos) {
-    fprintf(stderr, "revive restart: warning: %s; restoring with new pids\n", s.message().c_str());
-    s = SpawnTree(plan, false, exec_image, &roots);
+  // The kernel refused to choose pids (EPERM: no privilege over this pid namespace; ENOSYS: clone3
+  // filtered out, as where user namespaces are disabled by seccomp): virtual pids.
+  if (!s.ok() && roots.empty() && (s.message().find("CAP_SYS_ADMIN") != std::string::npos ||
+                                   s.message().find(strerror(ENOSYS)) != std::string::npos)) {
+    if (getenv("REVIVE_LOG") && atoi(getenv("REVIVE_LOG")) >= 1)
+      fprintf(stderr, "revive restart: %s; restoring with virtual pids\n", s.message().c_str());
+    s = SpawnVirtual(plan, exec_image, &roots);
   }
-  for (size_t k = 0; k < roots.size(); ++k) {
-    waited->push_back(roots[k]);
-    which->push_back(size_t(plan.roots[k]));
-  }
+  take_roots();
   return s;
 }
 

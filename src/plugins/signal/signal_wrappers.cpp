@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/signalfd.h>
 
+#include "plugins/vpid/vpid.h"
 #include "plugins/common/next_symbol.h"
 #include "plugins/plugins.h"
 #include "plugins/signal/ckpt_mask.h"
@@ -91,6 +92,7 @@ void trampoline(int sig, siginfo_t* info, void* uc) {
   if (sig < 1 || sig > kMaxSig) return;
   const struct sigaction& a = g_user[sig];
   if (a.sa_flags & SA_SIGINFO) {
+    revive::vpid::virtual_siginfo(info);  // the sender as the program knows it (virtual pids)
     if (is_function(reinterpret_cast<void*>(a.sa_sigaction))) a.sa_sigaction(sig, info, uc);
   } else if (is_function(reinterpret_cast<void*>(a.sa_handler))) {
     a.sa_handler(sig);
@@ -324,14 +326,18 @@ REVIVE_EXPORT int sigwaitinfo(const sigset_t* set, siginfo_t* info) {
   sigset_t copy;
   auto f = next_or_enosys(&g_real.sigwaitinfo, "sigwaitinfo");
   const sigset_t* s = strip(set, &copy);
-  return f ? revive::plugins::resume_ms(-1, [&](int) { return f(s, info); }) : -1;
+  int r = f ? revive::plugins::resume_ms(-1, [&](int) { return f(s, info); }) : -1;
+  if (r > 0) revive::vpid::virtual_siginfo(info);
+  return r;
 }
 
 REVIVE_EXPORT int sigtimedwait(const sigset_t* set, siginfo_t* info, const struct timespec* timeout) {
   sigset_t copy;
   auto f = next_or_enosys(&g_real.sigtimedwait, "sigtimedwait");
   const sigset_t* s = strip(set, &copy);
-  return f ? revive::plugins::resume_ts(timeout, [&](const struct timespec* t) { return f(s, info, t); }) : -1;
+  int r = f ? revive::plugins::resume_ts(timeout, [&](const struct timespec* t) { return f(s, info, t); }) : -1;
+  if (r > 0) revive::vpid::virtual_siginfo(info);
+  return r;
 }
 
 REVIVE_EXPORT int sigpending(sigset_t* set) noexcept {

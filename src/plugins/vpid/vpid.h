@@ -1,0 +1,57 @@
+// Virtual process and thread ids (docs/process-trees.md "Virtual pids"). After a restart that could not
+// recreate pids (no CAP_SYS_ADMIN, no user namespace), every process keeps seeing the ids it had through
+// the wrappers in this folder; the mapping lives in the shared table (vpid_table.h). With no table mapped
+// (launch, exact-pid restart) every wrapper passes straight through: one load and a branch.
+#pragma once
+
+#include <stdint.h>
+#include <signal.h>
+#include <sys/types.h>
+
+#include "plugins/vpid/vpid_table.h"
+
+namespace revive::vpid {
+
+extern Table g_table;   // h == nullptr: inactive
+extern pid_t g_vpid;    // this process's virtual pid while active
+
+inline bool active() { return __builtin_expect(__atomic_load_n(&g_table.h, __ATOMIC_RELAXED) != nullptr, 0); }
+
+// A pid/tid the program names -> the kernel's. Identity for ids the table does not know; an id that is
+// only some other process's real id (never one of the computation's ids) becomes a pid no process has,
+// so the call fails as natively (ESRCH, ECHILD).
+pid_t to_real(pid_t v);
+// A kernel id -> the program's. Identity for ids the table does not know.
+pid_t to_virt(pid_t r);
+// For process-group arguments: 0 and -1 stay, -g becomes -to_real(g).
+inline pid_t to_real_signed(pid_t v) { return v < -1 ? -to_real(-v) : v > 0 ? to_real(v) : v; }
+// The calling thread's virtual tid (cached per thread; registered on first use).
+pid_t self_tid();
+// Changes whenever a table is mapped or forgotten: a call that blocked across a checkpoint and resumed in
+// a restored process sees a different value after it than before.
+uint32_t epoch();
+// The sender's pid in a signal's siginfo (kill, sigqueue, tgkill, SIGCHLD's child) as the program knows
+// it. For the signal plugin's trampoline and its sigwaitinfo/sigtimedwait wrappers; async-signal-safe.
+void virtual_siginfo(siginfo_t* info);
+// A child with kernel pid `real` was reaped: its entry goes.
+void reaped(pid_t real);
+
+// Library load (also in an exec'ed image): maps REVIVE_VPID_TABLE if set. A table that cannot be used
+// ends the process with a message naming the file (its ids would be wrong).
+void init();
+// Restored process, user threads held (raw syscalls only): maps the table `path` (nullptr/"": none, the
+// restart recreated the pids) and registers the restored threads. 0 or -errno with a message in msg.
+int restore(const char* path, char* msg, size_t cap);
+// Engine: every thread in the checkpoint handler, before its context is saved, records its virtual
+// tid in its TLS; a restored thread then registers (that tid, its new tid) for restore() to publish.
+void thread_checkpoint();
+void thread_restored();
+// Fork child (before it tells its parent it is in): registers its pid (a fresh virtual id if its
+// kernel pid equals a virtual id in use) and resets the cached ids.
+void after_fork_child();
+// The table's mapping [lo, hi) (0, 0 when none): the engine does not save it in images.
+void mapping(uint64_t* lo, uint64_t* hi);
+// Path of the mapped table ("" when none), for the environment of exec'ed programs.
+const char* table_path();
+
+}  // namespace revive::vpid

@@ -1,0 +1,123 @@
+// Ids inside other calls' arguments and results: fcntl F_SETOWN/F_GETOWN (a pid, or -pgid) and
+// F_SETOWN_EX/F_GETOWN_EX (a tid, pid or pgid), getsockopt SO_PEERCRED and recvmsg SCM_CREDENTIALS (the
+// peer's pid, when it is a process of the computation), sendmsg SCM_CREDENTIALS (the kernel checks that
+// the pid sent is the sender's own kernel pid).
+#include <fcntl.h>
+#include <stdarg.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "plugins/common/next_symbol.h"
+#include "plugins/vpid/vpid.h"
+#include "plugins/vpid/vpid_prime.h"
+
+#define REVIVE_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+using revive::plugins::next_or_enosys;
+namespace vpid = revive::vpid;
+
+using FcntlFn = int (*)(int, int, ...);
+using GetsockoptFn = int (*)(int, int, int, void*, socklen_t*);
+using RecvmsgFn = ssize_t (*)(int, struct msghdr*, int);
+using SendmsgFn = ssize_t (*)(int, const struct msghdr*, int);
+FcntlFn g_fcntl;
+GetsockoptFn g_getsockopt;
+RecvmsgFn g_recvmsg;
+SendmsgFn g_sendmsg;
+VPID_PRIME(g_fcntl, "fcntl")
+VPID_PRIME(g_getsockopt, "getsockopt")
+VPID_PRIME(g_recvmsg, "recvmsg")
+VPID_PRIME(g_sendmsg, "sendmsg")
+
+// Owner kinds of f_owner_ex: F_OWNER_TID 0, F_OWNER_PID 1, F_OWNER_PGRP 2 (all positive ids).
+int fcntl_with(FcntlFn* slot, const char* name, int fd, int cmd, va_list ap) {
+  FcntlFn f = next_or_enosys(slot, name);
+  if (!f) return -1;
+  // Every fcntl command takes at most one argument, an int or a pointer: pass it on as a pointer-sized
+  // word (the kernel's ABI), translated for the owner commands.
+  void* arg = va_arg(ap, void*);
+  if (!vpid::active()) return f(fd, cmd, arg);
+  switch (cmd) {
+    case F_SETOWN:
+      return f(fd, cmd, vpid::to_real_signed(pid_t(reinterpret_cast<long>(arg))));
+    case F_GETOWN: {
+      int r = f(fd, cmd);
+      return r > 0 ? vpid::to_virt(r) : r < -1 ? -vpid::to_virt(-r) : r;
+    }
+    case F_SETOWN_EX: {
+      auto* o = static_cast<const struct f_owner_ex*>(arg);
+      if (!o) return f(fd, cmd, arg);
+      struct f_owner_ex k = *o;
+      k.pid = vpid::to_real(k.pid);
+      return f(fd, cmd, &k);
+    }
+    case F_GETOWN_EX: {
+      int r = f(fd, cmd, arg);
+      auto* o = static_cast<struct f_owner_ex*>(arg);
+      if (r == 0 && o) o->pid = vpid::to_virt(o->pid);
+      return r;
+    }
+    default:
+      return f(fd, cmd, arg);
+  }
+}
+
+void creds_back(struct msghdr* m) {
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c))
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
+      auto* u = reinterpret_cast<struct ucred*>(CMSG_DATA(c));
+      u->pid = vpid::to_virt(u->pid);
+    }
+}
+
+}  // namespace
+
+REVIVE_EXPORT int fcntl(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  int r = fcntl_with(&g_fcntl, "fcntl", fd, cmd, ap);
+  va_end(ap);
+  return r;
+}
+
+// The same function on 64-bit glibc (large-file variant).
+REVIVE_EXPORT int fcntl64(int fd, int cmd, ...) __attribute__((alias("fcntl")));
+
+REVIVE_EXPORT int getsockopt(int fd, int level, int name, void* val, socklen_t* len) noexcept {
+  GetsockoptFn f = next_or_enosys(&g_getsockopt, "getsockopt");
+  if (!f) return -1;
+  int r = f(fd, level, name, val, len);
+  if (r == 0 && vpid::active() && level == SOL_SOCKET && name == SO_PEERCRED && val && len &&
+      *len >= sizeof(struct ucred)) {
+    auto* u = static_cast<struct ucred*>(val);
+    u->pid = vpid::to_virt(u->pid);
+  }
+  return r;
+}
+
+REVIVE_EXPORT ssize_t recvmsg(int fd, struct msghdr* m, int flags) {
+  RecvmsgFn f = next_or_enosys(&g_recvmsg, "recvmsg");
+  if (!f) return -1;
+  ssize_t r = f(fd, m, flags);
+  if (r >= 0 && vpid::active() && m && m->msg_control) creds_back(m);
+  return r;
+}
+
+REVIVE_EXPORT ssize_t sendmsg(int fd, const struct msghdr* m, int flags) {
+  SendmsgFn f = next_or_enosys(&g_sendmsg, "sendmsg");
+  if (!f) return -1;
+  if (!vpid::active() || !m || !m->msg_control || m->msg_controllen == 0 || m->msg_controllen > 4096)
+    return f(fd, m, flags);
+  // A copy of the control data with the pids translated (the caller's stays as it wrote it).
+  alignas(struct cmsghdr) char ctl[4096];
+  __builtin_memcpy(ctl, m->msg_control, m->msg_controllen);
+  struct msghdr k = *m;
+  k.msg_control = ctl;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&k); c; c = CMSG_NXTHDR(&k, c))
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
+      auto* u = reinterpret_cast<struct ucred*>(CMSG_DATA(c));
+      u->pid = vpid::to_real(u->pid);
+    }
+  return f(fd, &k, flags);
+}

@@ -1,0 +1,132 @@
+// /proc/<pid>/... and /proc/<pid>/task/<tid>/... (and /proc/self/task/<tid>) paths the program names
+// with its ids: open, openat, fopen, opendir, the stat family (stat, lstat, fstatat, statx and their
+// 64 variants), access, faccessat, readlink, readlinkat see the kernel's ids. Only absolute paths (a path relative to an open /proc directory is not translated).
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "plugins/common/msg.h"
+#include "plugins/common/next_symbol.h"
+#include "plugins/vpid/vpid.h"
+#include "plugins/vpid/vpid_prime.h"
+
+#define REVIVE_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+using revive::plugins::next_or_enosys;
+namespace vpid = revive::vpid;
+
+// Copies the number at *p (advancing it) translated with to_real into out; false if not a number.
+bool number(const char*& p, revive::plugins::Msg& out) {
+  if (*p < '0' || *p > '9') return false;
+  long v = 0;
+  while (*p >= '0' && *p <= '9' && v < 0x7fffffff) v = v * 10 + (*p++ - '0');
+  if (*p && *p != '/') return false;
+  out.i(vpid::to_real(pid_t(v)));
+  return true;
+}
+
+// The path with the kernel's ids, in buf; or `path` itself when there is nothing to translate.
+const char* translate(const char* path, char* buf, size_t cap) {
+  if (!vpid::active() || !path || strncmp(path, "/proc/", 6) != 0) return path;
+  revive::plugins::Msg out(buf, cap);
+  out.s("/proc/");
+  const char* p = path + 6;
+  if (strncmp(p, "self/", 5) == 0 || strcmp(p, "self") == 0) {
+    out.s("self");
+    p += 4;
+  } else if (!number(p, out)) {
+    return path;
+  }
+  if (strncmp(p, "/task/", 6) == 0) {
+    out.s("/task/");
+    p += 6;
+    if (!number(p, out)) return path;
+  }
+  out.s(p);
+  return out.size() + 1 < cap ? buf : path;
+}
+
+#define TRANSLATED(path) \
+  char buf_[PATH_MAX];   \
+  const char* real_path = translate(path, buf_, sizeof buf_)
+
+using OpenatFn = int (*)(int, const char*, int, ...);
+OpenatFn g_openat, g_openat64;
+VPID_PRIME(g_openat, "openat")
+VPID_PRIME(g_openat64, "openat64")
+
+// open()'s optional mode argument, read only when the flags say there is one.
+#define MODE_ARG(flags)                                                                      \
+  mode_t mode = 0;                                                                           \
+  if ((flags & O_CREAT) || (flags & __O_TMPFILE) == __O_TMPFILE) {                           \
+    va_list ap;                                                                              \
+    va_start(ap, flags);                                                                     \
+    mode = mode_t(va_arg(ap, int));                                                          \
+    va_end(ap);                                                                              \
+  }
+
+int open_at(OpenatFn* slot, const char* name, int dir, const char* path, int flags, mode_t mode) {
+  OpenatFn f = next_or_enosys(slot, name);
+  if (!f) return -1;
+  TRANSLATED(path);
+  return f(dir, real_path, flags, mode);
+}
+
+}  // namespace
+
+// open(p) is openat(AT_FDCWD, p) in the kernel and in glibc.
+REVIVE_EXPORT int open(const char* path, int flags, ...) {
+  MODE_ARG(flags);
+  return open_at(&g_openat, "openat", AT_FDCWD, path, flags, mode);
+}
+
+REVIVE_EXPORT int open64(const char* path, int flags, ...) {
+  MODE_ARG(flags);
+  return open_at(&g_openat64, "openat64", AT_FDCWD, path, flags, mode);
+}
+
+REVIVE_EXPORT int openat(int dir, const char* path, int flags, ...) {
+  MODE_ARG(flags);
+  return open_at(&g_openat, "openat", dir, path, flags, mode);
+}
+
+REVIVE_EXPORT int openat64(int dir, const char* path, int flags, ...) {
+  MODE_ARG(flags);
+  return open_at(&g_openat64, "openat64", dir, path, flags, mode);
+}
+
+// Wrapper NAME(PARAMS) (one of them `path`) calling libc's with ARGS, in which real_path stands for path.
+#define PATH_CALL(ret, fail, name, params, args)        \
+  namespace {                                           \
+  using name##_fn = ret (*) params;                     \
+  name##_fn g_##name;                                   \
+  VPID_PRIME(g_##name, #name)                           \
+  }                                                     \
+  REVIVE_EXPORT ret name params {                       \
+    name##_fn f = next_or_enosys(&g_##name, #name);     \
+    if (!f) return fail;                                \
+    TRANSLATED(path);                                   \
+    return f args;                                      \
+  }
+
+PATH_CALL(FILE*, nullptr, fopen, (const char* path, const char* mode), (real_path, mode))
+PATH_CALL(FILE*, nullptr, fopen64, (const char* path, const char* mode), (real_path, mode))
+PATH_CALL(DIR*, nullptr, opendir, (const char* path), (real_path))
+PATH_CALL(int, -1, stat, (const char* path, struct stat* st), (real_path, st))
+PATH_CALL(int, -1, lstat, (const char* path, struct stat* st), (real_path, st))
+PATH_CALL(int, -1, stat64, (const char* path, struct stat64* st), (real_path, st))
+PATH_CALL(int, -1, lstat64, (const char* path, struct stat64* st), (real_path, st))
+PATH_CALL(int, -1, fstatat, (int dir, const char* path, struct stat* st, int flags), (dir, real_path, st, flags))
+PATH_CALL(int, -1, fstatat64, (int dir, const char* path, struct stat64* st, int flags), (dir, real_path, st, flags))
+PATH_CALL(int, -1, statx, (int dir, const char* path, int flags, unsigned int mask, struct statx* st),
+          (dir, real_path, flags, mask, st))
+PATH_CALL(int, -1, access, (const char* path, int mode), (real_path, mode))
+PATH_CALL(int, -1, faccessat, (int dir, const char* path, int mode, int flags), (dir, real_path, mode, flags))
+PATH_CALL(ssize_t, -1, readlink, (const char* path, char* out, size_t cap), (real_path, out, cap))
+PATH_CALL(ssize_t, -1, readlinkat, (int dir, const char* path, char* out, size_t cap), (dir, real_path, out, cap))
