@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,7 +29,9 @@ const char* err_text(int e) {
 
 int64_t now_ms() {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  // The system call, not the vdso: revive-restart reports a failed restore after it has moved the vdso
+  // away from under its own libc (report_restore_failure).
+  syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
@@ -394,10 +397,43 @@ int Client::recv(FrameHeader* h, Payload* p, int timeout_ms) {
 }
 
 void Client::close() {
-  if (fd_ >= 0) ::close(fd_);
+  // The raw call: inside a program, the engine's close() wrapper keeps this very socket open (fd_guard.cpp).
+  if (fd_ >= 0) syscall(SYS_close, fd_);
   fd_ = -1;
   if (map_ != nullptr) munmap(map_, kTxCap + kRxCap);
   map_ = tx_ = rx_ = nullptr;
+}
+
+bool report_restore_failure(uint64_t upid, const char* why) {
+  const char* port = getenv("REVIVE_COORD_PORT");
+  const char* secret = getenv("REVIVE_SECRET_FILE");
+  const char* host = getenv("REVIVE_COORD_HOST");
+  if (port == nullptr || secret == nullptr) return false;
+  return report_restore_failure(host != nullptr && host[0] ? host : "127.0.0.1", uint16_t(strtoul(port, nullptr, 10)),
+                                secret, upid, why);
+}
+
+bool report_restore_failure(const char* host, uint16_t port, const char* secret_file, uint64_t upid,
+                            const char* why) {
+  if (host == nullptr || secret_file == nullptr || port == 0) return false;
+  ClientOptions o;
+  o.host = host;
+  o.port = port;
+  o.secret_file = secret_file;
+  o.role = "cli";
+  o.connect_timeout_ms = 2000;
+  o.io_timeout_ms = 2000;
+  static Client c;  // a second client: the caller's own may be half set up
+  Welcome w;
+  if (!c.connect(o, &w)) return false;
+  FrameBuilder b(c.tx_buffer(), Client::kTxCap, kKill, c.next_seq());
+  b.add_u64("upid", upid).add("why", why);
+  bool ok = c.send(b);
+  FrameHeader h;
+  Payload p;
+  if (ok) c.recv(&h, &p, 2000);  // the coordinator's answer: it has told the others
+  c.close();
+  return ok;
 }
 
 }  // namespace revive::coord

@@ -76,6 +76,8 @@ class Client {
 
   bool connected() const { return fd_ >= 0; }
   int fd() const { return fd_; }
+  // The socket now has another number (the engine moved it out of a program's dup2 target).
+  void renumber(int fd) { fd_ = fd; }
   uint8_t* tx_buffer() { return tx_; }
   uint32_t next_seq() { return ++seq_; }
   const char* error() const { return err_; }
@@ -97,6 +99,15 @@ class Client {
 };
 
 // Small bounded string helpers (no stdio) shared by client and server code.
+// A restored process that cannot be restored tells the restart's coordinator (REVIVE_COORD_HOST/PORT,
+// REVIVE_SECRET_FILE from the environment), which then ends every process of the restart instead of
+// waiting for this one forever: `revive restart` returns instead of hanging. `why` is logged. No
+// allocation (mmap only); best effort, false if no coordinator is configured or reachable.
+bool report_restore_failure(uint64_t upid, const char* why);
+// The same with the coordinator given (a restored engine: its configuration, not the image's environment).
+bool report_restore_failure(const char* host, uint16_t port, const char* secret_file, uint64_t upid,
+                            const char* why);
+
 void str_copy(char* out, size_t cap, const char* s);
 void str_append(char* out, size_t cap, const char* s);
 void str_append_u64(char* out, size_t cap, uint64_t v);

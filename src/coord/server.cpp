@@ -22,6 +22,10 @@
 #include "core/env.h"
 
 namespace revive::coord {
+
+// How long a coordinator whose restart failed stays for processes still being restored (a large image
+// takes seconds to read).
+constexpr double kRestartFailedGrace = 30;
 namespace {
 
 constexpr size_t kPreAuthMaxPayload = 4096;   // before HELLO nobody gets to make us buffer 1 MiB
@@ -170,7 +174,10 @@ Status Server::Run() {
     // A restart whose processes all left before the barrier completed (restart --hosts stops the others
     // when one host's part failed) has nothing left to wait for either.
     if (o_.exit_on_last && (state_ == State::kIdle || state_ == State::kRestartWait)) {
-      if (ever_had_proc_ && ProcCount() == 0) {
+      // After a failed restart, the processes still being restored come later: wait for them (they are
+      // told to exit) for a while.
+      bool latecomers = !restart_failed_.empty() && MonotonicSeconds() - restart_failed_at_ < kRestartFailedGrace;
+      if (ever_had_proc_ && ProcCount() == 0 && !latecomers) {
         Log(2, "last process left; exiting (--exit-on-last)");
         break;
       }
@@ -423,6 +430,19 @@ void Server::HandleFrame(Conn* c, const FrameHeader& h, const Payload& p) {
     }
     case kKill:
       if (c->role == Conn::Role::kCli || c->role == Conn::Role::kSub) {
+        // A restored process that could not be restored says why (report_restore_failure): the others
+        // of the restart are parked waiting for it, so the whole restart ends.
+        const char* why;
+        size_t wn;
+        uint64_t upid = 0;
+        if (p.get("why", &why, &wn)) {
+          p.get_u64("upid", &upid);
+          Log(0, "restart failed: process upid %llu: %.*s; ending every process of the restart",
+              (unsigned long long)upid, int(wn), why);
+          ever_had_proc_ = true;  // --exit-on-last: leave once the others are gone, even if none came
+          if (restart_failed_.empty()) restart_failed_at_ = MonotonicSeconds();
+          restart_failed_.assign(why, wn);
+        }
         KillAll(c, h.seq);
         return;
       }
@@ -528,6 +548,13 @@ void Server::RegisterMember(Conn* owner, const FrameHeader& h, const Payload& p)
     participants_.insert(owner->id);
     waiting_.insert(owner->id);
     SendPhase(owner);
+  }
+  if (m.awaiting_restart && !restart_failed_.empty()) {
+    Log(1, "%s: the restart failed (%s); told to exit", m.Describe().c_str(), restart_failed_.c_str());
+    uint8_t buf[64];
+    FrameBuilder k(buf, sizeof buf, kKill, 0);
+    Send(owner, k);
+    return;
   }
   if (m.awaiting_restart) OnRestartHello(m.upid);
 }

@@ -120,6 +120,11 @@ class Server {
   uint16_t port_ = 0;
   bool stopping_ = false;
   bool ever_had_proc_ = false;
+  // A restored process reported that it could not be restored: every other process of that restart is
+  // told to exit when it comes (or at once, if it is here), and the coordinator leaves once none is left
+  // and the grace period for latecomers is over.
+  std::string restart_failed_;
+  double restart_failed_at_ = 0;
   double started_at_ = 0;
   double last_sweep_ = 0;
 

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "coord/client.h"
 #include "inject/engine.h"
 #include "inject/sys.h"
 #include "plugins/vpid/vpid.h"
@@ -201,6 +202,10 @@ int checkpoint_now(uint64_t gen, char* path, size_t path_cap, char* err, size_t 
   sys::append(line, sizeof line, err);
   sys::append(line, sizeof line, "\n");
   sys::write_all(2, line, sys::slen(line));
+  // The other processes of the restart are parked until this one is back: have the coordinator end
+  // them, or `revive restart` would wait forever.
+  if (coord_configured())
+    coord::report_restore_failure(g.cfg.coord_host, g.cfg.coord_port, g.cfg.secret_file, g.upid, line + 8);
   sys::sc(SYS_exit_group, 125);
   __builtin_unreachable();
 }

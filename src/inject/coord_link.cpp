@@ -258,6 +258,12 @@ void before_exec() {
   }
 }
 
+void coord_moved(int fd) {
+  g_client.renumber(fd);
+  g.coord_fd = fd;
+  arm_async(fd);  // F_SETSIG/F_SETOWN/O_ASYNC belong to the file description, but say it again
+}
+
 void after_failed_exec() {
   install_handler();
   if (g.coord_fd >= 0) arm_async(g.coord_fd);

@@ -214,6 +214,8 @@ bool coord_durable_ready();
 // reports the image now (PHASE_DONE durable, early if the phase has not come), so that its exit does not
 // fail the generation. Call with the serving flag held and signals blocked.
 void coord_exit_report();
+// The program's dup2/dup3 onto the coordinator socket's number moved it to fd (fd_guard.cpp).
+void coord_moved(int fd);
 // Restored process, after after_restore(): reconnect (threads then wait for resume) or release at once.
 void restored_continue();
 

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "coord/client.h"
 #include "restart/restart.h"
 
 using namespace revive;
@@ -41,6 +42,22 @@ static void block_checkpoint_signal() {
   sigemptyset(&set);
   sigaddset(&set, sig);
   sigprocmask(SIG_BLOCK, &set, nullptr);
+}
+
+// Says why this image cannot be restored, to the user and to the restart's coordinator: the other
+// processes of the restart wait for this one, and would wait forever (coord::report_restore_failure).
+void sys_append_attempts(char* err, size_t cap, int attempt) {
+  size_t n = strlen(err);
+  snprintf(err + n, cap - n, " (still after %d re-executions)", attempt);
+}
+
+int restore_failed(const image::View& v, const char* image, const char* why) {
+  fprintf(stderr, "revive-restart: image %s: %s\n", image, why);
+  static char line[1400];
+  snprintf(line, sizeof line, "%s (pid %llu) could not be restored from %s: %s", v.hdr->prog,
+           (unsigned long long)v.hdr->pid, image, why);
+  coord::report_restore_failure(v.hdr->upid, line);
+  return 3;
 }
 
 int main(int argc, char** argv) {
@@ -91,10 +108,7 @@ int main(int argc, char** argv) {
   restart::warm_up();  // allocations of ours happen now, before our layout is compared with the image's
   static restart::Range own[restart::kMaxOwn];
   long n = restart::read_own_maps(own, restart::kMaxOwn);
-  if (n < 0) {
-    fprintf(stderr, "revive-restart: cannot read /proc/self/maps\n");
-    return 3;
-  }
+  if (n < 0) return restore_failed(v, abs, "cannot read /proc/self/maps");
   const char* a = getenv("REVIVE_RESTART_ATTEMPT");
   const int attempt = a ? atoi(a) : 0;
   // REVIVE_RESTART_FORCE_REEXEC=N pretends the first N layouts collide, so tests can cover this path.
@@ -102,32 +116,25 @@ int main(int argc, char** argv) {
   if (force && attempt < atoi(force)) snprintf(err, sizeof err, "collision forced by REVIVE_RESTART_FORCE_REEXEC");
   if ((force && attempt < atoi(force)) || restart::collides(v, own, size_t(n), err, sizeof err)) {
     if (attempt >= 32) {
-      fprintf(stderr, "revive-restart: %s (still after %d re-executions)\n", err, attempt);
-      return 3;
+      sys_append_attempts(err, sizeof err, attempt);
+      return restore_failed(v, abs, err);
     }
     char buf[16];
     snprintf(buf, sizeof buf, "%d", attempt + 1);
     setenv("REVIVE_RESTART_ATTEMPT", buf, 1);
     execv("/proc/self/exe", argv);
-    fprintf(stderr, "revive-restart: re-exec failed: %s\n", strerror(errno));
-    return 3;
+    snprintf(err, sizeof err, "re-exec failed: %s", strerror(errno));
+    return restore_failed(v, abs, err);
   }
   if (attempt > 0 && getenv("REVIVE_LOG") && atoi(getenv("REVIVE_LOG")) >= 1)
     fprintf(stderr, "revive-restart: layout found after %d re-execution(s)\n", attempt);
   unsetenv("REVIVE_RESTART_ATTEMPT");
   unsetenv("REVIVE_RESTART_FORCE_REEXEC");
-  if (!restart::move_specials(v, own, size_t(n), err, sizeof err)) {
-    fprintf(stderr, "revive-restart: image %s: %s\n", abs, err);
-    return 3;
-  }
+  if (!restart::move_specials(v, own, size_t(n), err, sizeof err)) return restore_failed(v, abs, err);
   // No time functions from here on: our libc's vdso pointers went stale with the move.
-  if (!restart::restore_memory(v, abs, fd, lazy, err, sizeof err)) {
-    fprintf(stderr, "revive-restart: image %s: %s\n", abs, err);
-    return 3;
-  }
+  if (!restart::restore_memory(v, abs, fd, lazy, err, sizeof err)) return restore_failed(v, abs, err);
   restart::restore_mm(v);
   close(fd);
   restart::hand_over(v, abs, lazy, err, sizeof err);
-  fprintf(stderr, "revive-restart: image %s: %s\n", abs, err);
-  return 3;
+  return restore_failed(v, abs, err);
 }

@@ -42,6 +42,7 @@ struct Chan {
   int32_t flags;     // F_GETFL (O_NONBLOCK...)
   int32_t cloexec;   // FD_CLOEXEC
   int32_t nodelay;   // TCP_NODELAY
+  int32_t v6only;    // IPV6_V6ONLY of an AF_INET6 socket (a listener on [::]:P beside one on 0.0.0.0:P)
   sockaddr_storage local, peer;  // sockaddr_in, sockaddr_in6 or sockaddr_un
   uint32_t local_len, peer_len;
   char key[80];       // hex(local, peer): this end's name; the peer names it reversed

@@ -190,6 +190,8 @@ int relisten(Chan& c, char* msg, size_t cap) {
   int one = 1;
   if (s < 0) return err(msg, cap, c, "socket", errno);
   setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  // Open MPI listens on 0.0.0.0:P and [::]:P: the second binds only if it is IPv6-only again.
+  if (c.family == AF_INET6) setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &c.v6only, sizeof c.v6only);
   const sockaddr_un& un = reinterpret_cast<const sockaddr_un&>(c.local);
   struct stat st;
   if (c.family == AF_UNIX && un.sun_path[0] && stat(un.sun_path, &st) == 0 && S_ISSOCK(st.st_mode))

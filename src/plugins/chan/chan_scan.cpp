@@ -129,6 +129,16 @@ bool consider(int fd) {
   c.flags = fcntl(fd, F_GETFL);
   c.cloexec = (fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0;
   c.nodelay = family != AF_UNIX && int_opt(fd, IPPROTO_TCP, TCP_NODELAY) > 0;
+  c.v6only = family == AF_INET6 && int_opt(fd, IPPROTO_IPV6, IPV6_V6ONLY) > 0;
+  // A killed process's TCP connections linger in TIME_WAIT under the listener's port, and Linux lets the
+  // restored listener bind it again only if those connections had SO_REUSEADDR as well (the TIME_WAIT
+  // entry keeps the flag of its socket). Listeners without it (Open MPI's) would then fail with
+  // EADDRINUSE for a minute. Setting it now, on every TCP socket we checkpoint, changes nothing else the
+  // program can observe except getsockopt(SO_REUSEADDR) itself (docs/channels.md).
+  if (family != AF_UNIX) {
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  }
   c.listen_fd = -1;
   socklen_t l = sizeof c.local;
   if (getsockname(fd, reinterpret_cast<sockaddr*>(&c.local), &l) != 0) return false;
