@@ -8,7 +8,7 @@ Every program's stdout (a regular file) and exit status must equal the reference
   chan_driver.py --revive R --inject I --restart S --workdir W [--checkpoints K] [--chain N]
                  --proc 'PROG ARGS {port}' --proc ...      ({port}: a free TCP port chosen here,
                                                           {dir}: a directory of this run, e.g. for sockets)"""
-import argparse, json, os, random, shlex, shutil, signal, socket, subprocess, sys, time
+import argparse, json, os, random, re, shlex, shutil, signal, socket, subprocess, sys, time
 
 def fail(msg):
     print("FAIL: " + msg, flush=True)
@@ -99,6 +99,19 @@ def restored_roots(pid):
             (todo if comm == "revive" else out).append(k)
     return out
 
+def descendants(pids):
+    """pids and every process below them (a restored program's forked children)."""
+    out, todo = [], list(pids)
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for t in os.listdir("/proc/%d/task" % p):
+                todo += [int(k) for k in open("/proc/%d/task/%s/children" % (p, t)).read().split()]
+        except OSError:
+            continue
+    return out
+
 def main():
     ap = argparse.ArgumentParser()
     for k in ("revive", "inject", "restart", "workdir"):
@@ -178,15 +191,29 @@ def main():
                 fail("restarted computation did not finish")
             rcs = rs.returncode
             break
+        # Every restored process is back with the coordinator before the checkpoint (on a loaded machine a
+        # restore takes more than a fixed pause), then the program runs a while.
+        n = a.procs or len(cmds)
+        deadline = time.time() + 60
+        while True:
+            if rs.poll() is not None:
+                fail("restarted computation ended before its checkpoint: %s" % rs.communicate()[1])
+            st = run([a.revive, "status", "--port", str(coord_port), "--ckpt-dir", ck])
+            back = re.search(r"^processes:\s+(\d+)", st.stdout, re.M) if st.returncode == 0 else None
+            if back and int(back.group(1)) >= n and re.search(r"^state:\s+idle", st.stdout, re.M):
+                break
+            if time.time() > deadline:
+                fail("the restored processes did not all come back within 60 s: %s" % st.stdout)
+            time.sleep(0.05)
         time.sleep(a.first)
         if rs.poll() is not None:
             fail("restarted computation ended before its checkpoint: %s" % rs.communicate()[1])
         gen += 1
-        checkpoint(a, coord_port, ck, gen, len(cmds))
+        checkpoint(a, coord_port, ck, gen, n)
         kids = restored_roots(rs.pid)
         if len(kids) != len(cmds):
             fail("revive restart has %d children, want %d" % (len(kids), len(cmds)))
-        for k in kids:
+        for k in descendants([int(k) for k in kids]):  # children the programs forked too
             try:
                 os.kill(int(k), signal.SIGKILL)
             except ProcessLookupError:  # it finished on its own meanwhile (a loaded machine): the

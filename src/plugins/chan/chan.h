@@ -6,6 +6,8 @@
 #pragma once
 
 #include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 #include <sys/socket.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,6 +24,9 @@ enum Kind : uint32_t {
   kBacklog = 7,    // connected end whose connection sat in an internal listener's backlog at checkpoint:
                    // rx holds the bytes it had sent; it connects to the listener again and re-sends them
   kGone = 8,       // the plugin's own end of a backlog connection, accepted at save and closed again
+  kPtyMaster = 9,  // pseudo-terminal master (/dev/ptmx): its pair is rebuilt, pending output kept
+  kPtySlave = 10,  // pseudo-terminal slave whose master is in the computation (Open MPI's rank stdout)
+  kPtyOut = 11,    // pseudo-terminal slave whose master is not (the user's terminal): the fd plugin's
 };
 
 // Growable byte buffer on mmap (usable with user threads held; its pages are process memory, so the
@@ -71,6 +76,10 @@ struct Chan {
   // Backlog connections (chan_backlog.cpp): 1 = accepted by the plugin at save from a listener's backlog,
   // 2 = this end's connection waits in an internal listener's backlog.
   uint8_t backlog;
+  // kPtyMaster: the pair's terminal settings and window size, restored on the new pair. ino holds the
+  // pty's index (/dev/pts/<index>), which names the pair for the rendezvous.
+  struct termios tio;
+  struct winsize ws;
 };
 
 constexpr size_t kMaxChans = 256;
@@ -115,6 +124,20 @@ bool consider_fifo(int fd, Chan& c);
 // over a Unix socket (SCM_RIGHTS): they connect in reconnect, the owner serves them all in refill (every
 // connect is queued by then: the phases are barriers).
 bool is_reader(const Chan& c);
+// Descriptor hand-over over a connected Unix socket (SCM_RIGHTS, one byte). recv_fd: -1 on timeout/error.
+bool send_fd(int sock, int fd);
+int recv_fd(int sock, int timeout_ms);
+// chan_pty.cpp: pseudo-terminal pairs inside the computation (Open MPI gives each rank's stdout a pty
+// whose master mpiexec reads). consider_pty fills a table slot (false: not a pty). Drain phase: master
+// holders publish; save: slaves find out whether their master is ours, the master's owner keeps the
+// output not read yet (and leaves it in the pair). Restart: the owner makes a new pair, writes that output
+// into it again and hands the master/slave to the other holders like a pipe's ends.
+bool consider_pty(int fd, const struct stat& st, Chan& c);
+void publish_ptys(uint64_t gen);
+int classify_ptys(uint64_t gen, char* msg, size_t cap);
+int ptys_listen(uint64_t gen, char* msg, size_t cap);    // reconnect, step 1 (owners)
+int ptys_connect(uint64_t gen, char* msg, size_t cap);   // reconnect, step 2 (other holders)
+int ptys_hand_over(char* msg, size_t cap);               // refill
 void publish_pipes(uint64_t gen);                          // drain phase (FIFO readers too)
 int classify_pipes(uint64_t gen, char* msg, size_t cap);   // save: kPipe or kPipeOut, owners, then drain
 int pipes_listen(uint64_t gen, char* msg, size_t cap);   // reconnect, step 1 (readers)

@@ -287,6 +287,7 @@ extern "C" __attribute__((visibility("hidden"))) bool revive_chan_restores(int f
   for (uint32_t i = 0; i < g_nchans; ++i) {
     const Chan& c = g_chans[i];
     if (c.fd != fd || c.kind == kGone) continue;
+    if (c.kind == kPtyOut) return false;  // the user's terminal: the fd plugin's
     if (c.kind == kOutside || c.kind == kListen || c.kind == kPipeOut) return true;
     return revive::inject::coord_configured();
   }
@@ -300,6 +301,8 @@ int rebuild_half_closed(uint64_t gen, char* msg, size_t cap) { return rebuild(ge
 int reconnect(uint64_t gen, char* msg, size_t cap) {
   if (int rc = pipes_listen(gen, msg, cap)) return rc;
   if (int rc = pipes_connect(gen, msg, cap)) return rc;
+  if (int rc = ptys_listen(gen, msg, cap)) return rc;
+  if (int rc = ptys_connect(gen, msg, cap)) return rc;
   if (int rc = rebuild(gen, "chanr.", false, msg, cap)) return rc;
   if (int rc = backlog_reconnect(msg, cap)) return rc;  // every listener is bound again by now
   if (int rc = reopen_fifos(true, msg, cap)) return rc;

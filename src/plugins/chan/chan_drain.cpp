@@ -100,6 +100,7 @@ int drain(uint64_t gen, char* msg, size_t cap) {
   g_drain_ran = true;
   publish_backlogs(gen);
   publish_pipes(gen);  // FIFOs too: they are drained at save, by one reader each
+  publish_ptys(gen);
   return 0;
 }
 

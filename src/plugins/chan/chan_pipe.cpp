@@ -74,6 +74,32 @@ int put_at(Chan& c, int s, char* msg, size_t cap) {
 
 bool is_reader(const Chan& c) { return (c.flags & O_ACCMODE) != O_WRONLY; }
 
+bool send_fd(int sock, int fd) {
+  char one = 'p';
+  FdMsg fm(&one);
+  msghdr& m = fm.m;
+  cmsghdr* cm = CMSG_FIRSTHDR(&m);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+  return sendmsg(sock, &m, MSG_NOSIGNAL) == 1;
+}
+
+int recv_fd(int sock, int timeout_ms) {
+  int fd = -1;
+  if (wait_fd(sock, POLLIN, timeout_ms) > 0) {
+    char one;
+    FdMsg fm(&one);
+    msghdr& m = fm.m;
+    if (recvmsg(sock, &m, MSG_CMSG_CLOEXEC) == 1) {
+      cmsghdr* cm = CMSG_FIRSTHDR(&m);
+      if (cm && cm->cmsg_type == SCM_RIGHTS) memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+    }
+  }
+  return fd;
+}
+
 }  // namespace revive::chan
 
 // For the fd plugin's save (it runs before ours): a pipe with both ends in this process that another
@@ -239,16 +265,10 @@ int pipes_hand_over(char* msg, size_t cap) {
         return pipe_err(msg, cap, c, "a writer or reader connected but did not say which end it wants", EPROTO);
       }
       const int end = one == 'r' ? c.fd : c.pipe_w;
-      FdMsg fm(&one);
-      msghdr& m = fm.m;
-      cmsghdr* cm = CMSG_FIRSTHDR(&m);
-      cm->cmsg_level = SOL_SOCKET;
-      cm->cmsg_type = SCM_RIGHTS;
-      cm->cmsg_len = CMSG_LEN(sizeof(int));
-      memcpy(CMSG_DATA(cm), &end, sizeof(int));
-      ssize_t w = sendmsg(s, &m, MSG_NOSIGNAL);
+      bool sent = send_fd(s, end);
+      int e = errno;
       close(s);
-      if (w != 1) return pipe_err(msg, cap, c, "cannot hand the pipe to a writer", errno);
+      if (!sent) return pipe_err(msg, cap, c, "cannot hand the pipe to a writer", e);
     }
     close(c.listen_fd);
     close(c.pipe_w);
@@ -263,16 +283,7 @@ int pipes_hand_over(char* msg, size_t cap) {
       continue;
     }
     if (c.listen_fd < 0) continue;
-    int fd = -1;
-    if (wait_fd(c.listen_fd, POLLIN, kHandOverTimeoutMs) > 0) {
-      char one;
-      FdMsg fm(&one);
-      msghdr& m = fm.m;
-      if (recvmsg(c.listen_fd, &m, MSG_CMSG_CLOEXEC) == 1) {
-        cmsghdr* cm = CMSG_FIRSTHDR(&m);
-        if (cm && cm->cmsg_type == SCM_RIGHTS) memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-      }
-    }
+    int fd = recv_fd(c.listen_fd, kHandOverTimeoutMs);
     close(c.listen_fd);
     c.listen_fd = -1;
     if (fd < 0) return pipe_err(msg, cap, c, "the reader did not hand over the pipe", ETIMEDOUT);

@@ -142,6 +142,7 @@ int refill(bool restored, char* msg, size_t cap) {
   g_drained = false;
   if (restored) {
     if (int rc = pipes_hand_over(msg, cap)) return rc;
+    if (int rc = ptys_hand_over(msg, cap)) return rc;
     if (int rc = put_back_fifos(0, false, msg, cap)) return rc;
   } else if (int rc = rebuild_half_closed(g_gen, msg, cap)) {  // a restored process rebuilt them all
     return rc;

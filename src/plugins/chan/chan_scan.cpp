@@ -111,6 +111,11 @@ bool consider(int fd) {
     if (consider_fifo(fd, c)) ++g_nchans;
     return false;
   }
+  if (S_ISCHR(st.st_mode)) {
+    Chan& c = g_chans[g_nchans];
+    if (consider_pty(fd, st, c)) ++g_nchans;
+    return false;
+  }
   if (!S_ISSOCK(st.st_mode)) return false;
   int family = int_opt(fd, SOL_SOCKET, SO_DOMAIN), type = int_opt(fd, SOL_SOCKET, SO_TYPE);
   if ((family != AF_INET && family != AF_INET6 && family != AF_UNIX) ||

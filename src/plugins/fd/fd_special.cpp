@@ -23,6 +23,8 @@
 #define TFD_IOC_SET_TICKS _IOW('T', 0, uint64_t)
 #endif
 
+extern "C" bool revive_chan_restores(int fd) __attribute__((weak));
+
 namespace revive::plugins {
 namespace {
 
@@ -270,6 +272,9 @@ void epoll_rearm(bool apply) {
   if (!apply) g_npending = 0;  // kept after apply, for epoll_rewatch
   for (int k = 0; apply && k < g_npending; ++k) {
     const Pending& p = g_pending[k];
+    // A socket, pipe or pty the chan plugin rebuilds holds a stand-in for now: it watches the real one
+    // again when it puts it there (epoll_rewatch).
+    if (revive_chan_restores && revive_chan_restores(p.item.tfd)) continue;
     struct epoll_event ev = {};
     ev.events = p.item.events;
     ev.data.u64 = p.item.data;

@@ -1,0 +1,293 @@
+// Pseudo-terminal pairs inside the computation. Open MPI's mpiexec gives every rank a pty as its stdout
+// and reads the master: after a restart the rank's old /dev/pts/N means nothing (another pair, or none),
+// so the pair is rebuilt like an anonymous pipe (chan_pipe.cpp): one holder of the master (the owner,
+// elected like a pipe's reader) opens a new pair and hands the master to the other master holders and the
+// slave to every slave holder, over a Unix socket (SCM_RIGHTS).
+//
+// Output the slave side wrote that the master side has not read yet is part of the checkpoint: the owner
+// reads it at save (every process of the computation is suspended by then, so nothing is added to it)
+// and writes it back through the slave at once, with output processing off so the bytes are not
+// translated twice; a restored owner writes it into the new pair the same way. Input the master wrote
+// that the slave side has not read yet is not kept (docs/channels.md); nor is a controlling terminal.
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "inject/plugin.h"
+#include "plugins/chan/chan.h"
+#include "plugins/common/msg.h"
+
+namespace revive::chan {
+namespace {
+
+constexpr int kHandOverTimeoutMs = 60000;
+constexpr unsigned kPtmxMajor = 5, kPtmxMinor = 2;         // /dev/ptmx (and /dev/pts/ptmx)
+constexpr unsigned kSlaveMajorFirst = 136, kSlaveMajorLast = 143;  // UNIX98 pty slaves
+
+int pty_err(char* msg, size_t cap, const Chan& c, const char* what, int e) {
+  plugins::Msg(msg, cap).s("fd ").i(c.fd).s(" (pty ").u(c.ino).s(c.kind == kPtyMaster ? " master" : " slave")
+      .s("): ").s(what).s(": ").err(e);
+  return e > 0 ? -e : -EIO;
+}
+
+void key(char* out, size_t cap, const char* prefix, uint64_t gen, uint64_t idx) {
+  plugins::Msg(out, cap).s(prefix).u(gen).s(".").u(idx);
+}
+
+bool is_pty(const Chan& c) { return c.kind == kPtyMaster || c.kind == kPtySlave; }
+
+// An earlier entry of this process for the same end of the same pair (dup'ed descriptors).
+int first_same(uint32_t i) {
+  for (uint32_t j = 0; j < i; ++j)
+    if (g_chans[j].kind == g_chans[i].kind && g_chans[j].ino == g_chans[i].ino) return int(j);
+  return -1;
+}
+
+// This process's owning master entry of pair idx, or -1.
+int owner_of(uint64_t idx) {
+  for (uint32_t j = 0; j < g_nchans; ++j)
+    if (g_chans[j].kind == kPtyMaster && g_chans[j].owner && g_chans[j].ino == idx) return int(j);
+  return -1;
+}
+
+int put_at(Chan& c, int s, char* msg, size_t cap) {
+  if (s != c.fd && dup3(s, c.fd, c.cloexec ? O_CLOEXEC : 0) < 0)
+    return pty_err(msg, cap, c, "cannot put it back at its number", errno);
+  fcntl(c.fd, F_SETFL, c.flags & (O_NONBLOCK | O_APPEND | O_ASYNC));
+  plugins::epoll_rewatch(c.fd);
+  return 0;
+}
+
+// Writes bytes through the slave of master m so that they wait at the master again, untranslated.
+bool write_through_slave(int m, const uint8_t* p, size_t n) {
+  if (n == 0) return true;
+  int s = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+  if (s < 0) return false;
+  struct termios t, raw;
+  bool have = tcgetattr(s, &t) == 0;
+  if (have) {
+    raw = t;
+    raw.c_oflag &= ~tcflag_t(OPOST);
+    tcsetattr(s, TCSANOW, &raw);
+  }
+  size_t done = 0;
+  while (done < n) {
+    ssize_t w = write(s, p + done, n - done);
+    if (w > 0) {
+      done += size_t(w);
+    } else if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
+      pollfd pf = {s, POLLOUT, 0};
+      if (poll(&pf, 1, 1000) <= 0) break;  // nobody drains the master: the queue is full
+    } else {
+      break;
+    }
+  }
+  if (have) tcsetattr(s, TCSANOW, &t);
+  close(s);
+  return done == n;
+}
+
+// Reads what waits at master m (the owner's, all writers suspended) into rx and writes it back.
+int keep_pending(Chan& c, char* msg, size_t cap) {
+  int fl = fcntl(c.fd, F_GETFL);
+  if (fl >= 0 && !(fl & O_NONBLOCK)) fcntl(c.fd, F_SETFL, fl | O_NONBLOCK);
+  c.rx.clear();
+  int rc = 0;
+  for (;;) {
+    if (!c.rx.reserve(4096)) {
+      rc = pty_err(msg, cap, c, "no memory for its pending output", ENOMEM);
+      break;
+    }
+    ssize_t r = read(c.fd, c.rx.p + c.rx.len, 4096);
+    if (r > 0) {
+      c.rx.len += size_t(r);
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    break;  // EAGAIN: all read; EIO: no slave open any more (nothing pending either)
+  }
+  if (fl >= 0 && !(fl & O_NONBLOCK)) fcntl(c.fd, F_SETFL, fl);
+  if (rc == 0 && !write_through_slave(c.fd, c.rx.p, c.rx.len))
+    rc = pty_err(msg, cap, c, "cannot put its pending output back", errno ? errno : EIO);
+  return rc;
+}
+
+}  // namespace
+
+bool consider_pty(int fd, const struct stat& st, Chan& c) {
+  if (!S_ISCHR(st.st_mode)) return false;
+  const unsigned maj = major(st.st_rdev), mnr = minor(st.st_rdev);
+  const bool master = maj == kPtmxMajor && mnr == kPtmxMinor;
+  if (!master && !(maj >= kSlaveMajorFirst && maj <= kSlaveMajorLast)) return false;
+  unsigned idx = 0;
+  if (master && ioctl(fd, TIOCGPTN, &idx) != 0) return false;
+  if (!master) idx = (maj - kSlaveMajorFirst) * 256 + mnr;
+  Bytes rx = c.rx, back = c.back;
+  memset(&c, 0, sizeof c);
+  c.rx = rx;
+  c.back = back;
+  c.rx.clear();
+  c.back.clear();
+  c.fd = fd;
+  c.kind = master ? kPtyMaster : kPtySlave;
+  c.ino = idx;
+  c.pipe_w = -1;
+  c.listen_fd = -1;
+  c.flags = fcntl(fd, F_GETFL);
+  c.cloexec = (fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0;
+  if (master) {
+    tcgetattr(fd, &c.tio);
+    ioctl(fd, TIOCGWINSZ, &c.ws);
+  }
+  return true;
+}
+
+// Drain phase: each master holder publishes its pid; the last one published owns the pair.
+void publish_ptys(uint64_t gen) {
+  char k[96], pid[24];
+  plugins::Msg(pid, sizeof pid).u(uint64_t(getpid()));
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    if (g_chans[i].kind != kPtyMaster) continue;
+    key(k, sizeof k, "ptym.", gen, g_chans[i].ino);
+    inject::coord_publish(k, pid);
+  }
+}
+
+// Save (a barrier after the drain phase: every master is published).
+int classify_ptys(uint64_t gen, char* msg, size_t cap) {
+  char k[96], val[24], pid[24];
+  plugins::Msg(pid, sizeof pid).u(uint64_t(getpid()));
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    if (!is_pty(c)) continue;
+    key(k, sizeof k, "ptym.", gen, c.ino);
+    int r = inject::coord_lookup(k, false, 10000, val, sizeof val);
+    if (r < 0) return pty_err(msg, cap, c, "coordinator lost while looking up its master", EIO);
+    if (c.kind == kPtySlave) {
+      if (r == 0) c.kind = kPtyOut;  // the user's terminal, or another outside pair: the fd plugin's
+      continue;
+    }
+    c.owner = r == 1 && strcmp(val, pid) == 0 && first_same(i) < 0;
+    if (c.owner)
+      if (int rc = keep_pending(c, msg, cap)) return rc;
+  }
+  return 0;
+}
+
+int ptys_listen(uint64_t gen, char* msg, size_t cap) {
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    if (!is_pty(c)) continue;
+    c.listen_fd = -1;
+    if (c.kind != kPtyMaster || !c.owner) continue;
+    int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (m < 0 || grantpt(m) != 0 || unlockpt(m) != 0) {
+      int e = errno;
+      if (m >= 0) close(m);
+      return pty_err(msg, cap, c, "cannot open a new pseudo-terminal", e);
+    }
+    tcsetattr(m, TCSANOW, &c.tio);
+    ioctl(m, TIOCSWINSZ, &c.ws);
+    int rc = put_at(c, m, msg, cap);
+    close(m);
+    if (rc) return rc;
+    if (!write_through_slave(c.fd, c.rx.p, c.rx.len))
+      return pty_err(msg, cap, c, "cannot write its pending output into the new pair", errno ? errno : EIO);
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    sockaddr_un a;
+    socklen_t len = sizeof a;
+    sa_family_t fam = AF_UNIX;
+    if (s < 0 || bind(s, reinterpret_cast<sockaddr*>(&fam), sizeof fam) != 0 || listen(s, 64) != 0 ||
+        getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      int e = errno;
+      if (s >= 0) close(s);
+      return pty_err(msg, cap, c, "cannot listen for the other holders", e);
+    }
+    c.listen_fd = s;
+    char k[96], val[300];
+    key(k, sizeof k, "chant.", gen, c.ino);
+    hex(val, sizeof val, &a, len);
+    if (!inject::coord_publish(k, val)) return pty_err(msg, cap, c, "cannot publish", EIO);
+  }
+  return 0;
+}
+
+int ptys_connect(uint64_t gen, char* msg, size_t cap) {
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    if (!is_pty(c) || (c.kind == kPtyMaster && c.owner) || first_same(i) >= 0 || owner_of(c.ino) >= 0) continue;
+    char k[96], val[300];
+    key(k, sizeof k, "chant.", gen, c.ino);
+    int r = inject::coord_lookup(k, true, kHandOverTimeoutMs, val, sizeof val);
+    if (r != 1) return pty_err(msg, cap, c, "its owner did not publish where to get the new pair", r < 0 ? EIO : ETIMEDOUT);
+    sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    size_t n = 0;
+    unhex(val, reinterpret_cast<uint8_t*>(&a), sizeof a, &n);
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const char end = c.kind == kPtyMaster ? 'm' : 's';
+    if (s < 0 || connect(s, reinterpret_cast<sockaddr*>(&a), socklen_t(n)) != 0 || write(s, &end, 1) != 1) {
+      int e = errno;
+      if (s >= 0) close(s);
+      return pty_err(msg, cap, c, "cannot reach its owner", e);
+    }
+    c.listen_fd = s;  // our end arrives on it in the refill phase
+  }
+  return 0;
+}
+
+int ptys_hand_over(char* msg, size_t cap) {
+  // Owners serve every holder that connected during reconnect (a barrier ago).
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    if (c.kind != kPtyMaster || !c.owner || c.listen_fd < 0) continue;
+    for (;;) {
+      int s = accept4(c.listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (s < 0) break;
+      char one = 0;
+      if (wait_fd(s, POLLIN, kHandOverTimeoutMs) <= 0 || read(s, &one, 1) != 1 || (one != 'm' && one != 's')) {
+        close(s);
+        return pty_err(msg, cap, c, "a holder connected but did not say which end it wants", EPROTO);
+      }
+      int end = one == 'm' ? c.fd : ioctl(c.fd, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+      bool sent = end >= 0 && send_fd(s, end);
+      int e = errno;
+      if (one == 's' && end >= 0) close(end);
+      close(s);
+      if (!sent) return pty_err(msg, cap, c, "cannot hand the new pair over", e);
+    }
+    close(c.listen_fd);
+    c.listen_fd = -1;
+  }
+  // Every other holder puts its end at the old number.
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    if (!is_pty(c) || (c.kind == kPtyMaster && c.owner)) continue;
+    if (int j = first_same(i); j >= 0) {
+      if (int rc = put_at(c, g_chans[j].fd, msg, cap)) return rc;
+      continue;
+    }
+    int fd = -1;
+    if (int o = owner_of(c.ino); o >= 0) {  // the pair is ours: open its other end here
+      fd = c.kind == kPtyMaster ? dup(g_chans[o].fd) : ioctl(g_chans[o].fd, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    } else if (c.listen_fd >= 0) {
+      fd = recv_fd(c.listen_fd, kHandOverTimeoutMs);
+      close(c.listen_fd);
+      c.listen_fd = -1;
+    }
+    if (fd < 0) return pty_err(msg, cap, c, "its owner did not hand over the new pair", ETIMEDOUT);
+    int rc = put_at(c, fd, msg, cap);
+    close(fd);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+}  // namespace revive::chan
