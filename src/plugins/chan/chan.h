@@ -126,6 +126,12 @@ bool consider_fifo(int fd, Chan& c);
 bool is_reader(const Chan& c);
 // Descriptor hand-over over a connected Unix socket (SCM_RIGHTS, one byte). recv_fd: -1 on timeout/error.
 bool send_fd(int sock, int fd);
+// The owner of a rebuilt pipe or pty listens on an abstract Unix socket published under key k;
+// the other holders reach it there and say which end they want (one byte). 0 or an errno value.
+int handover_listen(const char* k, int* listen_fd);
+int handover_reach(const char* k, char end, int timeout_ms, int* sock);
+// A table slot made empty for a new entry; its drain buffers stay mapped (reused across checkpoints).
+void reset_slot(Chan& c);
 int recv_fd(int sock, int timeout_ms);
 // chan_pty.cpp: pseudo-terminal pairs inside the computation (Open MPI gives each rank's stdout a pty
 // whose master mpiexec reads). consider_pty fills a table slot (false: not a pty). Drain phase: master

@@ -58,12 +58,7 @@ bool consider_fifo(int fd, Chan& c) {
   path[n] = 0;
   struct stat st;
   if (fstat(fd, &st) != 0) return false;
-  Bytes rx = c.rx, back = c.back;
-  memset(&c, 0, sizeof c);
-  c.rx = rx;
-  c.back = back;
-  c.rx.clear();
-  c.back.clear();
+  reset_slot(c);
   c.fd = fd;
   c.kind = path[0] == '/' ? kFifo : kPipeOut;  // a pipe becomes kPipe when the drain finds its other end
   c.pipe_w = -1;

@@ -86,6 +86,41 @@ bool send_fd(int sock, int fd) {
   return sendmsg(sock, &m, MSG_NOSIGNAL) == 1;
 }
 
+int handover_listen(const char* k, int* listen_fd) {
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  sockaddr_un a;
+  socklen_t len = sizeof a;
+  sa_family_t fam = AF_UNIX;  // autobind: an abstract name of the kernel's choosing
+  if (s < 0 || bind(s, reinterpret_cast<sockaddr*>(&fam), sizeof fam) != 0 || listen(s, 64) != 0 ||
+      getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    int e = errno;
+    if (s >= 0) close(s);
+    return e;
+  }
+  *listen_fd = s;
+  char val[300];
+  hex(val, sizeof val, &a, len);
+  return inject::coord_publish(k, val) ? 0 : EIO;
+}
+
+int handover_reach(const char* k, char end, int timeout_ms, int* sock) {
+  char val[300];
+  int r = inject::coord_lookup(k, true, timeout_ms, val, sizeof val);
+  if (r != 1) return r < 0 ? EIO : ETIMEDOUT;
+  sockaddr_un a;
+  memset(&a, 0, sizeof a);
+  size_t n = 0;
+  unhex(val, reinterpret_cast<uint8_t*>(&a), sizeof a, &n);
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0 || connect(s, reinterpret_cast<sockaddr*>(&a), socklen_t(n)) != 0 || write(s, &end, 1) != 1) {
+    int e = errno;
+    if (s >= 0) close(s);
+    return e ? e : EIO;
+  }
+  *sock = s;
+  return 0;
+}
+
 int recv_fd(int sock, int timeout_ms) {
   int fd = -1;
   if (wait_fd(sock, POLLIN, timeout_ms) > 0) {
@@ -207,21 +242,9 @@ int pipes_listen(uint64_t gen, char* msg, size_t cap) {
       return rc;
     }
     c.pipe_w = p[1];
-    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    sockaddr_un a;
-    socklen_t len = sizeof a;
-    sa_family_t fam = AF_UNIX;
-    if (s < 0 || bind(s, reinterpret_cast<sockaddr*>(&fam), sizeof fam) != 0 || listen(s, 64) != 0 ||
-        getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-      int e = errno;
-      if (s >= 0) close(s);
-      return pipe_err(msg, cap, c, "cannot listen for its writers", e);
-    }
-    c.listen_fd = s;
-    char k[96], val[300];
+    char k[96];
     key(k, sizeof k, "chanp.", gen, c.ino);
-    hex(val, sizeof val, &a, len);
-    if (!inject::coord_publish(k, val)) return pipe_err(msg, cap, c, "cannot publish", EIO);
+    if (int e = handover_listen(k, &c.listen_fd)) return pipe_err(msg, cap, c, "cannot listen for its writers", e);
   }
   return 0;
 }
@@ -230,22 +253,13 @@ int pipes_connect(uint64_t gen, char* msg, size_t cap) {
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
     if (c.kind != kPipe || c.owner || first_same(i) >= 0) continue;
-    char k[96], val[300];
+    char k[96];
     key(k, sizeof k, "chanp.", gen, c.ino);
-    int r = inject::coord_lookup(k, true, kHandOverTimeoutMs, val, sizeof val);
-    if (r != 1) return pipe_err(msg, cap, c, "the reader did not publish where to get the pipe", r < 0 ? EIO : ETIMEDOUT);
-    sockaddr_un a;
-    memset(&a, 0, sizeof a);
-    size_t n = 0;
-    unhex(val, reinterpret_cast<uint8_t*>(&a), sizeof a, &n);
-    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     const char end = is_reader(c) ? 'r' : 'w';  // which end of the new pipe we ask for
-    if (s < 0 || connect(s, reinterpret_cast<sockaddr*>(&a), socklen_t(n)) != 0 || write(s, &end, 1) != 1) {
-      int e = errno;
-      if (s >= 0) close(s);
-      return pipe_err(msg, cap, c, "cannot reach the reader", e);
-    }
-    c.listen_fd = s;  // our end arrives on it in the refill phase
+    // Our end arrives on c.listen_fd in the refill phase.
+    if (int e = handover_reach(k, end, kHandOverTimeoutMs, &c.listen_fd))
+      return pipe_err(msg, cap, c, e == ETIMEDOUT ? "the reader did not publish where to get the pipe"
+                                                  : "cannot reach the reader", e);
   }
   return 0;
 }

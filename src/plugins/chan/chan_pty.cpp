@@ -129,12 +129,7 @@ bool consider_pty(int fd, const struct stat& st, Chan& c) {
   unsigned idx = 0;
   if (master && ioctl(fd, TIOCGPTN, &idx) != 0) return false;
   if (!master) idx = (maj - kSlaveMajorFirst) * 256 + mnr;
-  Bytes rx = c.rx, back = c.back;
-  memset(&c, 0, sizeof c);
-  c.rx = rx;
-  c.back = back;
-  c.rx.clear();
-  c.back.clear();
+  reset_slot(c);
   c.fd = fd;
   c.kind = master ? kPtyMaster : kPtySlave;
   c.ino = idx;
@@ -200,21 +195,9 @@ int ptys_listen(uint64_t gen, char* msg, size_t cap) {
     if (rc) return rc;
     if (!write_through_slave(c.fd, c.rx.p, c.rx.len))
       return pty_err(msg, cap, c, "cannot write its pending output into the new pair", errno ? errno : EIO);
-    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    sockaddr_un a;
-    socklen_t len = sizeof a;
-    sa_family_t fam = AF_UNIX;
-    if (s < 0 || bind(s, reinterpret_cast<sockaddr*>(&fam), sizeof fam) != 0 || listen(s, 64) != 0 ||
-        getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-      int e = errno;
-      if (s >= 0) close(s);
-      return pty_err(msg, cap, c, "cannot listen for the other holders", e);
-    }
-    c.listen_fd = s;
-    char k[96], val[300];
+    char k[96];
     key(k, sizeof k, "chant.", gen, c.ino);
-    hex(val, sizeof val, &a, len);
-    if (!inject::coord_publish(k, val)) return pty_err(msg, cap, c, "cannot publish", EIO);
+    if (int e = handover_listen(k, &c.listen_fd)) return pty_err(msg, cap, c, "cannot listen for the other holders", e);
   }
   return 0;
 }
@@ -223,22 +206,12 @@ int ptys_connect(uint64_t gen, char* msg, size_t cap) {
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
     if (!is_pty(c) || (c.kind == kPtyMaster && c.owner) || first_same(i) >= 0 || owner_of(c.ino) >= 0) continue;
-    char k[96], val[300];
+    char k[96];
     key(k, sizeof k, "chant.", gen, c.ino);
-    int r = inject::coord_lookup(k, true, kHandOverTimeoutMs, val, sizeof val);
-    if (r != 1) return pty_err(msg, cap, c, "its owner did not publish where to get the new pair", r < 0 ? EIO : ETIMEDOUT);
-    sockaddr_un a;
-    memset(&a, 0, sizeof a);
-    size_t n = 0;
-    unhex(val, reinterpret_cast<uint8_t*>(&a), sizeof a, &n);
-    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    const char end = c.kind == kPtyMaster ? 'm' : 's';
-    if (s < 0 || connect(s, reinterpret_cast<sockaddr*>(&a), socklen_t(n)) != 0 || write(s, &end, 1) != 1) {
-      int e = errno;
-      if (s >= 0) close(s);
-      return pty_err(msg, cap, c, "cannot reach its owner", e);
-    }
-    c.listen_fd = s;  // our end arrives on it in the refill phase
+    // Our end arrives on c.listen_fd in the refill phase.
+    if (int e = handover_reach(k, c.kind == kPtyMaster ? 'm' : 's', kHandOverTimeoutMs, &c.listen_fd))
+      return pty_err(msg, cap, c, e == ETIMEDOUT ? "its owner did not publish where to get the new pair"
+                                                 : "cannot reach its owner", e);
   }
   return 0;
 }

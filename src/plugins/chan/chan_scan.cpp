@@ -122,12 +122,7 @@ bool consider(int fd) {
       (type != SOCK_STREAM && !(family == AF_UNIX && (type == SOCK_DGRAM || type == SOCK_SEQPACKET))))
     return false;
   Chan& c = g_chans[g_nchans];
-  Bytes rx = c.rx, back = c.back;
-  memset(&c, 0, sizeof c);
-  c.rx = rx;
-  c.back = back;
-  c.rx.clear();
-  c.back.clear();
+  reset_slot(c);
   c.fd = fd;
   c.family = family;
   c.type = type;
@@ -194,6 +189,15 @@ struct Dirent64 {
 };
 
 }  // namespace
+
+void reset_slot(Chan& c) {
+  Bytes rx = c.rx, back = c.back;
+  memset(&c, 0, sizeof c);
+  c.rx = rx;
+  c.back = back;
+  c.rx.clear();
+  c.back.clear();
+}
 
 bool add_socket(int fd) { return consider(fd) && g_chans[g_nchans - 1].fd == fd; }
 
