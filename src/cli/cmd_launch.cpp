@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/hosts.h"
+#include "cli/ckpt_signal.h"
 #include "cli/paths.h"
 #include "coord/secret.h"
 #include "core/env.h"
@@ -31,6 +32,7 @@ struct LaunchArgs {
   std::string parent;  // --parent HOST:PORT: run behind a new sub-coordinator of that root
   std::string chdir;   // --chdir DIR: the part's working directory (ssh starts in $HOME)
   std::string status_file;  // --status-file F: report each copy's status by index (a host's part)
+  std::string ckpt_signal;  // --checkpoint-signal SIG (or REVIVE_CHECKPOINT_SIGNAL): ckpt_signal.h
 };
 
 int Fail(const std::string& msg, int code = 2) {
@@ -151,9 +153,29 @@ int Launch(const LaunchArgs& a) {
   for (const auto& s2 : a.argv) argv.push_back(const_cast<char*>(s2.c_str()));
   argv.push_back(nullptr);
   signal(SIGPIPE, SIG_DFL);  // the program gets the dispositions it would have had without revive
-  if (copies.empty()) {
+  int ckpt_sig = 0;
+  std::string sig_name = a.ckpt_signal.empty() && getenv("REVIVE_CHECKPOINT_SIGNAL") != nullptr
+                             ? getenv("REVIVE_CHECKPOINT_SIGNAL") : a.ckpt_signal;
+  s = ParseCheckpointSignal(sig_name, &ckpt_sig);
+  if (!s.ok()) return Fail(s.message());
+  if (copies.empty() && ckpt_sig == 0) {
     execv(prog.c_str(), argv.data());
     return Fail("exec " + prog + ": " + strerror(errno), 126);
+  }
+  ArmCheckpointSignal(ckpt_sig, t);
+  if (copies.empty()) {
+    // revive stays, to take the checkpoint signal; the program is its only child and gets every other
+    // signal sent to revive.
+    pid_t pid = fork();
+    if (pid < 0) return Fail(std::string("fork: ") + strerror(errno), 1);
+    if (pid == 0) {
+      setenv("REVIVE_LAUNCH_ROOT", std::to_string(getpid()).c_str(), 1);
+      execv(prog.c_str(), argv.data());
+      fprintf(stderr, "revive launch: exec %s: %s\n", prog.c_str(), strerror(errno));
+      _exit(126);
+    }
+    ForwardSignalsTo(pid);
+    return WaitEachServing({pid})[0];
   }
   // Several copies: each learns which one it is (REVIVE_LAUNCH_INDEX of REVIVE_LAUNCH_SIZE), as an MPI
   // rank would; we wait for all and return the first non-zero status in index order. A host's part
@@ -172,7 +194,7 @@ int Launch(const LaunchArgs& a) {
     }
     kids.push_back(pid);
   }
-  std::vector<int> codes = WaitEach(kids);
+  std::vector<int> codes = WaitEachServing(kids);
   std::vector<RootStatus> each;
   for (size_t k = 0; k < kids.size(); k++) each.push_back({size_t(copies[k]), codes[k]});
   if (!a.status_file.empty()) {
@@ -211,6 +233,9 @@ void AddLaunchCommand(CLI::App& app, int* rc) {
   c->add_option("--chdir", a->chdir, "Working directory of the program (a host's part: ssh starts in $HOME)");
   c->add_option("--status-file", a->status_file,
                 "FILE: write each copy's exit status by index there (a host's part of --hosts)");
+  c->add_option("--checkpoint-signal", a->ckpt_signal,
+                "SIG (e.g. USR1): that signal sent to revive asks for a checkpoint (a batch system's "
+                "warning, scancel --signal); default REVIVE_CHECKPOINT_SIGNAL, else none");
   c->add_option("prog", a->argv, "-- PROG ARGS...: the program and its arguments")->required();
   c->positionals_at_end();
   c->callback([a, rc] { *rc = Launch(*a); });

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 
+#include "cli/ckpt_signal.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/paths.h"
@@ -33,6 +34,7 @@ struct RestartArgs {
   std::string only;         // --only UPID,...: this host's part of the manifest
   std::string parent;       // --parent HOST:PORT: run this part behind a new sub-coordinator of that root
   std::string status_file;  // --status-file F: report each root's status by manifest index (a host's part)
+  std::string ckpt_signal;  // --checkpoint-signal SIG (or REVIVE_CHECKPOINT_SIGNAL): ckpt_signal.h
 };
 
 struct Plan {
@@ -238,6 +240,11 @@ int Restart(const RestartArgs& a) {
     return RunHostParts("revive restart", a.ho, t, parts,
                         [&t](const HostPart& part, int code) { return AbortUnfinishedRestart(t, part, code); });
 
+  int ckpt_sig = 0;
+  s = ParseCheckpointSignal(a.ckpt_signal.empty() && getenv("REVIVE_CHECKPOINT_SIGNAL") != nullptr
+                                ? getenv("REVIVE_CHECKPOINT_SIGNAL") : a.ckpt_signal, &ckpt_sig);
+  if (!s.ok()) return Fail(s.message());
+  ArmCheckpointSignal(ckpt_sig, t);
   Progress("revive: restoring " + std::to_string(plan.images.size()) + " process(es) from " +
            (plan.manifest.empty() ? plan.images[0] : plan.manifest));
   auto exec_image = [&](size_t k) {
@@ -264,7 +271,7 @@ int Restart(const RestartArgs& a) {
     // Exit status: the first root (manifest order) that did not exit 0, else 0. Signals as 128+sig. A
     // host's part also reports each root's status, so `revive restart --hosts` applies the same rule over
     // all hosts' roots.
-    std::vector<int> codes = WaitEach(kids);
+    std::vector<int> codes = WaitEachServing(kids);
     std::vector<RootStatus> roots;
     for (size_t k = 0; k < kids.size(); k++) roots.push_back({plan.pos[which[k]], codes[k]});
     if (!a.status_file.empty()) {
@@ -280,7 +287,7 @@ int Restart(const RestartArgs& a) {
   auto in_namespace = [&](const std::string& why) -> int {
     int code = 0;
     in_ns = true;
-    s = proctree::RunInPidNamespace(body, &code);
+    s = proctree::RunInPidNamespace(body, &code, ServeCheckpointSignal);
     if (s.ok()) return code;
     in_ns = false;
     fprintf(stderr, "revive restart: warning: %s, and a new pid namespace cannot be made: %s\n", why.c_str(),
@@ -315,6 +322,9 @@ void AddRestartCommand(CLI::App& app, int* rc) {
       "the restored program (128+N if killed by signal N). --hosts places whole process trees on hosts,\n"
       "each host rebuilding its trees behind a sub-coordinator there (docs/hosts.md).");
   c->add_option("--port", a->port, "Coordinator port (default: REVIVE_PORT or 7779)");
+  c->add_option("--checkpoint-signal", a->ckpt_signal,
+                "SIG (e.g. USR1): that signal sent to revive asks for a checkpoint; default "
+                "REVIVE_CHECKPOINT_SIGNAL, else none");
   c->add_flag("--lazy", a->lazy, "Map image pages on demand instead of reading them (uncompressed images)");
   c->add_option("--hosts", a->ho.hosts,
                 "Comma-separated hosts; process tree k (a root and its descendants, in manifest order of "

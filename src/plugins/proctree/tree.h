@@ -96,7 +96,9 @@ bool WantsPidNamespace(const std::vector<std::string>& images, std::string* why)
 // (uid and gid mapped to themselves) when this process lacks HasPidPrivilege(). *code is body's result,
 // returned as soon as body returns; pid 1 stays behind to reap the namespace's orphans until it is empty.
 // An error (namespaces refused, e.g. user namespaces disabled) means nothing ran: the caller goes on here.
-Status RunInPidNamespace(const std::function<int()>& body, int* code);
+// on_interrupt: called whenever a signal interrupts this process's wait for the namespace's report
+// (revive restart serves --checkpoint-signal with it).
+Status RunInPidNamespace(const std::function<int()>& body, int* code, void (*on_interrupt)() = nullptr);
 
 }  // namespace revive::proctree
 

@@ -111,7 +111,7 @@ bool HasPidPrivilege() {
   return (eff >> CAP_SYS_ADMIN & 1) || (eff >> CAP_CHECKPOINT_RESTORE & 1);
 }
 
-Status RunInPidNamespace(const std::function<int()>& body, int* code) {
+Status RunInPidNamespace(const std::function<int()>& body, int* code, void (*on_interrupt)()) {
   const bool userns = !HasPidPrivilege();
   const uid_t uid = geteuid();
   const gid_t gid = getegid();
@@ -157,8 +157,8 @@ Status RunInPidNamespace(const std::function<int()>& body, int* code) {
   close(p[1]);
   NsMsg m;
   ssize_t n;
-  do n = read(p[0], &m, sizeof m);
-  while (n < 0 && errno == EINTR);
+  while ((n = read(p[0], &m, sizeof m)) < 0 && errno == EINTR)
+    if (on_interrupt) on_interrupt();
   close(p[0]);
   if (n == ssize_t(sizeof m) && m.kind == 'C') {
     *code = m.val;
