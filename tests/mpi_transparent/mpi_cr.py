@@ -48,6 +48,8 @@ class Job:
     work = None
     ck = None
     ref = None
+    port = None
+    revive = None
 
 
 def tail(path, n=4000):
@@ -61,7 +63,7 @@ def tail(path, n=4000):
 def dump_logs():
     if not Job.work:
         return
-    names = sorted(x for x in os.listdir(Job.work) if "stderr" in x)
+    names = sorted(x for x in os.listdir(Job.work) if "stderr" in x or x.startswith("restart-stdout"))
     for name in names:
         t = tail(os.path.join(Job.work, name))
         if t:
@@ -76,10 +78,40 @@ def dump_logs():
             flush=True)
 
 
-def fail(phase, msg, diff=None):
-    print("FAIL [%s]: %s" % (phase, msg), flush=True)
+def job_state():
+    """What is running when a job is stuck: `revive status`, and the process tree of our job."""
+    if Job.port and Job.revive:
+        r = run([Job.revive, "status", "--port", str(Job.port), "--ckpt-dir", Job.ck], 15)
+        print("--- revive status (exit %s):\n%s%s" % (r.returncode, r.stdout, r.stderr), flush=True)
+    for o in OWNED:
+        if o.poll() is None:
+            tree = [o.pid] + descendants(o.pid)
+            print("--- still running: %s" % ", ".join("%d %s" % (p, comm(p)) for p in tree), flush=True)
+
+
+def misdirected():
+    """The job's lines that a restored rank printed to `revive restart`'s own stdout instead of the job's
+    (its stdout not reconnected to the launcher)."""
+    if not (Job.work and Job.ref):
+        return ""
+    want = set(open(os.path.join(Job.ref, "stdout"), "rb").read().splitlines())
+    notes = []
+    for name in sorted(x for x in os.listdir(Job.work) if x.startswith("restart-std")):
+        lines = open(os.path.join(Job.work, name), "rb").read().splitlines()
+        ours = [x for x in lines if x in want]
+        if ours:
+            notes.append("%d of the job's stdout lines went to revive restart's %s (%s) instead of the job's stdout, "
+                         "from %r" % (len(ours), name.split("-")[1], name, ours[0].decode(errors="replace")))
+    return "; ".join(notes)
+
+
+def fail(phase, msg, diff=None, stuck=False):
+    m = misdirected()
+    print("FAIL [%s]: %s%s" % (phase, msg, " (" + m + ")" if m else ""), flush=True)
     if diff:
         print(diff, flush=True)
+    if stuck:
+        job_state()
     dump_logs()
     cleanup()
     sys.exit(1)
@@ -305,7 +337,7 @@ def checkpoint_cmd(a, port, ck, phase, prog):
     while True:
         r = run([a.revive, "checkpoint", "--port", str(port), "--ckpt-dir", ck], left(a.ckpt_timeout))
         if r.returncode is None:
-            fail(phase, "revive checkpoint did not return within %.0f s" % a.ckpt_timeout)
+            fail(phase, "revive checkpoint did not return within %.0f s" % a.ckpt_timeout, stuck=True)
         if r.returncode != 0 and "no coordinator is listening" in r.stderr and time.time() - t < 30:
             time.sleep(0.1)
             continue
@@ -328,7 +360,7 @@ def wait_generation(a, ck, after, proc, phase, prog, timeout, what):
         if proc.poll() is not None:
             fail(phase, "the job ended (exit %s) while waiting for a checkpoint %s" % (proc.returncode, what))
         time.sleep(0.05)
-    fail(phase, "no new complete generation in %s within %.0f s after %s" % (ck, timeout, what))
+    fail(phase, "no new complete generation in %s within %.0f s after %s" % (ck, timeout, what), stuck=True)
 
 
 def wait_lines(path, n, proc, phase, timeout):
@@ -343,7 +375,7 @@ def wait_lines(path, n, proc, phase, timeout):
         if proc.poll() is not None:
             fail(phase, "the job ended (exit %s) before printing %d line(s)" % (proc.returncode, n))
         time.sleep(0.02)
-    fail(phase, "the job printed fewer than %d line(s) within %.0f s" % (n, timeout))
+    fail(phase, "the job printed fewer than %d line(s) within %.0f s" % (n, timeout), stuck=True)
 
 
 def main():
@@ -424,7 +456,7 @@ def main():
     shutil.rmtree(work, ignore_errors=True)
     shutil.rmtree(ck, ignore_errors=True)
     os.makedirs(work)
-    Job.work, Job.ck = work, ck
+    Job.work, Job.ck, Job.port, Job.revive = work, ck, port, a.revive
     env = mpi_env(a)
     env.update(REVIVE_INJECT_LIB=os.path.abspath(a.inject), REVIVE_RESTART_BIN=os.path.abspath(a.restart),
                REVIVE_LOG=a.log)
@@ -499,8 +531,9 @@ def main():
         phase = "restart %d" % c
         cmd = [os.path.abspath(a.revive), "restart", "--port", str(port), ck]
         say("%s: %s (newest generation ckpt-%d)" % (phase, " ".join(cmd), max(generations(ck) or [0])))
-        with open(os.path.join(work, "restart-stderr-%d" % c), "wb") as err:
-            proc = subprocess.Popen(cmd, cwd=work, stdout=err, stderr=err, stdin=subprocess.DEVNULL, env=env,
+        with open(os.path.join(work, "restart-stdout-%d" % c), "wb") as o, \
+                open(os.path.join(work, "restart-stderr-%d" % c), "wb") as err:
+            proc = subprocess.Popen(cmd, cwd=work, stdout=o, stderr=err, stdin=subprocess.DEVNULL, env=env,
                                     start_new_session=True)
         OWNED.append(proc)
         SIDS.add(proc.pid)
@@ -510,10 +543,8 @@ def main():
         proc.wait(timeout=left(a.restart_timeout))
     except subprocess.TimeoutExpired:
         got = open(os.path.join(work, "stdout"), "rb").read().count(b"\n")
-        tree = ", ".join("%d %s" % (p, comm(p)) for p in descendants(proc.pid))
-        names, _ = kill_all([proc.pid])
-        fail(phase, "the restored job did not finish within %.0f s: stdout has %d of the reference's %d lines; "
-             "processes: %s" % (min(a.restart_timeout, left()), got, nlines, tree or "none"))
+        fail(phase, "the restored job did not finish within %.0f s: stdout has %d of the reference's %d lines"
+             % (min(a.restart_timeout, left()), got, nlines), stuck=True)
     say("%s: revive restart exited %s" % (phase, proc.returncode))
     if proc.returncode != rc:
         got = open(os.path.join(work, "stdout"), "rb").read()
