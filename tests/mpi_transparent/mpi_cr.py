@@ -516,6 +516,9 @@ def main():
         names, left_over = kill_all(roots, [p for p, n in outside if same_prog(p, n)],
                                     [proc.pid, coord_pid] if restored else [coord_pid])
         say("%s: SIGKILL to %d process(es): %s" % (phase, len(names), ", ".join("%d %s" % kv for kv in names.items())))
+        if not (set(roots) & set(names)):  # it ended between the check above and the kill
+            fail(phase, "the job ended before the kill (revive %s exited %s); make it run longer"
+                 % ("restart" if restored else "launch", proc.poll()))
         if left_over:
             fail(phase, "still there 10 s after SIGKILL: %s" % left_over)
         if restored:
