@@ -216,13 +216,32 @@ def kill_all(roots, extra=(), spare=()):
     return names, [p for p in pids if alive(p)]
 
 
+def our_coordinators():
+    """Coordinators serving our checkpoint directory (daemons, outside our trees; their comm is `exe`)."""
+    out = []
+    if not Job.ck:
+        return out
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                argv = open("/proc/%s/cmdline" % d, "rb").read().split(b"\0")
+            except OSError:
+                continue
+            if b"coordinator" in argv and any(x.startswith(Job.ck.encode()) for x in argv) and int(d) != os.getpid():
+                out.append(int(d))
+    return out
+
+
 def cleanup():
     kill_all([o.pid for o in OWNED if o.poll() is None])
-    if COORD[0] and alive(COORD[0]) and comm(COORD[0]).startswith("revive"):
-        os.kill(COORD[0], signal.SIGKILL)
-
-
-COORD = [None]  # the coordinator's pid, killed on failure (it is a daemon, outside our trees)
+    left_behind = our_coordinators()
+    if left_behind:
+        print("--- killing coordinator(s) still running for %s: %s" % (Job.ck, left_behind), flush=True)
+    for p in left_behind:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 # ---- MPI ----
@@ -506,7 +525,6 @@ def main():
         if proc.poll() is not None:
             fail(phase, "the job ended (exit %s) before the kill; make it run longer" % proc.returncode)
         listed, coord_pid = status_pids(a, port, ck)
-        COORD[0] = coord_pid or COORD[0]
         roots = children(proc.pid) if restored else [proc.pid]
         tree = set(roots) | set(d for r in roots for d in descendants(r))
         outside = [(p, n) for p, n in listed if p not in tree and p != coord_pid]
