@@ -232,8 +232,36 @@ def our_coordinators():
     return out
 
 
+SEEN = {}  # pid -> start time of every process seen in our jobs' trees: orphans that left the tree and
+          # our sessions (MPICH's ranks, in sessions of their own once mpiexec.mpich has died) are still ours
+
+
+NOTED = [0.0]
+
+
+def starttime(pid):
+    try:
+        st = open("/proc/%d/stat" % pid).read()
+        return int(st[st.rindex(")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def note_tree(every=0.5):
+    """Remembers every process now in our trees and sessions (at most every `every` seconds)."""
+    if time.time() - NOTED[0] < every:
+        return
+    NOTED[0] = time.time()
+    for r in [o.pid for o in OWNED if o.poll() is None] + session_members(SIDS):
+        for p in [r] + descendants(r):
+            if p not in SEEN:
+                SEEN[p] = starttime(p)
+
+
 def cleanup():
-    kill_all([o.pid for o in OWNED if o.poll() is None])
+    note_tree(0)
+    kill_all([o.pid for o in OWNED if o.poll() is None],
+             [p for p, t in SEEN.items() if t is not None and starttime(p) == t])
     left_behind = our_coordinators()
     if left_behind:
         print("--- killing coordinator(s) still running for %s: %s" % (Job.ck, left_behind), flush=True)
@@ -352,6 +380,7 @@ def describe_generation(a, gdir, phase, prog):
 
 def checkpoint_cmd(a, port, ck, phase, prog):
     """`revive checkpoint`: retried only while no coordinator listens yet (a restart still starting)."""
+    note_tree(0)
     t = time.time()
     while True:
         r = run([a.revive, "checkpoint", "--port", str(port), "--ckpt-dir", ck], left(a.ckpt_timeout))
@@ -378,6 +407,7 @@ def wait_generation(a, ck, after, proc, phase, prog, timeout, what):
             return g[0]
         if proc.poll() is not None:
             fail(phase, "the job ended (exit %s) while waiting for a checkpoint %s" % (proc.returncode, what))
+        note_tree()
         time.sleep(0.05)
     fail(phase, "no new complete generation in %s within %.0f s after %s" % (ck, timeout, what), stuck=True)
 
@@ -393,6 +423,7 @@ def wait_lines(path, n, proc, phase, timeout):
             pass
         if proc.poll() is not None:
             fail(phase, "the job ended (exit %s) before printing %d line(s)" % (proc.returncode, n))
+        note_tree()
         time.sleep(0.02)
     fail(phase, "the job printed fewer than %d line(s) within %.0f s" % (n, timeout), stuck=True)
 
@@ -524,6 +555,7 @@ def main():
         time.sleep(rng.uniform(0, a.delay[0]))
         if proc.poll() is not None:
             fail(phase, "the job ended (exit %s) before the kill; make it run longer" % proc.returncode)
+        note_tree(0)
         listed, coord_pid = status_pids(a, port, ck)
         roots = children(proc.pid) if restored else [proc.pid]
         tree = set(roots) | set(d for r in roots for d in descendants(r))
@@ -561,7 +593,11 @@ def main():
         restored = True
     phase = "restart %d" % a.chain
     try:
-        proc.wait(timeout=left(a.restart_timeout))
+        until = time.time() + left(a.restart_timeout)
+        while proc.poll() is None and time.time() < until:
+            note_tree()
+            time.sleep(0.1)
+        proc.wait(timeout=0.1)
     except subprocess.TimeoutExpired:
         got = open(os.path.join(work, "stdout"), "rb").read().count(b"\n")
         fail(phase, "the restored job did not finish within %.0f s: stdout has %d of the reference's %d lines"
