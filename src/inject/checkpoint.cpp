@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include "inject/engine.h"
+#include "inject/hooks.h"
 #include "inject/sys.h"
 #include "plugins/vpid/vpid.h"
 
@@ -174,6 +175,7 @@ void ckpt_resume(bool ok) {
   g.released = true;
   g.t_released_ns = now_ns();
   release_all();
+  hooks_finish(0);  // the gate opens, the continue callbacks run
 }
 
 int checkpoint_now(uint64_t gen, char* path, size_t path_cap, char* err, size_t err_len) {
