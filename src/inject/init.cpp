@@ -203,11 +203,12 @@ void standalone_checkpoint() {
   char path[2048], err[512];
   uint64_t gen = g.generation + 1;
   err[0] = 0;
+  const bool was_deferred = g_standalone_deferred;
   const int hr = hooks_prepare(0, err, sizeof err);
   g_standalone_deferred = hr == 0;
   if (hr == 0) return;
   // Requests (and the timeout timer's signals) that came while it waited are this checkpoint.
-  g.trigger_seen = __atomic_load_n(&g.trigger, __ATOMIC_ACQUIRE);
+  if (was_deferred) g.trigger_seen = __atomic_load_n(&g.trigger, __ATOMIC_ACQUIRE);
   if (hr < 0) {
     sys::log(0, "checkpoint failed: ", err);
     hooks_finish(-1);
