@@ -134,6 +134,11 @@ int hooks_prepare(uint64_t hard_deadline_ns, char* err, size_t err_len) {
   store(&sh->want_wake, 1);
   if (load(&sh->inside) == 0) {
     store(&sh->want_wake, 0);
+    if (h.have_timer) {  // it waited (REVIVE_LOG=2 says how long)
+      char t[32] = "";
+      append_seconds(t, sizeof t, now - h.gate_ns);
+      sys::log(2, "checkpoint: the critical sections ended after ", t);
+    }
     disarm();
     h.stage = kTaking;  // the gate stays closed until hooks_finish
     return 1;
@@ -144,6 +149,7 @@ int hooks_prepare(uint64_t hard_deadline_ns, char* err, size_t err_len) {
     timeout_message(err, err_len, now - h.gate_ns, deadline - h.gate_ns, cut);
     return -1;  // the caller reports it and calls hooks_finish(-1)
   }
+  if (!h.have_timer) sys::log(2, "checkpoint: waiting for the program's critical sections to end");
   arm(deadline);
   return 0;
 }
