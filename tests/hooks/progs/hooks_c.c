@@ -13,21 +13,18 @@
 
 #include <revive/hooks.h>
 
+#include "events.h"
+
 static volatile int n_ckpt, n_cont, n_restart;
 
 static void event(const char* fmt, ...) {
-  const char* path = getenv("HOOKS_EVENTS");
-  if (!path) return;
   char line[256];
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(line, sizeof line - 1, fmt, ap);
   va_end(ap);
   line[n++] = '\n';
-  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return;
-  if (write(fd, line, (size_t)n) != n) abort();
-  close(fd);
+  events_append(line, (size_t)n);
 }
 
 static void on_checkpoint(void* arg) {
