@@ -24,6 +24,7 @@ struct HookState {
   Stage stage;
   uint32_t ckpt_req;        // the request whose callbacks we wait for
   uint32_t poke, poke_seen; // notify() calls, and how many a prepare() has looked at
+  uint64_t cb_ns;           // when the checkpoint callbacks were asked for
   uint64_t gate_ns;         // when the wait for critical sections began
   uint64_t deadline_ns;
   bool have_timer;
@@ -112,6 +113,7 @@ int hooks_prepare(uint64_t hard_deadline_ns, char* err, size_t err_len) {
   if (h.stage == kIdle) {
     if (load(&sh->thread)) {
       h.stage = kCallbacks;
+      h.cb_ns = now_ns();
       h.ckpt_req = wake_thread(&sh->ckpt_req);
     } else {
       h.stage = kGate;
@@ -121,6 +123,11 @@ int hooks_prepare(uint64_t hard_deadline_ns, char* err, size_t err_len) {
   if (h.stage == kCallbacks) {
     if (int32_t(load(&sh->ckpt_done) - h.ckpt_req) < 0) return 0;  // notify() comes when they are done
     h.stage = kGate;
+    if (g.cfg.log >= 2) {  // the whole round trip through the hooks thread (bench/hooks reads it)
+      char t[32] = "";
+      sys::append_u64(t, sizeof t, (now_ns() - h.cb_ns) / 1000);
+      sys::log(2, "checkpoint: the checkpoint callbacks took ", t, " us");
+    }
   }
   // kGate: no new section may begin, and we wait for the open ones to end (the last end calls notify).
   const uint64_t now = now_ns();
