@@ -51,7 +51,9 @@ int pair_mode() {
     empty.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / kN);
     pair.push_back(std::chrono::duration<double, std::nano>(t2 - t1).count() / kN);
   }
-  printf("empty_ns=%.3f pair_ns=%.3f active=%d\n", median(empty), median(pair), revive_hooks_active());
+  // The fastest of 7: on a shared machine the slower rounds measure other people's work.
+  printf("empty_ns=%.3f pair_ns=%.3f active=%d\n", *std::min_element(empty.begin(), empty.end()),
+         *std::min_element(pair.begin(), pair.end()), revive_hooks_active());
   return 0;
 }
 
@@ -107,25 +109,37 @@ int driver(const char* self, const char* revive, const char* inject) {
     return "exec " + std::string(revive) + " launch --port " + std::to_string(port) + " --ckpt-dir " + tmp + "/" + dir +
            " -- " + self + " " + args;
   };
-  double e0 = 0, p0 = 0, e1 = 0, p1 = 0;
-  int a0 = -1, a1 = -1;
-  std::string plain = capture(std::string(self) + " pair");
-  std::string under = capture(launch("pair", "pair"));
-  if (sscanf(plain.c_str(), "empty_ns=%lf pair_ns=%lf active=%d", &e0, &p0, &a0) != 3 ||
-      sscanf(under.c_str(), "empty_ns=%lf pair_ns=%lf active=%d", &e1, &p1, &a1) != 3 || a0 != 0 || a1 != 1) {
-    fprintf(stderr, "hooks_bench: cannot measure: %s / %s\n", plain.c_str(), under.c_str());
-    return 1;
+  double e0 = 1e9, p0 = 1e9, e1 = 1e9, p1 = 1e9;
+  for (int round = 0; round < 3; ++round) {  // alternating, the fastest of each kind
+    double e, p;
+    int a0 = -1, a1 = -1;
+    std::string plain = capture(std::string(self) + " pair");
+    if (sscanf(plain.c_str(), "empty_ns=%lf pair_ns=%lf active=%d", &e, &p, &a0) != 3 || a0 != 0) {
+      fprintf(stderr, "hooks_bench: cannot measure without revive: %s\n", plain.c_str());
+      return 1;
+    }
+    e0 = std::min(e0, e), p0 = std::min(p0, p);
+    std::string under = capture(launch("pair" + std::to_string(round), "pair"));
+    if (sscanf(under.c_str(), "empty_ns=%lf pair_ns=%lf active=%d", &e, &p, &a1) != 3 || a1 != 1) {
+      fprintf(stderr, "hooks_bench: cannot measure under revive: %s\n", under.c_str());
+      return 1;
+    }
+    e1 = std::min(e1, e), p1 = std::min(p1, p);
   }
-  printf("critical_begin/end pair, 20M pairs, median of 7:\n");
+  printf("critical_begin/end pair, 20M pairs, fastest of 3x7 rounds:\n");
   printf("  empty loop               %7.2f ns/iter\n", e0);
   printf("  pair without revive      %7.2f ns  (+%.2f ns over the empty loop, x%.1f)\n", p0, p0 - e0, p0 / e0);
   printf("  pair under revive launch %7.2f ns  (+%.2f ns over the empty loop, x%.1f; x%.1f the no-revive pair)\n", p1,
          p1 - e1, p1 / e1, p1 / p0);
 
   double lat[3] = {0, 0, 0};  // no callback, one per kind, no callback + an idle thread
+  const std::string log = std::string(tmp) + "/engine.log";
   for (int cb = 0; cb <= 2; ++cb) {
     std::string dir = "ck" + std::to_string(cb);
-    FILE* child = popen((launch(dir, "serve " + std::to_string(cb == 2 ? -1 : cb)) + " </dev/null").c_str(), "r");
+    // With callbacks, REVIVE_LOG=2: the engine says how long each round trip through the hooks thread took.
+    std::string cmd = (cb == 1 ? "REVIVE_LOG=2 " : "") + launch(dir, "serve " + std::to_string(cb == 2 ? -1 : cb)) +
+                      " </dev/null" + (cb == 1 ? " 2>" + log : "");
+    FILE* child = popen(cmd.c_str(), "r");
     char line[64] = "";
     if (!child || !fgets(line, sizeof line, child)) return 1;
     std::vector<double> t;
@@ -144,11 +158,22 @@ int driver(const char* self, const char* revive, const char* inject) {
     capture(std::string(revive) + " kill --port " + std::to_string(port) + " --ckpt-dir " + tmp + "/" + dir);
     pclose(child);
   }
+  std::vector<double> trip;
+  if (FILE* f = fopen(log.c_str(), "r")) {
+    char line[512];
+    while (fgets(line, sizeof line, f))
+      if (const char* p = strstr(line, "checkpoint callbacks took ")) trip.push_back(atof(p + 26) / 1000.0);
+    fclose(f);
+  }
   printf("checkpoint latency (revive checkpoint wall time, median of 9):\n");
   printf("  no callback registered       %7.2f ms\n", lat[0]);
   printf("  one empty callback per kind  %7.2f ms  (+%.2f ms, x%.2f)\n", lat[1], lat[1] - lat[0], lat[1] / lat[0]);
   printf("  no callback, one idle thread %7.2f ms  (+%.2f ms, x%.2f: the hooks thread's share as a thread)\n", lat[2],
          lat[2] - lat[0], lat[2] / lat[0]);
+  if (!trip.empty())
+    printf("  round trip request -> hooks thread -> callbacks -> engine, as the engine measured it: median %.3f ms "
+           "(%zu checkpoints), %.1f %% of the no-callback checkpoint\n",
+           median(trip), trip.size(), 100 * median(trip) / lat[0]);
   capture(std::string("rm -rf ") + tmp);
   return 0;
 }
