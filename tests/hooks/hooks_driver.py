@@ -10,7 +10,10 @@ byte and the events file must show the callbacks in the right run with the right
   end, and the image is the state right after it (the restored run does not redo the section, and does
   redo the first step after it).
 --mode timeout: REVIVE_CRITICAL_TIMEOUT=1 and a longer section: that checkpoint fails with a message
-  naming the process and the time; the next one, after the section, succeeds; restart from it."""
+  naming the process and the time; the next one, after the section, succeeds; restart from it.
+--mode phase: the same with the default timeout (30 s) under a coordinator started with --phase-timeout 2:
+  the process cuts its wait at 90 % of it and says so, instead of being dropped by the coordinator (it
+  stays connected: the next checkpoint includes it)."""
 import argparse, os, random, re, shutil, signal, subprocess, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
@@ -43,7 +46,7 @@ def before(ev, a, b):
 
 def main():
     ap = parser()
-    ap.add_argument("--mode", choices=["plain", "long", "timeout"], default="plain")
+    ap.add_argument("--mode", choices=["plain", "long", "timeout", "phase"], default="plain")
     ap.add_argument("--tag", required=True, help="what the program's callbacks print as tag=")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     a = ap.parse_args()
@@ -75,6 +78,11 @@ def main():
         fail("without revive: rc %d, events %s, want %s" % (r.returncode, events(ref_ev), want_ref))
     print("without revive: rc 0, no callback ran", flush=True)
 
+    if a.mode == "phase":  # launch finds this coordinator listening and joins it
+        r = run([a.revive, "coordinator", "--port", str(port), "--ckpt-dir", ck, "--phase-timeout", "2", "--daemon",
+                 "--exit-on-last"], env=env)
+        if r.returncode != 0:
+            fail("revive coordinator --daemon exited %d: %s" % (r.returncode, r.stderr))
     ev = os.path.join(evd, "run.events")
     renv = dict(env, HOOKS_EVENTS=ev)
     lerr = open(os.path.join(a.workdir, "launch.stderr"), "wb")
@@ -98,6 +106,8 @@ def main():
         r = run([a.revive, "checkpoint", "--port", str(port), "--ckpt-dir", ck], timeout=120)
         msg = r.stderr.strip()
         pat = r"generation 1 failed: .*process %d \((\S+)\) was in a critical section for 1\.\d s " % proc.pid
+        if a.mode == "phase":
+            pat += r"\(cut short by the coordinator's phase timeout: 1\.8 s\)"
         if r.returncode != 1 or not re.search(pat, msg):
             fail("checkpoint during an overlong section: exit %d, %r; want exit 1 and /%s/" % (r.returncode, msg, pat))
         if os.path.exists(os.path.join(ck, "ckpt-1", "MANIFEST.json")):
