@@ -74,7 +74,8 @@ void append_seconds(char* buf, size_t cap, uint64_t ns) {
 }
 
 // "process 4242 (solver) was in a critical section for 30.0 s (timeout 30.0 s, REVIVE_CRITICAL_TIMEOUT)"
-void timeout_message(char* err, size_t n, uint64_t waited_ns, uint64_t limit_ns, bool cut) {
+// "process 4242 (solver)"
+void process_name(char* err, size_t n) {
   char comm[17] = "";
   sys::sc(SYS_prctl, PR_GET_NAME, comm, 0, 0, 0);
   err[0] = 0;
@@ -82,12 +83,24 @@ void timeout_message(char* err, size_t n, uint64_t waited_ns, uint64_t limit_ns,
   sys::append_u64(err, n, uint64_t(sys::getpid()));
   sys::append(err, n, " (");
   sys::append(err, n, comm);
-  sys::append(err, n, ") was in a critical section for ");
+  sys::append(err, n, ")");
+}
+
+void timeout_message(char* err, size_t n, uint64_t waited_ns, uint64_t limit_ns, bool cut) {
+  process_name(err, n);
+  sys::append(err, n, " was in a critical section for ");
   append_seconds(err, n, waited_ns);
   sys::append(err, n, cut ? " (cut short by the coordinator's phase timeout: " : " (timeout ");
   append_seconds(err, n, limit_ns);
   sys::append(err, n, cut ? ")" : ", REVIVE_CRITICAL_TIMEOUT or revive_set_critical_timeout)");
   sys::append(err, n, "; checkpoint not taken, the program goes on");
+}
+
+void callbacks_message(char* err, size_t n, uint64_t waited_ns) {
+  process_name(err, n);
+  sys::append(err, n, ": its checkpoint callbacks did not return within ");
+  append_seconds(err, n, waited_ns);
+  sys::append(err, n, " (cut short by the coordinator's phase timeout); checkpoint not taken, the program goes on");
 }
 
 void notify() {
@@ -121,7 +134,18 @@ int hooks_prepare(uint64_t hard_deadline_ns, char* err, size_t err_len) {
     h.gate_ns = 0;
   }
   if (h.stage == kCallbacks) {
-    if (int32_t(load(&sh->ckpt_done) - h.ckpt_req) < 0) return 0;  // notify() comes when they are done
+    if (int32_t(load(&sh->ckpt_done) - h.ckpt_req) < 0) {  // notify() comes when they are done
+      if (!hard_deadline_ns) return 0;
+      const uint64_t now = now_ns();
+      if (now < hard_deadline_ns) {
+        arm(hard_deadline_ns);
+        return 0;
+      }
+      // Answer the coordinator before it drops us; the callbacks finish on their thread, and the continue
+      // callbacks asked for by hooks_finish run after them.
+      callbacks_message(err, err_len, now - h.cb_ns);
+      return -1;
+    }
     h.stage = kGate;
     if (g.cfg.log >= 2) {  // the whole round trip through the hooks thread (bench/hooks reads it)
       char t[32] = "";
@@ -164,8 +188,6 @@ int hooks_prepare(uint64_t hard_deadline_ns, char* err, size_t err_len) {
 void hooks_poke_seen() { h.poke_seen = __atomic_load_n(&h.poke, __ATOMIC_SEQ_CST); }
 
 bool hooks_poked() { return h.sh && __atomic_load_n(&h.poke, __ATOMIC_SEQ_CST) != h.poke_seen; }
-
-bool hooks_deferred() { return h.stage == kCallbacks || h.stage == kGate; }
 
 void hooks_finish(int outcome) {
   revive_hooks_shared* const sh = h.sh;
