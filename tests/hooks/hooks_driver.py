@@ -13,7 +13,10 @@ byte and the events file must show the callbacks in the right run with the right
   naming the process and the time; the next one, after the section, succeeds; restart from it.
 --mode phase: the same with the default timeout (30 s) under a coordinator started with --phase-timeout 2:
   the process cuts its wait at 90 % of it and says so, instead of being dropped by the coordinator (it
-  stays connected: the next checkpoint includes it)."""
+  stays connected: the next checkpoint includes it).
+--mode slowcb: the same coordinator, and the first checkpoint callback takes 3 s (HOOKS_CKPT_SLEEP_MS):
+  that checkpoint fails at 1.8 s saying the callbacks did not return, the callback still completes and
+  the continue callbacks follow it; the next checkpoint succeeds."""
 import argparse, os, random, re, shutil, signal, subprocess, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
@@ -46,7 +49,7 @@ def before(ev, a, b):
 
 def main():
     ap = parser()
-    ap.add_argument("--mode", choices=["plain", "long", "timeout", "phase"], default="plain")
+    ap.add_argument("--mode", choices=["plain", "long", "timeout", "phase", "slowcb"], default="plain")
     ap.add_argument("--tag", required=True, help="what the program's callbacks print as tag=")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     a = ap.parse_args()
@@ -73,18 +76,20 @@ def main():
         r = subprocess.run(prog, cwd=ref, stdout=out, stdin=subprocess.DEVNULL, timeout=120,
                            env=dict(env, HOOKS_EVENTS=ref_ev))
     want_ref = ["active=0"] + (["long begin", "long end"] + ["after %d" % i for i in range(1, 6)]
-                               if a.mode != "plain" else [])
+                               if a.mode in ("long", "timeout", "phase") else [])
     if r.returncode != 0 or events(ref_ev) != want_ref:
         fail("without revive: rc %d, events %s, want %s" % (r.returncode, events(ref_ev), want_ref))
     print("without revive: rc 0, no callback ran", flush=True)
 
-    if a.mode == "phase":  # launch finds this coordinator listening and joins it
+    if a.mode in ("phase", "slowcb"):  # launch finds this coordinator listening and joins it
         r = run([a.revive, "coordinator", "--port", str(port), "--ckpt-dir", ck, "--phase-timeout", "2", "--daemon",
                  "--exit-on-last"], env=env)
         if r.returncode != 0:
             fail("revive coordinator --daemon exited %d: %s" % (r.returncode, r.stderr))
     ev = os.path.join(evd, "run.events")
     renv = dict(env, HOOKS_EVENTS=ev)
+    if a.mode == "slowcb":
+        renv["HOOKS_CKPT_SLEEP_MS"] = "3000"
     lerr = open(os.path.join(a.workdir, "launch.stderr"), "wb")
     with open(os.path.join(work, "stdout"), "wb") as out:
         proc = subprocess.Popen([a.revive, "launch", "--port", str(port), "--ckpt-dir", ck, "--"] + prog, cwd=work,
@@ -102,21 +107,29 @@ def main():
         before(seen, "long begin", "checkpoint n=1" + tag)  # callbacks are not held back by sections
         before(seen, "checkpoint n=1" + tag, "long end")     # the image waited for the section
     else:
-        wait_event(ev, "long begin", proc)
+        if a.mode == "slowcb":
+            time.sleep(rng.uniform(0.2, 0.6))
+        else:
+            wait_event(ev, "long begin", proc)
         r = run([a.revive, "checkpoint", "--port", str(port), "--ckpt-dir", ck], timeout=120)
         msg = r.stderr.strip()
         pat = r"generation 1 failed: .*process %d \((\S+)\) was in a critical section for 1\.\d s " % proc.pid
         if a.mode == "phase":
             pat += r"\(cut short by the coordinator's phase timeout: 1\.8 s\)"
+        elif a.mode == "slowcb":
+            pat = (r"generation 1 failed: .*process %d \((\S+)\): its checkpoint callbacks did not return within "
+                   r"1\.[89] s \(cut short by the coordinator's phase timeout\)" % proc.pid)
         if r.returncode != 1 or not re.search(pat, msg):
             fail("checkpoint during an overlong section: exit %d, %r; want exit 1 and /%s/" % (r.returncode, msg, pat))
         if os.path.exists(os.path.join(ck, "ckpt-1", "MANIFEST.json")):
             fail("the failed generation has a manifest")
-        print("checkpoint during the section failed as expected: %s" % msg, flush=True)
-        if "long end" in events(ev):
-            fail("the checkpoint was answered only after the section ended (no timeout): %s" % events(ev))
+        print("the first checkpoint failed as expected: %s" % msg, flush=True)
+        # Answered at the deadline, not when the section or the slow callback ended.
+        if "long end" in events(ev) or (a.mode == "slowcb" and "checkpoint n=1" + tag in events(ev)):
+            fail("the checkpoint was answered only after the section or callback ended: %s" % events(ev))
         wait_event(ev, "continue n=1" + tag, proc)  # a failed checkpoint continues too
-        wait_event(ev, "long end", proc)
+        if a.mode != "slowcb":
+            wait_event(ev, "long end", proc)
         gen = 2
         checkpoint(a.revive, port, ck, gen)
     n = gen  # callbacks per kind in the first run

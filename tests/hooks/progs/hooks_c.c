@@ -3,7 +3,8 @@
  * uninterrupted run's, with or without revive). At step LONG_STEP one section lasts LONG_MS ms. Events go
  * to the file $HOOKS_EVENTS, one line each, opened and closed per line (outside the checkpointed working
  * directory, so a restart neither restores nor truncates it): "active=0|1", "long begin", "long end",
- * "after N" (the N-th step after the long section), and one line per callback with its counts. */
+ * "after N" (the N-th step after the long section), and one line per callback with its counts.
+ * HOOKS_CKPT_SLEEP_MS=T: the first checkpoint callback sleeps T ms first. */
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -27,7 +28,12 @@ static void event(const char* fmt, ...) {
   events_append(line, (size_t)n);
 }
 
+static void sleep_ms(long ms);
+
 static void on_checkpoint(void* arg) {
+  static int slept;
+  const char* slow = getenv("HOOKS_CKPT_SLEEP_MS"); /* the first checkpoint callback takes this long */
+  if (slow && !slept++) sleep_ms(atol(slow));
   n_ckpt++;
   event("checkpoint n=%d tag=%s", n_ckpt, (const char*)arg);
 }
