@@ -18,6 +18,12 @@ install(TARGETS revive EXPORT reviveTargets COMPONENT revive
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/revive DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         COMPONENT revive PATTERN checkpoint_mpi.hpp EXCLUDE)
+# The application hooks (src/hooks): revive::revive_hooks, <revive/hooks.h>, hooks.hpp and the Fortran
+# module's source revive_hooks.f90 (in the include directory above), revive-hooks.pc.
+if(TARGET revive_hooks)
+  install(TARGETS revive_hooks EXPORT reviveTargets COMPONENT revive
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 install(EXPORT reviveTargets NAMESPACE revive:: DESTINATION ${REVIVE_CMAKE_DIR} COMPONENT revive)
 
 set(REVIVE_HAVE_MPI_TARGET OFF)
@@ -57,6 +63,10 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/revive-config.cmake ${CMAKE_CURRENT_BI
 file(RELATIVE_PATH REVIVE_PC_TO_PREFIX /prefix/${REVIVE_PC_DIR} /prefix)
 configure_file(${CMAKE_CURRENT_LIST_DIR}/revive.pc.in ${CMAKE_CURRENT_BINARY_DIR}/revive.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/revive.pc DESTINATION ${REVIVE_PC_DIR} COMPONENT revive)
+if(TARGET revive_hooks)
+  configure_file(${CMAKE_CURRENT_LIST_DIR}/revive-hooks.pc.in ${CMAKE_CURRENT_BINARY_DIR}/revive-hooks.pc @ONLY)
+  install(FILES ${CMAKE_CURRENT_BINARY_DIR}/revive-hooks.pc DESTINATION ${REVIVE_PC_DIR} COMPONENT revive)
+endif()
 if(REVIVE_HAVE_MPI_TARGET)
   configure_file(${CMAKE_CURRENT_LIST_DIR}/revive-mpi.pc.in ${CMAKE_CURRENT_BINARY_DIR}/revive-mpi.pc @ONLY)
   install(FILES ${CMAKE_CURRENT_BINARY_DIR}/revive-mpi.pc DESTINATION ${REVIVE_PC_DIR} COMPONENT revive)

@@ -311,6 +311,7 @@ bool Client::connect(const ClientOptions& o, Welcome* w) {
     p.get_u64("upid", &w->upid);
     p.get_u64("generation", &w->generation);
     p.get_u64("interval", &w->interval);
+    p.get_u64("phase_timeout", &w->phase_timeout);
     w->compress = p.get_u64("compress", &v) && v != 0;
     w->fork = p.get_u64("fork", &v) && v != 0;
     w->outside = p.get_u64("outside", &v) && v != 0;

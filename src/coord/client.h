@@ -45,6 +45,7 @@ struct Welcome {
   // Joined while a checkpoint is in progress that it is not part of (its parent's fork wrapper then
   // refuses that checkpoint: the generation would lack the child).
   bool outside;
+  uint64_t phase_timeout;  // the coordinator's --phase-timeout in seconds (0: not said)
   char ckpt_dir[4096];
 };
 

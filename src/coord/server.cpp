@@ -503,7 +503,7 @@ void Server::SendWelcome(Conn* c, uint32_t seq, uint64_t upid, bool outside) {
   FrameBuilder b(buf, sizeof buf, kWelcome, seq);
   b.add_u64("upid", upid).add("ckpt_dir", o_.ckpt_dir.c_str()).add_u64("generation", generation_)
       .add_u64("compress", o_.compress).add_u64("fork", o_.fork).add_u64("interval", (uint64_t)o_.interval)
-      .add_u64("outside", outside);
+      .add_u64("outside", outside).add_u64("phase_timeout", (uint64_t)o_.phase_timeout);
   Send(c, b);
 }
 

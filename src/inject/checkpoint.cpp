@@ -9,6 +9,7 @@
 
 #include "coord/client.h"
 #include "inject/engine.h"
+#include "inject/hooks.h"
 #include "inject/sys.h"
 #include "plugins/vpid/vpid.h"
 
@@ -175,6 +176,7 @@ void ckpt_resume(bool ok) {
   g.released = true;
   g.t_released_ns = now_ns();
   release_all();
+  hooks_finish(0);  // the gate opens, the continue callbacks run
 }
 
 int checkpoint_now(uint64_t gen, char* path, size_t path_cap, char* err, size_t err_len) {

@@ -12,6 +12,7 @@
 
 #include "coord/client.h"
 #include "inject/engine.h"
+#include "inject/hooks.h"
 #include "inject/sys.h"
 #include "plugins/proctree/engine_hooks.h"
 
@@ -26,8 +27,16 @@ struct LinkState {
   bool write_ok;
   bool durable_waiting;  // PHASE durable received, answered once the forked writer is done
   uint32_t durable_seq;
+  // PHASE suspend received but not answered: the application's hooks defer it (checkpoint callbacks
+  // running, a critical section open; hooks.cpp). Served again on every wake-up until decided.
+  bool suspend_deferred;
+  uint32_t suspend_seq;
+  uint64_t suspend_at_ns;
 };
 LinkState g_st;
+// The coordinator's --phase-timeout (WELCOME phase_timeout; 0 from an older coordinator): a deferred
+// suspend must be answered well before it, or the coordinator drops us.
+uint64_t g_phase_timeout_s;
 
 // 0 until this process's first connection attempt (on the checkpoint thread) has ended, then 1. fork()
 // waits for it: a child that connected, lived briefly and left before its parent ever connected would
@@ -78,6 +87,7 @@ bool connect(bool restart) {
   g.cfg.compress = w.compress && compress_ready();
   g.cfg.fork = w.fork;
   g.joined_outside = w.outside;
+  g_phase_timeout_s = w.phase_timeout;
   // Level 2: every exec'd program of a script or a make says this; at launch's default level 1 it would
   // be a line of the program's stderr per process.
   sys::log(2, restart ? "reconnected to the coordinator" : "connected to the coordinator");
@@ -98,9 +108,12 @@ void reply(uint32_t seq, const char* name, bool ok, const char* err, const char*
 void let_go() {
   if (g_st.suspended) ckpt_resume(false);
   g_st.suspended = false;
+  if (g_st.suspend_deferred) hooks_finish(-1);
+  g_st.suspend_deferred = false;
   if (g_st.restored_parked) {
     release_all();
     after_restore_done();
+    hooks_finish(1);
   }
   g_st.restored_parked = false;
 }
@@ -111,6 +124,20 @@ void lost() {
   g_client.close();
   g.coord_fd = -1;
   arm_interval_timer();  // standalone from now on
+}
+
+// PHASE suspend, now or again after a deferral: once the hooks let it go, suspend and answer.
+void try_suspend() {
+  char err[512] = "";
+  uint64_t hard = 0;
+  if (g_phase_timeout_s) hard = g_st.suspend_at_ns + g_phase_timeout_s * 900000000u;  // 90 % of it
+  int r = hooks_prepare(hard, err, sizeof err);
+  g_st.suspend_deferred = r == 0;
+  if (r == 0) return;
+  if (r > 0) g_st.suspended = ckpt_suspend(err, sizeof err);
+  reply(g_st.suspend_seq, "suspend", r > 0 && g_st.suspended, err, nullptr, 0);
+  if (r < 0) sys::log(1, "checkpoint refused: ", err);
+  if (r < 0 || !g_st.suspended) hooks_finish(-1);
 }
 
 bool eq(const char* a, const char* b) { return sys::slen(a) == sys::slen(b) && sys::starts_with(a, b); }
@@ -294,6 +321,7 @@ void restored_continue() {
   }
   release_all();
   after_restore_done();
+  hooks_finish(1);
 }
 
 void coord_wait_connected(int timeout_ms) {
@@ -309,6 +337,7 @@ void coord_wait_connected(int timeout_ms) {
 void coord_serve() {
   char name[32], dir[1200], path[1400], err[512];
   durable_poll();
+  if (g_st.suspend_deferred) try_suspend();
   for (;;) {
     coord::FrameHeader h;
     coord::Payload p;
@@ -335,8 +364,9 @@ void coord_serve() {
     p.get_u64("generation", &gen);
     p.get_str("dir", dir, sizeof dir);
     if (eq(name, "suspend")) {
-      g_st.suspended = ckpt_suspend(err, sizeof err);
-      reply(h.seq, name, g_st.suspended, err, nullptr, 0);
+      g_st.suspend_seq = h.seq;
+      g_st.suspend_at_ns = now_ns();
+      try_suspend();
     } else if (eq(name, "write")) {
       if (!g_st.suspended || dir[0] != '/') {
         reply(h.seq, name, false, g_st.suspended ? "PHASE write without an absolute dir" : "write before suspend",
@@ -360,6 +390,7 @@ void coord_serve() {
         release_all();
         after_restore_done();
         g_st.restored_parked = false;
+        hooks_finish(1);
       } else if (g_st.suspended) {
         ckpt_resume(g_st.write_ok);
         g_st.suspended = false;

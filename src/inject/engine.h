@@ -129,6 +129,9 @@ void wake_up();
 // REVIVE_INTERVAL without a coordinator: a POSIX timer (raw, invisible to the timer plugin) sending the
 // checkpoint signal every interval. Idempotent; nothing to do with a coordinator or without an interval.
 void arm_interval_timer();
+// A POSIX timer sending the checkpoint signal (SI_TIMER: a trigger), created with the raw system call so
+// that the timer plugin's wrapper does not take it for the program's. False if the kernel refuses.
+bool signal_timer_create(int* id);
 // Coordinator address from REVIVE_COORD_HOST/PORT/SECRET_FILE values (port absent: standalone).
 void set_coord_config(const char* host, const char* port, const char* secret);
 bool alloc_scratch();

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "inject/engine.h"
+#include "inject/hooks.h"
 #include "inject/sys.h"
 #include "plugins/proctree/engine_hooks.h"
 
@@ -18,6 +19,7 @@ bool after_fork_child() {
   g.serving = 0;
   g.writer_pid = 0;  // the parent's forked checkpoint writer, not ours
   g.have_timer = false;
+  hooks_forked_child();
   // Connect before fork() returns, so the parent (waiting in the wrapper) goes on only once we are in.
   bool ok = true;
   g.joined_outside = true;  // until a WELCOME says otherwise

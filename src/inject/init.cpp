@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "inject/engine.h"
+#include "inject/hooks.h"
 #include "inject/plugin.h"
 #include "inject/sys.h"
 
@@ -156,16 +157,21 @@ void wake_up() {
   sys::sc(SYS_rt_sigqueueinfo, sys::gettid(), g.cfg.sig, &si);
 }
 
+bool signal_timer_create(int* id) {
+  struct sigevent ev = {};
+  ev.sigev_notify = SIGEV_SIGNAL;
+  ev.sigev_signo = g.cfg.sig;
+  *id = -1;
+  return sys::sc(SYS_timer_create, CLOCK_MONOTONIC, &ev, id) == 0;
+}
+
 void arm_interval_timer() {
   if (g.have_timer || !g.cfg.interval_s || (coord_configured() && coord_connected())) return;
   // Raw timer_create: the timer plugin's wrapper would save it as the program's. Created before the
   // program's own timers (constructor, fork child, restore before the plugins), so it takes the same
   // kernel id in every image of the process and never one the timer plugin restores.
-  struct sigevent ev = {};
-  ev.sigev_notify = SIGEV_SIGNAL;
-  ev.sigev_signo = g.cfg.sig;
   int id = -1;
-  if (sys::sc(SYS_timer_create, CLOCK_MONOTONIC, &ev, &id) != 0) {
+  if (!signal_timer_create(&id)) {
     sys::log(0, "cannot create the REVIVE_INTERVAL timer; no periodic checkpoints");
     return;
   }
@@ -183,22 +189,31 @@ namespace {
 // next attempt, so no image holds it (its kernel id could be one the timer plugin restores).
 void defer_standalone() {
   if (!g.have_retry) {
-    struct sigevent ev = {};
-    ev.sigev_notify = SIGEV_SIGNAL;
-    ev.sigev_signo = g.cfg.sig;
-    int id = -1;
-    if (sys::sc(SYS_timer_create, CLOCK_MONOTONIC, &ev, &id) != 0) return;
-    g.retry_timer = id;
+    if (!signal_timer_create(&g.retry_timer)) return;
     g.have_retry = true;
   }
   struct itimerspec its = {{0, 0}, {0, 20000000}};
   sys::sc(SYS_timer_settime, g.retry_timer, 0, &its, nullptr);
 }
 
+// A standalone request the application's hooks defer (hooks.cpp): asked again on every wake-up.
+bool g_standalone_deferred;
+
 void standalone_checkpoint() {
   char path[2048], err[512];
   uint64_t gen = g.generation + 1;
   err[0] = 0;
+  const bool was_deferred = g_standalone_deferred;
+  const int hr = hooks_prepare(0, err, sizeof err);
+  g_standalone_deferred = hr == 0;
+  if (hr == 0) return;
+  // Requests (and the timeout timer's signals) that came while it waited are this checkpoint.
+  if (was_deferred) g.trigger_seen = __atomic_load_n(&g.trigger, __ATOMIC_ACQUIRE);
+  if (hr < 0) {
+    sys::log(0, "checkpoint failed: ", err);
+    hooks_finish(-1);
+    return;
+  }
   if (g.have_retry) {
     sys::sc(SYS_timer_delete, g.retry_timer);
     g.have_retry = false;
@@ -225,6 +240,7 @@ void standalone_checkpoint() {
   } else {
     sys::log(0, "checkpoint failed: ", err);
   }
+  if (rc < 0) hooks_finish(-1);  // failed before the threads were suspended: the gate opens here
 }
 
 // The engine's work, on cstack: the coordinator's frames, then standalone triggers, until none is left.
@@ -242,7 +258,9 @@ long serve_main(void*) {
     return 0;
   }
   for (;;) {
+    hooks_poke_seen();  // what a notify() asks for is looked at below
     if (coord_connected()) coord_serve();
+    else if (g_standalone_deferred) standalone_checkpoint();
     const uint32_t t = __atomic_load_n(&g.trigger, __ATOMIC_ACQUIRE);
     if (t == g.trigger_seen) return 0;
     g.trigger_seen = t;
@@ -252,7 +270,7 @@ long serve_main(void*) {
 
 bool work_pending() {
   if (__atomic_load_n(&g.trigger, __ATOMIC_ACQUIRE) != g.trigger_seen) return true;
-  return coord_readable() || coord_durable_ready();
+  return hooks_poked() || coord_readable() || coord_durable_ready();
 }
 
 // atexit: a process that leaves while its forked writer still writes an image reports that image

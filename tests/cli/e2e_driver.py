@@ -114,12 +114,17 @@ def free_port(rng):
                 continue
     fail("no free port found")
 
-def main():
+def parser():
+    """The arguments every driver of the real engine takes (also tests/hooks/hooks_driver.py)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--revive", required=True)
     ap.add_argument("--inject", required=True)
     ap.add_argument("--restart", required=True)
     ap.add_argument("--workdir", required=True)
+    return ap
+
+def main():
+    ap = parser()
     ap.add_argument("--delay", type=float, nargs=2, default=[0.3, 0.8])
     ap.add_argument("--chain", type=int, default=0)
     ap.add_argument("--interval", type=float, default=0)
