@@ -27,6 +27,8 @@ enum Kind : uint32_t {
   kPtyMaster = 9,  // pseudo-terminal master (/dev/ptmx): its pair is rebuilt, pending output kept
   kPtySlave = 10,  // pseudo-terminal slave whose master is in the computation (Open MPI's rank stdout)
   kPtyOut = 11,    // pseudo-terminal slave whose master is not (the user's terminal): the fd plugin's
+  kDgramName = 12, // datagram socket bound to a name, not connected (UCX's Unix sockets, UDP): rebound,
+                   // its queued datagrams kept (chan_dgram_name.cpp)
 };
 
 // Growable byte buffer on mmap (usable with user threads held; its pages are process memory, so the
@@ -130,6 +132,12 @@ bool send_fd(int sock, int fd);
 // the other holders reach it there and say which end they want (one byte). 0 or an errno value.
 int handover_listen(const char* k, int* listen_fd);
 int handover_reach(const char* k, char end, int timeout_ms, int* sock);
+// chan_dgram_name.cpp: bound_name says whether a local address names something others can send to;
+// keep_datagrams (save) keeps the queued datagrams of every kDgramName socket and queues them again;
+// rebind_datagrams (restore) binds each name again and queues the kept datagrams there.
+bool bound_name(int family, const sockaddr_storage& a, socklen_t len);
+int keep_datagrams(char* msg, size_t cap);
+int rebind_datagrams(char* msg, size_t cap);
 // A table slot made empty for a new entry; its drain buffers stay mapped (reused across checkpoints).
 void reset_slot(Chan& c);
 int recv_fd(int sock, int timeout_ms);

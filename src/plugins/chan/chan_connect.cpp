@@ -272,6 +272,7 @@ int restore_local(char* msg, size_t cap) {
       if (int rc = place(c, sv[0], msg, cap)) return rc;
     }
   }
+  if (int rc = rebind_datagrams(msg, cap)) return rc;
   return reopen_fifos(false, msg, cap);
 }
 
@@ -288,7 +289,7 @@ extern "C" __attribute__((visibility("hidden"))) bool revive_chan_restores(int f
     const Chan& c = g_chans[i];
     if (c.fd != fd || c.kind == kGone) continue;
     if (c.kind == kPtyOut) return false;  // the user's terminal: the fd plugin's
-    if (c.kind == kOutside || c.kind == kListen || c.kind == kPipeOut) return true;
+    if (c.kind == kOutside || c.kind == kListen || c.kind == kPipeOut || c.kind == kDgramName) return true;
     return revive::inject::coord_configured();
   }
   return false;

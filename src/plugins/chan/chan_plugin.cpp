@@ -16,9 +16,9 @@ bool g_scanned;  // the table describes this checkpoint (drain ran)
 int save(inject::SectionWriter& w) {
   char msg[400];
   if (!g_scanned) {  // no drain phase (standalone checkpoint): every connection counts as outside
-    if (scan(msg, sizeof msg) != 0) plugins::warn(msg);
+    if (scan(msg, sizeof msg) != 0 || keep_datagrams(msg, sizeof msg) != 0) plugins::warn(msg);
   } else if (drain_sockets(g_gen, msg, sizeof msg) != 0 || classify_pipes(g_gen, msg, sizeof msg) != 0 ||
-             classify_ptys(g_gen, msg, sizeof msg) != 0) {
+             classify_ptys(g_gen, msg, sizeof msg) != 0 || keep_datagrams(msg, sizeof msg) != 0) {
     char line[480];
     plugins::warn(plugins::Msg(line, sizeof line).s("channels: ").s(msg).c_str());
     return -EIO;

@@ -119,7 +119,7 @@ bool consider(int fd) {
   if (!S_ISSOCK(st.st_mode)) return false;
   int family = int_opt(fd, SOL_SOCKET, SO_DOMAIN), type = int_opt(fd, SOL_SOCKET, SO_TYPE);
   if ((family != AF_INET && family != AF_INET6 && family != AF_UNIX) ||
-      (type != SOCK_STREAM && !(family == AF_UNIX && (type == SOCK_DGRAM || type == SOCK_SEQPACKET))))
+      (type != SOCK_STREAM && type != SOCK_DGRAM && !(family == AF_UNIX && type == SOCK_SEQPACKET)))
     return false;
   Chan& c = g_chans[g_nchans];
   reset_slot(c);
@@ -143,6 +143,19 @@ bool consider(int fd) {
   socklen_t l = sizeof c.local;
   if (getsockname(fd, reinterpret_cast<sockaddr*>(&c.local), &l) != 0) return false;
   c.local_len = l;
+  if (type == SOCK_DGRAM) {
+    // Not connected, but bound to a name others send to: rebound with its queue (chan_dgram_name.cpp).
+    // Connected Unix pairs go on below; a connected UDP socket or a nameless one stays the fd plugin's.
+    sockaddr_storage peer;
+    socklen_t pl = sizeof peer;
+    bool connected = getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) == 0;
+    if (!connected && bound_name(family, c.local, l)) {
+      c.kind = kDgramName;
+      ++g_nchans;
+      return true;
+    }
+    if (family != AF_UNIX) return false;
+  }
   if (int_opt(fd, SOL_SOCKET, SO_ACCEPTCONN) == 1) {
     // A Unix listener without a name cannot be reached by anyone: leave it to the fd plugin.
     if (family == AF_UNIX && l <= sizeof(sa_family_t)) return false;

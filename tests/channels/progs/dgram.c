@@ -5,8 +5,12 @@
  *                                          PACE_US after each message so its queue is often full; only
  *                                          the parent prints
  *   dgram bound DIR a|b N PACE_US          two processes, SOCK_DGRAM sockets bound to DIR/a and DIR/b and
- *                                          connected to each other: a sends, b checks and echoes */
+ *                                          connected to each other: a sends, b checks and echoes
+ *   dgram named DIR a|b N PACE_US [abstract]  the same, not connected: every message goes by sendto() to the
+ *                                          peer's name (DIR/a, or the abstract name "DIR/a"), as UCX's
+ *                                          ranks do; queued messages must survive */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/un.h>
@@ -17,6 +21,13 @@
 static uint64_t count;
 static unsigned pace_us;
 static int sock;
+static int unconnected;            /* named mode: sendto() the peer's name */
+static struct sockaddr_un g_peer;
+static socklen_t g_peer_len;
+
+static ssize_t send_msg(const void* p, size_t n) {
+  return unconnected ? sendto(sock, p, n, 0, (struct sockaddr*)&g_peer, g_peer_len) : send(sock, p, n, 0);
+}
 
 static size_t msg_len(uint64_t i) { return 1 + (size_t)((i * 7919) % 3000); }
 
@@ -30,8 +41,8 @@ static void* sender(void* arg) {
   for (uint64_t i = 0; i < count; ++i) {
     make(i, buf);
     for (;;) {
-      ssize_t w = send(sock, buf, msg_len(i), 0);
-      if (w < 0 && (errno == EINTR || errno == ECONNREFUSED)) { /* peer not bound/connected yet */
+      ssize_t w = send_msg(buf, msg_len(i));
+      if (w < 0 && (errno == EINTR || errno == ECONNREFUSED || errno == EAGAIN)) { /* peer not bound yet, full */
         usleep(1000);
         continue;
       }
@@ -60,8 +71,8 @@ static uint64_t check(const char* who, int echo, unsigned pace) {
     for (ssize_t k = 0; k < r; ++k) sum = sum * 31 + buf[k];
     if (echo) {
       ssize_t w;
-      do w = send(sock, buf, (size_t)r, 0);
-      while (w < 0 && errno == EINTR);
+      do w = send_msg(buf, (size_t)r);
+      while (w < 0 && (errno == EINTR || errno == EAGAIN));
       if (w != r) die("echo");
     }
     if (pace) usleep(pace);
@@ -69,10 +80,17 @@ static uint64_t check(const char* who, int echo, unsigned pace) {
   return sum;
 }
 
-static void bind_to(int s, const char* dir, const char* name, struct sockaddr_un* a) {
+/* DIR/name as a path, or (abstract) as the abstract name "DIR/name"; returns the address length. */
+static socklen_t name_of(struct sockaddr_un* a, const char* dir, const char* name, int abstract) {
   memset(a, 0, sizeof *a);
   a->sun_family = AF_UNIX;
-  snprintf(a->sun_path, sizeof a->sun_path, "%s/%s", dir, name);
+  snprintf(a->sun_path + (abstract ? 1 : 0), sizeof a->sun_path - 1, "%s/%s", dir, name);
+  return abstract ? (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(a->sun_path + 1))
+                  : (socklen_t)sizeof *a;
+}
+
+static void bind_to(int s, const char* dir, const char* name, struct sockaddr_un* a) {
+  name_of(a, dir, name, 0);
   unlink(a->sun_path);
   if (bind(s, (struct sockaddr*)a, sizeof *a) != 0) die("bind");
 }
@@ -102,6 +120,37 @@ int main(int argc, char** argv) {
   }
   if (argc < 6) return 2;
   const int is_a = strcmp(argv[3], "a") == 0;
+  if (strcmp(argv[1], "named") == 0) {
+    unconnected = 1;
+    const int abstract = argc > 6 && strcmp(argv[6], "abstract") == 0;
+    count = strtoull(argv[4], NULL, 10);
+    pace_us = (unsigned)atoi(argv[5]);
+    sock = socket(AF_UNIX, SOCK_DGRAM, 0);
+    struct sockaddr_un me;
+    socklen_t ml = name_of(&me, argv[2], is_a ? "a" : "b", abstract);
+    if (!abstract) unlink(me.sun_path);
+    if (bind(sock, (struct sockaddr*)&me, ml) != 0) die("bind");
+    g_peer_len = name_of(&g_peer, argv[2], is_a ? "b" : "a", abstract);
+    if (is_a) {  /* b says hello once it is bound; a answers with the stream */
+      uint8_t go;
+      if (recv(sock, &go, 1, 0) != 1) die("recv hello");
+      pthread_t t;
+      pthread_create(&t, NULL, sender, NULL);
+      uint64_t sum = check("a", 0, 0);
+      pthread_join(t, NULL);
+      printf("a: %llu messages echoed by name, checksum %llu\n", (unsigned long long)count, (unsigned long long)sum);
+      return 0;
+    }
+    for (int tries = 0;; ++tries) {
+      uint8_t hello = 'h';
+      if (send_msg(&hello, 1) == 1) break;
+      if (tries > 1000) die("hello");
+      usleep(10000); /* a not bound yet */
+    }
+    uint64_t sum = check("b", 1, pace_us);
+    printf("b: %llu messages checked by name, checksum %llu\n", (unsigned long long)count, (unsigned long long)sum);
+    return 0;
+  }
   count = strtoull(argv[4], NULL, 10);
   pace_us = (unsigned)atoi(argv[5]);
   sock = socket(AF_UNIX, SOCK_DGRAM, 0);

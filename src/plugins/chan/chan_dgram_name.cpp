@@ -1,0 +1,102 @@
+// Datagram sockets bound to a name and not connected (UCX's Unix sockets on abstract names, which Open
+// MPI's osc/ucx and MPICH's ch4:ucx ranks send to each other; UDP sockets bound to a port). Any process
+// may send to the name, so there is no pair to rebuild: the restored process binds the same name again
+// (an abstract name or a port is free once the killed process is gone; a socket file it left is removed
+// first). The datagrams waiting in the queue are part of the checkpoint: read at save (every sender of
+// the computation is suspended, so nothing is added meanwhile), kept as records [u32 length][bytes] in
+// memory the image carries, and sent again to our own name at once, in order, so the original run finds
+// its queue as it was; the restored process sends them to its new socket the same way. Not kept: each
+// datagram's sender address (the resend comes from a socket of ours; docs/channels.md).
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "plugins/chan/chan.h"
+#include "plugins/common/msg.h"
+
+namespace revive::chan {
+namespace {
+
+constexpr size_t kMaxDatagram = 1 << 16;
+
+int dg_err(char* msg, size_t cap, const Chan& c, const char* what, int e) {
+  plugins::Msg(msg, cap).s("fd ").i(c.fd).s(" (bound datagram socket): ").s(what).s(": ").err(e);
+  return e > 0 ? -e : -EIO;
+}
+
+// Sends the kept records to the name c.local from a socket of ours.
+bool resend(const Chan& c) {
+  if (c.rx.len == 0) return true;
+  int s = socket(c.family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return false;
+  bool ok = true;
+  for (size_t off = 0; ok && off + 4 <= c.rx.len;) {
+    uint32_t n;
+    memcpy(&n, c.rx.p + off, 4);
+    ok = off + 4 + n <= c.rx.len &&
+         sendto(s, c.rx.p + off + 4, n, MSG_NOSIGNAL, reinterpret_cast<const sockaddr*>(&c.local), c.local_len) ==
+             ssize_t(n);
+    off += 4 + n;
+  }
+  close(s);
+  return ok;
+}
+
+}  // namespace
+
+bool bound_name(int family, const sockaddr_storage& a, socklen_t len) {
+  if (family == AF_UNIX) return len > sizeof(sa_family_t);  // a path or an abstract name
+  if (family == AF_INET) return reinterpret_cast<const sockaddr_in&>(a).sin_port != 0;
+  return family == AF_INET6 && reinterpret_cast<const sockaddr_in6&>(a).sin6_port != 0;
+}
+
+int keep_datagrams(char* msg, size_t cap) {
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    if (c.kind != kDgramName) continue;
+    c.rx.clear();
+    for (;;) {
+      if (!c.rx.reserve(4 + kMaxDatagram)) return dg_err(msg, cap, c, "no memory for its queued datagrams", ENOMEM);
+      ssize_t n = recv(c.fd, c.rx.p + c.rx.len + 4, kMaxDatagram, MSG_DONTWAIT);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;  // EAGAIN: the queue is empty
+      uint32_t len = uint32_t(n);
+      memcpy(c.rx.p + c.rx.len, &len, 4);
+      c.rx.len += 4 + size_t(n);
+    }
+    if (!resend(c)) return dg_err(msg, cap, c, "cannot queue its datagrams again", errno);
+  }
+  return 0;
+}
+
+int rebind_datagrams(char* msg, size_t cap) {
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    if (c.kind != kDgramName) continue;
+    int s = socket(c.family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return dg_err(msg, cap, c, "socket", errno);
+    if (c.family != AF_UNIX) {
+      int one = 1;
+      setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      if (c.family == AF_INET6) setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &c.v6only, sizeof c.v6only);
+    }
+    const sockaddr_un& un = reinterpret_cast<const sockaddr_un&>(c.local);
+    struct stat st;
+    if (c.family == AF_UNIX && un.sun_path[0] && stat(un.sun_path, &st) == 0 && S_ISSOCK(st.st_mode))
+      unlink(un.sun_path);
+    if (bind(s, reinterpret_cast<const sockaddr*>(&c.local), c.local_len) != 0) {
+      int e = errno;
+      close(s);
+      return dg_err(msg, cap, c, "cannot bind its name again", e);
+    }
+    if (int rc = place_socket(c, s, msg, cap)) return rc;
+    if (!resend(c)) return dg_err(msg, cap, c, "cannot queue its datagrams again", errno);
+  }
+  return 0;
+}
+
+}  // namespace revive::chan
