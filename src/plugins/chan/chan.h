@@ -136,6 +136,8 @@ int handover_reach(const char* k, char end, int timeout_ms, int* sock);
 // keep_datagrams (save) keeps the queued datagrams of every kDgramName socket and queues them again;
 // rebind_datagrams (restore) binds each name again and queues the kept datagrams there.
 bool bound_name(int family, const sockaddr_storage& a, socklen_t len);
+// chan_connect.cpp: binds socket s to c's old name again (listeners, bound datagram sockets).
+bool bind_again(const Chan& c, int s);
 int keep_datagrams(char* msg, size_t cap);
 int rebind_datagrams(char* msg, size_t cap);
 // A table slot made empty for a new entry; its drain buffers stay mapped (reused across checkpoints).

@@ -183,20 +183,32 @@ int accept_peer(Chan& c, char* msg, size_t cap) {
   return place(c, s, msg, cap);
 }
 
-// A listening socket binds its old name again: SO_REUSEADDR for a port whose connections sit in TIME_WAIT;
-// a Unix socket file left behind by the killed process is removed first (only if it is a socket).
-int relisten(Chan& c, char* msg, size_t cap) {
-  int s = socket(c.family, c.type | SOCK_CLOEXEC, 0);
-  int one = 1;
-  if (s < 0) return err(msg, cap, c, "socket", errno);
-  setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  // Open MPI listens on 0.0.0.0:P and [::]:P: the second binds only if it is IPv6-only again.
-  if (c.family == AF_INET6) setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &c.v6only, sizeof c.v6only);
+}  // namespace
+
+// SO_REUSEADDR for a port whose connections sit in TIME_WAIT; IPv6-only as before (Open MPI listens on
+// 0.0.0.0:P and [::]:P: the second binds only if it is IPv6-only again); a Unix socket file left behind by
+// the killed process is removed first (only if it is a socket).
+bool bind_again(const Chan& c, int s) {
+  if (c.family != AF_UNIX) {
+    int one = 1;
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (c.family == AF_INET6) setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &c.v6only, sizeof c.v6only);
+  }
   const sockaddr_un& un = reinterpret_cast<const sockaddr_un&>(c.local);
   struct stat st;
   if (c.family == AF_UNIX && un.sun_path[0] && stat(un.sun_path, &st) == 0 && S_ISSOCK(st.st_mode))
     unlink(un.sun_path);
-  if (bind(s, reinterpret_cast<sockaddr*>(&c.local), c.local_len) != 0 || listen(s, SOMAXCONN) != 0) {
+  return bind(s, reinterpret_cast<const sockaddr*>(&c.local), c.local_len) == 0;
+}
+
+namespace {
+
+// A listening socket binds its old name again (bind_again).
+int relisten(Chan& c, char* msg, size_t cap) {
+  int s = socket(c.family, c.type | SOCK_CLOEXEC, 0);
+  if (s < 0) return err(msg, cap, c, "socket", errno);
+  const sockaddr_un& un = reinterpret_cast<const sockaddr_un&>(c.local);
+  if (!bind_again(c, s) || listen(s, SOMAXCONN) != 0) {
     int e = errno;
     close(s);
     char what[160];

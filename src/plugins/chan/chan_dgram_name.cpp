@@ -79,16 +79,7 @@ int rebind_datagrams(char* msg, size_t cap) {
     if (c.kind != kDgramName) continue;
     int s = socket(c.family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (s < 0) return dg_err(msg, cap, c, "socket", errno);
-    if (c.family != AF_UNIX) {
-      int one = 1;
-      setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-      if (c.family == AF_INET6) setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &c.v6only, sizeof c.v6only);
-    }
-    const sockaddr_un& un = reinterpret_cast<const sockaddr_un&>(c.local);
-    struct stat st;
-    if (c.family == AF_UNIX && un.sun_path[0] && stat(un.sun_path, &st) == 0 && S_ISSOCK(st.st_mode))
-      unlink(un.sun_path);
-    if (bind(s, reinterpret_cast<const sockaddr*>(&c.local), c.local_len) != 0) {
+    if (!bind_again(c, s)) {
       int e = errno;
       close(s);
       return dg_err(msg, cap, c, "cannot bind its name again", e);

@@ -120,50 +120,27 @@ int main(int argc, char** argv) {
   }
   if (argc < 6) return 2;
   const int is_a = strcmp(argv[3], "a") == 0;
+  count = strtoull(argv[4], NULL, 10);
+  pace_us = (unsigned)atoi(argv[5]);
+  sock = socket(AF_UNIX, SOCK_DGRAM, 0);
+  struct sockaddr_un me;
   if (strcmp(argv[1], "named") == 0) {
     unconnected = 1;
     const int abstract = argc > 6 && strcmp(argv[6], "abstract") == 0;
-    count = strtoull(argv[4], NULL, 10);
-    pace_us = (unsigned)atoi(argv[5]);
-    sock = socket(AF_UNIX, SOCK_DGRAM, 0);
-    struct sockaddr_un me;
     socklen_t ml = name_of(&me, argv[2], is_a ? "a" : "b", abstract);
     if (!abstract) unlink(me.sun_path);
     if (bind(sock, (struct sockaddr*)&me, ml) != 0) die("bind");
     g_peer_len = name_of(&g_peer, argv[2], is_a ? "b" : "a", abstract);
-    if (is_a) {  /* b says hello once it is bound; a answers with the stream */
-      uint8_t go;
-      if (recv(sock, &go, 1, 0) != 1) die("recv hello");
-      pthread_t t;
-      pthread_create(&t, NULL, sender, NULL);
-      uint64_t sum = check("a", 0, 0);
-      pthread_join(t, NULL);
-      printf("a: %llu messages echoed by name, checksum %llu\n", (unsigned long long)count, (unsigned long long)sum);
-      return 0;
+  } else {
+    struct sockaddr_un peer;
+    bind_to(sock, argv[2], is_a ? "a" : "b", &me);
+    name_of(&peer, argv[2], is_a ? "b" : "a", 0);
+    for (int tries = 0; connect(sock, (struct sockaddr*)&peer, sizeof peer) != 0; ++tries) {
+      if (tries > 500) die("connect");
+      usleep(10000);
     }
-    for (int tries = 0;; ++tries) {
-      uint8_t hello = 'h';
-      if (send_msg(&hello, 1) == 1) break;
-      if (tries > 1000) die("hello");
-      usleep(10000); /* a not bound yet */
-    }
-    uint64_t sum = check("b", 1, pace_us);
-    printf("b: %llu messages checked by name, checksum %llu\n", (unsigned long long)count, (unsigned long long)sum);
-    return 0;
   }
-  count = strtoull(argv[4], NULL, 10);
-  pace_us = (unsigned)atoi(argv[5]);
-  sock = socket(AF_UNIX, SOCK_DGRAM, 0);
-  struct sockaddr_un me, peer;
-  bind_to(sock, argv[2], is_a ? "a" : "b", &me);
-  memset(&peer, 0, sizeof peer);
-  peer.sun_family = AF_UNIX;
-  snprintf(peer.sun_path, sizeof peer.sun_path, "%s/%s", argv[2], is_a ? "b" : "a");
-  for (int tries = 0; connect(sock, (struct sockaddr*)&peer, sizeof peer) != 0; ++tries) {
-    if (tries > 500) die("connect");
-    usleep(10000);
-  }
-  /* Both connected before any message: b tells a it is connected (a's first recv), a answers. */
+  /* Both ready before any message: b tells a (a's first recv), a answers with the stream. */
   if (is_a) {
     uint8_t go;
     if (recv(sock, &go, 1, 0) != 1) die("recv hello");
@@ -174,10 +151,11 @@ int main(int argc, char** argv) {
     printf("a: %llu messages echoed, checksum %llu\n", (unsigned long long)count, (unsigned long long)sum);
     return 0;
   }
-  for (;;) {
+  for (int tries = 0;; ++tries) {
     uint8_t hello = 'h';
-    if (send(sock, &hello, 1, 0) == 1) break;
-    usleep(10000); /* a not connected to us yet: our connect succeeded, so a is bound; retry */
+    if (send_msg(&hello, 1) == 1) break;
+    if (tries > 1000) die("hello");
+    usleep(10000); /* a not bound (or not connected to us) yet: retry */
   }
   uint64_t sum = check("b", 1, pace_us);
   printf("b: %llu messages checked, checksum %llu\n", (unsigned long long)count, (unsigned long long)sum);
