@@ -81,6 +81,8 @@ struct Engine {
   size_t regions_cap;
   image::ChunkRecord* chunks;
   size_t chunks_cap;
+  image::ShmRecord* shm;  // one per shared memory object mapping (writer.cpp)
+  size_t shm_cap;
   uint64_t* pagemap;
   size_t pagemap_cap;  // entries
   char* text;          // /proc reading buffer
