@@ -386,6 +386,7 @@ void resolve_coord_host() {
 __attribute__((constructor)) void revive_init() {
   g.image_fd = -1;
   g.coord_fd = -1;
+  g.shm_pass_fd = -1;
   read_config();
   find_glibc_layout();
   g.upid = uint64_t(sys::getpid());

@@ -308,21 +308,29 @@ long write_image(const char* dir, const char* path, uint64_t gen, bool forked, c
   Out o = {fd, image::kHeaderSize, 0, 0, compress, workers, 0, 0};
   bool ok = nreg >= 0 && pm_fd >= 0 && sys::sc(SYS_lseek, fd, image::kHeaderSize, 0 /*SEEK_SET*/) >= 0;
   if (!ok) o.err = nreg < 0 ? nreg : -5;
+  // Shared memory objects first: a forked writer's parent (and with it, through the coordinator's resume
+  // barrier, every process of the computation) lets the program go on only once they are read, because
+  // unlike private memory they are not frozen by the fork's copy-on-write.
   const uint64_t host = host_id();
   uint32_t nshm = 0;
   for (long i = 0; ok && i < nreg; ++i) {
-    bool elsewhere = false;
-    if (g.regions[i].flags & image::kRegShmObj) {
-      if (nshm >= g.shm_cap) {
-        o.err = -12;
-        ok = false;
-        break;
-      }
-      describe_shm(&g.shm[nshm], uint32_t(i), dir, host);
-      elsewhere = g.shm[nshm++].flags & image::kShmBytesElsewhere;
+    if (!(g.regions[i].flags & image::kRegShmObj)) continue;
+    if (nshm >= g.shm_cap) {
+      o.err = -12;
+      ok = false;
+      break;
     }
-    ok = save_region(&o, pm_fd, &g.regions[i], elsewhere);
+    describe_shm(&g.shm[nshm], uint32_t(i), dir, host);
+    ok = save_region(&o, pm_fd, &g.regions[i], g.shm[nshm++].flags & image::kShmBytesElsewhere);
   }
+  if (g.shm_pass_fd >= 0) {
+    const char said = nshm ? '1' : '0';
+    sys::sc(SYS_write, g.shm_pass_fd, &said, 1);
+    sys::sc(SYS_close, g.shm_pass_fd);
+    g.shm_pass_fd = -1;
+  }
+  for (long i = 0; ok && i < nreg; ++i)
+    if (!(g.regions[i].flags & image::kRegShmObj)) ok = save_region(&o, pm_fd, &g.regions[i], false);
   ok = drain(&o) && ok;
   zw_stop();
   if (pm_fd >= 0) sys::sc(SYS_close, pm_fd);
