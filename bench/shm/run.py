@@ -12,39 +12,13 @@ ready, kill, then
   cold read     the same images read with O_DIRECT into fresh memory, every page touched once: what
                 reading those bytes costs at least
 Prints medians and the ratios. Usage: run.py BUILD [--mode sysv|anon] [--mib 64] [--procs 4] [--rounds 3]"""
-import argparse, glob, mmap, os, shutil, signal, statistics, subprocess, sys, tempfile, time
+import argparse, glob, os, shutil, statistics, subprocess, sys, tempfile, time
 
-def evict(path):
-    fd = os.open(path, os.O_RDONLY)
-    os.fsync(fd)
-    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    os.close(fd)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "transparent"))
+from restart_bench import evict, raw_read  # page-cache eviction; O_DIRECT read into fresh memory + touch
 
 def cold_read(paths):
-    total = sum(os.path.getsize(p) for p in paths)
-    for p in paths:
-        evict(p)
-    buf = mmap.mmap(-1, (total + 4095) // 4096 * 4096 + 4096 * len(paths))
-    view = memoryview(buf)
-    t0 = time.time()
-    at = 0
-    for p in paths:
-        size = os.path.getsize(p)
-        fd = os.open(p, os.O_RDONLY | os.O_DIRECT)
-        off = 0
-        while off < size:
-            n = (min(8 << 20, size - off) + 4095) // 4096 * 4096
-            got = os.preadv(fd, [view[at + off:at + off + n]], off)
-            if got <= 0:
-                break
-            off += got
-        os.close(fd)
-        at += (size + 4095) // 4096 * 4096
-    view[::4096].tobytes()
-    t = time.time() - t0
-    view.release()
-    buf.close()
-    return t
+    return sum(raw_read(p, direct=True, touch=True) for p in paths)
 
 def main():
     ap = argparse.ArgumentParser()
