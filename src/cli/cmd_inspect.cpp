@@ -79,11 +79,11 @@ nlohmann::json Summarize(const image::View& v, const std::string& name, uint64_t
                             {"chunks", r.chunk_count}, {"saved_bytes", rm}, {"stored_bytes", rs}});
   }
   // Shared memory objects (format 2): which this image stores and which it points at.
-  static const char* const kKinds[] = {"?", "anon", "sysv", "memfd", "deleted", "tmpfs-file"};
+  static const char* const kKinds[] = {"?", "anon", "sysv", "memfd", "deleted", "tmpfs-file", "file"};
   j["shm"] = json::array();
   for (uint32_t i = 0; i < v.shm_count; i++) {
     const auto& s = v.shm[i];
-    json o = {{"region", s.region}, {"kind", kKinds[s.kind <= image::kShmTmpfsFile ? s.kind : 0]},
+    json o = {{"region", s.region}, {"kind", kKinds[s.kind <= image::kShmDiskFile ? s.kind : 0]},
               {"dev", s.dev}, {"ino", s.ino}, {"size", s.size},
               {"bytes_here", !(s.flags & image::kShmBytesElsewhere)}};
     if (s.kind == image::kShmSysV)

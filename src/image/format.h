@@ -120,6 +120,8 @@ enum RegionFlags : uint32_t {
   kRegStack = 1u << 6,
   kRegFromImage = 1u << 7,  // pages mapped from an earlier image by a lazy restart: every page stored
   kRegShmObj = 1u << 8,     // a shared memory object's mapping: its ShmRecord (section "shm") says which
+  kRegSharedFileAll = 1u << 9,  // with kRegShmObj: a disk file's shared writable mapping; every page below
+                                // the file's end stored (a page not in memory may have been written since)
 };
 struct RegionRecord {
   uint64_t start, end;
@@ -156,6 +158,8 @@ enum ShmKind : uint32_t {
   kShmMemfd = 3,     // "/memfd:<name> (deleted)"
   kShmDeleted = 4,   // another deleted file
   kShmTmpfsFile = 5, // an existing file on tmpfs (/dev/shm, a tmpfs /tmp): the file is the object
+  kShmDiskFile = 6,  // an existing file on another filesystem, mapped shared and writable: the same, but
+                     // every page below the file's end is stored (kRegSharedFileAll), resident or not
 };
 enum ShmFlags : uint32_t {
   kShmBytesElsewhere = 1u << 0,  // another image of the generation holds this range's bytes

@@ -7,6 +7,7 @@
 #include <sys/ipc.h>
 #include <sys/mman.h>
 #include <sys/shm.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace revive::image {
@@ -26,6 +27,7 @@ bool write_next_id(int id) {
 
 uint64_t shm_size(const ShmRecord& s, uint64_t extent) {
   if (s.kind == kShmSysV && s.size) return s.size;  // IPC_STAT must report the size the program asked for
+  if (s.kind == kShmTmpfsFile || s.kind == kShmDiskFile) return s.size;  // a mapping may reach past its end
   return s.size > extent ? s.size : extent;
 }
 
@@ -63,6 +65,26 @@ int sysv_recreate(const ShmRecord& s, uint64_t size, char* note, size_t n) {
              asked ? "that id is taken" : "choosing SysV ids needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE");
   }
   return id;
+}
+
+bool zero_range(int fd, uint64_t off, uint64_t len) {
+  if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off_t(off), off_t(len)) == 0) return true;
+  if (errno != EOPNOTSUPP && errno != ENOSYS) return false;
+  static const char zeros[65536] = {};
+  for (uint64_t done = 0; done < len;) {
+    const size_t piece = len - done < sizeof zeros ? size_t(len - done) : sizeof zeros;
+    ssize_t w = pwrite(fd, zeros, piece, off_t(off + done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    done += uint64_t(w);
+  }
+  return true;
+}
+
+void set_mtime(int fd, int64_t mtime_ns) {
+  if (mtime_ns <= 0) return;
+  struct timespec ts[2] = {{0, UTIME_OMIT}, {mtime_ns / 1000000000, mtime_ns % 1000000000}};
+  futimens(fd, ts);
 }
 
 int memfd_recreate(const char* path, uint64_t size) {

@@ -11,7 +11,8 @@
 
 namespace revive::image {
 
-// The size to give object s: its recorded size, at least `extent` (the end of the furthest mapped range).
+// The size to give object s: its recorded size, at least `extent` (the end of the furthest mapped range);
+// a SysV segment or a file exactly its recorded size (a file mapping may reach past the file's end).
 uint64_t shm_size(const ShmRecord& s, uint64_t extent);
 
 // A SysV segment for record s, `size` bytes: the checkpointed one itself when it still exists unattached
@@ -20,6 +21,13 @@ uint64_t shm_size(const ShmRecord& s, uint64_t extent);
 // CAP_CHECKPOINT_RESTORE over the IPC namespace). A stale unattached segment holding the key is removed
 // first. Returns the id or -errno; `note` gets a warning (empty when all is as recorded), e.g. a new id.
 int sysv_recreate(const ShmRecord& s, uint64_t size, char* note, size_t note_len);
+
+// Zeroes [off, off + len) of a file: a hole punched (the pages then read as zero and take no space), or,
+// where the filesystem cannot punch, zeros written. False with errno set on failure.
+bool zero_range(int fd, uint64_t off, uint64_t len);
+
+// Sets a file's mtime back to mtime_ns (what a restored private mapping of it checks), leaving atime.
+void set_mtime(int fd, int64_t mtime_ns);
 
 // A memfd for an anonymous, memfd or deleted-file object, named after the original (path as in maps),
 // `size` bytes, not close-on-exec (it is handed to the restorers). Returns the fd or -errno.

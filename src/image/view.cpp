@@ -59,7 +59,7 @@ bool check_shm(const char* name, View* v, char* err, size_t n) {
     else if ((v->regions[s.region].flags & (kRegShared | kRegShmObj)) != (kRegShared | kRegShmObj))
       why = "names a region that is not a shared memory object";
     else if (i > 0 && s.region <= v->shm[i - 1].region) why = "is out of region order (or a duplicate)";
-    else if (s.kind < kShmAnon || s.kind > kShmTmpfsFile) why = "has an unknown kind";
+    else if (s.kind < kShmAnon || s.kind > kShmDiskFile) why = "has an unknown kind";
     else if ((s.flags & kShmBytesElsewhere) && v->regions[s.region].chunk_count != 0)
       why = "says its bytes are elsewhere but its region stores some";
     else if (s.flags & ~uint32_t(kShmBytesElsewhere | kShmSysvDest)) why = "has unknown flags";

@@ -92,6 +92,11 @@ void classify(image::RegionRecord* r, const char* perms, uint64_t ino, uint32_t 
   const bool tmpfs = shared && sys::sc(SYS_statfs, path, &sf) == 0 && sf.f_type == TMPFS_MAGIC;
   if (sys::starts_with(path, "/dev/shm/") || tmpfs) r->flags |= image::kRegSavedAll;
   if (shared && (r->flags & image::kRegSavedAll)) r->flags |= image::kRegShmObj;
+  // A file on disk mapped shared and writable (Open MPI's shared windows in its session directory when
+  // /tmp is a disk): its pages go to the file, and the killed run's writes after the checkpoint would
+  // survive in it. So it is an object too, stored in full up to its end: a page not in memory at the
+  // checkpoint is clean there, but may be written, and written back, afterwards.
+  else if (shared && (r->prot & PROT_WRITE)) r->flags |= image::kRegShmObj | image::kRegSharedFileAll;
 }
 
 void note_special(image::ProcessInfo* pi, const image::RegionRecord& r) {

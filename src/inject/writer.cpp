@@ -139,7 +139,11 @@ bool save_region(Out* o, int pm_fd, image::RegionRecord* r, bool elsewhere) {
     r->chunk_count = uint32_t(o->nchunks - r->first_chunk);
     return ok;
   }
-  if (!all && (r->flags & image::kRegShared)) return true;
+  // A disk file's shared writable mapping: every page below the file's end (beyond it a read would fault
+  // with SIGBUS), through the mapping; pages not in memory are read from the file.
+  const bool whole_file = r->flags & image::kRegSharedFileAll;
+  const uint64_t file_end = r->start + (r->file_size > r->file_offset ? r->file_size - r->file_offset : 0);
+  if (!all && !whole_file && (r->flags & image::kRegShared)) return true;
   bool opened = false;  // made readable for the copy
   bool ok = true;
   uint64_t run_start = 0, run_len = 0;
@@ -148,10 +152,13 @@ bool save_region(Out* o, int pm_fd, image::RegionRecord* r, bool elsewhere) {
     if (n > g.pagemap_cap) n = g.pagemap_cap;
     // Shared memory: our page tables say nothing about pages another process (or write()) filled, so
     // ask the page cache (mincore) instead of pagemap.
-    const bool shared = all && (r->flags & image::kRegShared);
+    const bool shared = (all || whole_file) && (r->flags & image::kRegShared);
     auto* resident = reinterpret_cast<unsigned char*>(g.pagemap);
-    long got = shared ? sys::sc(SYS_mincore, a, n * kPage, resident)
-                      : sys::sc(SYS_pread64, pm_fd, g.pagemap, n * 8, (a / kPage) * 8);
+    long got = whole_file ? 0
+               : shared   ? sys::sc(SYS_mincore, a, n * kPage, resident)
+                          : sys::sc(SYS_pread64, pm_fd, g.pagemap, n * 8, (a / kPage) * 8);
+    if (whole_file)
+      for (uint64_t i = 0; i < n; ++i) resident[i] = a + i * kPage < file_end;
     if (got < 0 || (!shared && got == 0)) {
       o->err = got < 0 ? got : -5;
       ok = false;
@@ -204,6 +211,7 @@ uint32_t shm_kind(const image::RegionRecord& r) {
   if (sys::starts_with(r.path, "/SYSV")) return image::kShmSysV;
   if (sys::starts_with(r.path, "/dev/zero") || sys::starts_with(r.path, "[anon_shmem:")) return image::kShmAnon;
   if (sys::starts_with(r.path, "/memfd:")) return image::kShmMemfd;
+  if (r.flags & image::kRegSharedFileAll) return image::kShmDiskFile;
   if (r.flags & image::kRegFile) return image::kShmTmpfsFile;
   return image::kShmDeleted;
 }
@@ -222,7 +230,7 @@ void describe_shm(image::ShmRecord* s, uint32_t i, const char* dir, uint64_t hos
   s->host = host;
   s->dev = r.dev;
   s->ino = r.ino;
-  if (s->kind == image::kShmTmpfsFile) s->size = r.file_size;
+  if (s->kind == image::kShmTmpfsFile || s->kind == image::kShmDiskFile) s->size = r.file_size;
   if (s->kind == image::kShmSysV) {
     s->sysv_id = int32_t(r.ino);
     const char* k = r.path + 5;

@@ -77,6 +77,7 @@ struct LocalObj {
   uint64_t host, dev, ino;
   char kind;
   int val;
+  int64_t mtime_ns;  // a file's, set back once it is filled (0: not a file)
 };
 LocalObj g_local[kMaxShm];
 uint32_t g_nlocal;
@@ -110,7 +111,10 @@ void close_shm_fds() {
   for (uint32_t i = 0; i < g_nhand; ++i)
     if (g_hand[i].kind == 'F') close(g_hand[i].val);
   for (uint32_t i = 0; i < g_nlocal; ++i)
-    if (g_local[i].kind == 'F') close(g_local[i].val);
+    if (g_local[i].kind == 'F') {
+      image::set_mtime(g_local[i].val, g_local[i].mtime_ns);
+      close(g_local[i].val);
+    }
   g_nhand = g_nlocal = 0;
 }
 
@@ -138,7 +142,7 @@ bool local_object(const image::View& v, const image::RegionRecord& r, const imag
     got = image::sysv_recreate(s, size, note, sizeof note);
     if (note[0]) fprintf(stderr, "revive-restart: warning: %s\n", note);
     *kind = 'S';
-  } else if (s.kind == image::kShmTmpfsFile) {
+  } else if (s.kind == image::kShmTmpfsFile || s.kind == image::kShmDiskFile) {
     got = open(r.path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (got < 0) got = -errno;
     struct stat st;
@@ -150,7 +154,8 @@ bool local_object(const image::View& v, const image::RegionRecord& r, const imag
   }
   if (got < 0) return fail(err, n, r, "cannot recreate the shared memory object", -got);
   *val = got;
-  g_local[g_nlocal++] = LocalObj{s.host, s.dev, s.ino, *kind, got};
+  const bool file = r.flags & image::kRegFile;
+  g_local[g_nlocal++] = LocalObj{s.host, s.dev, s.ino, *kind, got, file ? r.file_mtime_ns : 0};
   return true;
 }
 
@@ -188,8 +193,8 @@ bool map_shm(const image::View& v, uint32_t i, const image::ShmRecord& s, bool* 
   }
   // A tmpfs file restored here: the range back to the checkpoint's state first (what the killed run
   // wrote afterwards must not survive; pages the image does not hold were zero).
-  if (!*filled && s.kind == image::kShmTmpfsFile && !(s.flags & image::kShmBytesElsewhere) &&
-      fallocate(val, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off_t(r.file_offset), off_t(len)) != 0)
+  if (!*filled && (s.kind == image::kShmTmpfsFile || s.kind == image::kShmDiskFile) &&
+      !(s.flags & image::kShmBytesElsewhere) && !image::zero_range(val, r.file_offset, len))
     return fail(err, n, r, "cannot reset the shared memory file", errno);
   void* want = reinterpret_cast<void*>(r.start);
   void* got = mmap(want, len, int(r.prot) | PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, val,

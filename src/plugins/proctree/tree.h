@@ -42,6 +42,7 @@ struct ShmMap {
   uint32_t region = 0;  // index in the image's regions
   uint64_t file_offset = 0, len = 0;
   bool has_bytes = false;
+  int64_t mtime_ns = 0;  // a file's (tmpfs or disk) at the checkpoint; 0 otherwise
   std::string path;
 };
 

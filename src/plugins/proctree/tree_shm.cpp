@@ -124,7 +124,7 @@ Status MakeOne(const TreePlan& plan, const ShmObject& o, int fd_floor, Handle* h
     got = image::sysv_recreate(o.rec, size, note, sizeof note);
     if (note[0]) fprintf(stderr, "revive restart: warning: %s\n", note);
     h->kind = 'S';
-  } else if (o.rec.kind == image::kShmTmpfsFile) {
+  } else if (o.rec.kind == image::kShmTmpfsFile || o.rec.kind == image::kShmDiskFile) {
     // The file itself (it is the object other programs find by name), back to its checkpoint contents:
     // every mapped range was stored by some image, and pages no image holds were zero.
     got = open(o.path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -135,8 +135,7 @@ Status MakeOne(const TreePlan& plan, const ShmObject& o, int fd_floor, Handle* h
     }
     for (const ShmPiece& p : o.maps) {
       const ShmMap& mp = plan.procs[size_t(p.proc)].shm[p.index];
-      if (got >= 0 && fallocate(got, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off_t(mp.file_offset),
-                                off_t(mp.len)) != 0) {
+      if (got >= 0 && !image::zero_range(got, mp.file_offset, mp.len)) {
         int e = errno;
         close(got);
         return Status::FromErrno("resetting " + Describe(o), e);
@@ -184,6 +183,9 @@ Status MakeOne(const TreePlan& plan, const ShmObject& o, int fd_floor, Handle* h
     }
     if (!s.ok()) return s;
   }
+  // A file's mtime as at the checkpoint: a restored private mapping of it checks it.
+  if (h->kind == 'F' && !o.maps.empty())
+    image::set_mtime(got, plan.procs[size_t(o.maps[0].proc)].shm[o.maps[0].index].mtime_ns);
   if (h->kind == 'S') {
     // Marked for removal at the checkpoint: marked again now. A marked segment disappears when its last
     // attach goes, so ours stays until every restorer has attached it (by id, which Linux allows for a
@@ -206,7 +208,8 @@ void ReadShm(const image::View& v, TreeProc* out) {
   for (uint32_t k = 0; k < v.shm_count; ++k) {
     const image::ShmRecord& s = v.shm[k];
     const image::RegionRecord& r = v.regions[s.region];
-    out->shm.push_back(ShmMap{s, s.region, r.file_offset, r.end - r.start, r.chunk_count > 0, r.path});
+    const int64_t mtime = (r.flags & image::kRegFile) ? r.file_mtime_ns : 0;
+    out->shm.push_back(ShmMap{s, s.region, r.file_offset, r.end - r.start, r.chunk_count > 0, mtime, r.path});
   }
 }
 

@@ -10,6 +10,7 @@
  *   memfd      memfd_create, mapped before fork
  *   posix      shm_open in /dev/shm, mapped by each process after the fork (two mappings of one file)
  *   deleted    a file in the cwd mapped by both, then unlinked (deleted but mapped)
+ *   file       a file in the cwd (on disk) mapped by each process after the fork, kept
  * Output: stdout, line buffered; one line per turn. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -83,10 +84,10 @@ static struct shared* create(void) {
     int fd = memfd_create("shmshare", 0);
     if (fd >= 0 && ftruncate(fd, SIZE) == 0) p = mmap(NULL, SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
-  } else if (strcmp(mode, "posix") == 0 || strcmp(mode, "deleted") == 0) {
+  } else if (strcmp(mode, "posix") == 0 || strcmp(mode, "deleted") == 0 || strcmp(mode, "file") == 0) {
     int posix = mode[0] == 'p';
     if (posix) snprintf(name, sizeof name, "/revive-shmshare-%d", (int)getpid());
-    else snprintf(name, sizeof name, "deleted.bin");
+    else snprintf(name, sizeof name, "%s.bin", mode);
     int fd = posix ? shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600) : open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
     if (fd >= 0 && ftruncate(fd, SIZE) == 0) p = mmap(NULL, SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
@@ -141,7 +142,7 @@ int main(int argc, char** argv) {
     if (shmid >= 0) { /* attach by key, at an address of its own */
       shmdt(s);
       s = attach_key();
-    } else if (strcmp(mode, "posix") == 0 || strcmp(mode, "deleted") == 0) {
+    } else if (strcmp(mode, "posix") == 0 || strcmp(mode, "deleted") == 0 || strcmp(mode, "file") == 0) {
       munmap(s, SIZE);
       s = map_fd_path(name, mode[0] == 'p');
     }
