@@ -88,15 +88,17 @@ void classify(image::RegionRecord* r, const char* perms, uint64_t ino, uint32_t 
   // tmpfs mapped shared (Open MPI's shared-memory segments live in /dev/shm or its session directory
   // in /tmp): its pages are memory, gone with a reboot, and what the killed run wrote after the
   // checkpoint must not survive the restart.
+  // Regular files only: a device mapped shared (a frame buffer, /dev/mem) is mapped from it again.
   struct statfs sf;
-  const bool tmpfs = shared && sys::sc(SYS_statfs, path, &sf) == 0 && sf.f_type == TMPFS_MAGIC;
+  const bool reg = S_ISREG(st.st_mode);
+  const bool tmpfs = shared && reg && sys::sc(SYS_statfs, path, &sf) == 0 && sf.f_type == TMPFS_MAGIC;
   if (sys::starts_with(path, "/dev/shm/") || tmpfs) r->flags |= image::kRegSavedAll;
   if (shared && (r->flags & image::kRegSavedAll)) r->flags |= image::kRegShmObj;
   // A file on disk mapped shared and writable (Open MPI's shared windows in its session directory when
   // /tmp is a disk): its pages go to the file, and the killed run's writes after the checkpoint would
   // survive in it. So it is an object too, stored in full up to its end: a page not in memory at the
   // checkpoint is clean there, but may be written, and written back, afterwards.
-  else if (shared && (r->prot & PROT_WRITE)) r->flags |= image::kRegShmObj | image::kRegSharedFileAll;
+  else if (shared && reg && (r->prot & PROT_WRITE)) r->flags |= image::kRegShmObj | image::kRegSharedFileAll;
 }
 
 void note_special(image::ProcessInfo* pi, const image::RegionRecord& r) {

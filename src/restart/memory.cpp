@@ -182,10 +182,15 @@ bool map_shm(const image::View& v, uint32_t i, const image::ShmRecord& s, bool* 
       if (g_attach[k].start <= r.start && r.end <= g_attach[k].end) return true;  // part of an attach
     if (r.file_offset != 0 || g_nattach == kMaxShm)
       return fail(err, n, r, "a SysV segment mapped from another offset than its start cannot be attached", 0);
-    void* got = shmat(val, reinterpret_cast<void*>(r.start), 0);
-    if (got != reinterpret_cast<void*>(r.start)) return fail(err, n, r, "shmat failed", errno);
     struct shmid_ds ds;
-    uint64_t seg = shmctl(val, IPC_STAT, &ds) == 0 ? (ds.shm_segsz + 4095) / 4096 * 4096 : len;
+    const uint64_t seg = shmctl(val, IPC_STAT, &ds) == 0 ? (ds.shm_segsz + 4095) / 4096 * 4096 : len;
+    // Read-only (SHM_RDONLY) when no part of the attach was writable and nothing is to be written here:
+    // the segment's mode may allow no more.
+    bool writable = !*filled;
+    for (uint32_t k = i; k < v.region_count && v.regions[k].start < r.start + seg; ++k)
+      writable = writable || (v.regions[k].prot & PROT_WRITE);
+    void* got = shmat(val, reinterpret_cast<void*>(r.start), writable ? 0 : SHM_RDONLY);
+    if (got != reinterpret_cast<void*>(r.start)) return fail(err, n, r, "shmat failed", errno);
     g_attach[g_nattach++] = Attach{r.start, r.start + seg};
     // Marked for removal at the checkpoint: again, now that we hold it (it goes with its last process).
     if (!*filled && (s.flags & image::kShmSysvDest)) shmctl(val, IPC_RMID, nullptr);
