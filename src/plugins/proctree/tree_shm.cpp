@@ -4,6 +4,7 @@
 // is stored once, in whichever image claimed it), and handed to every restorer that maps it
 // (REVIVE_SHM, read by src/restart/memory.cpp). Creating it here, not in the first restorer, leaves no
 // order among the restorers to get wrong: a /dev/shm file is reset once, before anyone maps it.
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -13,7 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -116,6 +119,31 @@ std::string Describe(const ShmObject& o) {
   return "shared memory " + o.path + buf;
 }
 
+// The shm mappings of the generation's images that are not in the plan (the images beside the plan's
+// first one), read once.
+const std::vector<std::pair<std::string, std::vector<ShmMap>>>& OtherImages(const TreePlan& plan) {
+  static std::vector<std::pair<std::string, std::vector<ShmMap>>> others;
+  static bool read = false;
+  if (read || plan.procs.empty()) return others;
+  read = true;
+  const std::string& first = plan.procs[0].image;
+  const std::string dir = first.substr(0, first.find_last_of('/') + 1);
+  std::set<std::string> ours;
+  for (const TreeProc& t : plan.procs) ours.insert(t.image);
+  DIR* d = opendir(dir.empty() ? "." : dir.c_str());
+  for (dirent* e = d ? readdir(d) : nullptr; e; e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name.size() < 5 || name.compare(name.size() - 5, 5, ".rimg") != 0 || ours.count(dir + name)) continue;
+    Mapped m;
+    if (!OpenImage(dir + name, &m).ok()) continue;  // not ours to judge: its own restart reports it
+    TreeProc t;
+    ReadShm(m.v, &t);
+    if (!t.shm.empty()) others.emplace_back(dir + name, std::move(t.shm));
+  }
+  if (d) closedir(d);
+  return others;
+}
+
 Status MakeOne(const TreePlan& plan, const ShmObject& o, int fd_floor, Handle* h) {
   const uint64_t size = image::shm_size(o.rec, o.extent);
   int got;
@@ -164,24 +192,50 @@ Status MakeOne(const TreePlan& plan, const ShmObject& o, int fd_floor, Handle* h
     h->attach = a;
     base = static_cast<uint8_t*>(a);
   }
+  auto fill = [&](const std::string& image, uint32_t region, uint64_t off, uint64_t len) -> Status {
+    Mapped m;
+    Status s = OpenImage(image, &m);
+    if (!s.ok()) return s;
+    if (region >= m.v.region_count) return Status::Corruption(image + ": changed while restarting");
+    if (h->kind == 'S') {
+      if (off + len > (size + 4095) / 4096 * 4096)
+        return Status::Corruption(image + ": " + Describe(o) + " mapped beyond the segment");
+      return CopyChunks(image, m, region, base + off);
+    }
+    void* w = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, got, off_t(off));
+    if (w == MAP_FAILED) return Status::FromErrno("filling " + Describe(o), errno);
+    s = CopyChunks(image, m, region, static_cast<uint8_t*>(w));
+    munmap(w, len);
+    return s;
+  };
+  std::set<std::pair<uint64_t, uint64_t>> filled;  // (offset, length) of the ranges put back
   for (const ShmPiece& p : o.bytes) {
     const TreeProc& t = plan.procs[size_t(p.proc)];
     const ShmMap& mp = t.shm[p.index];
-    Mapped m;
-    Status s = OpenImage(t.image, &m);
+    Status s = fill(t.image, mp.region, mp.file_offset, mp.len);
     if (!s.ok()) return s;
-    if (mp.region >= m.v.region_count) return Status::Corruption(t.image + ": changed while restarting");
-    if (h->kind == 'S') {
-      if (mp.file_offset + mp.len > (size + 4095) / 4096 * 4096)
-        return Status::Corruption(t.image + ": " + Describe(o) + " mapped beyond the segment");
-      s = CopyChunks(t.image, m, mp.region, base + mp.file_offset);
-    } else {
-      void* w = mmap(nullptr, mp.len, PROT_READ | PROT_WRITE, MAP_SHARED, got, off_t(mp.file_offset));
-      if (w == MAP_FAILED) return Status::FromErrno("filling " + Describe(o), errno);
-      s = CopyChunks(t.image, m, mp.region, static_cast<uint8_t*>(w));
-      munmap(w, mp.len);
+    filled.insert({mp.file_offset, mp.len});
+  }
+  // A range whose bytes an image outside this plan stored (`revive restart --hosts` placed the process
+  // that claimed it on another host): from that image, which lies beside ours.
+  for (const ShmPiece& p : o.maps) {
+    const ShmMap& mp = plan.procs[size_t(p.proc)].shm[p.index];
+    if (filled.count({mp.file_offset, mp.len})) continue;
+    for (const auto& [image, maps] : OtherImages(plan)) {
+      auto it = std::find_if(maps.begin(), maps.end(), [&](const ShmMap& x) {
+        return x.has_bytes && x.rec.host == o.rec.host && x.rec.dev == o.rec.dev && x.rec.ino == o.rec.ino &&
+               x.file_offset == mp.file_offset && x.len == mp.len;
+      });
+      if (it == maps.end()) continue;
+      Status s = fill(image, it->region, mp.file_offset, mp.len);
+      if (!s.ok()) return s;
+      filled.insert({mp.file_offset, mp.len});
+      break;
     }
-    if (!s.ok()) return s;
+    if (!filled.count({mp.file_offset, mp.len}))
+      fprintf(stderr, "revive restart: warning: %s: no image holds the bytes of its range at offset %llu (%llu "
+              "bytes); it starts zeroed\n", Describe(o).c_str(), (unsigned long long)mp.file_offset,
+              (unsigned long long)mp.len);
   }
   // A file's mtime as at the checkpoint: a restored private mapping of it checks it.
   if (h->kind == 'F' && !o.maps.empty())
