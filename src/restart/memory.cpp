@@ -2,17 +2,16 @@
 // the collision check ran before, so a clash here is a bug worth a message, never a silent overwrite),
 // file-backed regions from their files, then the saved bytes go back on top.
 #include <errno.h>
-#include <limits.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/shm.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <sys/shm.h>
 
 #include "image/shm_object.h"
 #include "restart/restart.h"

@@ -287,6 +287,9 @@ void PlanShm(TreePlan* plan) {
 }
 
 Status MakeShmObjects(const TreePlan& plan, int fd_floor) {
+  // A spawn taken again (a pid was taken meanwhile: retried in a pid namespace) starts from nothing: an
+  // attach kept by the first attempt would keep its segment's id from being reused.
+  CloseShm(true);
   g_handles.assign(plan.shm.size(), Handle{});
   for (size_t k = 0; k < plan.shm.size(); ++k) {
     Status s = MakeOne(plan, plan.shm[k], fd_floor, &g_handles[k]);
