@@ -78,6 +78,19 @@ nlohmann::json Summarize(const image::View& v, const std::string& name, uint64_t
                             {"flags", r.flags}, {"path", Fixed(r.path, sizeof r.path)},
                             {"chunks", r.chunk_count}, {"saved_bytes", rm}, {"stored_bytes", rs}});
   }
+  // Shared memory objects (format 2): which this image stores and which it points at.
+  static const char* const kKinds[] = {"?", "anon", "sysv", "memfd", "deleted", "tmpfs-file", "file"};
+  j["shm"] = json::array();
+  for (uint32_t i = 0; i < v.shm_count; i++) {
+    const auto& s = v.shm[i];
+    json o = {{"region", s.region}, {"kind", kKinds[s.kind <= image::kShmDiskFile ? s.kind : 0]},
+              {"dev", s.dev}, {"ino", s.ino}, {"size", s.size},
+              {"bytes_here", !(s.flags & image::kShmBytesElsewhere)}};
+    if (s.kind == image::kShmSysV)
+      o.update({{"sysv_key", s.sysv_key}, {"sysv_id", s.sysv_id}, {"sysv_mode", s.sysv_mode},
+                {"sysv_removed", (s.flags & image::kShmSysvDest) != 0}});
+    j["shm"].push_back(o);
+  }
   *bad_chunks = 0;
   std::string first_bad;
   for (uint32_t c = 0; c < v.chunk_count; c++) {
@@ -119,6 +132,12 @@ void PrintText(const nlohmann::json& j) {
            r["end"].get<std::string>().c_str(), r["prot"].get<std::string>().c_str(),
            (unsigned long long)r["saved_bytes"].get<uint64_t>(),
            (unsigned long long)r["stored_bytes"].get<uint64_t>(), r["path"].get<std::string>().c_str());
+  if (!j["shm"].empty()) printf("shared     %zu mapping(s) of shared memory objects\n", j["shm"].size());
+  for (const auto& s : j["shm"])
+    printf("  region %-5u %-10s dev %llx inode %llu  %s\n", s["region"].get<unsigned>(),
+           s["kind"].get<std::string>().c_str(), (unsigned long long)s["dev"].get<uint64_t>(),
+           (unsigned long long)s["ino"].get<uint64_t>(),
+           s["bytes_here"].get<bool>() ? "bytes stored here" : "bytes stored by another process");
   const auto& t = j["totals"];
   printf("memory     %llu bytes saved in %llu chunks, %llu bytes stored\n",
          (unsigned long long)t["saved_bytes"].get<uint64_t>(), (unsigned long long)t["chunks"].get<uint64_t>(),

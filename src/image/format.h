@@ -15,7 +15,10 @@ namespace revive::image {
 
 constexpr char kMagic[8] = {'R', 'V', 'I', 'M', 'G', '\r', '\n', '\x1a'};
 constexpr char kTrailerMagic[8] = {'R', 'V', 'I', 'M', 'G', 'E', 'N', 'D'};
-constexpr uint32_t kFormatVersion = 1;
+// 2: adds the "shm" engine section (shared memory objects, saved once per computation). Version 1 images
+// (no such section) are still read: their shared regions come back as before, one copy per process.
+constexpr uint32_t kFormatVersion = 2;
+constexpr uint32_t kFormatVersionMin = 1;
 constexpr uint32_t kArchX86_64 = 62;  // EM_X86_64
 constexpr uint64_t kHeaderSize = 4096;
 
@@ -52,6 +55,7 @@ constexpr const char* kSecProcess = "process";
 constexpr const char* kSecThreads = "threads";
 constexpr const char* kSecRegions = "regions";
 constexpr const char* kSecChunks = "chunks";
+constexpr const char* kSecShm = "shm";  // optional (format 2): ShmRecord[]
 
 struct SectionEntry {
   char name[24];      // nul-terminated
@@ -115,6 +119,9 @@ enum RegionFlags : uint32_t {
   kRegHeap = 1u << 5,
   kRegStack = 1u << 6,
   kRegFromImage = 1u << 7,  // pages mapped from an earlier image by a lazy restart: every page stored
+  kRegShmObj = 1u << 8,     // a shared memory object's mapping: its ShmRecord (section "shm") says which
+  kRegSharedFileAll = 1u << 9,  // with kRegShmObj: a disk file's shared writable mapping; every page below
+                                // the file's end stored (a page not in memory may have been written since)
 };
 struct RegionRecord {
   uint64_t start, end;
@@ -137,5 +144,38 @@ struct ChunkRecord {
   uint64_t stored_len;  // == len unless compressed
   uint64_t xxh3;        // of the stored bytes
 };
+
+// Shared memory objects (docs/image-format.md "Shared memory"). Every shared mapping whose bytes only
+// memory holds (shared anonymous, SysV, memfd, a deleted file, a file on tmpfs such as /dev/shm) is a
+// mapping of one kernel object, named by (host, dev, ino); processes of one computation that map the
+// same object restore one object and all map it. The bytes of each mapped range (offset, length) are
+// stored once per checkpoint: by the first process to claim the range (an O_EXCL file in the checkpoint
+// directory); the others store no chunks for that region and point at it with kShmBytesElsewhere.
+constexpr uint32_t kShmVersion = 1;
+enum ShmKind : uint32_t {
+  kShmAnon = 1,      // MAP_SHARED|MAP_ANONYMOUS ("/dev/zero (deleted)")
+  kShmSysV = 2,      // shmat ("/SYSV<key> (deleted)", inode = shmid)
+  kShmMemfd = 3,     // "/memfd:<name> (deleted)"
+  kShmDeleted = 4,   // another deleted file
+  kShmTmpfsFile = 5, // an existing file on tmpfs (/dev/shm, a tmpfs /tmp): the file is the object
+  kShmDiskFile = 6,  // an existing file on another filesystem, mapped shared and writable: the same, but
+                     // every page below the file's end is stored (kRegSharedFileAll), resident or not
+};
+enum ShmFlags : uint32_t {
+  kShmBytesElsewhere = 1u << 0,  // another image of the generation holds this range's bytes
+  kShmSysvDest = 1u << 1,        // the SysV segment was marked for removal (IPC_RMID)
+};
+struct ShmRecord {
+  uint32_t region;    // index into the regions table; that region has kRegShared | kRegShmObj
+  uint32_t kind;      // ShmKind
+  uint64_t host;      // XXH3-64 of the kernel's boot_id: equal dev:ino on another machine is another object
+  uint64_t dev, ino;  // st_dev (makedev), inode; SysV: ino is the shmid
+  uint64_t size;      // object size when known (SysV segsz, tmpfs file size), else 0
+  uint32_t flags;     // ShmFlags
+  int32_t sysv_key;   // SysV only
+  uint32_t sysv_mode; // SysV only: permission bits
+  int32_t sysv_id;    // SysV only: the shmid (== ino)
+};
+static_assert(sizeof(ShmRecord) == 56);
 
 }  // namespace revive::image

@@ -37,7 +37,52 @@ bool table(const char* name, const View& v, const char* sec, uint32_t version, c
   return true;
 }
 
+// The optional "shm" table (format 2): every record names a shared region flagged kRegShmObj, a known
+// kind, and a region whose bytes are elsewhere stores none here; every kRegShmObj region has one record.
+bool check_shm(const char* name, View* v, char* err, size_t n) {
+  char msg[200];
+  if (find_section(*v, kKindEngine, kSecShm)) {
+    if (v->hdr->version < 2) return fail(err, n, name, "section 'shm' in a format version 1 image");
+    if (!table(name, *v, kSecShm, kShmVersion, &v->shm, &v->shm_count, err, n)) return false;
+  }
+  uint32_t flagged = 0;
+  for (uint32_t i = 0; i < v->region_count; ++i) flagged += (v->regions[i].flags & kRegShmObj) ? 1 : 0;
+  if (flagged != v->shm_count) {
+    snprintf(msg, sizeof msg, "%u region(s) flagged as shared memory objects but %u record(s) in section 'shm'",
+             flagged, v->shm_count);
+    return fail(err, n, name, msg);
+  }
+  for (uint32_t i = 0; i < v->shm_count; ++i) {
+    const ShmRecord& s = v->shm[i];
+    const char* why = nullptr;
+    if (s.region >= v->region_count) why = "names no region";
+    else if ((v->regions[s.region].flags & (kRegShared | kRegShmObj)) != (kRegShared | kRegShmObj))
+      why = "names a region that is not a shared memory object";
+    else if (i > 0 && s.region <= v->shm[i - 1].region) why = "is out of region order (or a duplicate)";
+    else if (s.kind < kShmAnon || s.kind > kShmDiskFile) why = "has an unknown kind";
+    else if ((s.flags & kShmBytesElsewhere) && v->regions[s.region].chunk_count != 0)
+      why = "says its bytes are elsewhere but its region stores some";
+    else if (s.flags & ~uint32_t(kShmBytesElsewhere | kShmSysvDest)) why = "has unknown flags";
+    else if (s.kind == kShmSysV && (s.sysv_id < 0 || uint64_t(s.sysv_id) != s.ino)) why = "has a bad SysV id";
+    if (why) {
+      snprintf(msg, sizeof msg, "shared memory record %u %s (malformed section 'shm')", i, why);
+      return fail(err, n, name, msg);
+    }
+  }
+  return true;
+}
+
 }  // namespace
+
+const ShmRecord* shm_of(const View& v, uint32_t region) {
+  uint32_t lo = 0, hi = v.shm_count;  // binary search: open_view checked the order
+  while (lo < hi) {
+    uint32_t mid = (lo + hi) / 2;
+    if (v.shm[mid].region < region) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < v.shm_count && v.shm[lo].region == region ? &v.shm[lo] : nullptr;
+}
 
 const SectionEntry* find_section(const View& v, uint32_t kind, const char* sec_name) {
   for (uint32_t i = 0; i < v.dir_count; ++i)
@@ -60,8 +105,9 @@ bool open_view(const char* name, const uint8_t* base, uint64_t size, View* v, ch
   if (memcmp(h->magic, kMagic, sizeof kMagic) != 0) return fail(err, n, name, "not a revive image (bad magic)");
   if (XXH3_64bits(h, offsetof(FileHeader, header_xxh3)) != h->header_xxh3)
     return fail(err, n, name, "header checksum mismatch (corrupted header)");
-  if (h->version != kFormatVersion) {
-    snprintf(msg, sizeof msg, "format version %u, this build reads version %u", h->version, kFormatVersion);
+  if (h->version < kFormatVersionMin || h->version > kFormatVersion) {
+    snprintf(msg, sizeof msg, "format version %u, this build reads versions %u to %u", h->version,
+             kFormatVersionMin, kFormatVersion);
     return fail(err, n, name, msg);
   }
   if (h->arch != kArchX86_64) {
@@ -138,7 +184,7 @@ bool open_view(const char* name, const uint8_t* base, uint64_t size, View* v, ch
       }
     }
   }
-  return true;
+  return check_shm(name, v, err, n);
 }
 
 bool verify_chunk(const char* name, const View& v, uint32_t i, char* err, size_t n) {

@@ -23,7 +23,12 @@ struct View {
   uint32_t region_count = 0;
   const ChunkRecord* chunks = nullptr;
   uint32_t chunk_count = 0;
+  const ShmRecord* shm = nullptr;  // section "shm" (format 2; absent: no shared memory objects)
+  uint32_t shm_count = 0;
 };
+
+// The shm record of region i, or nullptr (records are in region order).
+const ShmRecord* shm_of(const View& v, uint32_t region);
 
 // Checks magic, version, architecture, page size, trailer, directory and every section checksum, and
 // the consistency of the engine tables (region/chunk bounds). `name` is used in messages. On failure

@@ -112,14 +112,28 @@ int ckpt_write(uint64_t gen, const char* dir, char* path, size_t path_cap, long*
     // An exit signal other than SIGCHLD makes it a "clone child" that the program's own wait() or
     // waitpid(-1) cannot reap; the checkpoint signal (si_code CLD_EXITED: "serve", never a trigger)
     // wakes the engine when the image is written, to report it (writer_reap, coord_link.cpp).
+    int pass[2] = {-1, -1};
+    if (sys::sc(SYS_pipe2, pass, O_CLOEXEC) != 0) pass[0] = pass[1] = -1;
     long child = sys::sc(SYS_clone, g.cfg.sig, 0, 0, 0, 0);
     if (child == 0) {
+      if (pass[0] >= 0) sys::sc(SYS_close, pass[0]);
+      g.shm_pass_fd = pass[1];
       char cerr[512] = "";
       long w = write_on_scratch_stack(dir, path, gen, true, cerr, sizeof cerr);
       if (w < 0) sys::log(0, "forked checkpoint failed: ", cerr);
       sys::sc(SYS_exit_group, w < 0 ? 1 : 0);
     }
-    ckpt_resume(child > 0);
+    // Shared memory is not frozen by the fork: the program waits until the writer has read it (a byte on
+    // the pipe; EOF when it failed first). Under a coordinator, a process that maps shared memory waits
+    // for the resume phase: another process's writer may still be reading a range this one maps.
+    char said = '0';
+    if (pass[1] >= 0) sys::sc(SYS_close, pass[1]);
+    if (pass[0] >= 0) {
+      while (child > 0 && sys::sc(SYS_read, pass[0], &said, 1) == -4) {
+      }
+      sys::sc(SYS_close, pass[0]);
+    }
+    if (!(said == '1' && !wait_writer) || child < 0) ckpt_resume(child > 0);
     if (child < 0) {
       sys::append(err, err_len, "fork for the checkpoint failed");
       g.generation = prev_gen;

@@ -62,6 +62,9 @@ struct Engine {
   long writer_parent;
   bool joined_outside;  // WELCOME outside=1: joined during a checkpoint it is not part of (proctree)  // the process that forked it (a vfork child shares g, not the writer)
   char writer_path[1400];
+  // In a forked writer: where it says (one byte: '1' if the process maps shared memory objects, '0' if
+  // not) that it has read them; -1 elsewhere. Until then the program may not write them (checkpoint.cpp).
+  int shm_pass_fd;
   // Quiesce protocol (futex words).
   volatile uint32_t trigger;     // bumped on an external checkpoint request
   volatile uint32_t suspending;  // 1 while a checkpoint signals threads
@@ -81,6 +84,8 @@ struct Engine {
   size_t regions_cap;
   image::ChunkRecord* chunks;
   size_t chunks_cap;
+  image::ShmRecord* shm;  // one per shared memory object mapping (writer.cpp)
+  size_t shm_cap;
   uint64_t* pagemap;
   size_t pagemap_cap;  // entries
   char* text;          // /proc reading buffer
@@ -186,8 +191,9 @@ uint32_t zw_default_threads();  // online CPUs (at init: uses libc)
 // 0 after a successful checkpoint (resumed), -1 on failure (resumed, message in err).
 int checkpoint_now(uint64_t gen, char* image_path, size_t path_cap, char* err, size_t err_len);
 // The same in steps, for the coordinator's phases. ckpt_write returns 1 in a restored process, 0 when the
-// image at `path` is durable (bytes set), -1 on failure. With REVIVE_FORK it resumes the program itself;
-// then, unless wait_writer, it returns 0 as soon as the writer child exists (g.writer_pid; bytes 0), and
+// image at `path` is durable (bytes set), -1 on failure. With REVIVE_FORK it resumes the program itself
+// (once the writer has read the shared memory objects; if the process maps any and !wait_writer, only at
+// the coordinator's resume phase, when every process's writer has read them); then, unless wait_writer, it returns 0 as soon as the writer child exists (g.writer_pid; bytes 0), and
 // writer_reap tells when the image is durable.
 bool ckpt_suspend(char* err, size_t err_len);
 int ckpt_write(uint64_t gen, const char* dir, char* path, size_t path_cap, long* bytes, char* err, size_t err_len,

@@ -338,6 +338,7 @@ bool alloc_scratch() {
   } want[] = {
       {reinterpret_cast<void**>(&g.regions), size_t{65536} * sizeof(image::RegionRecord)},
       {reinterpret_cast<void**>(&g.chunks), size_t{1} << 26},
+      {reinterpret_cast<void**>(&g.shm), size_t{4096} * sizeof(image::ShmRecord)},
       {reinterpret_cast<void**>(&g.pagemap), size_t{1} << 20},
       {reinterpret_cast<void**>(&g.text), size_t{1} << 24},
       {reinterpret_cast<void**>(&g.wstack), size_t{1} << 20},
@@ -356,6 +357,7 @@ bool alloc_scratch() {
   g.excl_fixed = g.excl_count;
   g.regions_cap = 65536;
   g.chunks_cap = (size_t{1} << 26) / sizeof(image::ChunkRecord);
+  g.shm_cap = 4096;
   g.pagemap_cap = (size_t{1} << 20) / 8;
   g.text_cap = size_t{1} << 24;
   g.wstack_len = size_t{1} << 20;
@@ -402,6 +404,7 @@ void resolve_coord_host() {
 __attribute__((constructor)) void revive_init() {
   g.image_fd = -1;
   g.coord_fd = -1;
+  g.shm_pass_fd = -1;
   read_config();
   find_glibc_layout();
   g.upid = uint64_t(sys::getpid());

@@ -4,7 +4,9 @@
 // main thread has called pthread_exit.
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 
 #include "inject/engine.h"
@@ -51,16 +53,30 @@ void classify(image::RegionRecord* r, const char* perms, uint64_t ino, uint32_t 
     r->flags |= image::kRegSavedAll | image::kRegFromImage;
     return;
   }
+  // A shared mapping whose bytes only memory holds maps one kernel object that other processes may map
+  // too: dev:inode name it (SysV: inode = shmid), so the image can store it once and restart can
+  // recreate it once for all (writer.cpp, docs/image-format.md "Shared memory").
+  const bool shared = r->flags & image::kRegShared;
   if (path[0] != '/' || sys::ends_with(path, " (deleted)")) {
     // Anonymous (or named anonymous), shared anonymous (/dev/zero, SysV: shown deleted), a deleted file:
     // only the memory holds the data.
     r->flags |= image::kRegSavedAll;
+    if (shared && (path[0] == '/' || sys::starts_with(path, "[anon_shmem:"))) {
+      r->flags |= image::kRegShmObj;
+      r->dev = makedev(dev_major, dev_minor);
+      r->ino = ino;
+    }
     return;
   }
   struct stat st;
   if (sys::sc(SYS_stat, path, &st) != 0 || st.st_ino != ino || major(st.st_dev) != dev_major ||
       minor(st.st_dev) != dev_minor) {
     r->flags |= image::kRegSavedAll;  // replaced or unreachable: keep the bytes
+    if (shared) {  // the object this mapping holds is no longer reachable by its path: like a deleted file
+      r->flags |= image::kRegShmObj;
+      r->dev = makedev(dev_major, dev_minor);
+      r->ino = ino;
+    }
     return;
   }
   r->flags |= image::kRegFile;
@@ -68,8 +84,21 @@ void classify(image::RegionRecord* r, const char* perms, uint64_t ino, uint32_t 
   r->ino = st.st_ino;
   r->file_size = uint64_t(st.st_size);
   r->file_mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  // POSIX shared memory is a file but rarely survives the job: keep its contents too.
-  if (sys::starts_with(path, "/dev/shm/")) r->flags |= image::kRegSavedAll;
+  // POSIX shared memory is a file but rarely survives the job: keep its contents too. So for any file on
+  // tmpfs mapped shared (Open MPI's shared-memory segments live in /dev/shm or its session directory
+  // in /tmp): its pages are memory, gone with a reboot, and what the killed run wrote after the
+  // checkpoint must not survive the restart.
+  // Regular files only: a device mapped shared (a frame buffer, /dev/mem) is mapped from it again.
+  struct statfs sf;
+  const bool reg = S_ISREG(st.st_mode);
+  const bool tmpfs = shared && reg && sys::sc(SYS_statfs, path, &sf) == 0 && sf.f_type == TMPFS_MAGIC;
+  if (sys::starts_with(path, "/dev/shm/") || tmpfs) r->flags |= image::kRegSavedAll;
+  if (shared && (r->flags & image::kRegSavedAll)) r->flags |= image::kRegShmObj;
+  // A file on disk mapped shared and writable (Open MPI's shared windows in its session directory when
+  // /tmp is a disk): its pages go to the file, and the killed run's writes after the checkpoint would
+  // survive in it. So it is an object too, stored in full up to its end: a page not in memory at the
+  // checkpoint is clean there, but may be written, and written back, afterwards.
+  else if (shared && reg && (r->prot & PROT_WRITE)) r->flags |= image::kRegShmObj | image::kRegSharedFileAll;
 }
 
 void note_special(image::ProcessInfo* pi, const image::RegionRecord& r) {

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <gnu/libc-version.h>
 #include <sys/mman.h>
+#include <sys/shm.h>
 #include <sys/utsname.h>
 #include <time.h>
 
@@ -121,9 +122,10 @@ bool flush_run(Out* o, uint64_t addr, uint64_t len) {
   return emit(o, c, data, stored);
 }
 
-bool save_region(Out* o, int pm_fd, image::RegionRecord* r) {
+bool save_region(Out* o, int pm_fd, image::RegionRecord* r, bool elsewhere) {
   r->first_chunk = uint32_t(o->nchunks);
   r->chunk_count = 0;
+  if (elsewhere) return true;  // another process of the computation stores this shared range
   const bool all = r->flags & image::kRegSavedAll;
   if (r->flags & image::kRegSpecial) {
     // The vdso's bytes let the restarter refuse a kernel whose vdso differs (libc caches pointers into it).
@@ -137,7 +139,11 @@ bool save_region(Out* o, int pm_fd, image::RegionRecord* r) {
     r->chunk_count = uint32_t(o->nchunks - r->first_chunk);
     return ok;
   }
-  if (!all && (r->flags & image::kRegShared)) return true;
+  // A disk file's shared writable mapping: every page below the file's end (beyond it a read would fault
+  // with SIGBUS), through the mapping; pages not in memory are read from the file.
+  const bool whole_file = r->flags & image::kRegSharedFileAll;
+  const uint64_t file_end = r->start + (r->file_size > r->file_offset ? r->file_size - r->file_offset : 0);
+  if (!all && !whole_file && (r->flags & image::kRegShared)) return true;
   bool opened = false;  // made readable for the copy
   bool ok = true;
   uint64_t run_start = 0, run_len = 0;
@@ -146,10 +152,13 @@ bool save_region(Out* o, int pm_fd, image::RegionRecord* r) {
     if (n > g.pagemap_cap) n = g.pagemap_cap;
     // Shared memory: our page tables say nothing about pages another process (or write()) filled, so
     // ask the page cache (mincore) instead of pagemap.
-    const bool shared = all && (r->flags & image::kRegShared);
+    const bool shared = (all || whole_file) && (r->flags & image::kRegShared);
     auto* resident = reinterpret_cast<unsigned char*>(g.pagemap);
-    long got = shared ? sys::sc(SYS_mincore, a, n * kPage, resident)
-                      : sys::sc(SYS_pread64, pm_fd, g.pagemap, n * 8, (a / kPage) * 8);
+    long got = whole_file ? 0
+               : shared   ? sys::sc(SYS_mincore, a, n * kPage, resident)
+                          : sys::sc(SYS_pread64, pm_fd, g.pagemap, n * 8, (a / kPage) * 8);
+    if (whole_file)
+      for (uint64_t i = 0; i < n; ++i) resident[i] = a + i * kPage < file_end;
     if (got < 0 || (!shared && got == 0)) {
       o->err = got < 0 ? got : -5;
       ok = false;
@@ -185,6 +194,70 @@ done:
   }
   r->chunk_count = uint32_t(o->nchunks - r->first_chunk);
   return ok;
+}
+
+// XXH3 of the kernel's boot id: names this machine (and boot) so that equal dev:inode pairs of two hosts
+// in one checkpoint directory are never taken for one object. 0 when unreadable.
+uint64_t host_id() {
+  char id[64];
+  int fd = int(sys::sc(SYS_open, "/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC));
+  if (fd < 0) return 0;
+  long n = sys::sc(SYS_read, fd, id, sizeof id);
+  sys::sc(SYS_close, fd);
+  return n > 0 ? XXH3_64bits(id, size_t(n)) : 0;
+}
+
+uint32_t shm_kind(const image::RegionRecord& r) {
+  if (sys::starts_with(r.path, "/SYSV")) return image::kShmSysV;
+  if (sys::starts_with(r.path, "/dev/zero") || sys::starts_with(r.path, "[anon_shmem:")) return image::kShmAnon;
+  if (sys::starts_with(r.path, "/memfd:")) return image::kShmMemfd;
+  if (r.flags & image::kRegSharedFileAll) return image::kShmDiskFile;
+  if (r.flags & image::kRegFile) return image::kShmTmpfsFile;
+  return image::kShmDeleted;
+}
+
+// Describes shared region i and decides whether this image stores its bytes. Under a coordinator every
+// process of the generation is suspended from before the first image is written until the last one is
+// (docs/protocol.md: the write phase is a barrier between suspend and resume), so the bytes of a range
+// are the same whoever reads them: the first process to create the range's claim file in the generation's
+// directory (O_EXCL) stores them, the others only point at it. A failed attempt's directory is emptied
+// before the generation is taken again (claims included). A standalone checkpoint stores everything.
+void describe_shm(image::ShmRecord* s, uint32_t i, const char* dir, uint64_t host) {
+  const image::RegionRecord& r = g.regions[i];
+  sys::zero(s, sizeof *s);
+  s->region = i;
+  s->kind = shm_kind(r);
+  s->host = host;
+  s->dev = r.dev;
+  s->ino = r.ino;
+  if (s->kind == image::kShmTmpfsFile || s->kind == image::kShmDiskFile) s->size = r.file_size;
+  if (s->kind == image::kShmSysV) {
+    s->sysv_id = int32_t(r.ino);
+    const char* k = r.path + 5;
+    s->sysv_key = int32_t(sys::parse_hex(k));  // the key it was created with (IPC_STAT says 0 once removed)
+    s->sysv_mode = 0600;
+    struct shmid_ds ds;
+    if (sys::sc(SYS_shmctl, s->sysv_id, IPC_STAT, &ds) == 0) {
+      s->sysv_key = int32_t(ds.shm_perm.__key);
+      s->sysv_mode = ds.shm_perm.mode & 0777;
+      s->size = ds.shm_segsz;
+      if (ds.shm_perm.mode & SHM_DEST) s->flags |= image::kShmSysvDest;
+    }
+  }
+  if (g.coord_fd < 0) return;
+  char claim[2300] = "";
+  sys::append(claim, sizeof claim, dir);
+  sys::append(claim, sizeof claim, "/.shm-");
+  const uint64_t parts[] = {host, r.dev, r.ino, r.file_offset, r.end - r.start};
+  for (uint64_t v : parts) {
+    sys::append_u64(claim, sizeof claim, v);
+    sys::append(claim, sizeof claim, "-");
+  }
+  sys::append(claim, sizeof claim, "claim");
+  long fd = sys::sc(SYS_open, claim, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd >= 0) sys::sc(SYS_close, fd);
+  else if (fd == -17 /*EEXIST*/) s->flags |= image::kShmBytesElsewhere;
+  // Any other error (read-only directory?): store the bytes here, as a standalone checkpoint does.
 }
 
 bool put_section(Out* o, image::SectionEntry* e, const char* name, uint32_t kind, uint32_t version, const void* p,
@@ -243,7 +316,29 @@ long write_image(const char* dir, const char* path, uint64_t gen, bool forked, c
   Out o = {fd, image::kHeaderSize, 0, 0, compress, workers, 0, 0};
   bool ok = nreg >= 0 && pm_fd >= 0 && sys::sc(SYS_lseek, fd, image::kHeaderSize, 0 /*SEEK_SET*/) >= 0;
   if (!ok) o.err = nreg < 0 ? nreg : -5;
-  for (long i = 0; ok && i < nreg; ++i) ok = save_region(&o, pm_fd, &g.regions[i]);
+  // Shared memory objects first: a forked writer's parent (and with it, through the coordinator's resume
+  // barrier, every process of the computation) lets the program go on only once they are read, because
+  // unlike private memory they are not frozen by the fork's copy-on-write.
+  const uint64_t host = host_id();
+  uint32_t nshm = 0;
+  for (long i = 0; ok && i < nreg; ++i) {
+    if (!(g.regions[i].flags & image::kRegShmObj)) continue;
+    if (nshm >= g.shm_cap) {
+      o.err = -12;
+      ok = false;
+      break;
+    }
+    describe_shm(&g.shm[nshm], uint32_t(i), dir, host);
+    ok = save_region(&o, pm_fd, &g.regions[i], g.shm[nshm++].flags & image::kShmBytesElsewhere);
+  }
+  if (g.shm_pass_fd >= 0) {
+    const char said = nshm ? '1' : '0';
+    sys::sc(SYS_write, g.shm_pass_fd, &said, 1);
+    sys::sc(SYS_close, g.shm_pass_fd);
+    g.shm_pass_fd = -1;
+  }
+  for (long i = 0; ok && i < nreg; ++i)
+    if (!(g.regions[i].flags & image::kRegShmObj)) ok = save_region(&o, pm_fd, &g.regions[i], false);
   ok = drain(&o) && ok;
   zw_stop();
   if (pm_fd >= 0) sys::sc(SYS_close, pm_fd);
@@ -256,7 +351,7 @@ long write_image(const char* dir, const char* path, uint64_t gen, bool forked, c
   pi->rseq_sig = 0x53053053;
   pi->thread_count = nthreads + 1;
   pi->tid_offset = g.tid_offset;
-  image::SectionEntry dir_entries[4 + kMaxPluginSections];
+  image::SectionEntry dir_entries[5 + kMaxPluginSections];
   uint32_t nd = 0;
   ok = ok && put_section(&o, &dir_entries[nd++], image::kSecProcess, image::kKindEngine, image::kProcessVersion, pi,
                          sizeof *pi);
@@ -277,6 +372,9 @@ long write_image(const char* dir, const char* path, uint64_t gen, bool forked, c
                          g.regions, uint64_t(nreg) * sizeof(image::RegionRecord));
   ok = ok && put_section(&o, &dir_entries[nd++], image::kSecChunks, image::kKindEngine, image::kChunksVersion,
                          g.chunks, o.nchunks * sizeof(image::ChunkRecord));
+  if (ok && nshm)
+    ok = put_section(&o, &dir_entries[nd++], image::kSecShm, image::kKindEngine, image::kShmVersion, g.shm,
+                     nshm * sizeof(image::ShmRecord));
   for (uint32_t i = 0; ok && i < g.plugin_out_count; ++i) {
     const PluginOut& po = g.plugin_out[i];
     ok = put_section(&o, &dir_entries[nd++], po.name, image::kKindPlugin, po.version, po.data.p, po.data.len);

@@ -3,14 +3,17 @@
 // file-backed regions from their files, then the saved bytes go back on top.
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/shm.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "image/shm_object.h"
 #include "restart/restart.h"
 
 #define XXH_INLINE_ALL
@@ -53,6 +56,155 @@ bool fail(char* err, size_t n, const image::RegionRecord& r, const char* what, i
   snprintf(err, n, "region %llx-%llx %s: %s%s%s", (unsigned long long)r.start, (unsigned long long)r.end,
            r.path[0] ? r.path : "(anonymous)", what, e ? ": " : "", e ? strerror(e) : "");
   return false;
+}
+
+// Shared memory objects (format.h ShmRecord). Under `revive restart` the tree's skeleton created and
+// filled each object once and hands it down: REVIVE_SHM="REGION:Ffd,..." (a memfd or the tmpfs file) or
+// "REGION:Sshmid" (a SysV segment), REGION being the index of this image's region. Every process then
+// maps the one object, so what one writes the others see, as before the checkpoint; the bytes are in
+// already. A lone `revive-restart IMAGE` gets nothing handed down and makes its image's objects itself
+// (one per object even when the process maps it several times), filled from its own chunks.
+constexpr uint32_t kMaxShm = 4096;
+struct ShmHand {
+  uint32_t region;
+  char kind;  // 'F' fd, 'S' shmid
+  int val;
+};
+ShmHand g_hand[kMaxShm];
+uint32_t g_nhand;
+struct LocalObj {
+  uint64_t host, dev, ino;
+  char kind;
+  int val;
+  int64_t mtime_ns;  // a file's, set back once it is filled (0: not a file)
+};
+LocalObj g_local[kMaxShm];
+uint32_t g_nlocal;
+struct Attach {  // SysV attaches made here: later regions of the same attach need no mapping
+  uint64_t start, end;
+};
+Attach g_attach[kMaxShm];
+uint32_t g_nattach;
+bool g_warned_elsewhere;
+
+void read_shm_env() {
+  const char* v = getenv("REVIVE_SHM");
+  for (const char* p = v; p && *p;) {
+    char* end = nullptr;
+    unsigned long reg = strtoul(p, &end, 10);
+    const bool good = end != p && *end == ':' && (end[1] == 'F' || end[1] == 'S') && g_nhand < kMaxShm;
+    char kind = good ? end[1] : 0;
+    long val = good ? strtol(end + 2, &end, 10) : -1;
+    if (!good || val < 0 || val > INT32_MAX || (*end && *end != ',')) {
+      fprintf(stderr, "revive-restart: ignoring malformed REVIVE_SHM '%s'\n", v);
+      g_nhand = 0;
+      break;
+    }
+    g_hand[g_nhand++] = ShmHand{uint32_t(reg), kind, int(val)};
+    p = *end ? end + 1 : end;
+  }
+  unsetenv("REVIVE_SHM");  // not part of the restored engine's REVIVE_* environment
+}
+
+void close_shm_fds() {
+  for (uint32_t i = 0; i < g_nhand; ++i)
+    if (g_hand[i].kind == 'F') close(g_hand[i].val);
+  for (uint32_t i = 0; i < g_nlocal; ++i)
+    if (g_local[i].kind == 'F') {
+      image::set_mtime(g_local[i].val, g_local[i].mtime_ns);
+      close(g_local[i].val);
+    }
+  g_nhand = g_nlocal = 0;
+}
+
+// This image's own object for record s (lone restart): made on first use, then the same one.
+bool local_object(const image::View& v, const image::RegionRecord& r, const image::ShmRecord& s, char* kind,
+                  int* val, char* err, size_t n) {
+  for (uint32_t i = 0; i < g_nlocal; ++i)
+    if (g_local[i].host == s.host && g_local[i].dev == s.dev && g_local[i].ino == s.ino) {
+      *kind = g_local[i].kind;
+      *val = g_local[i].val;
+      return true;
+    }
+  if (g_nlocal == kMaxShm) return fail(err, n, r, "too many shared memory objects", 0);
+  uint64_t extent = 0;
+  for (uint32_t k = 0; k < v.shm_count; ++k) {
+    const image::ShmRecord& o = v.shm[k];
+    const image::RegionRecord& q = v.regions[o.region];
+    if (o.host == s.host && o.dev == s.dev && o.ino == s.ino && q.file_offset + (q.end - q.start) > extent)
+      extent = q.file_offset + (q.end - q.start);
+  }
+  const uint64_t size = image::shm_size(s, extent);
+  int got;
+  if (s.kind == image::kShmSysV) {
+    char note[400];
+    got = image::sysv_recreate(s, size, note, sizeof note);
+    if (note[0]) fprintf(stderr, "revive-restart: warning: %s\n", note);
+    *kind = 'S';
+  } else if (s.kind == image::kShmTmpfsFile || s.kind == image::kShmDiskFile) {
+    got = open(r.path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (got < 0) got = -errno;
+    struct stat st;
+    if (got >= 0 && fstat(got, &st) == 0 && uint64_t(st.st_size) < size) (void)!ftruncate(got, off_t(size));
+    *kind = 'F';
+  } else {
+    got = image::memfd_recreate(r.path, size);
+    *kind = 'F';
+  }
+  if (got < 0) return fail(err, n, r, "cannot recreate the shared memory object", -got);
+  *val = got;
+  const bool file = r.flags & image::kRegFile;
+  g_local[g_nlocal++] = LocalObj{s.host, s.dev, s.ino, *kind, got, file ? r.file_mtime_ns : 0};
+  return true;
+}
+
+// Maps region i, a shared memory object's mapping. *filled: the bytes are in already (handed down).
+bool map_shm(const image::View& v, uint32_t i, const image::ShmRecord& s, bool* filled, char* err, size_t n) {
+  const image::RegionRecord& r = v.regions[i];
+  char kind = 0;
+  int val = -1;
+  for (uint32_t k = 0; k < g_nhand && !kind; ++k)
+    if (g_hand[k].region == i) kind = g_hand[k].kind, val = g_hand[k].val;
+  *filled = kind != 0;
+  if (!kind) {
+    if (!local_object(v, r, s, &kind, &val, err, n)) return false;
+    if ((s.flags & image::kShmBytesElsewhere) && !g_warned_elsewhere) {
+      g_warned_elsewhere = true;
+      fprintf(stderr, "revive-restart: warning: region %llx-%llx %s: another process of the checkpoint stored "
+              "this shared memory's bytes; restarted alone it starts zeroed (restart the whole checkpoint "
+              "with `revive restart`)\n", (unsigned long long)r.start, (unsigned long long)r.end, r.path);
+    }
+  }
+  const uint64_t len = r.end - r.start;
+  if (kind == 'S') {
+    for (uint32_t k = 0; k < g_nattach; ++k)
+      if (g_attach[k].start <= r.start && r.end <= g_attach[k].end) return true;  // part of an attach
+    if (r.file_offset != 0 || g_nattach == kMaxShm)
+      return fail(err, n, r, "a SysV segment mapped from another offset than its start cannot be attached", 0);
+    struct shmid_ds ds;
+    const uint64_t seg = shmctl(val, IPC_STAT, &ds) == 0 ? (ds.shm_segsz + 4095) / 4096 * 4096 : len;
+    // Read-only (SHM_RDONLY) when no part of the attach was writable and nothing is to be written here:
+    // the segment's mode may allow no more.
+    bool writable = !*filled;
+    for (uint32_t k = i; k < v.region_count && v.regions[k].start < r.start + seg; ++k)
+      writable = writable || (v.regions[k].prot & PROT_WRITE);
+    void* got = shmat(val, reinterpret_cast<void*>(r.start), writable ? 0 : SHM_RDONLY);
+    if (got != reinterpret_cast<void*>(r.start)) return fail(err, n, r, "shmat failed", errno);
+    g_attach[g_nattach++] = Attach{r.start, r.start + seg};
+    // Marked for removal at the checkpoint: again, now that we hold it (it goes with its last process).
+    if (!*filled && (s.flags & image::kShmSysvDest)) shmctl(val, IPC_RMID, nullptr);
+    return true;
+  }
+  // A tmpfs file restored here: the range back to the checkpoint's state first (what the killed run
+  // wrote afterwards must not survive; pages the image does not hold were zero).
+  if (!*filled && (s.kind == image::kShmTmpfsFile || s.kind == image::kShmDiskFile) &&
+      !(s.flags & image::kShmBytesElsewhere) && !image::zero_range(val, r.file_offset, len))
+    return fail(err, n, r, "cannot reset the shared memory file", errno);
+  void* want = reinterpret_cast<void*>(r.start);
+  void* got = mmap(want, len, int(r.prot) | PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, val,
+                   off_t(r.file_offset));
+  if (got != want) return fail(err, n, r, "mmap of the shared memory object failed", got == MAP_FAILED ? errno : EEXIST);
+  return true;
 }
 
 bool map_region(const image::RegionRecord& r, char* err, size_t n) {
@@ -159,14 +311,18 @@ bool restore_memory(const image::View& v, const char* name, int fd, bool lazy, c
   // filesystem accept O_DIRECT but serve it badly).
   const char* nd = getenv("REVIVE_RESTART_NO_DIRECT");
   if (!lazy && !(nd && *nd == '1')) g_direct_fd = open(name, O_RDONLY | O_DIRECT | O_CLOEXEC);
+  read_shm_env();
   for (uint32_t i = 0; i < v.region_count; ++i) {
     const image::RegionRecord& r = v.regions[i];
     if (r.flags & image::kRegSpecial) continue;
-    if (!map_region(r, err, n)) return false;
-    if (!fill_region(v, r, name, fd, lazy, err, n)) return false;
+    const image::ShmRecord* s = image::shm_of(v, i);
+    bool filled = false;
+    if (s ? !map_shm(v, i, *s, &filled, err, n) : !map_region(r, err, n)) return false;
+    if (!filled && !fill_region(v, r, name, fd, lazy, err, n)) return false;
     if (mprotect(reinterpret_cast<void*>(r.start), r.end - r.start, int(r.prot)) != 0)
       return fail(err, n, r, "mprotect failed", errno);
   }
+  close_shm_fds();  // the mappings hold the objects
   if (g_direct_fd >= 0) close(g_direct_fd);
   g_direct_fd = -1;
   return true;

@@ -147,6 +147,90 @@ TEST(BadImage, NewerFormat) {
   expect_refused(b, "version", "format version 99");
 }
 
+// Shared memory records (format 2, section "shm"). The fixture maps no shared memory, so a plugin section
+// is turned into an "shm" section holding one crafted record for a region flagged as a shared object.
+struct ShmCase {
+  std::vector<uint8_t> b;
+  img::RegionRecord* region = nullptr;
+  img::ShmRecord* rec = nullptr;
+  uint32_t region_index = 0;
+};
+
+ShmCase shm_case(bool with_section) {
+  ShmCase c;
+  c.b = load(g_image);
+  auto* h = reinterpret_cast<img::FileHeader*>(c.b.data());
+  img::SectionEntry* regs = section(c.b, "regions");
+  auto* r = reinterpret_cast<img::RegionRecord*>(c.b.data() + regs->offset);
+  const uint32_t n = uint32_t(regs->length / sizeof *r);
+  for (uint32_t i = 0; i < n && !c.region; ++i)  // an anonymous private region: no chunks needed either way
+    if (!r[i].path[0]) c.region = &r[i], c.region_index = i;
+  c.region->flags |= img::kRegShared | img::kRegShmObj;
+  if (!with_section) return c;
+  auto* dir = reinterpret_cast<img::SectionEntry*>(c.b.data() + h->dir_offset);
+  for (uint32_t i = 0; i < h->dir_count && !c.rec; ++i)
+    if (dir[i].kind == img::kKindPlugin && dir[i].length >= sizeof(img::ShmRecord)) {
+      memset(dir[i].name, 0, sizeof dir[i].name);
+      strcpy(dir[i].name, "shm");
+      dir[i].kind = img::kKindEngine;
+      dir[i].version = img::kShmVersion;
+      dir[i].length = sizeof(img::ShmRecord);
+      c.rec = reinterpret_cast<img::ShmRecord*>(c.b.data() + dir[i].offset);
+    }
+  memset(c.rec, 0, sizeof *c.rec);
+  c.rec->region = c.region_index;
+  c.rec->kind = img::kShmAnon;
+  return c;
+}
+
+TEST(BadImage, ShmRecordsChecked) {
+  {  // the crafted record itself is well formed: only the damage below is refused
+    ShmCase c = shm_case(true);
+    c.region->chunk_count = 0;
+    reseal(c.b);
+    bool ok = false;
+    std::string msg = validate(c.b, &ok);
+    EXPECT_TRUE(ok) << msg;
+  }
+  {
+    ShmCase c = shm_case(false);
+    reseal(c.b);
+    expect_refused(c.b, "shm-norecord", "1 region(s) flagged as shared memory objects but 0 record(s)");
+  }
+  {
+    ShmCase c = shm_case(true);
+    c.rec->region = 1u << 30;
+    reseal(c.b);
+    expect_refused(c.b, "shm-region", "shared memory record 0 names no region (malformed section 'shm')");
+  }
+  {
+    ShmCase c = shm_case(true);
+    c.rec->kind = 77;
+    reseal(c.b);
+    expect_refused(c.b, "shm-kind", "shared memory record 0 has an unknown kind");
+  }
+  {
+    ShmCase c = shm_case(true);
+    c.rec->kind = img::kShmSysV;
+    c.rec->sysv_id = -1;
+    reseal(c.b);
+    expect_refused(c.b, "shm-sysv", "shared memory record 0 has a bad SysV id");
+  }
+  {
+    ShmCase c = shm_case(true);
+    c.rec->flags = img::kShmBytesElsewhere;
+    c.region->chunk_count = 1;
+    reseal(c.b);
+    expect_refused(c.b, "shm-elsewhere", "says its bytes are elsewhere but its region stores some");
+  }
+  {
+    ShmCase c = shm_case(true);
+    reinterpret_cast<img::FileHeader*>(c.b.data())->version = 1;
+    reseal(c.b);
+    expect_refused(c.b, "shm-v1", "section 'shm' in a format version 1 image");
+  }
+}
+
 TEST(BadImage, DataChunkBitFlip) {
   auto b = load(g_image);
   View v;

@@ -175,6 +175,7 @@ def main():
     ap.add_argument("--restart-prefix", default="", help="command (shell words) that runs every revive restart, "
                     "e.g. setpriv dropping capabilities")
     ap.add_argument("--restart-env", action="append", default=[], help="KEY=VALUE for every revive restart")
+    ap.add_argument("--launch-arg", action="append", default=[], help="another option for revive launch (--fork...)")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     prog = a.prog[1:] if a.prog and a.prog[0] == "--" else a.prog
@@ -202,7 +203,7 @@ def main():
     ref_rc = r.returncode
     print("reference: rc %d" % ref_rc, flush=True)
 
-    launch = [os.path.abspath(a.revive), "launch", "--port", str(port), "--ckpt-dir", ck, "--"] + prog
+    launch = [os.path.abspath(a.revive), "launch", "--port", str(port), "--ckpt-dir", ck] + a.launch_arg + ["--"] + prog
     with open(os.path.join(work, "stdout"), mode) as out, open(os.path.join(work, "launch-stderr"), "wb") as err:
         proc = subprocess.Popen(launch, cwd=work, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
     restored = False  # proc is `revive launch` (= the program) or `revive restart` (the tree's parent)

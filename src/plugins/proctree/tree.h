@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "image/view.h"
 #include "plugins/proctree/proctree_record.h"
 #include "plugins/vpid/vpid_table.h"
 
@@ -35,6 +36,16 @@ struct SharedFile {
   std::vector<std::pair<int, int32_t>> members;  // (index into procs, fd in that process)
 };
 
+// A mapping of a shared memory object in one image (its "shm" section, image/format.h ShmRecord).
+struct ShmMap {
+  image::ShmRecord rec;
+  uint32_t region = 0;  // index in the image's regions
+  uint64_t file_offset = 0, len = 0;
+  bool has_bytes = false;
+  int64_t mtime_ns = 0;  // a file's (tmpfs or disk) at the checkpoint; 0 otherwise
+  std::string path;
+};
+
 struct TreeProc {
   std::string image;
   uint32_t pid = 0, ppid = 0, pgid = 0, sid = 0;
@@ -43,13 +54,41 @@ struct TreeProc {
   std::vector<int> children;  // indexes, ascending pid
   std::vector<FileRef> files; // regular files with a share key (from the fd section, if readable)
   int32_t max_fd = -1;        // highest descriptor the image restores
+  std::vector<ShmMap> shm;    // shared memory object mappings, in region order
+};
+
+// A shared memory object mapped by one or more processes of the plan (same host, dev, inode): created
+// once by `revive restart` before the roots (tree_shm.cpp) and handed to each (REVIVE_SHM).
+struct ShmPiece {
+  int proc;      // index into procs
+  size_t index;  // into procs[proc].shm
+};
+struct ShmObject {
+  image::ShmRecord rec;         // of its first mapping
+  std::string path;             // as in /proc/PID/maps
+  uint64_t extent = 0;          // end of the furthest mapped range
+  std::vector<ShmPiece> maps;   // every mapping
+  std::vector<ShmPiece> bytes;  // the mappings whose image stores the bytes
 };
 
 struct TreePlan {
   std::vector<TreeProc> procs;  // image order
   std::vector<int> roots;
   std::vector<SharedFile> shared;  // descriptions held by two or more processes of the plan
+  std::vector<ShmObject> shm;      // shared memory objects of the images
 };
+
+// tree_shm.cpp. The images' shared memory mappings (ReadShm, per image) grouped into objects (PlanShm).
+void ReadShm(const image::View& v, TreeProc* out);
+void PlanShm(TreePlan* plan);
+// In `revive restart` (or the pid namespace's init) before the roots: every object created and filled
+// once; memfds and files at descriptors >= fd_floor, inherited by the tree.
+Status MakeShmObjects(const TreePlan& plan, int fd_floor);
+// In process i before it execs its restorer: REVIVE_SHM for its mappings; the other objects' fds closed.
+void HandShm(const TreePlan& plan, size_t i);
+// Our descriptors of the objects closed: in `revive restart` once the roots are forked (a SysV segment
+// marked for removal stays attached: MakeShmObjects), in a stand-in parent also every attach (detach).
+void CloseShm(bool detach);
 
 // Reads every image's proctree section. NotFound when an image has none (written without the plugin):
 // the caller then restores the images as independent processes. Other errors name the image and reason.
@@ -99,6 +138,9 @@ bool WantsPidNamespace(const std::vector<std::string>& images, std::string* why)
 // on_interrupt: called whenever a signal interrupts this process's wait for the namespace's report
 // (revive restart serves --checkpoint-signal with it).
 Status RunInPidNamespace(const std::function<int()>& body, int* code, void (*on_interrupt)() = nullptr);
+// Whether that namespace also gets an IPC namespace of its own (the images hold SysV segments, whose ids
+// only an IPC namespace we own lets us choose; WantsPidNamespace sets it).
+void SetIpcNamespace(bool on);
 
 }  // namespace revive::proctree
 

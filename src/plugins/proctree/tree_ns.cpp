@@ -111,6 +111,12 @@ bool HasPidPrivilege() {
   return (eff >> CAP_SYS_ADMIN & 1) || (eff >> CAP_CHECKPOINT_RESTORE & 1);
 }
 
+namespace {
+bool g_new_ipc_ns = false;
+}  // namespace
+
+void SetIpcNamespace(bool on) { g_new_ipc_ns = on; }
+
 Status RunInPidNamespace(const std::function<int()>& body, int* code, void (*on_interrupt)()) {
   const bool userns = !HasPidPrivilege();
   const uid_t uid = geteuid();
@@ -127,7 +133,9 @@ Status RunInPidNamespace(const std::function<int()>& body, int* code, void (*on_
   }
   if (a == 0) {
     close(p[0]);
-    int flags = CLONE_NEWPID | CLONE_NEWNS | (userns ? CLONE_NEWUSER : 0);
+    // SysV segments: their ids can only be chosen (shm_next_id) with CAP_SYS_ADMIN over the IPC namespace,
+    // which we have in one of our own; and there the recorded keys are free (a restart beside another).
+    int flags = CLONE_NEWPID | CLONE_NEWNS | (userns ? CLONE_NEWUSER : 0) | (g_new_ipc_ns ? CLONE_NEWIPC : 0);
     if (unshare(flags) != 0) {
       send(p[1], 'E', errno, userns ? "unshare(user, pid, mount namespaces)" : "unshare(pid, mount namespaces)");
       _exit(1);

@@ -127,6 +127,7 @@ Status ReadSection(const std::string& image, TreeProc* out) {
   for (uint32_t i = 0; i < nz; ++i) out->zombies.push_back({U32(p + 24 + 8 * i), U32(p + 28 + 8 * i)});
   if (out->pid == 0) return Status::Corruption(image + ": proctree section: pid 0");
   ReadFiles(v, out);
+  ReadShm(v, out);
   return Status::OK();
 }
 
@@ -173,6 +174,7 @@ Status PlanTree(const std::vector<std::string>& images, TreePlan* plan) {
     std::sort(t.children.begin(), t.children.end(),
               [&](int a, int b) { return plan->procs[size_t(a)].pid < plan->procs[size_t(b)].pid; });
   PlanShared(plan);
+  PlanShm(plan);
   return Status::OK();
 }
 

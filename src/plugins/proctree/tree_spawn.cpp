@@ -177,6 +177,14 @@ int share_base(const TreePlan& plan) {
   return top + 1;
 }
 
+// Where the shared memory objects' descriptors go: above the shared descriptions' (which a process dup3s
+// into place after the objects exist) and every descriptor an image restores.
+int shm_floor(const TreePlan& plan) {
+  int top = g_share_base >= 0 ? g_share_base + int(plan.shared.size()) : 3;
+  for (const TreeProc& t : plan.procs) top = std::max(top, int(t.max_fd) + 1);
+  return top;
+}
+
 [[noreturn]] void become(const TreePlan& plan, size_t i, bool exact, const std::function<void(size_t)>& exec_image) {
   const TreeProc& t = plan.procs[i];
   close(g_sync.ready[0]);
@@ -202,6 +210,7 @@ int share_base(const TreePlan& plan) {
   }
   close(g_sync.go[0]);
   hand_shared(plan, i);
+  HandShm(plan, i);
   exec_image(i);
   _exit(127);
 }
@@ -228,6 +237,7 @@ long fork_root(const TreePlan& plan, int r, bool exact, const std::function<void
   // Nothing of the tree's plumbing is the stand-in's: EOF on `ready` must mean the tree died.
   for (int fd : {g_sync.ready[0], g_sync.ready[1], g_sync.go[0], g_sync.go[1]}) close(fd);
   for (size_t g = 0; g_share_base >= 0 && g < plan.shared.size(); ++g) close(g_share_base + int(g));
+  CloseShm(true);
   int st = 0;
   while (waitpid(pid_t(pid), &st, 0) < 0 && errno == EINTR) {
   }
@@ -245,7 +255,13 @@ Status SpawnTree(const TreePlan& plan, bool exact_pids, const std::function<void
     return Status::FromErrno("pipe", errno);
   g_share_base = share_base(plan);
   open_shared(plan, -1);  // descriptions shared across roots: ours, inherited by each root
-  Status s = Status::OK();
+  Status s = MakeShmObjects(plan, shm_floor(plan));
+  if (!s.ok()) {
+    CloseShm(true);
+    for (int fd : {g_sync.ready[0], g_sync.ready[1], g_sync.go[0], g_sync.go[1]}) close(fd);
+    for (size_t g = 0; g_share_base >= 0 && g < plan.shared.size(); ++g) close(g_share_base + int(g));
+    return s;
+  }
   for (int r : plan.roots) {
     const TreeProc& t = plan.procs[size_t(r)];
     long pid = fork_root(plan, r, exact_pids, exec_image);
@@ -263,6 +279,7 @@ Status SpawnTree(const TreePlan& plan, bool exact_pids, const std::function<void
   close(g_sync.ready[1]);
   close(g_sync.go[0]);
   for (size_t g = 0; g_share_base >= 0 && g < plan.shared.size(); ++g) close(g_share_base + int(g));
+  CloseShm(false);
   // Until every process of the plan reported success, or one failed, or all are gone (EOF).
   std::vector<pid_t> made;
   bool failed = !s.ok();

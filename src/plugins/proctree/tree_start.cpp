@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "plugins/proctree/tree.h"
 
 namespace revive::proctree {
@@ -55,6 +57,8 @@ bool WantsPidNamespace(const std::vector<std::string>& images, std::string* why)
   if (env && strcmp(env, "0") == 0) return false;
   TreePlan plan;
   if (!PlanTree(images, &plan).ok()) return false;  // no recorded pids (or a bad image: reported later)
+  SetIpcNamespace(std::any_of(plan.shm.begin(), plan.shm.end(),
+                              [](const ShmObject& o) { return o.rec.kind == image::kShmSysV; }));
   // Virtual pids asked for, or ids no pid namespace can give (fresh virtual ids of a virtual restart).
   if (WantVirtualPids() || HasFreshIds(plan)) return false;
   if (env && strcmp(env, "1") == 0) {
