@@ -1,6 +1,8 @@
-// proc plugin: resource limits, working directory and umask. The environment needs nothing: environ and
-// its strings live in ordinary memory, which the image restores.
+// proc plugin: resource limits, working directory, umask and the threads' names (comm: what ps, top and
+// pkill see; a restored process would otherwise be called "revive-restart"). The environment needs
+// nothing: environ and its strings live in ordinary memory, which the image restores.
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -32,6 +34,68 @@ int set_limit(uint32_t res, const Rlim64* in) { return static_cast<int>(syscall(
 
 int init() { return 0; }
 
+constexpr uint32_t kMaxNames = 256;  // threads whose names are kept (the rest keep the restarter's)
+constexpr size_t kComm = 16;         // TASK_COMM_LEN
+
+struct Dirent64 {
+  uint64_t ino;
+  int64_t off;
+  unsigned short reclen;
+  unsigned char type;
+  char name[];
+};
+
+// "/proc/self/task/<tid>/comm" (tid 0: the leader's, /proc/self/comm).
+void comm_path(char* out, size_t cap, uint32_t tid) {
+  Msg m(out, cap);
+  if (tid == 0) m.s("/proc/self/comm");
+  else m.s("/proc/self/task/").u(tid).s("/comm");
+}
+
+// Saves [u32 count] then per thread [u32 tid (0 for the main thread)][name].
+void save_names(Out& out) {
+  uint32_t tids[kMaxNames];
+  uint32_t n = 0;
+  int dir = static_cast<int>(syscall(SYS_openat, AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  alignas(8) char buf[2048];
+  for (long got; dir >= 0 && (got = syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0;) {
+    for (long off = 0; off < got;) {
+      auto* d = reinterpret_cast<Dirent64*>(buf + off);
+      off += d->reclen;
+      uint32_t tid = 0;
+      for (const char* s = d->name; *s >= '0' && *s <= '9'; ++s) tid = tid * 10 + uint32_t(*s - '0');
+      if (tid != 0 && n < kMaxNames) tids[n++] = tid;
+    }
+  }
+  if (dir >= 0) syscall(SYS_close, dir);
+  const uint32_t me = static_cast<uint32_t>(syscall(SYS_getpid));
+  out.u32(n);
+  for (uint32_t k = 0; k < n; ++k) {
+    char path[64], name[kComm + 1] = "";
+    comm_path(path, sizeof path, tids[k]);
+    int fd = static_cast<int>(syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC));
+    long len = fd >= 0 ? syscall(SYS_read, fd, name, kComm) : 0;
+    if (fd >= 0) syscall(SYS_close, fd);
+    while (len > 0 && (name[len - 1] == '\n' || name[len - 1] == 0)) --len;
+    out.u32(tids[k] == me ? 0 : tids[k]);
+    out.str(name, len > 0 ? static_cast<size_t>(len) : 0);
+  }
+}
+
+// Names each thread again; a thread that came back with another id keeps the restarter's name.
+void restore_names(uint32_t n, const uint32_t* tids, char (*names)[kComm + 1]) {
+  for (uint32_t k = 0; k < n; ++k) {
+    char path[64];
+    comm_path(path, sizeof path, tids[k]);
+    int fd = static_cast<int>(syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CLOEXEC));
+    if (fd < 0) continue;
+    size_t len = 0;
+    while (names[k][len]) ++len;
+    syscall(SYS_write, fd, names[k], len);
+    syscall(SYS_close, fd);
+  }
+}
+
 int save(inject::SectionWriter& w) {
   Out out(w);
   out.tag(kTag);
@@ -48,6 +112,7 @@ int save(inject::SectionWriter& w) {
   mode_t mask = umask(0);  // the only way to read it besides /proc; user threads are suspended
   umask(mask);
   out.u32(mask);
+  save_names(out);
   return out.ok() ? 0 : -ENOMEM;
 }
 
@@ -81,6 +146,17 @@ int restore(inject::SectionReader& r, char* msg, size_t cap) {
   char cwd[PATH_MAX];
   in.str(cwd, sizeof cwd);
   uint32_t mask = in.u32();
+  // Threads' names: absent from images of before they were kept.
+  static uint32_t tids[kMaxNames];
+  static char names[kMaxNames][kComm + 1];
+  uint32_t nnames = in.ok() && in.remaining() > 0 ? in.u32() : 0;
+  if (nnames > kMaxNames)
+    return fail(msg, cap, Msg(tmp, sizeof tmp).s("proc section: ").u(nnames).s(" thread names (at most ").u(kMaxNames)
+                .s(")"), EINVAL);
+  for (uint32_t k = 0; k < nnames && in.ok(); ++k) {
+    tids[k] = in.u32();
+    in.str(names[k], sizeof names[k]);
+  }
   if (!in.ok()) return fail(msg, cap, Msg(tmp, sizeof tmp).s("proc section: truncated"), EINVAL);
   if (in.remaining() != 0 || mask > 0777)
     return fail(msg, cap, Msg(tmp, sizeof tmp).s("proc section: malformed (trailing bytes or bad umask)"), EINVAL);
@@ -94,6 +170,7 @@ int restore(inject::SectionReader& r, char* msg, size_t cap) {
   }
   for (uint32_t k = 0; k < kNumLimits; ++k) restore_limit(k, lim[k]);
   umask(static_cast<mode_t>(mask));
+  restore_names(nnames, tids, names);
   return 0;
 }
 
