@@ -14,6 +14,7 @@
 
 #include "plugins/chan/chan.h"
 #include "plugins/common/msg.h"
+#include "plugins/common/proc_fds.h"
 #include "plugins/plugins.h"
 
 namespace revive::chan {
@@ -193,13 +194,6 @@ bool consider(int fd) {
   return true;
 }
 
-struct Dirent64 {
-  uint64_t ino;
-  int64_t off;
-  unsigned short reclen;
-  unsigned char type;
-  char name[];
-};
 
 }  // namespace
 
@@ -222,7 +216,7 @@ int each_fd(void (*f)(int fd, void* arg), void* arg) {
     long got = syscall(SYS_getdents64, dir, buf, sizeof buf);
     if (got <= 0) break;
     for (long off = 0; off < got;) {
-      auto* d = reinterpret_cast<Dirent64*>(buf + off);
+      auto* d = reinterpret_cast<plugins::Dirent64*>(buf + off);
       off += d->reclen;
       if (d->name[0] < '0' || d->name[0] > '9') continue;
       int fd = 0;

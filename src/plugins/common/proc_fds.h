@@ -10,4 +10,13 @@ namespace revive::plugins {
 // descriptor listing them) into fds; returns the count, -EMFILE when more than cap, or -errno.
 int list_fds(uint32_t pid, int* fds, int cap);
 
+// One record of getdents64 (glibc declares no such type): for listing /proc directories without opendir.
+struct Dirent64 {
+  uint64_t ino;
+  int64_t off;
+  unsigned short reclen;
+  unsigned char type;
+  char name[];
+};
+
 }  // namespace revive::plugins

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "plugins/common/msg.h"
+#include "plugins/common/proc_fds.h"
 #include "plugins/common/section_io.h"
 #include "plugins/plugins.h"
 
@@ -37,13 +38,6 @@ int init() { return 0; }
 constexpr uint32_t kMaxNames = 256;  // threads whose names are kept (the rest keep the restarter's)
 constexpr size_t kComm = 16;         // TASK_COMM_LEN
 
-struct Dirent64 {
-  uint64_t ino;
-  int64_t off;
-  unsigned short reclen;
-  unsigned char type;
-  char name[];
-};
 
 // "/proc/self/task/<tid>/comm" (tid 0: the leader's, /proc/self/comm).
 void comm_path(char* out, size_t cap, uint32_t tid) {
