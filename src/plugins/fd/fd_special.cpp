@@ -272,14 +272,14 @@ void epoll_rearm(bool apply) {
   if (!apply) g_npending = 0;  // kept after apply, for epoll_rewatch
   for (int k = 0; apply && k < g_npending; ++k) {
     const Pending& p = g_pending[k];
-    // A socket, pipe or pty the chan plugin rebuilds holds a stand-in for now: it watches the real one
-    // again when it puts it there (epoll_rewatch).
-    if (revive_chan_restores && revive_chan_restores(p.item.tfd)) continue;
     struct epoll_event ev = {};
     ev.events = p.item.events;
     ev.data.u64 = p.item.data;
     if (epoll_ctl(p.epfd, EPOLL_CTL_ADD, p.item.tfd, &ev) != 0) {
       int e = errno;
+      // A socket, pipe or pty the chan plugin rebuilds holds a stand-in for now (that epoll cannot watch):
+      // the chan plugin watches the real one again when it puts it there (epoll_rewatch).
+      if (revive_chan_restores && revive_chan_restores(p.item.tfd)) continue;
       warn(Msg(line, sizeof line).s("fd ").i(p.epfd).s(" (epoll): cannot watch fd ").i(p.item.tfd).s(" again: ").err(e)
           .c_str());
     }
