@@ -140,10 +140,10 @@ int restore(inject::SectionReader& r, char* msg, size_t cap) {
   char cwd[PATH_MAX];
   in.str(cwd, sizeof cwd);
   uint32_t mask = in.u32();
-  // Threads' names: absent from images of before they were kept.
+  // Threads' names (section version 2).
   static uint32_t tids[kMaxNames];
   static char names[kMaxNames][kComm + 1];
-  uint32_t nnames = in.ok() && in.remaining() > 0 ? in.u32() : 0;
+  uint32_t nnames = in.u32();
   if (nnames > kMaxNames)
     return fail(msg, cap, Msg(tmp, sizeof tmp).s("proc section: ").u(nnames).s(" thread names (at most ").u(kMaxNames)
                 .s(")"), EINVAL);
@@ -172,5 +172,6 @@ int restore(inject::SectionReader& r, char* msg, size_t cap) {
 }  // namespace revive::plugins
 
 namespace revive::inject {
-const Plugin kProcPlugin = {"proc", 1, plugins::init, plugins::save, plugins::resume, plugins::restore, nullptr, nullptr, nullptr};
+// Version 2: the threads' names follow the umask.
+const Plugin kProcPlugin = {"proc", 2, plugins::init, plugins::save, plugins::resume, plugins::restore, nullptr, nullptr, nullptr};
 }
