@@ -513,6 +513,8 @@ def main():
     launch = [os.path.abspath(a.revive), "launch", "--port", str(port), "--ckpt-dir", ck]
     if a.interval:
         launch += ["--interval", str(a.interval)]
+    if a.signal:  # revive stays as the job's parent and takes SIGUSR1 itself (docs/cli.md)
+        launch += ["--checkpoint-signal", "USR1"]
     launch += ["--"] + job_cmd(a, prog)
     say("launch: " + " ".join(launch))
     out = open(os.path.join(work, "stdout"), "ab")
@@ -539,10 +541,8 @@ def main():
             if proc.poll() is not None:
                 fail(phase, "the job ended (exit %s) before the checkpoint; make it run longer" % proc.returncode)
             if a.signal and k == 0:
-                target = proc.pid if not restored else None
-                if target is None:
-                    roots = children(proc.pid)
-                    target = roots[0] if roots else proc.pid
+                # `revive launch` / `revive restart` with --checkpoint-signal USR1 take it themselves.
+                target = proc.pid
                 say("signal: SIGUSR1 to pid %d (%s)" % (target, comm(target)))
                 os.kill(target, signal.SIGUSR1)
                 last_gen = wait_generation(a, ck, max(generations(ck) or [0]), proc, "signal " + phase, prog[0],
@@ -582,7 +582,8 @@ def main():
             fail(phase, "the coordinator (pid %s) still answers 15 s after every process died; it lists %s" % (cp, pids))
         # Restart.
         phase = "restart %d" % c
-        cmd = [os.path.abspath(a.revive), "restart", "--port", str(port), ck]
+        cmd = [os.path.abspath(a.revive), "restart", "--port", str(port)] + \
+            (["--checkpoint-signal", "USR1"] if a.signal else []) + [ck]
         say("%s: %s (newest generation ckpt-%d)" % (phase, " ".join(cmd), max(generations(ck) or [0])))
         with open(os.path.join(work, "restart-stdout-%d" % c), "wb") as o, \
                 open(os.path.join(work, "restart-stderr-%d" % c), "wb") as err:
