@@ -22,6 +22,9 @@ enum Kind : uint32_t {
   kBacklog = 7,    // connected end whose connection sat in an internal listener's backlog at checkpoint:
                    // rx holds the bytes it had sent; it connects to the listener again and re-sends them
   kGone = 8,       // the plugin's own end of a backlog connection, accepted at save and closed again
+  kAlias = 9,      // a socket another entry stands for (a dup here, or one held by several processes:
+                   // MPICH's launcher leaks its sockets into every rank): only that entry drains it,
+                   // and on restart this number gets the socket it rebuilt (chan_shared.cpp)
 };
 
 // Growable byte buffer on mmap (usable with user threads held; its pages are process memory, so the
@@ -71,6 +74,13 @@ struct Chan {
   // Backlog connections (chan_backlog.cpp): 1 = accepted by the plugin at save from a listener's backlog,
   // 2 = this end's connection waits in an internal listener's backlog.
   uint8_t backlog;
+  // Sockets held more than once (chan_shared.cpp): alias 1 = a dup of entry alias_of of this process,
+  // 2 = another process of the computation holds the socket and drains and rebuilds it. share_fd: on
+  // restart, the owner's listener that hands the socket to the other holders / an alias's connection to it.
+  uint8_t alias;
+  bool alias_conn;    // alias 2 of a connection (not a listener): wait for its owner's refill at resume
+  uint32_t alias_of;
+  int share_fd;
 };
 
 constexpr size_t kMaxChans = 256;
@@ -135,6 +145,35 @@ int backlog_accept(uint64_t gen, char* msg, size_t cap);  // save, listener side
 int backlog_join(uint64_t gen, Chan& c, char* msg, size_t cap);  // save, client side, per kOutside entry
 int backlog_transfer(char* msg, size_t cap);               // save, after the drain
 int backlog_reconnect(char* msg, size_t cap);              // resume / reconnect
+
+// chan_shared.cpp: a socket (one inode: a socket has a single open file description) may sit at several
+// numbers of one process (dup) and in several processes (inherited across fork and exec). Exactly one
+// entry must send its marker, drain, refill and rebuild it, or the peer receives several markers and the
+// bytes in flight are split between the holders. consider() marks dups (alias 1) as it scans. In the drain
+// phase every process publishes "socko.<G>.<host>.<ino>" = its pid for the sockets it holds; at save the
+// one the coordinator kept is the owner and the others become aliases (alias 2). On restart the owner
+// rebuilds the socket as usual and hands it to the other holders over a Unix socket (SCM_RIGHTS; they
+// connect in reconnect, it serves them first thing in refill, as pipes are handed over).
+void publish_sockets(uint64_t gen);                                // drain phase
+int elect_sockets(uint64_t gen, char* msg, size_t cap);            // save, before anything is drained
+int shares_listen(uint64_t gen, char* msg, size_t cap);            // reconnect, first (owners)
+int shares_connect(uint64_t gen, char* msg, size_t cap);           // reconnect (other holders)
+int shares_serve(char* msg, size_t cap);                           // refill, before anything waits
+int shares_receive(char* msg, size_t cap);                         // refill
+int place_local_aliases(char* msg, size_t cap);  // dups get their entry's socket, wherever it was rebuilt
+// Original process, at resume: the other holders' threads must not run (read the socket, write into it)
+// while the owner refills it. Owners publish "sockr.<G>.<host>.<ino>" once their refill is over (done or
+// failed); holders wait for it (60 s) before their threads are released. Owners never wait: no cycle.
+void publish_refilled();
+int wait_refilled(char* msg, size_t cap);
+// Descriptor passing (pipes and shared sockets): a listener on an autobound abstract Unix name, non-blocking
+// (its address hex-encoded into hexaddr), and a connection to one; one descriptor with one byte over a
+// Unix socket, and its receipt (waiting up to timeout_ms). -1 / false with errno.
+int listen_abstract(char* hexaddr, size_t cap);
+int connect_abstract(const char* hexaddr);
+bool send_fd(int s, int fd, char byte);
+int recv_fd(int s, int timeout_ms);
+bool is_stand_in(int fd);  // the fd plugin's /dev/null stand-in is still at fd
 
 // Message sockets (Unix SOCK_DGRAM, SOCK_SEQPACKET), chan_msg.cpp: one datagram into a record of b; the
 // length of the next queued datagram (-errno; -EPIPE at a SOCK_SEQPACKET end of file); the record at *off

@@ -272,6 +272,7 @@ int restore_local(char* msg, size_t cap) {
       if (int rc = place(c, sv[0], msg, cap)) return rc;
     }
   }
+  if (int rc = place_local_aliases(msg, cap)) return rc;  // dups of listeners and outside connections
   return reopen_fifos(false, msg, cap);
 }
 
@@ -287,6 +288,7 @@ extern "C" __attribute__((visibility("hidden"))) bool revive_chan_restores(int f
   for (uint32_t i = 0; i < g_nchans; ++i) {
     const Chan& c = g_chans[i];
     if (c.fd != fd || c.kind == kGone) continue;
+    if (c.kind == kAlias && c.alias == 1) return revive_chan_restores(g_chans[c.alias_of].fd);
     if (c.kind == kOutside || c.kind == kListen || c.kind == kPipeOut) return true;
     return revive::inject::coord_configured();
   }
@@ -298,11 +300,15 @@ namespace revive::chan {
 int rebuild_half_closed(uint64_t gen, char* msg, size_t cap) { return rebuild(gen, "chanh.", true, msg, cap); }
 
 int reconnect(uint64_t gen, char* msg, size_t cap) {
+  // Everything others wait for is published before this process waits for anything.
+  if (int rc = shares_listen(gen, msg, cap)) return rc;
   if (int rc = pipes_listen(gen, msg, cap)) return rc;
   if (int rc = pipes_connect(gen, msg, cap)) return rc;
+  if (int rc = shares_connect(gen, msg, cap)) return rc;
   if (int rc = rebuild(gen, "chanr.", false, msg, cap)) return rc;
   if (int rc = backlog_reconnect(msg, cap)) return rc;  // every listener is bound again by now
   if (int rc = reopen_fifos(true, msg, cap)) return rc;
+  if (int rc = place_local_aliases(msg, cap)) return rc;  // dups of the connections rebuilt above
   g_drained = true;  // the drained bytes (in restored memory) go back in the refill phase
   return 0;
 }

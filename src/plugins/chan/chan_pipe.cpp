@@ -30,20 +30,6 @@ void key(char* out, size_t cap, const char* prefix, uint64_t gen, uint64_t ino) 
   plugins::Msg(out, cap).s(prefix).u(gen).s(".").u(ino);
 }
 
-// A one-byte message with room for one descriptor (SCM_RIGHTS), for sending or receiving.
-struct FdMsg {
-  explicit FdMsg(char* byte) : io{byte, 1} {
-    memset(&m, 0, sizeof m);
-    m.msg_iov = &io;
-    m.msg_iovlen = 1;
-    m.msg_control = ctl;
-    m.msg_controllen = sizeof ctl;
-  }
-  iovec io;
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
-  msghdr m;
-};
-
 bool pipe_end(const Chan& c) { return c.kind == kPipe || c.kind == kPipeOut; }
 
 // Both ends in this process: the fd plugin's local-pipe policy, not ours.
@@ -181,20 +167,11 @@ int pipes_listen(uint64_t gen, char* msg, size_t cap) {
       return rc;
     }
     c.pipe_w = p[1];
-    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    sockaddr_un a;
-    socklen_t len = sizeof a;
-    sa_family_t fam = AF_UNIX;
-    if (s < 0 || bind(s, reinterpret_cast<sockaddr*>(&fam), sizeof fam) != 0 || listen(s, 64) != 0 ||
-        getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-      int e = errno;
-      if (s >= 0) close(s);
-      return pipe_err(msg, cap, c, "cannot listen for its writers", e);
-    }
-    c.listen_fd = s;
     char k[96], val[300];
+    int s = listen_abstract(val, sizeof val);
+    if (s < 0) return pipe_err(msg, cap, c, "cannot listen for its writers", errno);
+    c.listen_fd = s;
     key(k, sizeof k, "chanp.", gen, c.ino);
-    hex(val, sizeof val, &a, len);
     if (!inject::coord_publish(k, val)) return pipe_err(msg, cap, c, "cannot publish", EIO);
   }
   return 0;
@@ -208,13 +185,9 @@ int pipes_connect(uint64_t gen, char* msg, size_t cap) {
     key(k, sizeof k, "chanp.", gen, c.ino);
     int r = inject::coord_lookup(k, true, kHandOverTimeoutMs, val, sizeof val);
     if (r != 1) return pipe_err(msg, cap, c, "the reader did not publish where to get the pipe", r < 0 ? EIO : ETIMEDOUT);
-    sockaddr_un a;
-    memset(&a, 0, sizeof a);
-    size_t n = 0;
-    unhex(val, reinterpret_cast<uint8_t*>(&a), sizeof a, &n);
-    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     const char end = is_reader(c) ? 'r' : 'w';  // which end of the new pipe we ask for
-    if (s < 0 || connect(s, reinterpret_cast<sockaddr*>(&a), socklen_t(n)) != 0 || write(s, &end, 1) != 1) {
+    int s = connect_abstract(val);
+    if (s < 0 || write(s, &end, 1) != 1) {
       int e = errno;
       if (s >= 0) close(s);
       return pipe_err(msg, cap, c, "cannot reach the reader", e);
@@ -239,16 +212,10 @@ int pipes_hand_over(char* msg, size_t cap) {
         return pipe_err(msg, cap, c, "a writer or reader connected but did not say which end it wants", EPROTO);
       }
       const int end = one == 'r' ? c.fd : c.pipe_w;
-      FdMsg fm(&one);
-      msghdr& m = fm.m;
-      cmsghdr* cm = CMSG_FIRSTHDR(&m);
-      cm->cmsg_level = SOL_SOCKET;
-      cm->cmsg_type = SCM_RIGHTS;
-      cm->cmsg_len = CMSG_LEN(sizeof(int));
-      memcpy(CMSG_DATA(cm), &end, sizeof(int));
-      ssize_t w = sendmsg(s, &m, MSG_NOSIGNAL);
+      bool sent = send_fd(s, end, one);
+      int e = errno;
       close(s);
-      if (w != 1) return pipe_err(msg, cap, c, "cannot hand the pipe to a writer", errno);
+      if (!sent) return pipe_err(msg, cap, c, "cannot hand the pipe to a writer", e);
     }
     close(c.listen_fd);
     close(c.pipe_w);
@@ -263,16 +230,7 @@ int pipes_hand_over(char* msg, size_t cap) {
       continue;
     }
     if (c.listen_fd < 0) continue;
-    int fd = -1;
-    if (wait_fd(c.listen_fd, POLLIN, kHandOverTimeoutMs) > 0) {
-      char one;
-      FdMsg fm(&one);
-      msghdr& m = fm.m;
-      if (recvmsg(c.listen_fd, &m, MSG_CMSG_CLOEXEC) == 1) {
-        cmsghdr* cm = CMSG_FIRSTHDR(&m);
-        if (cm && cm->cmsg_type == SCM_RIGHTS) memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-      }
-    }
+    int fd = recv_fd(c.listen_fd, kHandOverTimeoutMs);
     close(c.listen_fd);
     c.listen_fd = -1;
     if (fd < 0) return pipe_err(msg, cap, c, "the reader did not hand over the pipe", ETIMEDOUT);

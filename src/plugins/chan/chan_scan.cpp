@@ -139,7 +139,19 @@ bool consider(int fd) {
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   }
-  c.listen_fd = -1;
+  c.listen_fd = c.share_fd = -1;
+  c.ino = st.st_ino;
+  // A dup of a socket already in the table (the same inode is the same open file description: a socket
+  // cannot be opened again): that entry alone drains and rebuilds it; this number gets its socket back.
+  for (uint32_t j = 0; j < g_nchans; ++j) {
+    const Chan& o = g_chans[j];
+    if (o.ino != c.ino || o.alias == 1 || (o.kind != kListen && o.kind != kOutside && o.kind != kConn)) continue;
+    c.kind = kAlias;
+    c.alias = 1;
+    c.alias_of = j;
+    ++g_nchans;
+    return true;
+  }
   socklen_t l = sizeof c.local;
   if (getsockname(fd, reinterpret_cast<sockaddr*>(&c.local), &l) != 0) return false;
   c.local_len = l;
