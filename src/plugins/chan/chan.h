@@ -22,6 +22,8 @@ enum Kind : uint32_t {
   kBacklog = 7,    // connected end whose connection sat in an internal listener's backlog at checkpoint:
                    // rx holds the bytes it had sent; it connects to the listener again and re-sends them
   kGone = 8,       // the plugin's own end of a backlog connection, accepted at save and closed again
+  kDgramBound = 10,  // Unix datagram socket bound to a name, connected to nobody (peers sendto it: UCX's
+                     // shared-memory transports wake each other so): bound to its name again at restore
   kAlias = 9,      // a socket another entry stands for (a dup here, or one held by several processes:
                    // MPICH's launcher leaks its sockets into every rank): only that entry drains it,
                    // and on restart this number gets the socket it rebuilt (chan_shared.cpp)
@@ -78,7 +80,8 @@ struct Chan {
   // 2 = another process of the computation holds the socket and drains and rebuilds it. share_fd: on
   // restart, the owner's listener that hands the socket to the other holders / an alias's connection to it.
   uint8_t alias;
-  bool alias_conn;    // alias 2 of a connection (not a listener): wait for its owner's refill at resume
+  bool alias_conn;
+  bool queued;        // kDgramBound: datagrams were queued at checkpoint (not kept: see docs/channels.md)    // alias 2 of a connection (not a listener): wait for its owner's refill at resume
   uint32_t alias_of;
   int share_fd;
 };

@@ -184,7 +184,8 @@ int accept_peer(Chan& c, char* msg, size_t cap) {
 }
 
 // A listening socket binds its old name again: SO_REUSEADDR for a port whose connections sit in TIME_WAIT;
-// a Unix socket file left behind by the killed process is removed first (only if it is a socket).
+// a Unix socket file left behind by the killed process is removed first (only if it is a socket). A bound
+// Unix datagram socket (kDgramBound) the same, without listen.
 int relisten(Chan& c, char* msg, size_t cap) {
   int s = socket(c.family, c.type | SOCK_CLOEXEC, 0);
   int one = 1;
@@ -196,12 +197,13 @@ int relisten(Chan& c, char* msg, size_t cap) {
   struct stat st;
   if (c.family == AF_UNIX && un.sun_path[0] && stat(un.sun_path, &st) == 0 && S_ISSOCK(st.st_mode))
     unlink(un.sun_path);
-  if (bind(s, reinterpret_cast<sockaddr*>(&c.local), c.local_len) != 0 || listen(s, SOMAXCONN) != 0) {
+  if (bind(s, reinterpret_cast<sockaddr*>(&c.local), c.local_len) != 0 ||
+      (c.kind == kListen && listen(s, SOMAXCONN) != 0)) {
     int e = errno;
     close(s);
     char what[160];
     plugins::Msg m(what, sizeof what);
-    m.s("cannot listen again on ");
+    m.s(c.kind == kListen ? "cannot listen again on " : "cannot bind again to ");
     if (c.family == AF_UNIX) m.s(un.sun_path[0] ? un.sun_path : "an abstract name");
     else m.s("port ").u(ntohs(reinterpret_cast<const sockaddr_in&>(c.local).sin_port));
     return err(msg, cap, c, what, e);
@@ -253,6 +255,14 @@ int restore_local(char* msg, size_t cap) {
     c.listen_fd = -1;
     if (c.kind == kListen) {
       if (int rc = relisten(c, msg, cap)) return rc;
+    } else if (c.kind == kDgramBound) {
+      if (int rc = relisten(c, msg, cap)) return rc;
+      if (c.queued) {
+        char line[200];
+        plugins::warn(plugins::Msg(line, sizeof line).s("fd ").i(c.fd)
+                          .s(" (Unix datagram socket bound to a name): the datagrams it held at checkpoint are lost")
+                          .c_str());
+      }
     } else if (c.kind == kPipeOut && c.fd > 2 && is_stand_in(c.fd)) {
       // Documented policy, as for sockets: a pipe to a process outside the computation comes back with
       // its other end closed (reads see end of file, writes fail with EPIPE), never /dev/null, whose
@@ -289,7 +299,7 @@ extern "C" __attribute__((visibility("hidden"))) bool revive_chan_restores(int f
     const Chan& c = g_chans[i];
     if (c.fd != fd || c.kind == kGone) continue;
     if (c.kind == kAlias && c.alias == 1) return revive_chan_restores(g_chans[c.alias_of].fd);
-    if (c.kind == kOutside || c.kind == kListen || c.kind == kPipeOut) return true;
+    if (c.kind == kOutside || c.kind == kListen || c.kind == kPipeOut || c.kind == kDgramBound) return true;
     return revive::inject::coord_configured();
   }
   return false;

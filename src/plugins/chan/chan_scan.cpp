@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -145,7 +147,7 @@ bool consider(int fd) {
   // cannot be opened again): that entry alone drains and rebuilds it; this number gets its socket back.
   for (uint32_t j = 0; j < g_nchans; ++j) {
     const Chan& o = g_chans[j];
-    if (o.ino != c.ino || o.alias == 1 || (o.kind != kListen && o.kind != kOutside && o.kind != kConn)) continue;
+    if (o.ino != c.ino || o.alias == 1 || (o.kind != kListen && o.kind != kOutside && o.kind != kConn && o.kind != kDgramBound)) continue;
     c.kind = kAlias;
     c.alias = 1;
     c.alias_of = j;
@@ -170,6 +172,16 @@ bool consider(int fd) {
     if (getpeername(fd, reinterpret_cast<sockaddr*>(&c.peer), &l) == 0) c.peer_len = l;
     // A connected end whose peer has no inode is still in a listener's backlog (the peer gets its
     // socket file at accept), named (own inode, 0) like the listener names it; else not connected.
+    if (!peer && type == SOCK_DGRAM && c.local_len > sizeof(sa_family_t)) {
+      // Bound and connected to nobody: peers reach it by its name (sendto), so it must have that name
+      // again after restart. The datagrams it holds are not kept (a put-back could not give them their
+      // senders' addresses); whether there were any is, for the warning at restore.
+      int queued = 0;
+      c.queued = ioctl(fd, SIOCINQ, &queued) == 0 && queued > 0;
+      c.kind = kDgramBound;
+      ++g_nchans;
+      return true;
+    }
     if (!peer && (type == SOCK_DGRAM || c.peer_len <= sizeof(sa_family_t))) return false;  // the fd plugin's
     c.wr_shut = (shut & 2) != 0;  // SEND_SHUTDOWN
     make_keys(c, reinterpret_cast<const uint8_t*>(&me), 8, reinterpret_cast<const uint8_t*>(&peer), 8);

@@ -51,12 +51,14 @@ void key(char* out, size_t cap, const char* prefix, uint64_t gen, uint64_t ino) 
 }
 
 // The entries a holder elects: one per socket in this process (dups follow their entry).
-bool electable(const Chan& c) { return c.alias == 0 && (c.kind == kOutside || c.kind == kListen); }
+bool electable(const Chan& c) {
+  return c.alias == 0 && (c.kind == kOutside || c.kind == kListen || c.kind == kDgramBound);
+}
 
 // What the owner rebuilds and hands over on restart.
 bool owned_socket(const Chan& c) {
   return c.alias == 0 && c.fd >= 0 &&
-         (c.kind == kConn || c.kind == kListen || c.kind == kOutside || c.kind == kBacklog);
+         (c.kind == kConn || c.kind == kListen || c.kind == kOutside || c.kind == kBacklog || c.kind == kDgramBound);
 }
 
 int fail(char* msg, size_t cap, const Chan& c, const char* what, int e) {
