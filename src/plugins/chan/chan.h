@@ -27,8 +27,11 @@ enum Kind : uint32_t {
   kPtyMaster = 9,  // pseudo-terminal master (/dev/ptmx): its pair is rebuilt, pending output kept
   kPtySlave = 10,  // pseudo-terminal slave whose master is in the computation (Open MPI's rank stdout)
   kPtyOut = 11,    // pseudo-terminal slave whose master is not (the user's terminal): the fd plugin's
-  kDgramName = 12, // datagram socket bound to a name, not connected (UCX's Unix sockets, UDP): rebound,
-                   // its queued datagrams kept (chan_dgram_name.cpp)
+  kDgramBound = 12,  // datagram socket bound to a name, connected to nobody (UCX's Unix sockets that peers
+                     // sendto, UDP): bound to its name again, its queued datagrams kept (chan_dgram_name.cpp)
+  kAlias = 13,     // a socket another entry stands for (a dup here, or one held by several processes:
+                   // MPICH's launcher leaks its sockets into every rank): only that entry drains it,
+                   // and on restart this number gets the socket it rebuilt (chan_shared.cpp)
 };
 
 // Growable byte buffer on mmap (usable with user threads held; its pages are process memory, so the
@@ -82,6 +85,13 @@ struct Chan {
   // pty's index (/dev/pts/<index>), which names the pair for the rendezvous.
   struct termios tio;
   struct winsize ws;
+  // Sockets held more than once (chan_shared.cpp): alias 1 = a dup of entry alias_of of this process,
+  // 2 = another process of the computation holds the socket and drains and rebuilds it. share_fd: on
+  // restart, the owner's listener that hands the socket to the other holders / an alias's connection to it.
+  uint8_t alias;
+  bool alias_conn;    // alias 2 of a connection (not a listener): wait for its owner's refill at resume
+  uint32_t alias_of;
+  int share_fd;
 };
 
 constexpr size_t kMaxChans = 256;
@@ -126,23 +136,20 @@ bool consider_fifo(int fd, Chan& c);
 // over a Unix socket (SCM_RIGHTS): they connect in reconnect, the owner serves them all in refill (every
 // connect is queued by then: the phases are barriers).
 bool is_reader(const Chan& c);
-// Descriptor hand-over over a connected Unix socket (SCM_RIGHTS, one byte). recv_fd: -1 on timeout/error.
-bool send_fd(int sock, int fd);
 // The owner of a rebuilt pipe or pty listens on an abstract Unix socket published under key k;
 // the other holders reach it there and say which end they want (one byte). 0 or an errno value.
 int handover_listen(const char* k, int* listen_fd);
 int handover_reach(const char* k, char end, int timeout_ms, int* sock);
 // chan_dgram_name.cpp: bound_name says whether a local address names something others can send to;
-// keep_datagrams (save) keeps the queued datagrams of every kDgramName socket and queues them again;
-// rebind_datagrams (restore) binds each name again and queues the kept datagrams there.
+// keep_datagrams (save) keeps the queued datagrams of every kDgramBound socket and queues them again;
+// rebind_datagram (restore) binds one's name again and queues the kept datagrams there.
 bool bound_name(int family, const sockaddr_storage& a, socklen_t len);
 // chan_connect.cpp: binds socket s to c's old name again (listeners, bound datagram sockets).
 bool bind_again(const Chan& c, int s);
 int keep_datagrams(char* msg, size_t cap);
-int rebind_datagrams(char* msg, size_t cap);
+int rebind_datagram(Chan& c, char* msg, size_t cap);
 // A table slot made empty for a new entry; its drain buffers stay mapped (reused across checkpoints).
 void reset_slot(Chan& c);
-int recv_fd(int sock, int timeout_ms);
 // chan_pty.cpp: pseudo-terminal pairs inside the computation (Open MPI gives each rank's stdout a pty
 // whose master mpiexec reads). consider_pty fills a table slot (false: not a pty). Drain phase: master
 // holders publish; save: slaves find out whether their master is ours, the master's owner keeps the
@@ -174,6 +181,35 @@ int backlog_accept(uint64_t gen, char* msg, size_t cap);  // save, listener side
 int backlog_join(uint64_t gen, Chan& c, char* msg, size_t cap);  // save, client side, per kOutside entry
 int backlog_transfer(char* msg, size_t cap);               // save, after the drain
 int backlog_reconnect(char* msg, size_t cap);              // resume / reconnect
+
+// chan_shared.cpp: a socket (one inode: a socket has a single open file description) may sit at several
+// numbers of one process (dup) and in several processes (inherited across fork and exec). Exactly one
+// entry must send its marker, drain, refill and rebuild it, or the peer receives several markers and the
+// bytes in flight are split between the holders. consider() marks dups (alias 1) as it scans. In the drain
+// phase every process publishes "socko.<G>.<host>.<ino>" = its pid for the sockets it holds; at save the
+// one the coordinator kept is the owner and the others become aliases (alias 2). On restart the owner
+// rebuilds the socket as usual and hands it to the other holders over a Unix socket (SCM_RIGHTS; they
+// connect in reconnect, it serves them first thing in refill, as pipes are handed over).
+void publish_sockets(uint64_t gen);                                // drain phase
+int elect_sockets(uint64_t gen, char* msg, size_t cap);            // save, before anything is drained
+int shares_listen(uint64_t gen, char* msg, size_t cap);            // reconnect, first (owners)
+int shares_connect(uint64_t gen, char* msg, size_t cap);           // reconnect (other holders)
+int shares_serve(char* msg, size_t cap);                           // refill, before anything waits
+int shares_receive(char* msg, size_t cap);                         // refill
+int place_local_aliases(char* msg, size_t cap);  // dups get their entry's socket, wherever it was rebuilt
+// Original process, at resume: the other holders' threads must not run (read the socket, write into it)
+// while the owner refills it. Owners publish "sockr.<G>.<host>.<ino>" once their refill is over (done or
+// failed); holders wait for it (60 s) before their threads are released. Owners never wait: no cycle.
+void publish_refilled();
+int wait_refilled(char* msg, size_t cap);
+// Descriptor passing (pipes and shared sockets): a listener on an autobound abstract Unix name, non-blocking
+// (its address hex-encoded into hexaddr), and a connection to one; one descriptor with one byte over a
+// Unix socket, and its receipt (waiting up to timeout_ms). -1 / false with errno.
+int listen_abstract(char* hexaddr, size_t cap);
+int connect_abstract(const char* hexaddr);
+bool send_fd(int s, int fd, char byte);
+int recv_fd(int s, int timeout_ms);
+bool is_stand_in(int fd);  // the fd plugin's /dev/null stand-in is still at fd
 
 // Message sockets (Unix SOCK_DGRAM, SOCK_SEQPACKET), chan_msg.cpp: one datagram into a record of b; the
 // length of the next queued datagram (-errno; -EPIPE at a SOCK_SEQPACKET end of file); the record at *off

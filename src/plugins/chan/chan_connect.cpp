@@ -213,7 +213,7 @@ int relisten(Chan& c, char* msg, size_t cap) {
     close(s);
     char what[160];
     plugins::Msg m(what, sizeof what);
-    m.s("cannot listen again on ");
+    m.s(c.kind == kListen ? "cannot listen again on " : "cannot bind again to ");
     if (c.family == AF_UNIX) m.s(un.sun_path[0] ? un.sun_path : "an abstract name");
     else m.s("port ").u(ntohs(reinterpret_cast<const sockaddr_in&>(c.local).sin_port));
     return err(msg, cap, c, what, e);
@@ -265,6 +265,8 @@ int restore_local(char* msg, size_t cap) {
     c.listen_fd = -1;
     if (c.kind == kListen) {
       if (int rc = relisten(c, msg, cap)) return rc;
+    } else if (c.kind == kDgramBound) {
+      if (int rc = rebind_datagram(c, msg, cap)) return rc;
     } else if (c.kind == kPipeOut && c.fd > 2 && is_stand_in(c.fd)) {
       // Documented policy, as for sockets: a pipe to a process outside the computation comes back with
       // its other end closed (reads see end of file, writes fail with EPIPE), never /dev/null, whose
@@ -284,7 +286,7 @@ int restore_local(char* msg, size_t cap) {
       if (int rc = place(c, sv[0], msg, cap)) return rc;
     }
   }
-  if (int rc = rebind_datagrams(msg, cap)) return rc;
+  if (int rc = place_local_aliases(msg, cap)) return rc;  // dups of listeners and outside connections
   return reopen_fifos(false, msg, cap);
 }
 
@@ -301,7 +303,8 @@ extern "C" __attribute__((visibility("hidden"))) bool revive_chan_restores(int f
     const Chan& c = g_chans[i];
     if (c.fd != fd || c.kind == kGone) continue;
     if (c.kind == kPtyOut) return false;  // the user's terminal: the fd plugin's
-    if (c.kind == kOutside || c.kind == kListen || c.kind == kPipeOut || c.kind == kDgramName) return true;
+    if (c.kind == kAlias && c.alias == 1) return revive_chan_restores(g_chans[c.alias_of].fd);
+    if (c.kind == kOutside || c.kind == kListen || c.kind == kPipeOut || c.kind == kDgramBound) return true;
     return revive::inject::coord_configured();
   }
   return false;
@@ -312,13 +315,17 @@ namespace revive::chan {
 int rebuild_half_closed(uint64_t gen, char* msg, size_t cap) { return rebuild(gen, "chanh.", true, msg, cap); }
 
 int reconnect(uint64_t gen, char* msg, size_t cap) {
+  // Everything others wait for is published before this process waits for anything.
+  if (int rc = shares_listen(gen, msg, cap)) return rc;
   if (int rc = pipes_listen(gen, msg, cap)) return rc;
-  if (int rc = pipes_connect(gen, msg, cap)) return rc;
   if (int rc = ptys_listen(gen, msg, cap)) return rc;
+  if (int rc = pipes_connect(gen, msg, cap)) return rc;
+  if (int rc = shares_connect(gen, msg, cap)) return rc;
   if (int rc = ptys_connect(gen, msg, cap)) return rc;
   if (int rc = rebuild(gen, "chanr.", false, msg, cap)) return rc;
   if (int rc = backlog_reconnect(msg, cap)) return rc;  // every listener is bound again by now
   if (int rc = reopen_fifos(true, msg, cap)) return rc;
+  if (int rc = place_local_aliases(msg, cap)) return rc;  // dups of the connections rebuilt above
   g_drained = true;  // the drained bytes (in restored memory) go back in the refill phase
   return 0;
 }

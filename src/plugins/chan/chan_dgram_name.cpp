@@ -57,7 +57,7 @@ bool bound_name(int family, const sockaddr_storage& a, socklen_t len) {
 int keep_datagrams(char* msg, size_t cap) {
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
-    if (c.kind != kDgramName) continue;
+    if (c.kind != kDgramBound) continue;
     c.rx.clear();
     for (;;) {
       if (!c.rx.reserve(4 + kMaxDatagram)) return dg_err(msg, cap, c, "no memory for its queued datagrams", ENOMEM);
@@ -73,20 +73,16 @@ int keep_datagrams(char* msg, size_t cap) {
   return 0;
 }
 
-int rebind_datagrams(char* msg, size_t cap) {
-  for (uint32_t i = 0; i < g_nchans; ++i) {
-    Chan& c = g_chans[i];
-    if (c.kind != kDgramName) continue;
-    int s = socket(c.family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (s < 0) return dg_err(msg, cap, c, "socket", errno);
-    if (!bind_again(c, s)) {
-      int e = errno;
-      close(s);
-      return dg_err(msg, cap, c, "cannot bind its name again", e);
-    }
-    if (int rc = place_socket(c, s, msg, cap)) return rc;
-    if (!resend(c)) return dg_err(msg, cap, c, "cannot queue its datagrams again", errno);
+int rebind_datagram(Chan& c, char* msg, size_t cap) {
+  int s = socket(c.family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return dg_err(msg, cap, c, "socket", errno);
+  if (!bind_again(c, s)) {
+    int e = errno;
+    close(s);
+    return dg_err(msg, cap, c, "cannot bind its name again", e);
   }
+  if (int rc = place_socket(c, s, msg, cap)) return rc;
+  if (!resend(c)) return dg_err(msg, cap, c, "cannot queue its datagrams again", errno);
   return 0;
 }
 

@@ -98,6 +98,7 @@ int drain(uint64_t gen, char* msg, size_t cap) {
   }
   g_gen = gen;
   g_drain_ran = true;
+  publish_sockets(gen);  // who holds each socket: one holder drains it (chan_shared.cpp)
   publish_backlogs(gen);
   publish_pipes(gen);  // FIFOs too: they are drained at save, by one reader each
   publish_ptys(gen);
@@ -106,6 +107,8 @@ int drain(uint64_t gen, char* msg, size_t cap) {
 
 int drain_sockets(uint64_t gen, char* msg, size_t cap) {
   char key[128], val[64];
+  // Sockets other processes hold too: only the elected holder drains them (it published a barrier ago).
+  if (int rc = elect_sockets(gen, msg, cap)) return rc;
   // Our listeners' backlogs first: their clients wait for our decision below, we never wait for theirs.
   if (int rc = backlog_accept(gen, msg, cap)) return rc;
   for (uint32_t i = 0; i < g_nchans; ++i) {

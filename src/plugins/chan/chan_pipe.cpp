@@ -30,20 +30,6 @@ void key(char* out, size_t cap, const char* prefix, uint64_t gen, uint64_t ino) 
   plugins::Msg(out, cap).s(prefix).u(gen).s(".").u(ino);
 }
 
-// A one-byte message with room for one descriptor (SCM_RIGHTS), for sending or receiving.
-struct FdMsg {
-  explicit FdMsg(char* byte) : io{byte, 1} {
-    memset(&m, 0, sizeof m);
-    m.msg_iov = &io;
-    m.msg_iovlen = 1;
-    m.msg_control = ctl;
-    m.msg_controllen = sizeof ctl;
-  }
-  iovec io;
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
-  msghdr m;
-};
-
 bool pipe_end(const Chan& c) { return c.kind == kPipe || c.kind == kPipeOut; }
 
 // Both ends in this process: the fd plugin's local-pipe policy, not ours.
@@ -74,32 +60,11 @@ int put_at(Chan& c, int s, char* msg, size_t cap) {
 
 bool is_reader(const Chan& c) { return (c.flags & O_ACCMODE) != O_WRONLY; }
 
-bool send_fd(int sock, int fd) {
-  char one = 'p';
-  FdMsg fm(&one);
-  msghdr& m = fm.m;
-  cmsghdr* cm = CMSG_FIRSTHDR(&m);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-  return sendmsg(sock, &m, MSG_NOSIGNAL) == 1;
-}
-
 int handover_listen(const char* k, int* listen_fd) {
-  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  sockaddr_un a;
-  socklen_t len = sizeof a;
-  sa_family_t fam = AF_UNIX;  // autobind: an abstract name of the kernel's choosing
-  if (s < 0 || bind(s, reinterpret_cast<sockaddr*>(&fam), sizeof fam) != 0 || listen(s, 64) != 0 ||
-      getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    int e = errno;
-    if (s >= 0) close(s);
-    return e;
-  }
-  *listen_fd = s;
   char val[300];
-  hex(val, sizeof val, &a, len);
+  int s = listen_abstract(val, sizeof val);
+  if (s < 0) return errno;
+  *listen_fd = s;
   return inject::coord_publish(k, val) ? 0 : EIO;
 }
 
@@ -107,32 +72,14 @@ int handover_reach(const char* k, char end, int timeout_ms, int* sock) {
   char val[300];
   int r = inject::coord_lookup(k, true, timeout_ms, val, sizeof val);
   if (r != 1) return r < 0 ? EIO : ETIMEDOUT;
-  sockaddr_un a;
-  memset(&a, 0, sizeof a);
-  size_t n = 0;
-  unhex(val, reinterpret_cast<uint8_t*>(&a), sizeof a, &n);
-  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s < 0 || connect(s, reinterpret_cast<sockaddr*>(&a), socklen_t(n)) != 0 || write(s, &end, 1) != 1) {
+  int s = connect_abstract(val);
+  if (s < 0 || write(s, &end, 1) != 1) {
     int e = errno;
     if (s >= 0) close(s);
     return e ? e : EIO;
   }
   *sock = s;
   return 0;
-}
-
-int recv_fd(int sock, int timeout_ms) {
-  int fd = -1;
-  if (wait_fd(sock, POLLIN, timeout_ms) > 0) {
-    char one;
-    FdMsg fm(&one);
-    msghdr& m = fm.m;
-    if (recvmsg(sock, &m, MSG_CMSG_CLOEXEC) == 1) {
-      cmsghdr* cm = CMSG_FIRSTHDR(&m);
-      if (cm && cm->cmsg_type == SCM_RIGHTS) memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-    }
-  }
-  return fd;
 }
 
 }  // namespace revive::chan
@@ -279,7 +226,7 @@ int pipes_hand_over(char* msg, size_t cap) {
         return pipe_err(msg, cap, c, "a writer or reader connected but did not say which end it wants", EPROTO);
       }
       const int end = one == 'r' ? c.fd : c.pipe_w;
-      bool sent = send_fd(s, end);
+      bool sent = send_fd(s, end, one);
       int e = errno;
       close(s);
       if (!sent) return pipe_err(msg, cap, c, "cannot hand the pipe to a writer", e);

@@ -36,9 +36,20 @@ int save(inject::SectionWriter& w) {
 
 void resume(bool) {
   char msg[400] = "";
+  const bool drained = g_drained;  // this process drained (a restored one refilled in the refill phase)
   if (refill(false, msg, sizeof msg) != 0) {
     char line[480];
     plugins::warn(plugins::Msg(line, sizeof line).s("channels: data in flight may be lost: ").s(msg).c_str());
+  }
+  // Sockets other processes hold too: our threads stay held until their owners have refilled them
+  // (a thread reading one meanwhile would take the refill's bytes). A restored process needs none of
+  // this: the refill phase was a barrier before any thread runs.
+  if (drained) {
+    publish_refilled();
+    if (wait_refilled(msg, sizeof msg) != 0) {
+      char line[480];
+      plugins::warn(plugins::Msg(line, sizeof line).s("channels: ").s(msg).c_str());
+    }
   }
   g_scanned = false;
   g_drain_ran = false;

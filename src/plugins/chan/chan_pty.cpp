@@ -230,7 +230,7 @@ int ptys_hand_over(char* msg, size_t cap) {
         return pty_err(msg, cap, c, "a holder connected but did not say which end it wants", EPROTO);
       }
       int end = one == 'm' ? c.fd : ioctl(c.fd, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
-      bool sent = end >= 0 && send_fd(s, end);
+      bool sent = end >= 0 && send_fd(s, end, one);
       int e = errno;
       if (one == 's' && end >= 0) close(end);
       close(s);

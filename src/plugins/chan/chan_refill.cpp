@@ -141,13 +141,18 @@ int refill(bool restored, char* msg, size_t cap) {
   if (!g_drained) return 0;
   g_drained = false;
   if (restored) {
+    // Hand our sockets to their other holders before waiting for anyone (they wait for us).
+    if (int rc = shares_serve(msg, cap)) return rc;
     if (int rc = pipes_hand_over(msg, cap)) return rc;
     if (int rc = ptys_hand_over(msg, cap)) return rc;
+    if (int rc = shares_receive(msg, cap)) return rc;
     if (int rc = put_back_fifos(0, false, msg, cap)) return rc;
   } else if (int rc = rebuild_half_closed(g_gen, msg, cap)) {  // a restored process rebuilt them all
     return rc;
   } else if (int rc2 = backlog_reconnect(msg, cap)) {  // a restored process did in reconnect
     return rc2;
+  } else if (int rc3 = place_local_aliases(msg, cap)) {  // dups of a connection rebuilt just now
+    return rc3;
   }
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];

@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -140,7 +142,19 @@ bool consider(int fd) {
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   }
-  c.listen_fd = -1;
+  c.listen_fd = c.share_fd = -1;
+  c.ino = st.st_ino;
+  // A dup of a socket already in the table (the same inode is the same open file description: a socket
+  // cannot be opened again): that entry alone drains and rebuilds it; this number gets its socket back.
+  for (uint32_t j = 0; j < g_nchans; ++j) {
+    const Chan& o = g_chans[j];
+    if (o.ino != c.ino || o.alias == 1 || (o.kind != kListen && o.kind != kOutside && o.kind != kConn && o.kind != kDgramBound)) continue;
+    c.kind = kAlias;
+    c.alias = 1;
+    c.alias_of = j;
+    ++g_nchans;
+    return true;
+  }
   socklen_t l = sizeof c.local;
   if (getsockname(fd, reinterpret_cast<sockaddr*>(&c.local), &l) != 0) return false;
   c.local_len = l;
@@ -151,7 +165,7 @@ bool consider(int fd) {
     socklen_t pl = sizeof peer;
     bool connected = getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) == 0;
     if (!connected && bound_name(family, c.local, l)) {
-      c.kind = kDgramName;
+      c.kind = kDgramBound;
       ++g_nchans;
       return true;
     }

@@ -19,6 +19,9 @@
 #include "plugins/fd/fdinfo.h"
 #include "plugins/plugins.h"
 
+// The chan plugin's (chan_connect.cpp); weak: null when it is not linked in (plugin tests).
+extern "C" bool revive_chan_restores(int fd) __attribute__((weak));
+
 #ifndef TFD_IOC_SET_TICKS
 #define TFD_IOC_SET_TICKS _IOW('T', 0, uint64_t)
 #endif
@@ -277,8 +280,9 @@ void epoll_rearm(bool apply) {
     ev.data.u64 = p.item.data;
     if (epoll_ctl(p.epfd, EPOLL_CTL_ADD, p.item.tfd, &ev) != 0) {
       int e = errno;
-      // A socket, pipe or pty the chan plugin rebuilds holds a stand-in for now (that epoll cannot watch):
-      // the chan plugin watches the real one again when it puts it there (epoll_rewatch).
+      // A socket the chan plugin puts back later (a listener, a connection, a socket another process
+      // hands over) is still the stand-in here; chan's epoll_rewatch makes the registration then. Only
+      // a descriptor that stays a stand-in is worth the warning (MPICH's UCX listeners gave five).
       if (revive_chan_restores && revive_chan_restores(p.item.tfd)) continue;
       warn(Msg(line, sizeof line).s("fd ").i(p.epfd).s(" (epoll): cannot watch fd ").i(p.item.tfd).s(" again: ").err(e)
           .c_str());
