@@ -100,7 +100,19 @@ std::vector<int> WaitEachServing(const std::vector<pid_t>& kids) {
   std::vector<int> codes;
   for (pid_t k : kids) {
     int st = 0;
-    while (waitpid(k, &st, 0) < 0 && errno == EINTR) ServeCheckpointSignal();
+    if (g_sig == 0) {
+      while (waitpid(k, &st, 0) < 0 && errno == EINTR) {
+      }
+    } else {
+      // A signal may come between a look at the requests and a blocking wait, and would then wait for
+      // the next one: look every 20 ms instead (the signal also cuts the sleep short).
+      for (;;) {
+        ServeCheckpointSignal();
+        pid_t r = waitpid(k, &st, WNOHANG);
+        if (r == k || (r < 0 && errno != EINTR)) break;
+        usleep(20000);
+      }
+    }
     codes.push_back(WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1);
   }
   for (pid_t p : g_checkpointers) waitpid(p, nullptr, 0);  // a checkpoint under way ends first

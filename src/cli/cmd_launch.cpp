@@ -91,6 +91,14 @@ int Launch(const LaunchArgs& a) {
     return Fail("--chdir " + a.chdir + ": " + strerror(errno));
   Target t;
   Status s = ResolveTarget(a.port, a.ckpt_dir, &t);
+  // --checkpoint-signal: taken from now on (one sent before the program runs is served once it does).
+  int ckpt_sig = 0;
+  if (s.ok()) {
+    std::string sig_name = a.ckpt_signal.empty() && getenv("REVIVE_CHECKPOINT_SIGNAL") != nullptr
+                               ? getenv("REVIVE_CHECKPOINT_SIGNAL") : a.ckpt_signal;
+    s = ParseCheckpointSignal(sig_name, &ckpt_sig);
+  }
+  if (s.ok()) ArmCheckpointSignal(ckpt_sig, t);
   if (!s.ok()) return Fail(s.message());
 
   std::string prog;
@@ -153,16 +161,10 @@ int Launch(const LaunchArgs& a) {
   for (const auto& s2 : a.argv) argv.push_back(const_cast<char*>(s2.c_str()));
   argv.push_back(nullptr);
   signal(SIGPIPE, SIG_DFL);  // the program gets the dispositions it would have had without revive
-  int ckpt_sig = 0;
-  std::string sig_name = a.ckpt_signal.empty() && getenv("REVIVE_CHECKPOINT_SIGNAL") != nullptr
-                             ? getenv("REVIVE_CHECKPOINT_SIGNAL") : a.ckpt_signal;
-  s = ParseCheckpointSignal(sig_name, &ckpt_sig);
-  if (!s.ok()) return Fail(s.message());
   if (copies.empty() && ckpt_sig == 0) {
     execv(prog.c_str(), argv.data());
     return Fail("exec " + prog + ": " + strerror(errno), 126);
   }
-  ArmCheckpointSignal(ckpt_sig, t);
   if (copies.empty()) {
     // revive stays, to take the checkpoint signal; the program is its only child and gets every other
     // signal sent to revive.

@@ -211,6 +211,12 @@ int Restart(const RestartArgs& a) {
   Target t;
   s = ResolveTarget(a.port, plan.ckpt_dir, &t);
   if (!s.ok()) return Fail(s.message());
+  // Taken from now on (a signal before the coordinator is up asks for a checkpoint once it is).
+  int ckpt_sig = 0;
+  s = ParseCheckpointSignal(a.ckpt_signal.empty() && getenv("REVIVE_CHECKPOINT_SIGNAL") != nullptr
+                                ? getenv("REVIVE_CHECKPOINT_SIGNAL") : a.ckpt_signal, &ckpt_sig);
+  if (!s.ok()) return Fail(s.message());
+  ArmCheckpointSignal(ckpt_sig, t);
   std::string secret;
   s = coord::LoadOrCreateSecret(t.secret_file, &secret);
   if (!s.ok()) return Fail(s.message());
@@ -240,11 +246,6 @@ int Restart(const RestartArgs& a) {
     return RunHostParts("revive restart", a.ho, t, parts,
                         [&t](const HostPart& part, int code) { return AbortUnfinishedRestart(t, part, code); });
 
-  int ckpt_sig = 0;
-  s = ParseCheckpointSignal(a.ckpt_signal.empty() && getenv("REVIVE_CHECKPOINT_SIGNAL") != nullptr
-                                ? getenv("REVIVE_CHECKPOINT_SIGNAL") : a.ckpt_signal, &ckpt_sig);
-  if (!s.ok()) return Fail(s.message());
-  ArmCheckpointSignal(ckpt_sig, t);
   Progress("revive: restoring " + std::to_string(plan.images.size()) + " process(es) from " +
            (plan.manifest.empty() ? plan.images[0] : plan.manifest));
   auto exec_image = [&](size_t k) {

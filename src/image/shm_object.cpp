@@ -87,6 +87,23 @@ void set_mtime(int fd, int64_t mtime_ns) {
   futimens(fd, ts);
 }
 
+int shm_file_open(const char* path) {
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd >= 0 || errno != ENOENT) return fd >= 0 ? fd : -errno;
+  char dir[4096];
+  size_t n = strlen(path);
+  if (n >= sizeof dir) return -ENAMETOOLONG;
+  memcpy(dir, path, n + 1);
+  for (char* p = dir + 1; *p; ++p) {  // each ancestor in turn; existing ones are fine
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) return -errno;
+    *p = '/';
+  }
+  fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  return fd >= 0 ? fd : -errno;
+}
+
 int memfd_recreate(const char* path, uint64_t size) {
   // "/memfd:NAME (deleted)" -> NAME, so /proc/PID/maps shows the same; others by their last component.
   char name[250];

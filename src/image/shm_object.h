@@ -32,5 +32,9 @@ void set_mtime(int fd, int64_t mtime_ns);
 // A memfd for an anonymous, memfd or deleted-file object, named after the original (path as in maps),
 // `size` bytes, not close-on-exec (it is handed to the restorers). Returns the fd or -errno.
 int memfd_recreate(const char* path, uint64_t size);
+// Opens (creating) the file of a tmpfs or disk shared mapping; missing directories above it are created
+// (mode 0700): an MPI job's session directory (/tmp/ompi.HOST.UID/pid.N/...) is gone after a clean exit
+// of the killed job's other processes, and never existed on another host. fd or -errno.
+int shm_file_open(const char* path);
 
 }  // namespace revive::image

@@ -142,8 +142,7 @@ bool local_object(const image::View& v, const image::RegionRecord& r, const imag
     if (note[0]) fprintf(stderr, "revive-restart: warning: %s\n", note);
     *kind = 'S';
   } else if (s.kind == image::kShmTmpfsFile || s.kind == image::kShmDiskFile) {
-    got = open(r.path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (got < 0) got = -errno;
+    got = image::shm_file_open(r.path);
     struct stat st;
     if (got >= 0 && fstat(got, &st) == 0 && uint64_t(st.st_size) < size) (void)!ftruncate(got, off_t(size));
     *kind = 'F';

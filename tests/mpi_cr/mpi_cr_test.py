@@ -10,7 +10,7 @@ run's, byte for byte.
   rank_dies: a rank is SIGKILLed while a checkpoint is being taken: that generation fails naming a
              process, and the previous one restarts to the right output.
 Usage: mpi_cr_test.py --revive R --mpicc CC --mpiexec MPX --src ring.c --workdir W SCENARIO"""
-import argparse, os, random, re, shutil, signal, subprocess, sys, time
+import argparse, os, random, re, shutil, signal, socket, subprocess, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hosts"))
 from harness import fail, free_port, run
 
@@ -44,6 +44,21 @@ def kill_tree(p):
             fail("killed processes still there: %s" % pids)
         time.sleep(0.05)
 
+def wait_port_free(port, timeout=60):
+    """Until the killed run's coordinator (--exit-on-last) has left: a restart on its port must not reach
+    it while it shuts down."""
+    deadline = time.time() + timeout
+    while True:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return
+            except OSError:
+                pass
+        if time.time() > deadline:
+            fail("the killed run's coordinator still holds port %d after %d s" % (port, timeout))
+        time.sleep(0.05)
+
 def lines(path):
     try:
         return open(path).read().count("\n")
@@ -71,7 +86,7 @@ def main():
     ap.add_argument("--src", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--ranks", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=150)
+    ap.add_argument("--steps", type=int, default=400)  # 20 ms each: time for the restored job's checkpoint
     ap.add_argument("--seed", type=int)
     ap.add_argument("scenario", choices=["signal", "interval", "rank_dies"])
     a = ap.parse_args()
@@ -146,6 +161,7 @@ def main():
 
     rounds = 2 if a.scenario == "signal" else 1
     for round in range(rounds):
+        wait_port_free(port)
         rs = subprocess.Popen([a.revive, "restart", "--port", str(port), *(["--checkpoint-signal", "USR1"]
                               if a.scenario == "signal" else []), ck], cwd=a.workdir, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -156,10 +172,12 @@ def main():
             deadline = time.time() + 60
             while generations(ck) == before:
                 if time.time() > deadline or rs.poll() is not None:
-                    if rs.poll() is None:
+                    status = rs.poll()
+                    if status is None:
                         kill_tree(rs)
-                    fail("SIGUSR1 to revive restart gave no new generation (%s): %s" %
-                         (generations(ck), rs.communicate()[1]))
+                    fail("SIGUSR1 to revive restart gave no new generation (%s; revive restart %s): %s" %
+                         (generations(ck), "running" if status is None else "exited %d" % status,
+                          rs.communicate()[1]))
                 time.sleep(0.05)
             kill_tree(rs)
             continue

@@ -122,12 +122,37 @@ int put_back_fifos(uint32_t kind, bool keep, char* msg, size_t cap) {
   return 0;
 }
 
+namespace {
+
+// A FIFO the restart does not find (its directory was removed with it: an MPI job's session directory,
+// cleaned by the killed job's last processes, or never there on another host) is made again, with the
+// missing directories above it (mode 0700). Racing processes of the restart may both try: EEXIST is fine.
+void remake_fifo(const char* path) {
+  char dir[sizeof(Chan::path)];
+  size_t n = strlen(path);
+  if (n >= sizeof dir) return;
+  memcpy(dir, path, n + 1);
+  for (char* p = dir + 1; *p; ++p) {
+    if (*p != '/') continue;
+    *p = 0;
+    mkdir(dir, 0700);
+    *p = '/';
+  }
+  mkfifo(path, 0600);
+}
+
+}  // namespace
+
 int reopen_fifos(bool writers, char* msg, size_t cap) {
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
     if (c.kind != kFifo || is_reader(c) == writers) continue;
     int mode = (c.flags & O_ACCMODE) | O_NONBLOCK | O_CLOEXEC;
     int s = open(c.path, mode);
+    if (s < 0 && errno == ENOENT) {
+      remake_fifo(c.path);
+      s = open(c.path, mode);
+    }
     for (uint64_t until = now_ms() + kWriterWaitMs; s < 0 && errno == ENXIO && now_ms() < until;) {
       wait_fd(-1, 0, 10);  // no reader yet (it may be outside the computation): retry briefly
       s = open(c.path, mode);

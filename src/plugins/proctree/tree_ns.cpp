@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -165,8 +166,16 @@ Status RunInPidNamespace(const std::function<int()>& body, int* code, void (*on_
   close(p[1]);
   NsMsg m;
   ssize_t n;
-  while ((n = read(p[0], &m, sizeof m)) < 0 && errno == EINTR)
-    if (on_interrupt) on_interrupt();
+  for (;;) {
+    // on_interrupt is also called every 100 ms: a signal just before a blocking read would not cut it.
+    if (on_interrupt) {
+      on_interrupt();
+      struct pollfd pf = {p[0], POLLIN, 0};
+      if (poll(&pf, 1, 100) == 0) continue;
+    }
+    n = read(p[0], &m, sizeof m);
+    if (n >= 0 || errno != EINTR) break;
+  }
   close(p[0]);
   if (n == ssize_t(sizeof m) && m.kind == 'C') {
     *code = m.val;

@@ -155,7 +155,8 @@ Status MakeOne(const TreePlan& plan, const ShmObject& o, int fd_floor, Handle* h
   } else if (o.rec.kind == image::kShmTmpfsFile || o.rec.kind == image::kShmDiskFile) {
     // The file itself (it is the object other programs find by name), back to its checkpoint contents:
     // every mapped range was stored by some image, and pages no image holds were zero.
-    got = open(o.path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    got = image::shm_file_open(o.path.c_str());
+    if (got < 0) errno = -got;
     struct stat st;
     if (got >= 0 && fstat(got, &st) == 0 && uint64_t(st.st_size) < size && ftruncate(got, off_t(size)) != 0) {
       close(got);
