@@ -143,3 +143,16 @@ def environ(pid):
             return dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
     except OSError:
         return {}
+
+def descendants(pid):
+    """pid and every process below it (all threads' children), for killing a whole job."""
+    out, todo = [], [pid]
+    while todo:
+        q = todo.pop()
+        out.append(q)
+        try:
+            for t in os.listdir("/proc/%d/task" % q):
+                todo += [int(k) for k in open("/proc/%d/task/%s/children" % (q, t)).read().split()]
+        except OSError:
+            pass
+    return out

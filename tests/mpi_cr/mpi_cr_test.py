@@ -12,19 +12,7 @@ run's, byte for byte.
 Usage: mpi_cr_test.py --revive R --mpicc CC --mpiexec MPX --src ring.c --workdir W SCENARIO"""
 import argparse, os, random, re, shutil, signal, socket, subprocess, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hosts"))
-from harness import fail, free_port, run
-
-def descendants(pid):
-    out, todo = [], [pid]
-    while todo:
-        q = todo.pop()
-        out.append(q)
-        try:
-            for t in os.listdir("/proc/%d/task" % q):
-                todo += [int(k) for k in open("/proc/%d/task/%s/children" % (q, t)).read().split()]
-        except OSError:
-            pass
-    return out
+from harness import descendants, fail, free_port, run
 
 def kill_tree(p):
     pids = descendants(p.pid)
