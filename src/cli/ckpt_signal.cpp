@@ -18,6 +18,50 @@ std::vector<pid_t> g_checkpointers;  // `revive checkpoint` children still runni
 
 void on_checkpoint_signal(int) { g_requests = g_requests + 1; }
 
+// The forked child that serves one signal: runs `revive checkpoint` and, while the computation is not
+// ready for one yet (the coordinator still waits for restored processes, or none has connected since the
+// launch or restart began), tries again every 0.5 s for up to 2 minutes, so a batch system's warning that
+// arrives during a restart still gets its checkpoint. Its output goes to our stderr.
+[[noreturn]] void checkpoint_until_ready() {
+  unsetenv("LD_PRELOAD");  // revive's own process, not part of the computation
+  std::string port = std::to_string(g_target.port);
+  for (int attempt = 0;; ++attempt) {
+    int p[2];
+    if (pipe(p) != 0) _exit(1);
+    pid_t c = fork();
+    if (c == 0) {
+      dup2(p[1], 1);
+      dup2(p[1], 2);
+      close(p[0]);
+      close(p[1]);
+      execl("/proc/self/exe", "revive", "checkpoint", "--port", port.c_str(), "--ckpt-dir", g_target.ckpt_dir.c_str(),
+            static_cast<char*>(nullptr));
+      fprintf(stderr, "revive: exec /proc/self/exe checkpoint: %s\n", strerror(errno));
+      _exit(127);
+    }
+    close(p[1]);
+    std::string out;
+    char buf[512];
+    for (ssize_t n; (n = read(p[0], buf, sizeof buf)) != 0;)
+      if (n > 0) out.append(buf, size_t(n));
+      else if (errno != EINTR) break;
+    close(p[0]);
+    int st = 0;
+    while (waitpid(c, &st, 0) < 0 && errno == EINTR) {
+    }
+    const bool not_ready = out.find("a restart is in progress") != std::string::npos ||
+                           out.find("no processes are connected") != std::string::npos ||
+                           out.find("no coordinator is listening") != std::string::npos;
+    if (WIFEXITED(st) && WEXITSTATUS(st) != 0 && not_ready && attempt < 240) {
+      usleep(500000);
+      continue;
+    }
+    if (write(2, out.data(), out.size()) < 0) {
+    }
+    _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 1);
+  }
+}
+
 void on_forwarded(int sig) {
   if (g_forward > 0) kill(g_forward, sig);
 }
@@ -84,13 +128,9 @@ void ServeCheckpointSignal() {
       return;
     }
     if (p == 0) {
-      unsetenv("LD_PRELOAD");  // revive's own process, not part of the computation
-      dup2(2, 1);              // what it prints (the generation's directory) is not the program's output
-      std::string port = std::to_string(g_target.port);
-      execl("/proc/self/exe", "revive", "checkpoint", "--port", port.c_str(), "--ckpt-dir",
-            g_target.ckpt_dir.c_str(), static_cast<char*>(nullptr));
-      fprintf(stderr, "revive: exec /proc/self/exe checkpoint: %s\n", strerror(errno));
-      _exit(127);
+      // Default dispositions: the signals revive takes or passes on are not this child's business.
+      for (int s : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) signal(s, SIG_DFL);
+      checkpoint_until_ready();
     }
     g_checkpointers.push_back(p);
   }
@@ -115,7 +155,12 @@ std::vector<int> WaitEachServing(const std::vector<pid_t>& kids) {
     }
     codes.push_back(WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1);
   }
-  for (pid_t p : g_checkpointers) waitpid(p, nullptr, 0);  // a checkpoint under way ends first
+  // The program is gone: a checkpoint asked for by a signal has nothing left to save (one still waiting for
+  // the computation to be ready would wait for nothing).
+  for (pid_t p : g_checkpointers) {
+    kill(p, SIGKILL);
+    waitpid(p, nullptr, 0);
+  }
   g_checkpointers.clear();
   return codes;
 }

@@ -155,7 +155,8 @@ def main():
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         if round + 1 < rounds:  # checkpoint the restored job by signal, kill it, restart again
             before = generations(ck)
-            time.sleep(rng.uniform(0.5, 1.5))
+            # Also early, while the restart is still restoring: revive serves it once the job is back.
+            time.sleep(rng.uniform(0.05, 1.5))
             os.kill(rs.pid, signal.SIGUSR1)
             deadline = time.time() + 60
             while generations(ck) == before:
