@@ -9,17 +9,39 @@ module hooks_f_state
       import :: c_int
       integer(c_int), value :: us
     end function
+    integer(c_int) function c_open(path, flags, mode) bind(C, name='open')
+      import :: c_int, c_char
+      character(kind=c_char), intent(in) :: path(*)
+      integer(c_int), value :: flags, mode
+    end function
+    integer(c_long) function c_write(fd, buf, n) bind(C, name='write')
+      import :: c_int, c_char, c_size_t, c_long
+      integer(c_int), value :: fd
+      character(kind=c_char), intent(in) :: buf(*)
+      integer(c_size_t), value :: n
+    end function
+    integer(c_int) function c_close(fd) bind(C, name='close')
+      import :: c_int
+      integer(c_int), value :: fd
+    end function
   end interface
 contains
   subroutine event(line)
     character(len=*), intent(in) :: line
     character(len=1024) :: path
-    integer :: u, st, plen
+    integer :: st, plen
+    integer(c_int) :: fd, r
+    integer(c_long) :: w  ! ssize_t
+    character(len=:), allocatable :: rec
     call get_environment_variable('HOOKS_EVENTS', path, plen, st)
     if (st /= 0) return
-    open(newunit=u, file=path(1:plen), position='append', action='write', status='unknown')
-    write(u, '(a)') line
-    close(u)
+    ! O_WRONLY|O_CREAT|O_APPEND: one write(2) per line, so the hooks thread's lines and the main thread's
+    ! never overwrite each other (a Fortran unit opened with position='append' seeks once, then races).
+    fd = c_open(path(1:plen) // c_null_char, 1089_c_int, int(o'644', c_int))
+    if (fd < 0) return
+    rec = line // c_new_line
+    w = c_write(fd, rec, int(len(rec), c_size_t))
+    r = c_close(fd)
   end subroutine
 
   subroutine sleep_ms(ms)
