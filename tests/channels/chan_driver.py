@@ -9,6 +9,8 @@ Every program's stdout (a regular file) and exit status must equal the reference
                  --proc 'PROG ARGS {port}' --proc ...      ({port}: a free TCP port chosen here,
                                                           {dir}: a directory of this run, e.g. for sockets)"""
 import argparse, json, os, random, re, shlex, shutil, signal, socket, subprocess, sys, time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hosts"))
+from harness import descendants  # noqa: E402
 
 def fail(msg):
     print("FAIL: " + msg, flush=True)
@@ -97,19 +99,6 @@ def restored_roots(pid):
             except OSError:
                 continue
             (todo if comm == "revive" else out).append(k)
-    return out
-
-def descendants(pids):
-    """pids and every process below them (a restored program's forked children)."""
-    out, todo = [], list(pids)
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        try:
-            for t in os.listdir("/proc/%d/task" % p):
-                todo += [int(k) for k in open("/proc/%d/task/%s/children" % (p, t)).read().split()]
-        except OSError:
-            continue
     return out
 
 def main():
@@ -213,7 +202,7 @@ def main():
         kids = restored_roots(rs.pid)
         if len(kids) != len(cmds):
             fail("revive restart has %d children, want %d" % (len(kids), len(cmds)))
-        for k in descendants([int(k) for k in kids]):  # children the programs forked too
+        for k in [q for r in kids for q in descendants(int(r))]:  # children the programs forked too
             try:
                 os.kill(int(k), signal.SIGKILL)
             except ProcessLookupError:  # it finished on its own meanwhile (a loaded machine): the

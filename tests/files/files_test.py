@@ -17,7 +17,7 @@ Failures print FAIL and exit 1. --rounds N repeats with new random moments; --se
 import argparse, hashlib, os, random, shutil, signal, subprocess, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hosts"))
-from harness import fail, skip, run, free_port, clean_env, with_namespaces  # noqa: E402
+from harness import descendants, fail, skip, run, free_port, clean_env, with_namespaces  # noqa: E402
 
 NFILES = 41
 
@@ -93,24 +93,9 @@ def digest(path):
         return hashlib.sha256(f.read()).hexdigest()[:16]
 
 
-def tree(pid):
-    """pid and all its descendants (read before anything is killed)."""
-    out, todo = [], [pid]
-    while todo:
-        q = todo.pop()
-        out.append(q)
-        try:
-            for t in os.listdir("/proc/%d/task" % q):
-                with open("/proc/%d/task/%s/children" % (q, t)) as f:
-                    todo += [int(x) for x in f.read().split()]
-        except OSError:
-            pass
-    return out
-
-
 def kill_all(launcher, port):
     """SIGKILL the whole computation at once (the launcher is the program: `revive launch` execs it)."""
-    for q in tree(launcher.pid):
+    for q in descendants(launcher.pid):
         try:
             os.kill(q, signal.SIGKILL)
         except ProcessLookupError:

@@ -146,13 +146,13 @@ def environ(pid):
 
 def descendants(pid):
     """pid and every process below it (all threads' children), for killing a whole job."""
-    out, todo = [], [pid]
-    while todo:
-        q = todo.pop()
+    out, below = [], [pid]  # below: processes whose children are still to be listed
+    while below:
+        q = below.pop()
         out.append(q)
         try:
             for t in os.listdir("/proc/%d/task" % q):
-                todo += [int(k) for k in open("/proc/%d/task/%s/children" % (q, t)).read().split()]
+                below += [int(k) for k in open("/proc/%d/task/%s/children" % (q, t)).read().split()]
         except OSError:
             pass
     return out

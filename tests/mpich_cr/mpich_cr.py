@@ -8,6 +8,8 @@ reference's byte for byte. Every step has a timeout; a hang is a failure with th
 
   mpich_cr.py --revive R --workdir W [--ranks N] [--steps S] [--env K=V ...] [--seed X]"""
 import argparse, os, random, shutil, signal, socket, subprocess, sys, time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hosts"))
+from harness import descendants, free_port  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -21,32 +23,9 @@ def fail(msg, work=None):
                 print("".join(open(p, errors="replace").readlines()[-40:]), flush=True)
     sys.exit(1)
 
-def free_port(rng):
-    for _ in range(200):
-        port = 20000 + rng.randrange(12000)  # below the ephemeral range: no outgoing connection takes it
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-                return port
-            except OSError:
-                continue
-    fail("no free port")
-
-def descendants(pid):
-    out = []
-    try:
-        for t in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{t}/children") as f:
-                for c in f.read().split():
-                    out.append(int(c))
-                    out += descendants(int(c))
-    except OSError:
-        pass
-    return out
-
 def kill_tree(root):
     """SIGSTOP then SIGKILL the whole tree (stopped first, so nobody reacts to a peer's death)."""
-    pids = [root] + descendants(root)
+    pids = descendants(root)
     for sig in (signal.SIGSTOP, signal.SIGKILL):
         for p in pids:
             try:
@@ -57,7 +36,7 @@ def kill_tree(root):
 
 def states(root):
     lines = []
-    for p in [root] + descendants(root):
+    for p in descendants(root):
         try:
             comm = open(f"/proc/{p}/comm").read().strip()
             wchan = open(f"/proc/{p}/wchan").read().strip()
