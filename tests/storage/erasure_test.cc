@@ -1,12 +1,15 @@
-// Erasure code and rotated stripes: the code against a naive GF(2^8) reference, every survivable loss of
-// a group rebuilt byte for byte.
+// Erasure code, rotated stripes and placement over failure domains: the code against a naive GF(2^8)
+// reference, every survivable loss of a group rebuilt byte for byte, and group/partner properties over
+// random topologies.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <random>
 #include <set>
 
 #include "storage/erasure.h"
+#include "storage/placement.h"
 #include "storage/stripes.h"
 
 namespace revive::storage {
@@ -283,6 +286,150 @@ TEST(Group, CorruptParityChangesRebuiltData) {
     ASSERT_TRUE(RebuildGroup(*code, l, &got.data, lengths, &got.parity, present).ok());
     EXPECT_TRUE(got.data[0] != orig.data[0]) << "m=" << m;
   }
+}
+
+// ---- placement ----
+
+std::vector<std::string> Hosts(const std::vector<int>& per_host) {
+  std::vector<std::string> d;
+  for (size_t h = 0; h < per_host.size(); ++h)
+    for (int r = 0; r < per_host[h]; ++r) d.push_back("node" + std::to_string(h));
+  return d;
+}
+
+// Every rank once, no shared domain within a group, min size, balanced sizes.
+void CheckGroups(const std::vector<std::string>& domains, int depth, int min_size,
+                 const std::vector<std::vector<int>>& groups) {
+  std::vector<int> seen(domains.size());
+  size_t lo = SIZE_MAX, hi = 0;
+  for (const auto& grp : groups) {
+    std::set<std::string> dom;
+    for (int r : grp) {
+      ASSERT_TRUE(r >= 0 && r < static_cast<int>(domains.size()));
+      ++seen[r];
+      EXPECT_TRUE(dom.insert(DomainAt(domains[r], depth)).second) << "rank " << r << " shares a domain";
+    }
+    EXPECT_GE(static_cast<int>(grp.size()), min_size);
+    lo = std::min(lo, grp.size());
+    hi = std::max(hi, grp.size());
+  }
+  for (size_t r = 0; r < seen.size(); ++r) EXPECT_EQ(seen[r], 1) << "rank " << r;
+  if (!groups.empty()) {
+    EXPECT_LE(hi - lo, 1u);
+  }
+}
+
+TEST(Placement, DomainAt) {
+  EXPECT_EQ(DomainAt("rack2/node17", 1), "rack2");
+  EXPECT_EQ(DomainAt("rack2/node17", 0), "rack2/node17");
+  EXPECT_EQ(DomainAt("rack2/node17", 2), "rack2/node17");
+  EXPECT_EQ(DomainAt("rack2/node17", 5), "rack2/node17");
+  EXPECT_EQ(DomainAt("a/b/c", 2), "a/b");
+  EXPECT_EQ(DomainAt("node3", 1), "node3");
+}
+
+TEST(Placement, UnevenHosts) {
+  const auto d = Hosts({3, 2, 1});  // ranks 0-2 node0, 3-4 node1, 5 node2
+  std::vector<std::vector<int>> groups;
+  ASSERT_TRUE(FormGroups(d, 0, 3, 2, &groups).ok());
+  ASSERT_EQ(groups.size(), 3u);  // node0's three ranks need three groups
+  CheckGroups(d, 0, 2, groups);
+  Status s = FormGroups(d, 0, 3, 3, &groups);  // three groups of three would need nine ranks
+  ASSERT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("failure domain node0 (host) holds 3 of the 6 ranks"), std::string::npos) << s.ToString();
+}
+
+TEST(Placement, TooFewDomains) {
+  std::vector<std::vector<int>> groups;
+  Status s = FormGroups(Hosts({2, 2, 2}), 0, 4, 2, &groups);
+  ASSERT_TRUE(s.IsInvalidArgument());
+  EXPECT_EQ(s.message(),
+            "group size 4 needs 4 distinct failure domains (host); the 6 ranks span only 3: node0, node1, node2");
+  EXPECT_TRUE(FormGroups(Hosts({1}), 0, 4, 2, &groups).IsInvalidArgument());  // one rank, groups of >= 2
+  EXPECT_TRUE(FormGroups(Hosts({2, 2}), 0, 2, 3, &groups).IsInvalidArgument());  // min size above size
+  ASSERT_TRUE(FormGroups(Hosts({1, 1, 1}), 0, 8, 2, &groups).ok());  // a small job forms one group
+  EXPECT_EQ(groups, (std::vector<std::vector<int>>{{0, 1, 2}}));
+  ASSERT_TRUE(FormGroups({}, 0, 4, 2, &groups).ok());
+  EXPECT_TRUE(groups.empty());
+  EXPECT_TRUE(FormGroups({"node0", ""}, 0, 2, 2, &groups).IsInvalidArgument());
+}
+
+TEST(Placement, RackDepthForcesCrossRackGroups) {
+  std::vector<std::string> d;  // 2 racks x 4 hosts x 2 ranks
+  for (int rack = 0; rack < 2; ++rack)
+    for (int host = 0; host < 4; ++host)
+      for (int r = 0; r < 2; ++r) d.push_back("rack" + std::to_string(rack) + "/node" + std::to_string(host));
+  std::vector<std::vector<int>> groups;
+  ASSERT_TRUE(FormGroups(d, 1, 2, 2, &groups).ok());
+  ASSERT_EQ(groups.size(), 8u);
+  CheckGroups(d, 1, 2, groups);
+  Status s = FormGroups(d, 1, 4, 2, &groups);
+  ASSERT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("needs 4 distinct failure domains (depth 1); the 16 ranks span only 2: rack0, rack1"),
+            std::string::npos) << s.ToString();
+  ASSERT_TRUE(FormGroups(d, 2, 4, 2, &groups).ok());  // hosts: 8 domains
+  ASSERT_EQ(groups.size(), 4u);
+  CheckGroups(d, 2, 2, groups);
+}
+
+TEST(Placement, RandomTopologies) {
+  std::mt19937_64 rng(11);
+  int formed = 0, refused = 0;
+  for (int iter = 0; iter < 2000; ++iter) {
+    const int racks = 1 + rng() % 4, hosts = 1 + rng() % 6;
+    std::vector<std::string> d;
+    for (int r = 0; r < racks; ++r)
+      for (int h = 0; h < hosts; ++h)
+        for (int n = rng() % 4; n > 0; --n) d.push_back("rack" + std::to_string(r) + "/h" + std::to_string(h));
+    std::shuffle(d.begin(), d.end(), rng);
+    const int depth = rng() % 3, g = 2 + rng() % 7, min_size = 1 + rng() % g;
+    std::vector<std::vector<int>> groups, again;
+    Status s = FormGroups(d, depth, g, min_size, &groups);
+    // Feasible iff the domains can fill a group and the largest domain's ranks, one per group, leave
+    // every group min_size members.
+    std::map<std::string, int> count;
+    for (const auto& p : d) ++count[DomainAt(p, depth)];
+    int max_c = 0;
+    for (auto& [k, c] : count) max_c = std::max(max_c, c);
+    const int n = static_cast<int>(d.size());
+    const bool feasible = n == 0 || (static_cast<int>(count.size()) >= std::min(g, n) && max_c * min_size <= n);
+    ASSERT_EQ(s.ok(), feasible) << s.ToString();
+    if (!s.ok()) {
+      ++refused;
+      continue;
+    }
+    ++formed;
+    CheckGroups(d, depth, min_size, groups);
+    ASSERT_TRUE(FormGroups(d, depth, g, min_size, &again).ok());
+    EXPECT_EQ(groups, again);
+    std::vector<int> partner;
+    s = Partners(d, depth, &partner);
+    ASSERT_EQ(s.ok(), count.size() != 1 || n == 0) << s.ToString();
+    if (!s.ok()) continue;
+    std::vector<int> received(n);
+    for (int r = 0; r < n; ++r) {
+      EXPECT_NE(DomainAt(d[partner[r]], depth), DomainAt(d[r], depth));
+      ++received[partner[r]];
+    }
+    if (2 * max_c <= n) {
+      for (int r = 0; r < n; ++r) EXPECT_EQ(received[r], 1) << "rank " << r;
+    }
+  }
+  EXPECT_GT(formed, 100);
+  EXPECT_GT(refused, 100);
+}
+
+TEST(Placement, Partners) {
+  std::vector<int> p;
+  ASSERT_TRUE(Partners(Hosts({2, 2, 2}), 0, &p).ok());
+  EXPECT_EQ(p, (std::vector<int>{2, 3, 4, 5, 0, 1}));
+  ASSERT_TRUE(Partners(Hosts({4, 1}), 0, &p).ok());  // node0 holds more than half: node1 takes four
+  EXPECT_EQ(p, (std::vector<int>{4, 4, 4, 4, 0}));
+  Status s = Partners(Hosts({3}), 0, &p);
+  ASSERT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.message().find("all 3 ranks share one failure domain (host: node0)"), std::string::npos) << s.ToString();
+  EXPECT_TRUE(Partners({"r0/a", "r0/b"}, 1, &p).IsInvalidArgument());
+  ASSERT_TRUE(Partners({"r0/a", "r0/b"}, 2, &p).ok());
 }
 
 }  // namespace
