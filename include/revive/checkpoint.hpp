@@ -50,6 +50,23 @@ struct Options {
   // and rank. With async writing it needs MPI_THREAD_MULTIPLE. No effect on a serial checkpoint.
   bool mpiio = false;
 
+  // Multi-level storage (docs/storage-levels.md). Empty: every version goes to base_path only, as above.
+  // Otherwise rules "LEVELS[@N]" separated by commas, e.g. "L1+L3,L4@10": every version to node-local storage
+  // protected by erasure-coded groups, every 10th (version number divisible by 10) also flushed to base_path
+  // in the background. L1 node-local, L2 a full copy on a partner node, L3 group parity (XOR or Reed-Solomon),
+  // L4 base_path (the parallel file system). L2/L3 imply L1. One rule must apply to every version (no @N).
+  std::string levels;          // REVIVE_LEVELS
+  std::string local_path;      // REVIVE_LOCAL_PATH (default /dev/shm/revive-<uid>): pieces in <local_path>/<host>/
+  std::string host;            // REVIVE_HOST (default: this machine's host name)
+  // Failure domains above the host, outermost first, '/'-separated (e.g. "rack3"); the host is appended.
+  std::string failure_domain;  // REVIVE_FAILURE_DOMAIN
+  // How many leading components of the domain path group members (and partners) must not share; 0 = the
+  // whole path, i.e. members on different hosts. With "rack3/<host>", 1 = members in different racks.
+  int domain_depth = 0;        // REVIVE_DOMAIN_DEPTH
+  int group_size = 4;          // REVIVE_GROUP_SIZE: members of an L3 group (capped by the failure domains)
+  int parity = 1;              // REVIVE_PARITY: 1 = XOR (one member lost), m >= 2 = Reed-Solomon (m lost)
+
+  // Reads REVIVE_CONFIG (a file of REVIVE_NAME=value lines) if set, then the environment, which wins.
   // Throws Error naming the variable when a value cannot be parsed.
   static Options from_env();
 };

@@ -68,6 +68,11 @@ Checkpoint::Impl::Impl(std::string n, std::shared_ptr<detail::Comm> c, Options o
   if (opts.keep < 1) throw Error("checkpoint '" + name + "': keep must be >= 1 (got " + std::to_string(opts.keep) + ")");
   if (!ValidName(name))
     throw Error("checkpoint name '" + name + "' is not a valid directory name (use letters, digits, _ - . +)");
+  applevel::LevelPolicy policy;
+  Status ps = applevel::LevelPolicy::Parse(opts.levels, &policy);
+  if (!ps.ok()) throw Error(Where() + ": " + ps.message());
+  if (policy.multilevel())
+    ml = std::make_unique<applevel::MultiLevel>(env, opts, name, store.dir(), comm.get(), std::move(policy));
   if (opts.mpiio) shared_io = comm->open_shared_file_io();  // collective; null for a serial Comm
   std::string level;
   if (shared_io && opts.async && !shared_io->ThreadsAllowed(&level))
@@ -191,6 +196,8 @@ uint64_t Checkpoint::Impl::NextVersion() {
     next = m + 1;
   }
   comm->bcast(&next, sizeof next, 0);
+  // Never a number that some node still holds pieces of (left by a run that did not restart from them).
+  if (ml) next = std::max(next, ml->NewestLocal() + 1);
   return next;
 }
 
@@ -202,6 +209,11 @@ void Checkpoint::Impl::Write(int64_t it) {
   job->version = NextVersion();
   job->iteration = it;
   job->parent_version = parent ? parent->version : 0;
+  if (ml) {
+    PollFlush(false);  // reap a finished background flush (and say if it failed), without waiting
+    const unsigned levels = ml->policy().LevelsFor(job->version);
+    if (levels & applevel::kL1) return WriteMulti(std::move(job), levels);
+  }
   // Serial and without children, the writer thread can also publish the version (four fsyncs of the
   // directories and the manifest), so in async mode none of that runs on the application thread. With
   // several ranks publishing needs the collective agreement, and a parent's version number must change
@@ -320,9 +332,13 @@ void Checkpoint::Impl::Finish(std::unique_ptr<Job> job) {
       if (!ps.ok()) std::fprintf(stderr, "revive: %s: removing old versions: %s\n", Where().c_str(), ps.ToString().c_str());
     });
   }
-  // A complete parent version invalidates everything its children wrote before (paper Table I). The
-  // children's manifests record the parent version, so restart is correct even if this cleanup is cut
-  // short by a crash; deleting them only frees the space.
+  InvalidateChildren();
+}
+
+// A complete parent version invalidates everything its children wrote before (paper Table I). The
+// children's manifests record the parent version, so restart is correct even if this cleanup is cut
+// short by a crash; deleting them only frees the space.
+void Checkpoint::Impl::InvalidateChildren() {
   for (Impl* c : children) {
     c->Drain();  // its own prune must not delete the same directories concurrently
     if (comm->rank() != 0) continue;
@@ -393,30 +409,44 @@ Status Checkpoint::Impl::VerifyShared(uint64_t v, const storage::Manifest& m) {
                             std::to_string(range.offset + range.length) + ")";
   if (s.ok() && Checksum64(shared_buf.get(), range.length) != range.checksum)
     s = Status::Corruption(path + ": " + bytes + ": checksum mismatch (data corrupted)");
+  if (s.ok()) s = ParseRecords(path + ": " + who, shared_buf.get(), range.length, m.keys);
+  if (!s.ok()) shared_buf.reset();
+  return s;
+}
+
+Status Checkpoint::Impl::ParseRecords(const std::string& what, const char* buf, size_t n,
+                                      const std::vector<std::string>& keys) {
+  Status s;
   std::vector<SharedRecord> recs;
   size_t pos = 0;
-  for (size_t i = 0; s.ok() && i < m.keys.size(); ++i) {
+  for (size_t i = 0; s.ok() && i < keys.size(); ++i) {
     SharedRecord r;
-    r.what = path + ": " + who + "'s record of key '" + m.keys[i] + "'";
+    r.what = what + "'s record of key '" + keys[i] + "'";
     size_t used = 0;
-    s = storage::ParseDataRecord(r.what, shared_buf.get() + pos, range.length - pos, &r.header, &r.payload, &used);
-    if (s.ok() && r.header.key != m.keys[i])
+    s = storage::ParseDataRecord(r.what, buf + pos, n - pos, &r.header, &r.payload, &used);
+    if (s.ok() && r.header.key != keys[i])
       s = Status::Corruption(r.what + ": holds key '" + r.header.key + "'");
     pos += used;
     recs.push_back(std::move(r));
   }
-  if (s.ok() && pos != range.length) s = Status::Corruption(path + ": " + bytes + ": trailing bytes after the records");
+  if (s.ok() && pos != n) s = Status::Corruption(what + "'s bytes: trailing bytes after the records");
   // In registration order, for ReadLocal.
   for (size_t i = 0; s.ok() && i < entries.size(); ++i) {
     const auto& e = entries[i];
     auto it = std::find_if(recs.begin(), recs.end(), [&](const SharedRecord& r) { return r.header.key == e.key; });
-    s = CheckType(it->header, it->what, *e.item, e.key);  // VerifyLocal checked that every key is there
+    if (it == recs.end()) {
+      s = Status::InvalidArgument("key '" + e.key + "' is registered but " + what + "'s bytes do not contain it");
+      break;
+    }
+    s = CheckType(it->header, it->what, *e.item, e.key);
     if (s.ok()) shared_records.push_back(*it);
   }
-  if (!s.ok()) {
-    shared_records.clear();
-    shared_buf.reset();
+  for (size_t i = 0; s.ok() && i < keys.size(); ++i) {
+    bool found = false;
+    for (const auto& e : entries) found = found || e.key == keys[i];
+    if (!found) s = Status::InvalidArgument(what + "'s bytes contain key '" + keys[i] + "' that the program did not add");
   }
+  if (!s.ok()) shared_records.clear();
   return s;
 }
 
@@ -541,6 +571,15 @@ bool Checkpoint::Impl::RestartIfNeeded(int64_t* it) {
   uint64_t v = 0;
   bool clobbered = false;  // user memory holds bytes of a version that turned out damaged
   std::string last_damage;
+  // Multi-level: the versions some node holds pieces of (the same list on every rank). A version is taken
+  // from the local levels when it is at least as new as the newest global one, and from the global level
+  // when the local levels cannot reconstruct it.
+  std::vector<uint64_t> local_versions;
+  if (ml) {
+    ml->Scan();
+    local_versions = ml->Versions();
+  }
+  bool from_local = false;
   for (;;) {
     uint64_t local = 0;
     for (uint64_t c : cands)
@@ -549,6 +588,29 @@ bool Checkpoint::Impl::RestartIfNeeded(int64_t* it) {
         break;
       }
     v = comm->allreduce_min_u64(local);
+    uint64_t vl = 0;
+    for (uint64_t c : local_versions)
+      if (c <= bound) {
+        vl = c;
+        break;
+      }
+    if (vl && vl >= v) {
+      std::string why;
+      if (RestoreMulti(vl, nested ? want_parent : ~uint64_t{0}, &clobbered, &why, &m)) {
+        v = vl;
+        from_local = true;
+        break;
+      }
+      last_damage = why;
+      if (comm->rank() == 0)
+        std::fprintf(stderr, "revive: %s: cannot restore from node-local storage: %s; %s\n", Where().c_str(),
+                     why.c_str(), vl == v ? ("trying " + store.dir() + " (global level)").c_str()
+                                          : "falling back to an older version");
+      if (vl != v) {
+        bound = vl - 1;
+        continue;
+      }
+    }
     if (v == 0) {
       if (clobbered)
         throw Error(Where() + ": no intact version left to restart from, and reading the damaged one (" +
@@ -576,11 +638,130 @@ bool Checkpoint::Impl::RestartIfNeeded(int64_t* it) {
   iteration = m.iteration;
   last_iteration = m.iteration;
   touched = true;
-  if (opts.verbose && comm->rank() == 0)
+  if (ml && !from_local && comm->rank() == 0)
+    std::fprintf(stderr, "revive: %s: restarting from version %llu (iteration %lld) from %s (global level)\n",
+                 Where().c_str(), static_cast<unsigned long long>(v), static_cast<long long>(iteration),
+                 store.dir().c_str());
+  else if (opts.verbose && comm->rank() == 0 && !from_local)
     std::fprintf(stderr, "revive: %s: restarted from version %llu (iteration %lld)\n", Where().c_str(),
                  static_cast<unsigned long long>(v), static_cast<long long>(iteration));
   if (it) *it = m.iteration + 1;
   return true;
+}
+// ---- multi-level storage (docs/storage-levels.md) ------------------------------------------------------
+
+// The version goes to node-local storage (and partner copies / group parity) collectively, on this
+// thread: those writes run at memory and network speed. If the policy also wants it on the global level,
+// the same bytes are written there by a background thread and published at a later write() (or at the
+// destructor) once every rank's files are durable, so the file system's bandwidth is never waited for.
+void Checkpoint::Impl::WriteMulti(std::unique_ptr<Job> job, unsigned levels) {
+  const int level = opts.compress ? opts.compress_level : 0;
+  const std::string v = std::to_string(job->version);
+  auto bytes = std::make_shared<std::string>();
+  std::vector<std::pair<size_t, size_t>> records;
+  applevel::VersionInfo info;
+  info.name = name;
+  info.version = job->version;
+  info.iteration = job->iteration;
+  info.parent_version = job->parent_version;
+  Status s;
+  for (auto& f : job->files) {
+    storage::EncodedRecord r;
+    s = storage::EncodeDataRecord(Where() + " version " + v + " key '" + f->key + "'", f->header, f->spans, level, &r,
+                                  nullptr);
+    if (!s.ok()) break;
+    records.push_back({bytes->size(), r.size});
+    bytes->reserve(bytes->size() + r.size);
+    for (const auto& sp : r.spans) bytes->append(static_cast<const char*>(sp.data), sp.size);
+    info.keys.push_back(f->key);
+  }
+  if (!comm->allreduce_and(s.ok()))
+    throw Error(Where() + ": encoding version " + v + " failed: " + (s.ok() ? "on another rank" : s.ToString()));
+  s = ml->Write(info, *bytes, levels);
+  if (!s.ok())
+    throw Error(Where() + ": writing version " + v + " to node-local storage (" + applevel::LevelPolicy::Names(levels) +
+                ") failed: " + s.ToString() + (version ? "; version " + std::to_string(version) + " is still the newest" : ""));
+  version = job->version;
+  iteration = job->iteration;
+  touched = true;
+  if (opts.async && !opts.zero_copy) {
+    spare.clear();
+    for (auto& f : job->files) spare.push_back(std::move(f->scratch));
+  }
+  if (levels & applevel::kL4) {
+    if (ml->flush_pending()) PollFlush(true);  // one flush at a time: the previous one must be published first
+    Status b;
+    if (comm->rank() == 0) b = store.BeginVersion(job->version);
+    if (comm->allreduce_and(b.ok())) {
+      std::vector<std::string> paths;
+      for (auto& f : job->files) paths.push_back(store.DataPath(job->version, f->key, comm->rank(), comm->size()));
+      storage::Manifest m = MakeManifest(*job);
+      m.shared_file.clear();  // flushed as one file per key and rank, whatever Options::mpiio says
+      m.ranges.clear();
+      const int keep = opts.keep;
+      storage::VersionStore* st = &store;
+      ml->StartFlush(info, bytes, std::move(records), std::move(paths), store.VersionDir(job->version),
+                     [st, m, keep] {
+                       Status ps = st->Publish(m);
+                       if (ps.ok()) ps = st->Prune(keep);
+                       return ps;
+                     });
+    } else if (comm->rank() == 0) {
+      std::fprintf(stderr, "revive: %s: version %s not flushed to %s: %s\n", Where().c_str(), v.c_str(),
+                   store.dir().c_str(), b.ToString().c_str());
+    }
+  }
+  if (opts.verbose && comm->rank() == 0)
+    std::fprintf(stderr, "revive: %s: wrote version %s (iteration %lld) to %s\n", Where().c_str(), v.c_str(),
+                 static_cast<long long>(iteration), applevel::LevelPolicy::Names(levels).c_str());
+  InvalidateChildren();
+}
+
+void Checkpoint::Impl::PollFlush(bool wait) {
+  if (!ml || !ml->flush_pending()) return;
+  Status s;
+  applevel::VersionInfo info;
+  if (!ml->FinishFlush(wait, &s, &info)) return;
+  // A failed flush loses nothing: the version is complete at the local levels, and the global level keeps
+  // its older versions. Say so, and go on.
+  if (!s.ok())
+    std::fprintf(stderr, "revive: %s: flushing version %llu to %s failed on rank %d: %s\n", Where().c_str(),
+                 static_cast<unsigned long long>(info.version), store.dir().c_str(), comm->rank(),
+                 s.ToString().c_str());
+  else if (opts.verbose && comm->rank() == 0)
+    std::fprintf(stderr, "revive: %s: version %llu flushed to %s\n", Where().c_str(),
+                 static_cast<unsigned long long>(info.version), store.dir().c_str());
+}
+
+bool Checkpoint::Impl::RestoreMulti(uint64_t v, uint64_t want_parent, bool* clobbered, std::string* why,
+                                    storage::Manifest* m) {
+  auto bytes = std::make_shared<std::string>();
+  storage::VersionPlan plan;
+  if (!ml->Restore(v, want_parent, bytes.get(), &plan, why)) return false;
+  Status s = ParseRecords(ml->local_dir() + "/v-" + std::to_string(v) + ": rank " + std::to_string(comm->rank()),
+                          bytes->data(), bytes->size(), plan.keys);
+  if (!comm->allreduce_and(!s.IsInvalidArgument()))
+    throw Error(Where() + ": cannot restart from version " + std::to_string(v) + ": " +
+                (s.IsInvalidArgument() ? s.message() : "another rank found a mismatch with the program"));
+  if (comm->allreduce_and(s.ok())) {
+    ml_bytes = bytes;
+    *clobbered = true;
+    s = ReadShared();
+    ml_bytes.reset();
+    if (comm->allreduce_and(s.ok())) {
+      m->version = v;
+      m->iteration = plan.iteration;
+      m->parent_version = plan.parent_version;
+      ml->Restored(v);
+      if (comm->rank() == 0)
+        std::fprintf(stderr, "revive: %s: restarting from version %llu (iteration %lld) from node-local storage, %s\n",
+                     Where().c_str(), static_cast<unsigned long long>(v), static_cast<long long>(plan.iteration),
+                     plan.Summary().c_str());
+      return true;
+    }
+  }
+  *why = "version " + std::to_string(v) + ": " + (s.ok() ? "damaged on another rank" : s.ToString());
+  return false;
 }
 // ---- public wrappers ----------------------------------------------------------------------------------
 
@@ -594,6 +775,7 @@ Checkpoint::Checkpoint(std::string name, std::shared_ptr<detail::Comm> comm, Opt
 Checkpoint::~Checkpoint() {
   try {
     impl_->Drain();
+    impl_->PollFlush(true);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "revive: %s\n", e.what());
   }

@@ -10,6 +10,7 @@
 #include "applevel/async_writer.h"
 #include "applevel/comm.h"
 #include "applevel/env_hook.h"
+#include "applevel/multilevel.h"
 #include "revive/checkpoint.hpp"
 #include "storage/data_file.h"
 #include "storage/shared_file.h"
@@ -81,6 +82,10 @@ class Checkpoint::Impl {
   std::shared_ptr<storage::SharedFileIO> shared_io;
   // Restart of a version written in shared-file mode (whatever opts.mpiio says now): opened when needed.
   std::shared_ptr<storage::SharedFileIO> read_io;
+  // Multi-level storage (Options::levels); null: every version goes to `store` only.
+  std::unique_ptr<applevel::MultiLevel> ml;
+  // Collective: publishes a finished background flush to the global level (wait: waits for it first).
+  void PollFlush(bool wait);
 
  private:
   std::unique_ptr<Job> Take();
@@ -97,6 +102,14 @@ class Checkpoint::Impl {
   static Status CheckType(const storage::FileHeader& h, const std::string& where, detail::Item& item,
                           const std::string& key);
   Status ReadLocal(uint64_t v, bool* clobbered);
+  // This rank's records (data files concatenated, in key order) in `buf`, checked against the keys and the
+  // registered items; fills shared_records for ReadShared. `what` names the bytes in errors.
+  Status ParseRecords(const std::string& what, const char* buf, size_t n, const std::vector<std::string>& keys);
+  void WriteMulti(std::unique_ptr<Job> job, unsigned levels);
+  void InvalidateChildren();
+  // Restart from the local levels: version v (collective); false if it cannot be had there.
+  bool RestoreMulti(uint64_t v, uint64_t want_parent, bool* clobbered, std::string* why, storage::Manifest* m);
+  std::shared_ptr<std::string> ml_bytes;  // restart: this rank's bytes, which shared_records point into
 
   std::unique_ptr<Job> staged;   // taken by update() in async copy mode
   std::unique_ptr<Job> pending;  // submitted to the writer, not yet published

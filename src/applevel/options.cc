@@ -1,4 +1,6 @@
 // Options::from_env: every REVIVE_* variable of the application-level library (docs/applevel.md).
+#include <map>
+
 #include "core/env_vars.h"
 #include "revive/checkpoint.hpp"
 
@@ -12,6 +14,11 @@ void Check(const Status& s) {
 Options Options::from_env() {
   Options o;
   int64_t v;
+  std::map<std::string, std::string> config;
+  std::string config_path;
+  Check(GetEnvString("REVIVE_CONFIG", &config_path));
+  if (!config_path.empty()) Check(ReadConfigFile(config_path, &config));
+  ConfigScope scope(&config, config_path);
   Check(GetEnvString("REVIVE_CP_PATH", &o.base_path));
   Check(GetEnvBool("REVIVE_READ_ON_RESTART", &o.read_on_restart));
   Check(GetEnvBool("REVIVE_WRITE_ASYNC", &o.async));
@@ -28,6 +35,19 @@ Options Options::from_env() {
   o.compress_level = static_cast<int>(v);
   Check(GetEnvBool("REVIVE_VERBOSE", &o.verbose));
   Check(GetEnvBool("REVIVE_MPIIO", &o.mpiio));
+  Check(GetEnvString("REVIVE_LEVELS", &o.levels));
+  Check(GetEnvString("REVIVE_LOCAL_PATH", &o.local_path));
+  Check(GetEnvString("REVIVE_HOST", &o.host));
+  Check(GetEnvString("REVIVE_FAILURE_DOMAIN", &o.failure_domain));
+  v = o.domain_depth;
+  Check(GetEnvInt("REVIVE_DOMAIN_DEPTH", 0, 64, &v));
+  o.domain_depth = static_cast<int>(v);
+  v = o.group_size;
+  Check(GetEnvInt("REVIVE_GROUP_SIZE", 2, 255, &v));
+  o.group_size = static_cast<int>(v);
+  v = o.parity;
+  Check(GetEnvInt("REVIVE_PARITY", 1, 32, &v));
+  o.parity = static_cast<int>(v);
   return o;
 }
 

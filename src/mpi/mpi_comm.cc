@@ -3,6 +3,8 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 namespace revive::mpi {
 
@@ -52,6 +54,65 @@ void MpiComm::bcast(void* buf, size_t n, int root) {
     p += piece;
     n -= static_cast<size_t>(piece);
   }
+}
+
+std::vector<std::string> MpiComm::allgather_string(const std::string& s) {
+  // Lengths first, then the bytes with Allgatherv (int counts: the strings are metadata, well below 2 GiB).
+  if (s.size() > static_cast<size_t>(INT_MAX / (size_ > 0 ? size_ : 1))) {
+    std::fprintf(stderr, "revive_mpi: allgather of %zu bytes per rank is too large\n", s.size());
+    MPI_Abort(comm_, 1);
+  }
+  int len = static_cast<int>(s.size());
+  std::vector<int> lens(static_cast<size_t>(size_)), displs(static_cast<size_t>(size_));
+  Check(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm_), "MPI_Allgather", comm_);
+  long total = 0;
+  for (int r = 0; r < size_; ++r) {
+    displs[static_cast<size_t>(r)] = static_cast<int>(total);
+    total += lens[static_cast<size_t>(r)];
+  }
+  if (total > INT_MAX) {
+    std::fprintf(stderr, "revive_mpi: allgather of %ld bytes in all is too large\n", total);
+    MPI_Abort(comm_, 1);
+  }
+  std::string all(static_cast<size_t>(total), '\0');
+  Check(MPI_Allgatherv(s.data(), len, MPI_BYTE, all.data(), lens.data(), displs.data(), MPI_BYTE, comm_),
+        "MPI_Allgatherv", comm_);
+  std::vector<std::string> out;
+  for (int r = 0; r < size_; ++r)
+    out.push_back(all.substr(static_cast<size_t>(displs[static_cast<size_t>(r)]),
+                             static_cast<size_t>(lens[static_cast<size_t>(r)])));
+  return out;
+}
+
+// Nonblocking sends and receives, pieces of at most 1 GiB (int counts), one tag: MPI keeps messages between
+// a pair in order, so the pieces and the listed messages match up in order on both sides.
+void MpiComm::exchange(const std::vector<SendBuf>& sends, const std::vector<RecvBuf>& recvs) {
+  constexpr size_t kPiece = size_t{1} << 30;
+  constexpr int kTag = 7301;
+  std::vector<MPI_Request> reqs;
+  for (const RecvBuf& r : recvs) {
+    char* p = static_cast<char*>(r.data);
+    size_t n = r.size;
+    do {
+      const int piece = static_cast<int>(n > kPiece ? kPiece : n);
+      reqs.emplace_back();
+      Check(MPI_Irecv(p, piece, MPI_BYTE, r.peer, kTag, comm_, &reqs.back()), "MPI_Irecv", comm_);
+      p += piece;
+      n -= static_cast<size_t>(piece);
+    } while (n > 0);
+  }
+  for (const SendBuf& sb : sends) {
+    const char* p = static_cast<const char*>(sb.data);
+    size_t n = sb.size;
+    do {
+      const int piece = static_cast<int>(n > kPiece ? kPiece : n);
+      reqs.emplace_back();
+      Check(MPI_Isend(p, piece, MPI_BYTE, sb.peer, kTag, comm_, &reqs.back()), "MPI_Isend", comm_);
+      p += piece;
+      n -= static_cast<size_t>(piece);
+    } while (n > 0);
+  }
+  Check(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE), "MPI_Waitall", comm_);
 }
 
 std::shared_ptr<detail::Comm> make_mpi_comm(MPI_Comm comm) { return std::make_shared<MpiComm>(comm); }

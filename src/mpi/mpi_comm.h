@@ -26,6 +26,8 @@ class MpiComm final : public detail::Comm {
   uint64_t allreduce_min_u64(uint64_t v) override;
   bool allreduce_and(bool v) override;
   void bcast(void* buf, size_t n, int root) override;
+  std::vector<std::string> allgather_string(const std::string& s) override;
+  void exchange(const std::vector<SendBuf>& sends, const std::vector<RecvBuf>& recvs) override;
   // Shared-file mode over MPI-IO (mpi_shared_file.cc), on its own duplicate of the communicator.
   std::shared_ptr<storage::SharedFileIO> open_shared_file_io() override;
 

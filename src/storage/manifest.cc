@@ -1,6 +1,7 @@
 #include "storage/manifest.h"
 
 #include "core/checksum.h"
+#include "storage/text_fields.h"
 
 
 #include <cinttypes>
@@ -11,16 +12,6 @@ namespace revive::storage {
 namespace {
 constexpr char kFirstLine[] = "revive-manifest 1\n";
 
-std::string Hex(uint64_t v) {
-  char b[17];
-  std::snprintf(b, sizeof b, "%016" PRIx64, v);
-  return b;
-}
-bool ParseU64(const std::string& s, uint64_t* v) {
-  if (s.empty() || s.size() > 20 || s.find_first_not_of("0123456789") != std::string::npos) return false;
-  *v = std::strtoull(s.c_str(), nullptr, 10);
-  return true;
-}
 }  // namespace
 
 std::string EncodeManifest(const Manifest& m) {

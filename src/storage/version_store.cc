@@ -2,15 +2,9 @@
 
 #include <algorithm>
 
+#include "storage/text_fields.h"
+
 namespace revive::storage {
-namespace {
-bool ParseVersionDir(const std::string& n, uint64_t* v) {
-  if (n.size() < 3 || n.size() > 22 || n.compare(0, 2, "v-") != 0) return false;
-  if (n.find_first_not_of("0123456789", 2) != std::string::npos || n[2] == '0') return false;
-  *v = std::stoull(n.substr(2));
-  return true;
-}
-}  // namespace
 
 Status VersionStore::Init() { return CreateDirs(env_, dir_); }
 
@@ -23,17 +17,7 @@ std::string VersionStore::DataPath(uint64_t v, const std::string& key, int rank,
 }
 
 Status VersionStore::ListVersionDirs(std::vector<uint64_t>* out) const {
-  out->clear();
-  std::vector<std::string> names;
-  Status s = env_->GetChildren(dir_, &names);
-  if (s.IsNotFound()) return Status::OK();
-  if (!s.ok()) return s;
-  for (const auto& n : names) {
-    uint64_t v;
-    if (ParseVersionDir(n, &v)) out->push_back(v);
-  }
-  std::sort(out->begin(), out->end());
-  return Status::OK();
+  return ListVersionNumbers(env_, dir_, out);
 }
 
 Status VersionStore::ListComplete(std::vector<uint64_t>* out) const {

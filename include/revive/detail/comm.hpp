@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace revive::storage {
 class SharedFileIO;  // src/storage/shared_file.h (internal)
@@ -32,6 +33,24 @@ class Comm {
   // Collective. The collective file I/O of shared-file mode (Options::mpiio), on its own channel so it
   // may run on the async writer thread; nullptr when this Comm has none (serial: files per key).
   virtual std::shared_ptr<storage::SharedFileIO> open_shared_file_io() { return nullptr; }
+
+  // Multi-level storage (partner copies, erasure-coded groups, rebuilding pieces at restart) moves bytes
+  // between ranks. The defaults serve one rank (sends to itself); the MPI flavour overrides both.
+  // Collective: every rank's string, in rank order.
+  virtual std::vector<std::string> allgather_string(const std::string& s);
+  struct SendBuf {
+    int peer;
+    const void* data;
+    size_t size;
+  };
+  struct RecvBuf {
+    int peer;
+    void* data;
+    size_t size;
+  };
+  // Not collective: posts every send and receive, then waits for all of them. Messages between one pair of
+  // ranks match in the order they are listed; sizes must agree on both sides. A rank may send to itself.
+  virtual void exchange(const std::vector<SendBuf>& sends, const std::vector<RecvBuf>& recvs);
 
   // Helpers built on the primitives above.
   uint64_t allreduce_max_u64(uint64_t v) { return ~allreduce_min_u64(~v); }
