@@ -51,6 +51,12 @@ int main(int argc, char** argv) {
       note = "rank " + std::to_string(rank) + " step " + std::to_string(it);
       cp.update_and_write(it, every);
       if (it == die_at) {
+        // ML_APP_WAIT_GLOBAL=N: first wait (up to 60 s) until version N is complete on the global level, so
+        // a test can rely on the background flush having finished (a real program computes meanwhile).
+        if (const char* w = std::getenv("ML_APP_WAIT_GLOBAL")) {
+          const std::string man = std::string(std::getenv("REVIVE_CP_PATH")) + "/mlapp/v-" + w + "/MANIFEST";
+          for (int i = 0; i < 6000 && access(man.c_str(), F_OK) != 0; ++i) usleep(10000);
+        }
         MPI_Barrier(MPI_COMM_WORLD);
         raise(SIGKILL);
       }
