@@ -33,7 +33,9 @@ int main(int argc, char** argv) {
   }
   const int64_t steps = std::atoll(argv[1]), every = std::atoll(argv[2]);
   const int64_t die_at = argc > 3 ? std::atoll(argv[3]) : -1;
-  const size_t n = 1000 + 7919 * static_cast<size_t>(rank) + (std::getenv("ML_APP_BIG") ? (1u << 20) : 0);
+  // ML_APP_BIG=E: E more elements per rank (larger checkpoints: benchmarks, kills during long writes).
+  const char* big = std::getenv("ML_APP_BIG");
+  const size_t n = 1000 + 7919 * static_cast<size_t>(rank) + (big ? std::strtoull(big, nullptr, 10) : 0);
   std::vector<uint64_t> x(n);
   for (size_t i = 0; i < n; ++i) x[i] = i * 2654435761u + static_cast<uint64_t>(rank);
   std::string note = "rank " + std::to_string(rank);

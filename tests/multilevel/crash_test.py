@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Crash consistency of multi-level storage: the job (6 ranks on 3 simulated hosts, every version to L1,
+a partner copy and XOR parity, every 3rd flushed to the global level) is SIGKILLed as a whole at a random
+moment — most of its time is spent encoding, copying to partners and flushing, so that is where the kills
+land — then, every other time, one host's storage is wiped as well, and the job is restarted to its end.
+Whatever the kill interrupted, the restarted job must print exactly what an uninterrupted run prints.
+
+  crash_test.py ML_APP MPIEXEC WORKDIR KILLS SEED
+"""
+import os
+import random
+import signal
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hosts"))
+from harness import descendants  # noqa: E402
+
+APP, MPIEXEC, WORK, KILLS, SEED = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+STEPS, EVERY = "40", "1"
+WRAP = 'r=${OMPI_COMM_WORLD_RANK:-$PMI_RANK}; REVIVE_HOST=h$((r / 2)) exec "$@"'
+
+
+def env(extra):
+    e = {k: v for k, v in os.environ.items() if not k.startswith("REVIVE_")}
+    e.update(extra)
+    e["ML_APP_BIG"] = "60000"  # ~0.5 MB per rank and version
+    return e
+
+
+def cmd():
+    return [MPIEXEC, "-n", "6", "sh", "-c", WRAP, "sh", APP, STEPS, EVERY]
+
+
+def main():
+    rng = random.Random(SEED)
+    shutil.rmtree(WORK, ignore_errors=True)
+    os.makedirs(WORK)
+    ref = subprocess.run(cmd(), env=env({"REVIVE_CP_PATH": os.path.join(WORK, "ref")}), capture_output=True,
+                         text=True, timeout=120)
+    if ref.returncode != 0 or "digest" not in ref.stdout:
+        print("FAIL: reference run\n" + ref.stdout + ref.stderr)
+        sys.exit(1)
+    local, glob = os.path.join(WORK, "local"), os.path.join(WORK, "global")
+    ml = env({"REVIVE_LOCAL_PATH": local, "REVIVE_CP_PATH": glob, "REVIVE_GROUP_SIZE": "3",
+              "REVIVE_LEVELS": "L1+L2+L3,L4@3"})
+    # First, how long an undisturbed run takes here, so the kills are spread over a whole run.
+    t0 = time.monotonic()
+    p = subprocess.run(cmd(), env=ml, capture_output=True, text=True, timeout=120)
+    span = time.monotonic() - t0
+    if p.stdout != ref.stdout:
+        print("FAIL: multi-level run differs from the reference\n" + p.stdout + p.stderr)
+        sys.exit(1)
+    killed_mid = 0
+    for k in range(KILLS):
+        shutil.rmtree(local, ignore_errors=True)
+        shutil.rmtree(glob, ignore_errors=True)
+        job = subprocess.Popen(cmd(), env=ml, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+        time.sleep(rng.uniform(0.15, max(0.3, span)))
+        procs = [job.pid] + descendants(job.pid)
+        for pid in procs:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        out, err = job.communicate(timeout=60)
+        if job.returncode != 0:
+            killed_mid += 1
+        wiped = ""
+        if k % 2 == 1 and os.path.isdir(local):
+            wiped = "h%d" % rng.randrange(3)
+            shutil.rmtree(os.path.join(local, wiped), ignore_errors=True)
+        r = subprocess.run(cmd(), env=ml, capture_output=True, text=True, timeout=120)
+        if r.returncode != 0 or r.stdout != ref.stdout:
+            print("FAIL: kill %d (seed %d, wiped %s): the restarted job differs from the uninterrupted run"
+                  % (k, SEED, wiped or "nothing"))
+            print("--- expected\n" + ref.stdout + "--- got\n" + r.stdout + "--- stderr\n" + r.stderr)
+            sys.exit(1)
+    print("PASS: %d kills (%d mid-run), every restart identical to the uninterrupted run" % (KILLS, killed_mid))
+
+
+main()
