@@ -55,7 +55,7 @@ class ErasureCode {
 
   const int k_, m_;
   std::vector<uint8_t> matrix_;      // (k + m) x k: identity over the Cauchy rows (m >= 2 only)
-  std::vector<uint8_t> enc_tables_;  // ec_init_tables() of the parity rows, 32 * k * m bytes
+  std::vector<uint8_t> enc_tables_;  // ec_init_tables() of the parity rows (m == 1: all ones), 32 * k * m bytes
   mutable std::mutex mu_;
   mutable std::map<std::vector<bool>, std::shared_ptr<const DecodePlan>> plans_;  // guarded by mu_
 };
