@@ -4,7 +4,7 @@
 #include <isa-l/raid.h>
 
 #include <algorithm>
-#include <climits>
+#include <cstdint>
 #include <cstring>
 
 namespace revive::storage {

@@ -34,7 +34,8 @@ class ErasureCode {
   int m() const { return m_; }
 
   // parity[j] (j < m) computed from data[0..k); every block is `len` bytes (any length, including 0).
-  // Blocks may have any alignment; 32-byte aligned blocks take ISA-L's XOR path for m == 1.
+  // Blocks may have any alignment (m == 1: xor_gen when all are 32-byte aligned, else the same ISA-L
+  // table code as Reed-Solomon with every coefficient 1; equally fast).
   void Encode(size_t len, const uint8_t* const* data, uint8_t* const* parity) const;
 
   // blocks[0..k+m): the data blocks, then the parity blocks, each `len` bytes; present[i] says which
