@@ -4,7 +4,7 @@
 #include <isa-l/raid.h>
 
 #include <algorithm>
-#include <climits>
+#include <cstdint>
 #include <cstring>
 
 namespace revive::storage {
@@ -12,63 +12,10 @@ namespace {
 
 // ISA-L's length arguments are int; longer blocks are coded in pieces of this size.
 constexpr size_t kMaxPiece = size_t{1} << 30;
-// The plain XOR loop works on pieces that stay in L1 while every source is folded into them.
-constexpr size_t kXorPiece = 4096;
 // Distinct erasure patterns whose decode tables are kept; a long job sees few (one per failure).
 constexpr size_t kMaxPlans = 256;
 
 bool Aligned32(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 31) == 0; }
-
-// dst ^= src over n bytes, a word at a time (memcpy keeps unaligned words legal).
-void XorBytes(uint8_t* dst, const uint8_t* src, size_t n) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t a, b;
-    std::memcpy(&a, dst + i, 8);
-    std::memcpy(&b, src + i, 8);
-    a ^= b;
-    std::memcpy(dst + i, &a, 8);
-  }
-  for (; i < n; ++i) dst[i] ^= src[i];
-}
-
-// dst = src[0] ^ ... ^ src[n-1], for blocks ISA-L's xor_gen cannot take (unaligned, short tails).
-void XorPlain(size_t len, const uint8_t* const* src, int n, uint8_t* dst) {
-  for (size_t off = 0; off < len; off += kXorPiece) {
-    const size_t c = std::min(kXorPiece, len - off);
-    std::memcpy(dst + off, src[0] + off, c);
-    for (int i = 1; i < n; ++i) XorBytes(dst + off, src[i] + off, c);
-  }
-}
-
-// dst = XOR of the n >= 1 sources.
-void Xor(size_t len, const uint8_t* const* src, int n, uint8_t* dst) {
-  if (n == 1) {
-    std::memcpy(dst, src[0], len);
-    return;
-  }
-  // xor_gen wants 32-byte aligned pointers, a length that is a multiple of 32 and two or more sources;
-  // it covers the bulk and the plain loop the tail.
-  bool aligned = Aligned32(dst);
-  for (int i = 0; i < n && aligned; ++i) aligned = Aligned32(src[i]);
-  size_t done = 0;
-  if (aligned) {
-    std::vector<void*> v(n + 1);
-    const size_t bulk = len & ~size_t{31};
-    for (; done < bulk;) {
-      const size_t c = std::min(kMaxPiece, bulk - done);
-      for (int i = 0; i < n; ++i) v[i] = const_cast<uint8_t*>(src[i]) + done;
-      v[n] = dst + done;
-      if (xor_gen(n + 1, static_cast<int>(c), v.data()) != 0) break;  // rejected: the loop does the rest
-      done += c;
-    }
-  }
-  if (done < len) {
-    std::vector<const uint8_t*> rest(n);
-    for (int i = 0; i < n; ++i) rest[i] = src[i] + done;
-    XorPlain(len - done, rest.data(), n, dst + done);
-  }
-}
 
 // ec_encode_data over blocks of any length (ISA-L takes an int length).
 void Code(size_t len, int k, int rows, const uint8_t* tables, const uint8_t* const* src, uint8_t* const* dst) {
@@ -79,6 +26,35 @@ void Code(size_t len, int k, int rows, const uint8_t* tables, const uint8_t* con
     for (int i = 0; i < rows; ++i) d[i] = dst[i] + off;
     ec_encode_data(static_cast<int>(c), k, rows, const_cast<uint8_t*>(tables), s.data(), d.data());
   }
+}
+
+// dst = XOR of the k sources. xor_gen wants 32-byte aligned pointers, a length that is a multiple of 32
+// and two or more sources; whatever it cannot take goes to ec_encode_data with every coefficient 1
+// (multiplying by 1 in GF(2^8) is the identity, so that is XOR too, and as fast on unaligned blocks).
+void Xor(size_t len, const uint8_t* const* src, int k, const uint8_t* ones_tables, uint8_t* dst) {
+  if (k == 1) {
+    std::memcpy(dst, src[0], len);
+    return;
+  }
+  bool aligned = Aligned32(dst);
+  for (int i = 0; i < k && aligned; ++i) aligned = Aligned32(src[i]);
+  size_t done = 0;
+  if (aligned) {
+    std::vector<void*> v(k + 1);
+    const size_t bulk = len & ~size_t{31};
+    while (done < bulk) {
+      const size_t c = std::min(kMaxPiece, bulk - done);
+      for (int i = 0; i < k; ++i) v[i] = const_cast<uint8_t*>(src[i]) + done;
+      v[k] = dst + done;
+      if (xor_gen(k + 1, static_cast<int>(c), v.data()) != 0) break;  // refused: the tables do the rest
+      done += c;
+    }
+  }
+  if (done == len) return;
+  std::vector<const uint8_t*> rest(k);
+  for (int i = 0; i < k; ++i) rest[i] = src[i] + done;
+  uint8_t* out = dst + done;
+  Code(len - done, k, 1, ones_tables, rest.data(), &out);
 }
 
 }  // namespace
@@ -92,7 +68,12 @@ Status ErasureCode::Make(int k, int m, std::unique_ptr<ErasureCode>* out) {
 }
 
 ErasureCode::ErasureCode(int k, int m) : k_(k), m_(m) {
-  if (m_ == 1) return;  // XOR needs no tables
+  if (m_ == 1) {  // XOR: one parity row of ones, for the blocks xor_gen cannot take
+    const std::vector<uint8_t> ones(k_, 1);
+    enc_tables_.resize(32 * static_cast<size_t>(k_));
+    ec_init_tables(k_, 1, const_cast<uint8_t*>(ones.data()), enc_tables_.data());
+    return;
+  }
   matrix_.resize(static_cast<size_t>(k_ + m_) * k_);
   gf_gen_cauchy1_matrix(matrix_.data(), k_ + m_, k_);
   enc_tables_.resize(32 * static_cast<size_t>(k_) * m_);
@@ -102,7 +83,7 @@ ErasureCode::ErasureCode(int k, int m) : k_(k), m_(m) {
 void ErasureCode::Encode(size_t len, const uint8_t* const* data, uint8_t* const* parity) const {
   if (len == 0) return;
   if (m_ == 1) {
-    Xor(len, data, k_, parity[0]);
+    Xor(len, data, k_, enc_tables_.data(), parity[0]);
     return;
   }
   Code(len, k_, m_, enc_tables_.data(), data, parity);
@@ -182,7 +163,7 @@ Status ErasureCode::Reconstruct(size_t len, uint8_t* const* blocks, const std::v
       else
         src.push_back(blocks[i]);
     }
-    Xor(len, src.data(), k_, blocks[target]);
+    Xor(len, src.data(), k_, enc_tables_.data(), blocks[target]);
     return Status::OK();
   }
   std::shared_ptr<const DecodePlan> plan;

@@ -34,7 +34,8 @@ class ErasureCode {
   int m() const { return m_; }
 
   // parity[j] (j < m) computed from data[0..k); every block is `len` bytes (any length, including 0).
-  // Blocks may have any alignment; 32-byte aligned blocks take ISA-L's XOR path for m == 1.
+  // Blocks may have any alignment (m == 1: xor_gen when all are 32-byte aligned, else the same ISA-L
+  // table code as Reed-Solomon with every coefficient 1; equally fast).
   void Encode(size_t len, const uint8_t* const* data, uint8_t* const* parity) const;
 
   // blocks[0..k+m): the data blocks, then the parity blocks, each `len` bytes; present[i] says which
@@ -55,7 +56,7 @@ class ErasureCode {
 
   const int k_, m_;
   std::vector<uint8_t> matrix_;      // (k + m) x k: identity over the Cauchy rows (m >= 2 only)
-  std::vector<uint8_t> enc_tables_;  // ec_init_tables() of the parity rows, 32 * k * m bytes
+  std::vector<uint8_t> enc_tables_;  // ec_init_tables() of the parity rows (m == 1: all ones), 32 * k * m bytes
   mutable std::mutex mu_;
   mutable std::map<std::vector<bool>, std::shared_ptr<const DecodePlan>> plans_;  // guarded by mu_
 };

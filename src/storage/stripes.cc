@@ -39,40 +39,48 @@ std::vector<std::pair<int, int>> StripeLayout::parity_slots(int i) const {
 
 namespace {
 
-// The blocks of one stripe as the code sees them, over members' buffers. A block that runs past its
-// member's length is zero-padded in a scratch copy (the code reads whole blocks); one wholly past it is
-// a shared zero block, which the code only reads.
+// A stripe is coded in column pieces of this many bytes (a multiple of 64), so the zero-padding of blocks
+// that run past their member's end needs only a piece-sized scratch, not a copy of whole blocks.
+constexpr uint64_t kPiece = 256 << 10;
+
+// One piece of one stripe's blocks as the code sees them, over the members' buffers. A piece of a block
+// that runs past its member's length is a zero-padded copy in scratch; one wholly past it is a shared zero
+// piece, which the code only reads (it writes missing blocks only, and those are never padded).
 class StripeBlocks {
  public:
   StripeBlocks(const StripeLayout& l, std::vector<uint8_t*> data, std::vector<uint64_t> len,
                std::vector<uint8_t*> parity)
       : l_(l), data_(std::move(data)), len_(std::move(len)), parity_(std::move(parity)),
-        zero_(l.block_size()), pad_(l.block_size() * l.k()), blocks_(l.g()) {}
+        piece_(std::min(kPiece, l.block_size())), zero_(piece_), pad_(piece_ * l.k()), blocks_(l.g()),
+        slot_(l.g() * l.m()) {
+    for (int i = 0; i < l.g(); ++i) {
+      int x = 0;
+      for (auto [s, t] : l.parity_slots(i)) slot_[s * l.m() + t] = x++;
+    }
+  }
 
-  // blocks[0..k) the data, blocks[k..g) the parity of stripe s.
-  uint8_t* const* Get(int s) {
+  uint64_t piece() const { return piece_; }
+
+  // blocks[0..k) the data, blocks[k..g) the parity of stripe s, bytes [off, off + n) of each block.
+  uint8_t* const* Get(int s, uint64_t off, uint64_t n) {
     const uint64_t B = l_.block_size();
     const auto db = l_.data_blocks(s);
     for (int p = 0; p < l_.k(); ++p) {
       const auto [i, j] = db[p];
-      const uint64_t off = static_cast<uint64_t>(j) * B;
-      if (off + B <= len_[i]) {
-        blocks_[p] = data_[i] + off;
-      } else if (off >= len_[i]) {
+      const uint64_t at = static_cast<uint64_t>(j) * B + off;  // in member i's buffer
+      if (at + n <= len_[i]) {
+        blocks_[p] = data_[i] + at;
+      } else if (at >= len_[i]) {
         blocks_[p] = zero_.data();
       } else {
-        uint8_t* pad = pad_.data() + p * B;
-        std::memcpy(pad, data_[i] + off, len_[i] - off);
-        std::memset(pad + (len_[i] - off), 0, off + B - len_[i]);
+        uint8_t* pad = pad_.data() + p * piece_;
+        std::memcpy(pad, data_[i] + at, len_[i] - at);
+        std::memset(pad + (len_[i] - at), 0, at + n - len_[i]);
         blocks_[p] = pad;
       }
     }
-    for (int t = 0; t < l_.m(); ++t) {
-      const int h = l_.parity_holder(s, t);
-      const auto slots = l_.parity_slots(h);
-      const auto at = std::find(slots.begin(), slots.end(), std::make_pair(s, t)) - slots.begin();
-      blocks_[l_.k() + t] = parity_[h] + at * B;
-    }
+    for (int t = 0; t < l_.m(); ++t)
+      blocks_[l_.k() + t] = parity_[l_.parity_holder(s, t)] + slot_[s * l_.m() + t] * B + off;
     return blocks_.data();
   }
 
@@ -81,8 +89,10 @@ class StripeBlocks {
   std::vector<uint8_t*> data_;
   std::vector<uint64_t> len_;
   std::vector<uint8_t*> parity_;
+  uint64_t piece_;
   std::vector<uint8_t> zero_, pad_;
   std::vector<uint8_t*> blocks_;
+  std::vector<int> slot_;  // [s * m + t]: position of stripe s's parity t among its holder's slots
 };
 
 std::string Shape(const StripeLayout& l) {
@@ -123,9 +133,13 @@ Status EncodeGroup(const ErasureCode& code, const StripeLayout& layout, const st
   }
   if (!st.ok()) return st;
   StripeBlocks sb(layout, data, len, parity);
+  const uint64_t B = layout.block_size();
   for (int s = 0; s < g; ++s) {
-    uint8_t* const* b = sb.Get(s);
-    code.Encode(layout.block_size(), b, b + layout.k());
+    for (uint64_t off = 0; off < B; off += sb.piece()) {
+      const uint64_t n = std::min(sb.piece(), B - off);
+      uint8_t* const* b = sb.Get(s, off, n);
+      code.Encode(n, b, b + layout.k());
+    }
   }
   return Status::OK();
 }
@@ -179,8 +193,11 @@ Status RebuildGroup(const ErasureCode& code, const StripeLayout& layout, std::ve
     const auto db = layout.data_blocks(s);
     for (int p = 0; p < layout.k(); ++p) present[p] = member_present[db[p].first];
     for (int t = 0; t < layout.m(); ++t) present[layout.k() + t] = member_present[layout.parity_holder(s, t)];
-    st = code.Reconstruct(layout.block_size(), sb.Get(s), present);
-    if (!st.ok()) return st;
+    for (uint64_t off = 0; off < layout.block_size(); off += sb.piece()) {
+      const uint64_t n = std::min(sb.piece(), layout.block_size() - off);
+      st = code.Reconstruct(n, sb.Get(s, off, n), present);
+      if (!st.ok()) return st;
+    }
   }
   for (int i = 0; i < g; ++i)
     if (!member_present[i]) (*member_data)[i].resize(lengths[i]);

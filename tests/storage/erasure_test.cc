@@ -241,6 +241,35 @@ TEST(Group, RebuildsEverySurvivableLoss) {
   }
 }
 
+// Blocks longer than the 256 KiB pieces a stripe is coded in, with members ending mid-piece: the
+// zero-padded scratch pieces and the piece offsets into parity.
+TEST(Group, BlocksLargerThanAPiece) {
+  std::mt19937_64 rng(5);
+  for (auto [g, m] : {std::pair{3, 1}, {4, 2}, {5, 3}}) {
+    std::vector<uint64_t> lengths = {(600 << 10) + 3, (1 << 20) + 13, 5, 0, 777777};
+    lengths.resize(g);
+    const uint64_t max_len = *std::max_element(lengths.begin(), lengths.end());
+    std::unique_ptr<ErasureCode> code;
+    ASSERT_TRUE(ErasureCode::Make(g - m, m, &code).ok());
+    StripeLayout l(g, m, max_len);
+    ASSERT_GT(l.block_size(), 256u << 10);
+    Group orig = MakeGroup(rng, *code, l, lengths);
+    for (const auto& present : Losses(g, m)) {
+      Group got = orig;
+      for (int i = 0; i < g; ++i) {
+        if (present[i]) continue;
+        got.data[i].assign(3, 'x');
+        got.parity[i].clear();
+      }
+      ASSERT_TRUE(RebuildGroup(*code, l, &got.data, lengths, &got.parity, present).ok());
+      for (int i = 0; i < g; ++i) {
+        ASSERT_TRUE(got.data[i] == orig.data[i]) << "g=" << g << " m=" << m << " member " << i;
+        ASSERT_TRUE(got.parity[i] == orig.parity[i]) << "g=" << g << " m=" << m << " member " << i;
+      }
+    }
+  }
+}
+
 TEST(Group, EmptyMembersAndShapeErrors) {
   std::unique_ptr<ErasureCode> code;
   ASSERT_TRUE(ErasureCode::Make(2, 1, &code).ok());
