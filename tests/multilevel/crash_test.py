@@ -19,14 +19,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from harness import descendants  # noqa: E402
 
 APP, MPIEXEC, WORK, KILLS, SEED = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
-STEPS, EVERY = "40", "1"
+STEPS, EVERY = "12", "1"
 WRAP = 'r=${OMPI_COMM_WORLD_RANK:-$PMI_RANK}; REVIVE_HOST=h$((r / 2)) exec "$@"'
 
 
 def env(extra):
     e = {k: v for k, v in os.environ.items() if not k.startswith("REVIVE_")}
     e.update(extra)
-    e["ML_APP_BIG"] = "60000"  # ~0.5 MB per rank and version
+    e["ML_APP_BIG"] = "30000"  # ~0.25 MB per rank and version
     return e
 
 
