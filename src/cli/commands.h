@@ -13,5 +13,7 @@ void AddStatusCommand(CLI::App& app, int* rc);
 void AddKillCommand(CLI::App& app, int* rc);
 void AddRestartCommand(CLI::App& app, int* rc);
 void AddInspectCommand(CLI::App& app, int* rc);
+// Multi-level checkpoint tools (docs/storage-levels-tools.md).
+void AddLsCommand(CLI::App& app, int* rc);
 
 }  // namespace revive::cli

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   revive::cli::AddStatusCommand(app, &rc);
   revive::cli::AddKillCommand(app, &rc);
   revive::cli::AddInspectCommand(app, &rc);
+  revive::cli::AddLsCommand(app, &rc);
   revive::cli::AddCoordinatorCommand(app, &rc);
   try {
     app.parse(argc, argv);
