@@ -15,5 +15,6 @@ void AddRestartCommand(CLI::App& app, int* rc);
 void AddInspectCommand(CLI::App& app, int* rc);
 // Multi-level checkpoint tools (docs/storage-levels-tools.md).
 void AddLsCommand(CLI::App& app, int* rc);
+void AddVerifyCommand(CLI::App& app, int* rc);
 
 }  // namespace revive::cli
