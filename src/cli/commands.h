@@ -16,5 +16,6 @@ void AddInspectCommand(CLI::App& app, int* rc);
 // Multi-level checkpoint tools (docs/storage-levels-tools.md).
 void AddLsCommand(CLI::App& app, int* rc);
 void AddVerifyCommand(CLI::App& app, int* rc);
+void AddRebuildCommand(CLI::App& app, int* rc);
 
 }  // namespace revive::cli

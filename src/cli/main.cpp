@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   revive::cli::AddInspectCommand(app, &rc);
   revive::cli::AddLsCommand(app, &rc);
   revive::cli::AddVerifyCommand(app, &rc);
+  revive::cli::AddRebuildCommand(app, &rc);
   revive::cli::AddCoordinatorCommand(app, &rc);
   try {
     app.parse(argc, argv);
