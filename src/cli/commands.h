@@ -17,5 +17,6 @@ void AddInspectCommand(CLI::App& app, int* rc);
 void AddLsCommand(CLI::App& app, int* rc);
 void AddVerifyCommand(CLI::App& app, int* rc);
 void AddRebuildCommand(CLI::App& app, int* rc);
+void AddFlushCommand(CLI::App& app, int* rc);
 
 }  // namespace revive::cli

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   revive::cli::AddLsCommand(app, &rc);
   revive::cli::AddVerifyCommand(app, &rc);
   revive::cli::AddRebuildCommand(app, &rc);
+  revive::cli::AddFlushCommand(app, &rc);
   revive::cli::AddCoordinatorCommand(app, &rc);
   try {
     app.parse(argc, argv);
