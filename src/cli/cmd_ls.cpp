@@ -46,7 +46,7 @@ int Ls(const LsArgs& a) {
     std::printf("checkpoint %s (%s)\nlocal root %s: %zu host(s)", o.name.c_str(), o.global_dir.c_str(), o.root.c_str(),
                 o.hosts.size());
     for (size_t h = 0; h < o.hosts.size(); ++h) std::printf(" [%zu]%s", h, o.hosts[h].c_str());
-    std::printf("\n%-8s %-10s %-6s %-9s %-9s %-9s %-11s %-9s %-11s %s\n", "VERSION", "ITERATION", "RANKS", "L1", "L2",
+    std::printf("\n%-8s %-10s %-6s %-10s %-10s %-10s %-11s %-9s %-11s %s\n", "VERSION", "ITERATION", "RANKS", "L1", "L2",
                 "L3", "LOCAL", "L4", "SIZE", "HOSTS");
   }
   for (uint64_t v : o.AllVersions()) {

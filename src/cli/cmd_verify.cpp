@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/levels_offline.h"
+#include "storage/placement.h"
 
 namespace revive::cli {
 namespace {
@@ -75,8 +76,12 @@ int Verify(const VerifyArgs& a) {
         has_parity.insert(m.rank);
         groups.push_back(&m);
       }
+    std::vector<std::string> homes;
+    for (uint32_t r = 0; r < L.ranks; ++r) homes.push_back(o.HomeOf(v, r));
+    std::vector<int> partner;
+    if (L.l2_used && !storage::Partners(homes, 0, &partner).ok()) partner.clear();
     for (uint32_t r = 0; r < L.ranks; ++r) {
-      const std::string home = o.HomeOf(v, r);
+      const std::string& home = homes[r];
       PieceMeta d;
       d.kind = PieceMeta::kData;
       d.rank = r;
@@ -85,8 +90,12 @@ int Verify(const VerifyArgs& a) {
       if (!l1.count(r))
         missing.push_back({home.empty() ? who : o.PiecePath(home, d), "missing (" + who + "'s own copy, L1" +
                                                                           (home.empty() ? "; its host is unknown)" : ")")});
-      if (L.l2_used && !l2.count(r))
-        missing.push_back({"rank " + std::to_string(r), "no partner copy (L2) on another host"});
+      if (L.l2_used && !l2.count(r)) {
+        // Where the library puts it when the failure domain is the host (storage::Partners).
+        const std::string at = partner.empty() ? "" : o.HomeOf(v, static_cast<uint32_t>(partner[r]));
+        missing.push_back({at.empty() || home.empty() ? who : o.PiecePath(at, d),
+                           "missing (" + who + "'s partner copy, L2: no copy on another host)"});
+      }
       if (L.l3_used && !has_parity.count(r)) {
         bool member = false;
         for (const PieceMeta* g : groups) member = member || g->MemberIndex(r) >= 0;
