@@ -88,6 +88,11 @@ int Ls(const LsArgs& a) {
   } else {
     for (const auto& p : o.problems) std::fprintf(stderr, "revive ls: ignoring %s\n", p.c_str());
   }
+  if (j["versions"].empty()) {  // most likely a mistyped DIR or local root: say so, and fail
+    std::fprintf(stderr, "revive ls: %s: no versions (neither L4 version directories nor pieces under %s)\n",
+                 o.global_dir.c_str(), o.root.c_str());
+    return 1;
+  }
   return 0;
 }
 
