@@ -5,6 +5,7 @@
 // (Catalog::MarkBad) and the version planned again, as the restart does.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <set>
 
@@ -22,6 +23,7 @@ using storage::PieceMeta;
 struct RebuildArgs {
   std::string dir, local;
   uint64_t version = 0;
+  std::vector<std::string> host_of;  // "R=HOST": where rank R's pieces go when no surviving piece names its host
 };
 
 int Rebuild(const RebuildArgs& a) {
@@ -52,6 +54,21 @@ int Rebuild(const RebuildArgs& a) {
   const uint32_t ranks = plan.ranks;
   std::vector<std::string> home(ranks);
   for (uint32_t r = 0; r < ranks; ++r) home[r] = o.HomeOf(v, r);
+  for (const std::string& h : a.host_of) {
+    const size_t eq = h.find('=');
+    char* end = nullptr;
+    const unsigned long r = eq == std::string::npos ? ranks : std::strtoul(h.c_str(), &end, 10);
+    if (eq == std::string::npos || end != h.c_str() + eq || r >= ranks || eq + 1 == h.size()) {
+      std::fprintf(stderr, "revive rebuild: --host-of %s: expected RANK=HOST with RANK < %u\n", h.c_str(), ranks);
+      return 2;
+    }
+    if (!home[r].empty() && home[r] != h.substr(eq + 1)) {
+      std::fprintf(stderr, "revive rebuild: --host-of %s: the pieces say rank %lu ran on %s\n", h.c_str(), r,
+                   home[r].c_str());
+      return 2;
+    }
+    home[r] = h.substr(eq + 1);
+  }
   // What is usable now (not marked bad).
   std::set<uint32_t> own, copy;
   std::map<uint32_t, const PieceMeta*> parity;
@@ -86,6 +103,13 @@ int Rebuild(const RebuildArgs& a) {
     return m;
   };
   auto write = [&](const std::string& host, const PieceMeta& m, const std::string& b, const std::string& what) {
+    if (host.empty()) {  // every piece naming the rank's host is gone (e.g. L1+L3 without L2, host lost)
+      std::fprintf(stderr, "revive rebuild: %s not written: its host is unknown (no surviving piece names it; "
+                   "give it with --host-of RANK=HOST)\n",
+                   what.c_str());
+      ++failed;
+      return;
+    }
     storage::LocalStore store = o.StoreFor(host);
     progress.Show("writing " + what + " (" + Mib(b.size()) + ")");
     Status w = store.WritePiece(m, b.data(), b.size());
@@ -100,7 +124,7 @@ int Rebuild(const RebuildArgs& a) {
   };
   // L1: each rank's own copy on its home host.
   for (uint32_t r = 0; r < ranks; ++r)
-    if (!own.count(r) && !home[r].empty())
+    if (!own.count(r))
       write(home[r], data_meta(r, home[r]), bytes[r], "rank " + std::to_string(r) + "'s own copy (L1)");
   // L2: a copy on another host, placed as the library places partners (failure domain = host).
   if (l2_used) {
@@ -182,6 +206,7 @@ void AddRebuildCommand(CLI::App& app, int* rc) {
             "the library does with the host as failure domain), and re-encodes lost parity pieces.");
   AddDirOptions(c, &a->dir, &a->local);
   c->add_option("--version", a->version, "Version to rebuild (default: the newest with local pieces)");
+  c->add_option("--host-of", a->host_of, "RANK=HOST: the host of a rank none of whose pieces survived (repeatable)");
   c->callback([a, rc] { *rc = Rebuild(*a); });
 }
 

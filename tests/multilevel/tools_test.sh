@@ -101,6 +101,26 @@ diff "$T/ref.out" "$T/restart.out" || fail "restart output differs from the unin
 grep -q "ml_app: restarted at step 16" "$T/restart.err" || { cat "$T/restart.err"; fail "did not restart at step 16"; }
 grep -q "restarting from version 4 .*(global level)" "$T/restart.err" || { cat "$T/restart.err"; fail "did not restart from the flushed L4 version"; }
 
+# Reed-Solomon (m = 2) without partner copies: two of the three hosts lost. No surviving piece names the
+# lost ranks' hosts, so rebuild needs --host-of; with it, every piece comes back byte for byte.
+RS=$T/rs
+set +e
+REVIVE_PARITY=2 REVIVE_LEVELS="L1+L3" REVIVE_LOCAL_PATH=$RS/local REVIVE_CP_PATH=$RS/global run 30 5 17 >/dev/null 2>&1
+set -e
+cp -a "$RS/local" "$RS/backup"
+rm -rf "$RS/local/h1" "$RS/local/h2"
+"$REVIVE" ls "$RS/global/mlapp" --local "$RS/local" | grep -q '^v4 .*restorable' || fail "RS: v4 not restorable from one host"
+if "$REVIVE" rebuild "$RS/global/mlapp" --local "$RS/local" 2>"$RS/rebuild.err"; then fail "RS: rebuild without hosts succeeded"; fi
+grep -q -- "--host-of" "$RS/rebuild.err" || { cat "$RS/rebuild.err"; fail "RS: rebuild does not say how to name the hosts"; }
+"$REVIVE" rebuild "$RS/global/mlapp" --local "$RS/local" --host-of 2=h1 --host-of 3=h1 --host-of 4=h2 --host-of 5=h2 \
+  >"$RS/rebuild.txt" || { cat "$RS/rebuild.txt"; fail "RS: rebuild"; }
+"$REVIVE" verify "$RS/global/mlapp" --local "$RS/local" --version 4 --json >"$RS/verify.json" || fail "RS: verify"
+[ "$(v4 "$RS/verify.json" "len(v['damaged'])==0 and len(v['missing'])==0")" = True ] || { cat "$RS/verify.json"; fail "RS: verify not clean"; }
+for f in "$RS"/backup/*/*/v-4/*; do
+  rel=${f#"$RS"/backup/}
+  cmp -s "$f" "$RS/local/$rel" || fail "RS: rebuilt $rel differs from the original"
+done
+
 # Nothing restorable left: verify exits 1.
 rm -rf "$T/local"
 rm -f "$DIR"/v-*/MANIFEST
