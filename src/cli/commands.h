@@ -13,5 +13,10 @@ void AddStatusCommand(CLI::App& app, int* rc);
 void AddKillCommand(CLI::App& app, int* rc);
 void AddRestartCommand(CLI::App& app, int* rc);
 void AddInspectCommand(CLI::App& app, int* rc);
+// Multi-level checkpoint tools (docs/storage-levels.md).
+void AddLsCommand(CLI::App& app, int* rc);
+void AddVerifyCommand(CLI::App& app, int* rc);
+void AddRebuildCommand(CLI::App& app, int* rc);
+void AddFlushCommand(CLI::App& app, int* rc);
 
 }  // namespace revive::cli

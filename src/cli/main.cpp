@@ -22,6 +22,10 @@ int main(int argc, char** argv) {
   revive::cli::AddStatusCommand(app, &rc);
   revive::cli::AddKillCommand(app, &rc);
   revive::cli::AddInspectCommand(app, &rc);
+  revive::cli::AddLsCommand(app, &rc);
+  revive::cli::AddVerifyCommand(app, &rc);
+  revive::cli::AddRebuildCommand(app, &rc);
+  revive::cli::AddFlushCommand(app, &rc);
   revive::cli::AddCoordinatorCommand(app, &rc);
   try {
     app.parse(argc, argv);
