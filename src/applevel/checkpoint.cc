@@ -657,7 +657,11 @@ bool Checkpoint::Impl::RestartIfNeeded(int64_t* it) {
 void Checkpoint::Impl::WriteMulti(std::unique_ptr<Job> job, unsigned levels) {
   const int level = opts.compress ? opts.compress_level : 0;
   const std::string v = std::to_string(job->version);
-  auto bytes = std::make_shared<std::string>();
+  // The records as spans (user memory or the job's buffers, no copy) and their checksum in one pass.
+  std::vector<std::unique_ptr<storage::EncodedRecord>> encoded;
+  std::vector<storage::Span> spans;
+  Checksum64Stream sum;
+  uint64_t length = 0;
   std::vector<std::pair<size_t, size_t>> records;
   applevel::VersionInfo info;
   info.name = name;
@@ -666,18 +670,20 @@ void Checkpoint::Impl::WriteMulti(std::unique_ptr<Job> job, unsigned levels) {
   info.parent_version = job->parent_version;
   Status s;
   for (auto& f : job->files) {
-    storage::EncodedRecord r;
-    s = storage::EncodeDataRecord(Where() + " version " + v + " key '" + f->key + "'", f->header, f->spans, level, &r,
-                                  nullptr);
+    auto r = std::make_unique<storage::EncodedRecord>();
+    s = storage::EncodeDataRecord(Where() + " version " + v + " key '" + f->key + "'", f->header, f->spans, level,
+                                  r.get(), &sum);
     if (!s.ok()) break;
-    records.push_back({bytes->size(), r.size});
-    bytes->reserve(bytes->size() + r.size);
-    for (const auto& sp : r.spans) bytes->append(static_cast<const char*>(sp.data), sp.size);
+    records.push_back({length, r->size});
+    length += r->size;
+    spans.insert(spans.end(), r->spans.begin(), r->spans.end());
+    encoded.push_back(std::move(r));
     info.keys.push_back(f->key);
   }
   if (!comm->allreduce_and(s.ok()))
     throw Error(Where() + ": encoding version " + v + " failed: " + (s.ok() ? "on another rank" : s.ToString()));
-  s = ml->Write(info, *bytes, levels);
+  applevel::Bytes bytes;
+  s = ml->Write(info, spans, length, sum.Digest(), levels, &bytes);
   if (!s.ok())
     throw Error(Where() + ": writing version " + v + " to node-local storage (" + applevel::LevelPolicy::Names(levels) +
                 ") failed: " + s.ToString() + (version ? "; version " + std::to_string(version) + " is still the newest" : ""));
@@ -735,19 +741,17 @@ void Checkpoint::Impl::PollFlush(bool wait) {
 
 bool Checkpoint::Impl::RestoreMulti(uint64_t v, uint64_t want_parent, bool* clobbered, std::string* why,
                                     storage::Manifest* m) {
-  auto bytes = std::make_shared<std::string>();
+  applevel::Bytes bytes;
   storage::VersionPlan plan;
-  if (!ml->Restore(v, want_parent, bytes.get(), &plan, why)) return false;
+  if (!ml->Restore(v, want_parent, &bytes, &plan, why)) return false;
   Status s = ParseRecords(ml->local_dir() + "/v-" + std::to_string(v) + ": rank " + std::to_string(comm->rank()),
-                          bytes->data(), bytes->size(), plan.keys);
+                          bytes.data, bytes.size, plan.keys);
   if (!comm->allreduce_and(!s.IsInvalidArgument()))
     throw Error(Where() + ": cannot restart from version " + std::to_string(v) + ": " +
                 (s.IsInvalidArgument() ? s.message() : "another rank found a mismatch with the program"));
   if (comm->allreduce_and(s.ok())) {
-    ml_bytes = bytes;
     *clobbered = true;
-    s = ReadShared();
-    ml_bytes.reset();
+    s = ReadShared();  // from `bytes`, alive until the end of this function
     if (comm->allreduce_and(s.ok())) {
       m->version = v;
       m->iteration = plan.iteration;
@@ -760,6 +764,7 @@ bool Checkpoint::Impl::RestoreMulti(uint64_t v, uint64_t want_parent, bool* clob
       return true;
     }
   }
+  shared_records.clear();  // they point into `bytes`
   *why = "version " + std::to_string(v) + ": " + (s.ok() ? "damaged on another rank" : s.ToString());
   return false;
 }

@@ -109,7 +109,6 @@ class Checkpoint::Impl {
   void InvalidateChildren();
   // Restart from the local levels: version v (collective); false if it cannot be had there.
   bool RestoreMulti(uint64_t v, uint64_t want_parent, bool* clobbered, std::string* why, storage::Manifest* m);
-  std::shared_ptr<std::string> ml_bytes;  // restart: this rank's bytes, which shared_records point into
 
   std::unique_ptr<Job> staged;   // taken by update() in async copy mode
   std::unique_ptr<Job> pending;  // submitted to the writer, not yet published

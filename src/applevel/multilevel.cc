@@ -98,15 +98,28 @@ uint64_t MultiLevel::NewestLocal() {
   return comm_->allreduce_max_u64(v.empty() ? 0 : v.back());
 }
 
-Status MultiLevel::Write(const VersionInfo& info, const std::string& bytes, unsigned levels) {
+Status MultiLevel::Write(const VersionInfo& info, const std::vector<storage::Span>& spans, uint64_t length,
+                         uint64_t checksum, unsigned levels, Bytes* out) {
   Setup();
   const int me = comm_->rank();
   storage::PieceMeta m = BaseMeta(info);
   m.kind = storage::PieceMeta::kData;
-  m.length = bytes.size();
-  m.checksum = Checksum64(bytes.data(), bytes.size());
+  m.length = length;
+  m.checksum = checksum;
   m.keys = info.keys;
-  Status s = local_.WritePiece(m, bytes.data(), bytes.size());
+  Status s = local_.WritePiece(m, spans);
+  std::shared_ptr<const storage::LocalStore::Mapping> map;
+  if (s.ok()) s = local_.MapPiece(m, &map);
+  Bytes empty;
+  std::string zeros;
+  if (s.ok()) {
+    *out = Bytes{map->data, map->size, map};
+  } else {
+    // Still take part in the exchanges below (with zeros of the announced length), or the others hang.
+    zeros.assign(length, '\0');
+    *out = Bytes{zeros.data(), zeros.size(), nullptr};
+  }
+  const Bytes& bytes = *out;
   // Every rank's length and checksum: partners and group members must know what they receive.
   std::vector<uint64_t> lens, sums;
   if (levels & (kL2 | kL3)) {
@@ -147,6 +160,15 @@ Status MultiLevel::Write(const VersionInfo& info, const std::string& bytes, unsi
     Status p = WriteParity(info, bytes, lens, sums);
     if (s.ok()) s = p;
   }
+  // A flush still reading (through its mapping) a version that this write makes old must end first: the
+  // pruned version's files are recycled, i.e. overwritten in place by later versions. Before the
+  // agreement, so that every rank's flush is past that point when the node's pruning rank deletes.
+  {
+    std::vector<uint64_t> kept = completed_;
+    kept.push_back(info.version);
+    if (kept.size() > static_cast<size_t>(opts_.keep)) kept.erase(kept.begin(), kept.end() - opts_.keep);
+    if (flush_.active && flush_.info.version < kept.front() && flush_.thread.joinable()) flush_.thread.join();
+  }
   // Agreement: the version is complete at the local levels only if every rank wrote every piece.
   std::string mine = s.ok() ? "" : s.ToString();
   std::vector<std::string> errs = comm_->allgather_string(mine);
@@ -168,19 +190,20 @@ Status MultiLevel::Write(const VersionInfo& info, const std::string& bytes, unsi
 
 // L2: every rank sends its bytes to its partner (on another failure domain), which keeps them as
 // rank-<R> in its own node's storage.
-Status MultiLevel::WritePartner(const VersionInfo& info, const std::string& bytes, const std::vector<uint64_t>& lens,
+Status MultiLevel::WritePartner(const VersionInfo& info, const Bytes& bytes, const std::vector<uint64_t>& lens,
                                 const std::vector<uint64_t>& sums) {
   const int me = comm_->rank();
   std::vector<int> from;
   for (int q = 0; q < comm_->size(); ++q)
     if (partner_[static_cast<size_t>(q)] == me) from.push_back(q);
-  std::vector<std::string> got(from.size());
+  std::vector<std::string>& got = l2_in_;
+  got.resize(from.size());
   std::vector<detail::Comm::RecvBuf> recvs;
   for (size_t i = 0; i < from.size(); ++i) {
     got[i].resize(lens[static_cast<size_t>(from[i])]);
     recvs.push_back({from[i], got[i].data(), got[i].size()});
   }
-  comm_->exchange({{partner_[static_cast<size_t>(me)], bytes.data(), bytes.size()}}, recvs);
+  comm_->exchange({{partner_[static_cast<size_t>(me)], bytes.data, bytes.size}}, recvs);
   Status s;
   for (size_t i = 0; i < from.size() && s.ok(); ++i) {
     const size_t q = static_cast<size_t>(from[i]);
@@ -203,7 +226,7 @@ Status MultiLevel::WritePartner(const VersionInfo& info, const std::string& byte
 // L3: the rotated stripes of this rank's group (stripes.h). Each member sends each of its data blocks to
 // the m holders of that block's stripe; each holder encodes the stripes it holds parity for and keeps its
 // parity slots as parity-<R>. Messages between two members match in ascending stripe order on both sides.
-Status MultiLevel::WriteParity(const VersionInfo& info, const std::string& bytes, const std::vector<uint64_t>& lens,
+Status MultiLevel::WriteParity(const VersionInfo& info, const Bytes& bytes, const std::vector<uint64_t>& lens,
                                const std::vector<uint64_t>& sums) {
   const int me = comm_->rank();
   const std::vector<int>* group = nullptr;
@@ -223,9 +246,9 @@ Status MultiLevel::WriteParity(const VersionInfo& info, const std::string& bytes
   std::vector<std::string> padded;
   auto block = [&](int j) -> const char* {
     const size_t off = static_cast<size_t>(j) * B;
-    if (off + B <= bytes.size()) return bytes.data() + off;
+    if (off + B <= bytes.size) return bytes.data + off;
     padded.emplace_back(B, '\0');
-    if (off < bytes.size()) std::memcpy(padded.back().data(), bytes.data() + off, bytes.size() - off);
+    if (off < bytes.size) std::memcpy(padded.back().data(), bytes.data + off, bytes.size - off);
     return padded.back().data();
   };
   padded.reserve(static_cast<size_t>(layout.k()));
@@ -237,7 +260,9 @@ Status MultiLevel::WriteParity(const VersionInfo& info, const std::string& bytes
       for (int t = 0; t < m; ++t) sends.push_back({(*group)[static_cast<size_t>(layout.parity_holder(st, t))], p, B});
     }
   const auto slots = layout.parity_slots(idx);
-  std::vector<std::string> in(slots.size() * static_cast<size_t>(layout.k()), std::string(B, '\0'));
+  std::vector<std::string>& in = l3_in_;
+  in.resize(slots.size() * static_cast<size_t>(layout.k()));
+  for (std::string& b : in) b.resize(B);
   std::vector<detail::Comm::RecvBuf> recvs;
   for (size_t i = 0; i < slots.size(); ++i) {
     const auto db = layout.data_blocks(slots[i].first);
@@ -250,8 +275,11 @@ Status MultiLevel::WriteParity(const VersionInfo& info, const std::string& bytes
   // Encode: every parity of the stripe is computed and the one this rank holds kept (for m = 2 the
   // other one is computed twice in the group; simpler than a second exchange, and encoding runs at
   // several GB/s, far above the exchange).
-  std::string parity(slots.size() * B, '\0');
-  std::vector<std::string> outs(static_cast<size_t>(m), std::string(B, '\0'));
+  std::string& parity = l3_parity_;
+  parity.resize(slots.size() * B);
+  std::vector<std::string>& outs = l3_out_;
+  outs.resize(static_cast<size_t>(m));
+  for (std::string& o : outs) o.resize(B);
   for (size_t i = 0; i < slots.size(); ++i) {
     std::vector<const uint8_t*> dp;
     for (int p = 0; p < layout.k(); ++p)
@@ -275,7 +303,7 @@ Status MultiLevel::WriteParity(const VersionInfo& info, const std::string& bytes
   return local_.WritePiece(pm, parity.data(), parity.size());
 }
 
-void MultiLevel::StartFlush(const VersionInfo& info, std::shared_ptr<const std::string> bytes,
+void MultiLevel::StartFlush(const VersionInfo& info, Bytes bytes,
                             std::vector<std::pair<size_t, size_t>> records, std::vector<std::string> paths,
                             std::string dir, std::function<Status()> publish) {
   flush_.active = true;
@@ -291,7 +319,7 @@ void MultiLevel::StartFlush(const VersionInfo& info, std::shared_ptr<const std::
     for (size_t i = 0; i < records.size() && s.ok(); ++i) {
       std::unique_ptr<WritableFile> f;
       s = env_->NewWritableFile(paths[i], &f);
-      if (s.ok()) s = f->Append(bytes->data() + records[i].first, records[i].second);
+      if (s.ok()) s = f->Append(bytes.data + records[i].first, records[i].second);
       if (s.ok()) s = f->Sync();
       if (s.ok()) s = f->Close();
     }
@@ -338,7 +366,7 @@ bool MultiLevel::FinishFlush(bool wait, Status* s, VersionInfo* info) {
   *s = flush_.result;
   *info = flush_.info;
   flush_.active = false;
-  flush_.bytes.reset();
+  flush_.bytes = Bytes();
   return true;
 }
 
@@ -369,7 +397,7 @@ void MultiLevel::Scan() {
   }
 }
 
-bool MultiLevel::Restore(uint64_t v, uint64_t want_parent, std::string* bytes, storage::VersionPlan* plan,
+bool MultiLevel::Restore(uint64_t v, uint64_t want_parent, Bytes* bytes, storage::VersionPlan* plan,
                          std::string* why) {
   Scan();
   const int me = comm_->rank(), n = comm_->size();
@@ -390,6 +418,7 @@ bool MultiLevel::Restore(uint64_t v, uint64_t want_parent, std::string* bytes, s
     const size_t g = mine.group ? mine.group->members.size() : 0;
     std::vector<std::string> mdata(g), mparity(g);
     std::string own;
+    std::shared_ptr<const storage::LocalStore::Mapping> own_map;
     std::vector<Need> needs;
     for (int r = 0; r < n; ++r) {
       const storage::RankSource& src = plan->sources[static_cast<size_t>(r)];
@@ -417,8 +446,16 @@ bool MultiLevel::Restore(uint64_t v, uint64_t want_parent, std::string* bytes, s
       const int holder_rank = reader_[static_cast<size_t>(nd.ref.holder)];
       const bool local = nd.ref.holder == host_of_[static_cast<size_t>(nd.to)];
       if (nd.to == me && local) {
-        // On this node: read it here (a rank on the same host reads the same directory).
-        Status s = local_.ReadPiece(*nd.ref.meta, nd.into);
+        // On this node: read it here (a rank on the same host reads the same directory). This rank's own
+        // bytes are mapped, not copied: they are parsed and copied into the program's memory once.
+        Status s;
+        if (nd.into == &own) {
+          s = local_.MapPiece(*nd.ref.meta, &own_map);
+          if (s.ok() && Checksum64(own_map->data, own_map->size) != nd.ref.meta->checksum)
+            s = Status::Corruption(local_.PiecePath(v, *nd.ref.meta) + ": checksum mismatch (the piece is damaged)");
+        } else {
+          s = local_.ReadPiece(*nd.ref.meta, nd.into);
+        }
         if (!s.ok()) {
           std::fprintf(stderr, "revive: %s\n", s.ToString().c_str());
           mark(nd.ref);
@@ -473,7 +510,12 @@ bool MultiLevel::Restore(uint64_t v, uint64_t want_parent, std::string* bytes, s
     // Rebuild this rank's bytes from its group, where it has no copy.
     Status s;
     if (mine.how == storage::RankSource::kRead) {
-      *bytes = std::move(own);
+      if (own_map) {
+        *bytes = Bytes{own_map->data, own_map->size, own_map};
+      } else {
+        auto buf = std::make_shared<std::string>(std::move(own));
+        *bytes = Bytes{buf->data(), buf->size(), buf};
+      }
     } else {
       const storage::PieceMeta& grp = *mine.group;
       std::vector<bool> present(g);
@@ -489,7 +531,10 @@ bool MultiLevel::Restore(uint64_t v, uint64_t want_parent, std::string* bytes, s
       const size_t i = static_cast<size_t>(mine.index);
       if (s.ok() && (mdata[i].size() != grp.lengths[i] || Checksum64(mdata[i].data(), mdata[i].size()) != grp.checksums[i]))
         s = Status::Corruption("rank " + std::to_string(me) + "'s bytes rebuilt from its group do not match their checksum");
-      if (s.ok()) *bytes = std::move(mdata[i]);
+      if (s.ok()) {
+        auto buf = std::make_shared<std::string>(std::move(mdata[i]));
+        *bytes = Bytes{buf->data(), buf->size(), buf};
+      }
     }
     std::vector<std::string> errs = comm_->allgather_string(s.ok() ? "" : s.ToString());
     for (const auto& e : errs)
@@ -509,10 +554,10 @@ bool MultiLevel::Restore(uint64_t v, uint64_t want_parent, std::string* bytes, s
       pm.ranks = static_cast<uint32_t>(n);
       pm.rank = static_cast<uint32_t>(me);
       pm.host = pm.holder_host = local_.host();
-      pm.length = bytes->size();
-      pm.checksum = Checksum64(bytes->data(), bytes->size());
+      pm.length = bytes->size;
+      pm.checksum = Checksum64(bytes->data, bytes->size);
       pm.keys = plan->keys;
-      Status w = local_.WritePiece(pm, bytes->data(), bytes->size());
+      Status w = local_.WritePiece(pm, bytes->data, bytes->size);
       if (!w.ok()) std::fprintf(stderr, "revive: keeping the restored bytes on this node: %s\n", w.ToString().c_str());
     }
     return true;

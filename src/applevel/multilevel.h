@@ -21,6 +21,13 @@
 
 namespace revive::applevel {
 
+// Bytes of one rank's version and what keeps them alive (a mapping of its node-local file, or a buffer).
+struct Bytes {
+  const char* data = nullptr;
+  size_t size = 0;
+  std::shared_ptr<const void> keep;
+};
+
 struct VersionInfo {
   std::string name;
   uint64_t version = 0;
@@ -45,16 +52,19 @@ class MultiLevel {
   // never reuses a number with stale pieces left on some node.
   uint64_t NewestLocal();
 
-  // Collective: writes this rank's bytes of a version at the local levels in `levels` (L1, L2, L3). The
-  // result is the same on every rank; an error names the rank and the file or peer.
-  Status Write(const VersionInfo& info, const std::string& bytes, unsigned levels);
+  // Collective: writes this rank's bytes of a version (its records as spans, `length` bytes in all with
+  // XXH3-64 `checksum`) at the local levels in `levels` (L1, L2, L3). The spans go straight to the L1 file,
+  // which is then mapped: *out are those bytes, for the partner copy, the parity and the flush, with no
+  // copy in memory. The result is the same on every rank; an error names the rank and the file or peer.
+  Status Write(const VersionInfo& info, const std::vector<storage::Span>& spans, uint64_t length, uint64_t checksum,
+               unsigned levels, Bytes* out);
 
   // Starts writing this rank's data files of a version (records at `offsets` in *bytes, to `paths`) to the
   // global level on a thread of its own. The caller made the version directory. Each rank's thread leaves
   // a marker in it when its files are durable; rank 0's thread waits for every rank's marker and then
   // calls `publish` (the MANIFEST, then pruning), so the version becomes complete at the global level as
   // soon as the slowest rank's files are durable, with no collective call and no stall of the program.
-  void StartFlush(const VersionInfo& info, std::shared_ptr<const std::string> bytes,
+  void StartFlush(const VersionInfo& info, Bytes bytes,
                   std::vector<std::pair<size_t, size_t>> records, std::vector<std::string> paths,
                   std::string dir, std::function<Status()> publish);
   bool flush_pending() const { return flush_.active; }
@@ -69,15 +79,15 @@ class MultiLevel {
   // rebuilt from its group's parity; pieces whose bytes fail their checksum are set aside and the plan
   // made again without them. False (on every rank alike) with *why when v cannot be had from the local
   // levels. want_parent: only a version written under that parent version (nested), or any if ~0.
-  bool Restore(uint64_t v, uint64_t want_parent, std::string* bytes, storage::VersionPlan* plan, std::string* why);
+  bool Restore(uint64_t v, uint64_t want_parent, Bytes* bytes, storage::VersionPlan* plan, std::string* why);
   // The version a restart read: the oldest that pruning keeps until newer ones are complete.
   void Restored(uint64_t v) { completed_.assign(1, v); }
 
  private:
   void Setup();
-  Status WritePartner(const VersionInfo& info, const std::string& bytes, const std::vector<uint64_t>& lens,
+  Status WritePartner(const VersionInfo& info, const Bytes& bytes, const std::vector<uint64_t>& lens,
                       const std::vector<uint64_t>& sums);
-  Status WriteParity(const VersionInfo& info, const std::string& bytes, const std::vector<uint64_t>& lens,
+  Status WriteParity(const VersionInfo& info, const Bytes& bytes, const std::vector<uint64_t>& lens,
                      const std::vector<uint64_t>& sums);
   storage::PieceMeta BaseMeta(const VersionInfo& info) const;
 
@@ -97,13 +107,17 @@ class MultiLevel {
   std::string placement_error_;
   bool placed_ = false;
   std::vector<uint64_t> completed_;  // versions complete at the local levels, oldest first
+  // Receive and parity buffers, kept from version to version: fresh memory costs a host fault per page on
+  // this VM (docs/performance.md), reused memory runs at memcpy speed.
+  std::vector<std::string> l2_in_, l3_in_, l3_out_;
+  std::string l3_parity_;
   storage::Catalog catalog_;
   bool scanned_ = false;
 
   struct Flush {
     bool active = false;
     VersionInfo info;
-    std::shared_ptr<const std::string> bytes;
+    Bytes bytes;
     std::thread thread;
     std::atomic<bool> done{false};
     std::atomic<bool> stop{false};  // the destructor: rank 0 stops waiting for the others after a while

@@ -37,6 +37,13 @@ class Env {
 
   // Creates or truncates.
   virtual Status NewWritableFile(const std::string& path, std::unique_ptr<WritableFile>* out) = 0;
+  // Overwrites `path` in place, creating it if missing: no truncation first, the file is cut to what was
+  // written at Sync(). A file recycled from an old version keeps its pages, which on tmpfs (node-local
+  // checkpoints) and on this VM's page cache is the difference between memory speed and a host fault per
+  // fresh page (docs/performance.md). The default is NewWritableFile.
+  virtual Status NewRecycledFile(const std::string& path, std::unique_ptr<WritableFile>* out) {
+    return NewWritableFile(path, out);
+  }
   virtual Status NewSequentialFile(const std::string& path, std::unique_ptr<SequentialFile>* out) = 0;
   virtual Status GetFileSize(const std::string& path, uint64_t* size) = 0;
   virtual bool FileExists(const std::string& path) = 0;

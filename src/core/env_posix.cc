@@ -26,7 +26,8 @@ constexpr off_t kWritebackChunk = off_t{8} << 20;
 
 class PosixWritableFile : public WritableFile {
  public:
-  PosixWritableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  PosixWritableFile(std::string path, int fd, bool recycled = false)
+      : path_(std::move(path)), fd_(fd), recycled_(recycled), stream_ok_(!recycled) {}
   ~PosixWritableFile() override {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -52,6 +53,8 @@ class PosixWritableFile : public WritableFile {
     return Status::OK();
   }
   Status Sync() override {
+    // A recycled file may be longer than what was written into it now.
+    if (recycled_ && ::ftruncate(fd_, pos_) != 0) return Status::FromErrno("ftruncate " + path_, errno);
     if (::fsync(fd_) != 0) return Status::FromErrno("fsync " + path_, errno);
     // Everything is on disk now: drop what streaming has not dropped yet (large files only; small files
     // such as manifests are read back soon and cost nothing to keep).
@@ -98,6 +101,7 @@ class PosixWritableFile : public WritableFile {
   off_t pos_ = 0;      // bytes written so far
   off_t started_ = 0;  // writeback started for [.., started_)
   off_t dropped_ = 0;  // on disk and dropped from the page cache: [0, dropped_)
+  bool recycled_ = false;  // opened without O_TRUNC: its warm pages are overwritten, not dropped
   bool stream_ok_ = true;
   bool streamed_ = false;
 };
@@ -127,6 +131,12 @@ class PosixEnv : public Env {
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return Status::FromErrno("open " + path, errno);
     out->reset(new PosixWritableFile(path, fd));
+    return Status::OK();
+  }
+  Status NewRecycledFile(const std::string& path, std::unique_ptr<WritableFile>* out) override {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return Status::FromErrno("open " + path, errno);
+    out->reset(new PosixWritableFile(path, fd, true));
     return Status::OK();
   }
   Status NewSequentialFile(const std::string& path, std::unique_ptr<SequentialFile>* out) override {

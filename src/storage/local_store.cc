@@ -1,5 +1,10 @@
 #include "storage/local_store.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
@@ -186,13 +191,28 @@ std::string LocalStore::MakeId(const std::string& name, const std::string& globa
 std::string LocalStore::VersionDir(uint64_t v) const { return dir_ + "/v-" + std::to_string(v); }
 
 Status LocalStore::WritePiece(const PieceMeta& m, const void* data, size_t n) {
+  return WritePiece(m, std::vector<Span>{{data, n}});
+}
+
+Status LocalStore::WritePiece(const PieceMeta& m, const std::vector<Span>& spans) {
   const std::string vdir = VersionDir(m.version), path = vdir + "/" + m.FileName();
   Status s = CreateDirs(env_, vdir);
   std::unique_ptr<WritableFile> f;
   // A stale meta of an earlier attempt must not describe the new bytes while they are written.
   if (s.ok() && env_->FileExists(path + kMetaSuffix)) s = env_->DeleteFile(path + kMetaSuffix);
-  if (s.ok()) s = env_->NewWritableFile(path, &f);
-  if (s.ok()) s = f->Append(data, n);
+  // A recycled file if there is one (several ranks of a node may race for it: rename is atomic, the loser
+  // tries the next one).
+  bool recycled = false;
+  std::vector<std::string> spare;
+  if (s.ok() && env_->GetChildren(dir_ + "/recycle", &spare).ok())
+    for (const std::string& r : spare)
+      if (env_->RenameFile(dir_ + "/recycle/" + r, path).ok()) {
+        recycled = true;
+        break;
+      }
+  if (s.ok()) s = recycled ? env_->NewRecycledFile(path, &f) : env_->NewWritableFile(path, &f);
+  for (size_t i = 0; s.ok() && i < spans.size(); ++i)
+    if (spans[i].size) s = f->Append(spans[i].data, spans[i].size);
   if (s.ok()) s = f->Sync();
   if (s.ok()) s = f->Close();
   if (s.ok()) s = WriteFileAtomic(env_, path + kMetaSuffix, EncodePieceMeta(m));
@@ -269,7 +289,52 @@ Status LocalStore::RemoveVersion(uint64_t v) {
       s = env_->DeleteFile(vdir + "/" + n);
       if (!s.ok()) return s;
     }
+  // Then the pieces go to the recycle directory (up to 16 files: a node's pieces of one or two versions).
+  std::vector<std::string> spare;
+  const std::string rdir = dir_ + "/recycle";
+  if (env_->GetChildren(rdir, &spare).IsNotFound() && !env_->CreateDir(rdir).ok()) spare.assign(16, "");
+  for (const auto& n : names) {
+    if (spare.size() >= 16 || (n.compare(0, 5, "rank-") != 0 && n.compare(0, 7, "parity-") != 0)) continue;
+    const std::string to = rdir + "/" + std::to_string(v) + "." + n;
+    if (env_->RenameFile(vdir + "/" + n, to).ok()) spare.push_back(to);
+  }
   return DeleteDirTree(env_, vdir);
+}
+
+LocalStore::Mapping::~Mapping() {
+  if (data) ::munmap(const_cast<char*>(data), size);
+}
+
+// mmap has no Env counterpart: a fault-injecting Env covers the writes, and a mapping is only ever read.
+Status LocalStore::MapPiece(const PieceMeta& m, std::shared_ptr<const Mapping>* out) const {
+  const std::string path = PiecePath(m.version, m);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno("open " + path, errno);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    return Status::FromErrno("stat " + path, e);
+  }
+  if (static_cast<uint64_t>(st.st_size) != m.FileLength()) {
+    ::close(fd);
+    return Status::Corruption(path + ": " + std::to_string(st.st_size) + " bytes, its description says " +
+                              std::to_string(m.FileLength()) + " (truncated or overwritten)");
+  }
+  auto map = std::make_shared<Mapping>();
+  if (st.st_size > 0) {
+    void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      int e = errno;
+      ::close(fd);
+      return Status::FromErrno("mmap " + path, e);
+    }
+    map->data = static_cast<const char*>(p);
+    map->size = static_cast<size_t>(st.st_size);
+  }
+  ::close(fd);
+  *out = std::move(map);
+  return Status::OK();
 }
 
 Status LocalStore::RemoveOlderThan(uint64_t oldest_kept) {

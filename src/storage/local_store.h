@@ -15,10 +15,12 @@
 #define REVIVE_STORAGE_LOCAL_STORE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/env.h"
+#include "storage/data_file.h"
 
 namespace revive::storage {
 
@@ -73,8 +75,18 @@ class LocalStore {
   std::string VersionDir(uint64_t v) const;
   std::string PiecePath(uint64_t v, const PieceMeta& m) const { return VersionDir(v) + "/" + m.FileName(); }
 
-  // Writes the piece's bytes (fsync), then its meta atomically; creates the directories as needed.
+  // Writes the piece's bytes (fsync), then its meta atomically; creates the directories as needed. The
+  // file is a recycled one of an old version when there is one (see RemoveVersion).
   Status WritePiece(const PieceMeta& m, const void* data, size_t n);
+  Status WritePiece(const PieceMeta& m, const std::vector<Span>& spans);
+  // A read-only mapping of the piece's file (no copy: tmpfs pages are the bytes), checked for its size but
+  // not its checksum (the caller reads it once for that, or already knows it). Empty file: no mapping.
+  struct Mapping {
+    const char* data = nullptr;
+    size_t size = 0;
+    ~Mapping();
+  };
+  Status MapPiece(const PieceMeta& m, std::shared_ptr<const Mapping>* out) const;
   // Reads the piece a meta describes into *out and checks its length and checksum (Corruption naming the file).
   Status ReadPiece(const PieceMeta& m, std::string* out) const;
 
@@ -84,7 +96,8 @@ class LocalStore {
   // reported in *problems ("<file>: <reason>") and otherwise ignored.
   Status Scan(std::vector<PieceMeta>* metas, std::vector<std::string>* problems) const;
   // Deletes version directories older than `oldest_kept` (metas first, so a crash halfway leaves pieces
-  // without metas, which are ignored).
+  // without metas, which are ignored). Their piece files are moved to <dir>/recycle/ (a few at most) for
+  // WritePiece to overwrite: fresh tmpfs pages cost a host fault each on this VM, recycled ones do not.
   Status RemoveOlderThan(uint64_t oldest_kept);
   Status RemoveVersion(uint64_t v);
 
