@@ -37,6 +37,7 @@ struct Args {
   bool fresh = false;
   bool quiet = false;
   bool mpiio = false;
+  std::string levels, local;  // multi-level storage (docs/storage-levels.md); else REVIVE_LEVELS decides
 };
 
 void Run(const Args& a, int rank, int size) {
@@ -49,6 +50,8 @@ void Run(const Args& a, int rank, int size) {
   o.async = a.async != "off";
   o.zero_copy = a.async == "zero";
   if (a.mpiio) o.mpiio = true;  // else REVIVE_MPIIO (from_env) decides
+  if (!a.levels.empty()) o.levels = a.levels;
+  if (!a.local.empty()) o.local_path = a.local;
   revive::mpi::Checkpoint cp(a.name, MPI_COMM_WORLD, o);
   cp.add("u", u);
   cp.commit();
@@ -100,6 +103,8 @@ int main(int argc, char** argv) {
     app.add_flag("--fresh", a.fresh, "ignore existing checkpoints");
     app.add_flag("--quiet", a.quiet, "no progress messages on stderr");
     app.add_flag("--mpiio", a.mpiio, "one shared checkpoint file per version (MPI-IO)");
+    app.add_option("--levels", a.levels, "multi-level storage policy, e.g. L1+L3,L4@10 (docs/storage-levels.md)");
+    app.add_option("--local", a.local, "node-local storage root for --levels (default /dev/shm/revive-<uid>)");
     try {
       app.parse(ac, av);
     } catch (const CLI::ParseError& e) {
