@@ -20,9 +20,11 @@ APP, MPIEXEC, WORK, SCEN = sys.argv[1:5]
 STEPS, EVERY, DIE = "40", "5", "27"
 
 
-def run(nhosts, rpn, env, die=True, shift=0):
-    wrap = ('r=${OMPI_COMM_WORLD_RANK:-$PMI_RANK}; REVIVE_HOST=h$(( (r / %d + %d) %% %d )) exec "$@"'
-            % (rpn, shift, nhosts))
+def run(nhosts, rpn, env, die=True, shift=0, racks=0):
+    # Rank r runs on host h((r / rpn + shift) % nhosts); with racks, hosts h0,h1 are in rack0, h2,h3 in rack1...
+    rack = ' REVIVE_FAILURE_DOMAIN=rack$(( h / %d ))' % (nhosts // racks) if racks else ''
+    wrap = ('r=${OMPI_COMM_WORLD_RANK:-$PMI_RANK}; h=$(( (r / %d + %d) %% %d )); REVIVE_HOST=h$h%s exec "$@"'
+            % (rpn, shift, nhosts, rack))
     cmd = [MPIEXEC, "-n", str(nhosts * rpn), "sh", "-c", wrap, "sh", APP, STEPS, EVERY] + ([DIE] if die else [])
     e = dict(os.environ)
     for k in list(e):
@@ -63,7 +65,7 @@ def main():
     nhosts, rpn = 3, 2
     env = {"REVIVE_LOCAL_PATH": local, "REVIVE_CP_PATH": glob, "REVIVE_GROUP_SIZE": "3",
            "REVIVE_LEVELS": "L1+L3,L4@4", "ML_APP_WAIT_GLOBAL": "4"}
-    wipe, corrupt_piece, shift = [], None, 0
+    wipe, corrupt_piece, shift, racks = [], None, 0, 0
     step, said = 26, [r"from node-local storage", r"rebuilt from their group's parity"]
     if SCEN == "xor":
         wipe = ["h1"]
@@ -97,6 +99,20 @@ def main():
         wipe = ["h1"]
         corrupt_piece = ("*", 6, "rank-2")  # the partner copy of rank 2 (its own copy was on h1)
         said = [r"rank-2: checksum mismatch", r"set aside", r"rebuilt from their group's parity"]
+    elif SCEN == "rack":
+        # 4 hosts in 2 racks, groups across racks (REVIVE_DOMAIN_DEPTH=1): a whole rack lost is one member
+        # of every group.
+        nhosts, racks = 4, 2
+        env.update({"REVIVE_DOMAIN_DEPTH": "1", "REVIVE_GROUP_SIZE": "4"})
+        wipe = ["h0", "h1"]
+        said = [r"8 ranks: 4 read on their node, 4 rebuilt from their group's parity"]
+    elif SCEN == "rack_unaware":
+        # The same loss with groups placed by host only: some group loses two members, the global level serves.
+        nhosts, racks = 4, 2
+        env.update({"REVIVE_GROUP_SIZE": "4"})
+        wipe = ["h0", "h1"]
+        step = 16
+        said = [r"lost 2 members", r"\(global level\)"]
     elif SCEN == "moved":
         shift = 1
         said = [r"6 ranks: 6 fetched from another node"]
@@ -109,7 +125,7 @@ def main():
         wipe = ["h1"]
     elif SCEN == "bad_policy":
         env["REVIVE_LEVELS"] = "L1+L5"
-        p = run(nhosts, rpn, env, die=False)
+        p = run(nhosts, rpn, env, die=False, racks=racks)
         if p.returncode == 0 or not re.search(r"storage levels \"L1\+L5\": 'L5' is not a level", p.stderr):
             fail("a bad REVIVE_LEVELS must be refused naming the level", p)
         print("bad_policy: PASS")
@@ -123,10 +139,10 @@ def main():
     else:
         fail("unknown scenario " + SCEN)
 
-    ref = run(nhosts, rpn, {"REVIVE_CP_PATH": os.path.join(WORK, "ref")}, die=False)
+    ref = run(nhosts, rpn, {"REVIVE_CP_PATH": os.path.join(WORK, "ref")}, die=False, racks=racks)
     if ref.returncode != 0 or "digest" not in ref.stdout:
         fail("reference run", ref)
-    p = run(nhosts, rpn, env)
+    p = run(nhosts, rpn, env, racks=racks)
     if p.returncode == 0:
         fail("the job was meant to die after step " + DIE, p)
     if not os.path.exists(os.path.join(glob, "mlapp", "v-4", "MANIFEST")):
@@ -140,7 +156,7 @@ def main():
         if len(paths) != 1:
             fail("expected one %s of version %d, found %s" % (name, v, paths))
         corrupt(paths[0])
-    r = run(nhosts, rpn, env, die=False, shift=shift)
+    r = run(nhosts, rpn, env, die=False, shift=shift, racks=racks)
     if r.returncode != 0:
         fail("restart failed", r)
     if r.stdout != ref.stdout:
