@@ -1,6 +1,10 @@
 #include "storage/catalog.h"
 
 #include <algorithm>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
 
 namespace revive::storage {
 namespace {
@@ -54,12 +58,20 @@ bool Catalog::Plan(uint64_t v, uint32_t ranks, const std::vector<int>& home, Ver
   *out = VersionPlan();
   std::vector<PieceRef> pieces = Pieces(v);
   // The pieces of one version agree on what the version is; one that does not (left from another run
-  // with the same name and numbering) is ignored rather than trusted.
+  // with the same name and numbering) is ignored rather than trusted. What the version is is what most of
+  // its data pieces say (ties: the first found), so a leftover that happens to be found first cannot make
+  // every other piece look foreign.
+  using Identity = std::tuple<int64_t, uint64_t, std::string, std::vector<std::string>>;
+  std::map<Identity, int> votes;
+  for (const PieceRef& p : pieces)
+    if (p.meta->kind == PieceMeta::kData && p.meta->ranks == ranks)
+      ++votes[{p.meta->iteration, p.meta->parent_version, p.meta->name, p.meta->keys}];
   const PieceMeta* ref = nullptr;
+  int best = 0;
   for (const PieceRef& p : pieces)
     if (p.meta->kind == PieceMeta::kData && p.meta->ranks == ranks) {
-      ref = p.meta;
-      break;
+      const int n = votes[{p.meta->iteration, p.meta->parent_version, p.meta->name, p.meta->keys}];
+      if (n > best) best = n, ref = p.meta;
     }
   if (!ref) {
     for (const PieceRef& p : pieces)
