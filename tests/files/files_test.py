@@ -159,17 +159,25 @@ class Case:
         return self.ref_secs
 
     def round(self, k, port, net=None, hosts=None):
-        d = os.path.join(self.work, "run%d" % k)
-        os.makedirs(d)
-        argv, stdin, files = self.prepare(d)
-        os.makedirs(os.path.join(d, "nodetmp"), exist_ok=True)
-        ck = os.path.join(d, "ck")
-        env = self.env if net is None else dict(self.env, REVIVE_COORD_HOST=net + ".1")
-        p = self.start(d, argv, stdin, port, ck, env)
-        t_ck = self.rng.uniform(0.15, 0.6) * self.ref_secs
-        time.sleep(t_ck)
-        if p.poll() is not None:
-            fail("%s round %d: ended before the checkpoint (%.1fs)" % (self.name, k, t_ck))
+        # The checkpoint moment is a fraction of the uninterrupted run's time; when that run was slowed by
+        # a load spike, the program may end before it: start the round again aiming earlier (twice at most).
+        frac = self.rng.uniform(0.15, 0.6)
+        for attempt in range(3):
+            d = os.path.join(self.work, "run%d" % k + ("-again%d" % attempt if attempt else ""))
+            os.makedirs(d)
+            argv, stdin, files = self.prepare(d)
+            os.makedirs(os.path.join(d, "nodetmp"), exist_ok=True)
+            ck = os.path.join(d, "ck")
+            env = self.env if net is None else dict(self.env, REVIVE_COORD_HOST=net + ".1")
+            p = self.start(d, argv, stdin, port, ck, env)
+            t_ck = frac * self.ref_secs
+            time.sleep(t_ck)
+            if p.poll() is None:
+                break
+            print("%s round %d: ended before the checkpoint at %.1fs; again, earlier" % (self.name, k, t_ck))
+            frac /= 3
+        else:
+            fail("%s round %d: ended before the checkpoint three times (last at %.1fs)" % (self.name, k, t_ck))
         if self.name in ("make", "otherhost"):
             # Aim at a moment when gcc has temporaries in the node-local directory (they exist for most of
             # a compilation): those are what another host would lack.
