@@ -18,5 +18,7 @@ void AddLsCommand(CLI::App& app, int* rc);
 void AddVerifyCommand(CLI::App& app, int* rc);
 void AddRebuildCommand(CLI::App& app, int* rc);
 void AddFlushCommand(CLI::App& app, int* rc);
+// Catastrophic-failure probability and checkpoint interval (core/resilience.h).
+void AddRiskCommand(CLI::App& app, int* rc);
 
 }  // namespace revive::cli

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   revive::cli::AddVerifyCommand(app, &rc);
   revive::cli::AddRebuildCommand(app, &rc);
   revive::cli::AddFlushCommand(app, &rc);
+  revive::cli::AddRiskCommand(app, &rc);
   revive::cli::AddCoordinatorCommand(app, &rc);
   try {
     app.parse(argc, argv);
