@@ -743,7 +743,11 @@ bool Checkpoint::Impl::RestoreMulti(uint64_t v, uint64_t want_parent, bool* clob
                                     storage::Manifest* m) {
   applevel::Bytes bytes;
   storage::VersionPlan plan;
-  if (!ml->Restore(v, want_parent, &bytes, &plan, why)) return false;
+  if (!ml->Restore(v, want_parent, &bytes, &plan, why)) {
+    // Like the global level's manifest check: another number of ranks is an error, not a fallback.
+    if (plan.rank_mismatch) throw Error(Where() + ": cannot restart from " + *why);
+    return false;
+  }
   Status s = ParseRecords(ml->local_dir() + "/v-" + std::to_string(v) + ": rank " + std::to_string(comm->rank()),
                           bytes.data, bytes.size, plan.keys);
   if (!comm->allreduce_and(!s.IsInvalidArgument()))

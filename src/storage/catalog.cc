@@ -78,6 +78,7 @@ bool Catalog::Plan(uint64_t v, uint32_t ranks, const std::vector<int>& home, Ver
       if (p.meta->ranks != ranks) {
         *why = "version " + std::to_string(v) + " was written by " + std::to_string(p.meta->ranks) +
                " ranks, this run has " + std::to_string(ranks);
+        out->rank_mismatch = true;
         return false;
       }
     *why = "version " + std::to_string(v) + ": no rank's data is left on any node";

@@ -44,6 +44,9 @@ struct VersionPlan {
   std::vector<std::string> keys;
   std::vector<RankSource> sources;  // per rank
   int own = 0, copies = 0, rebuilt = 0;  // ranks whose bytes are on their node now / fetched from another node / rebuilt
+  // Plan failed because the version was written by another number of ranks: the program does not match
+  // the checkpoint (an error for the caller, never a reason to fall back to an older version).
+  bool rank_mismatch = false;
   std::string Summary() const;  // "4 ranks: 3 from their own node, 1 rebuilt from XOR parity"
 };
 

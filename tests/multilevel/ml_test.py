@@ -130,6 +130,17 @@ def main():
             fail("a bad REVIVE_LEVELS must be refused naming the level", p)
         print("bad_policy: PASS")
         return
+    elif SCEN == "other_rank_count":
+        # Restarting node-local versions with another number of ranks is refused, as for the global level.
+        p = run(nhosts, rpn, env)
+        if p.returncode == 0:
+            fail("the job was meant to die after step " + DIE, p)
+        r = run(2, rpn, env, die=False)
+        if r.returncode == 0 or not re.search(r"cannot restart from version 6 was written by 6 ranks, this run has 4",
+                                              r.stderr):
+            fail("a restart with 4 ranks of a 6-rank checkpoint must be refused, naming both counts", r)
+        print("other_rank_count: PASS")
+        return
     elif SCEN == "one_domain":
         p = run(1, 4, env, die=False)
         if p.returncode == 0 or not re.search(r"cannot place redundancy: .*parity groups \(L3\)", p.stderr):
