@@ -171,7 +171,7 @@ def main():
             kill_tree(rs)
             continue
         try:
-            _, err = rs.communicate(timeout=300)
+            _, err = rs.communicate(timeout=180)  # inside CTest's 300 s, so the coordinator log is printed
         except subprocess.TimeoutExpired:
             kill_tree(rs)
             fail("the restarted job did not finish; coordinator log: " +
