@@ -92,7 +92,7 @@ std::string EncodePieceMeta(const PieceMeta& m) {
     s += "parity_length=" + std::to_string(m.parity_length) + "\n";
     s += "parity_checksum=" + Hex(m.parity_checksum) + "\n";
   }
-  s += "checksum=" + Hex(Checksum64(s.data(), s.size())) + "\n";
+  Seal(&s);
   return s;
 }
 
@@ -102,12 +102,9 @@ Status DecodePieceMeta(const std::string& what, const std::string& t, PieceMeta*
       return Status::Corruption(what + ": piece format is not supported (this build reads version 1)");
     return Status::Corruption(what + ": not a revive piece description");
   }
-  size_t cpos = t.rfind("checksum=");
-  if (cpos == std::string::npos || cpos == 0 || t[cpos - 1] != '\n' || t.size() != cpos + 9 + 16 + 1 ||
-      t.back() != '\n')
-    return Status::Corruption(what + ": truncated (no checksum line)");
-  if (t.substr(cpos + 9, 16) != Hex(Checksum64(t.data(), cpos)))
-    return Status::Corruption(what + ": checksum mismatch");
+  size_t cpos = 0;
+  Status sealed = CheckSeal(what, "", t, &cpos);
+  if (!sealed.ok()) return sealed;
   *m = PieceMeta();
   enum { kKind, kName, kVersion, kIteration, kParent, kRanks, kRank, kHost, kHolder, kLength, kDataSum,
          kParity, kMembers, kBlock, kLengths, kSums, kPLen, kPSum, kFields };

@@ -27,7 +27,7 @@ std::string EncodeManifest(const Manifest& m) {
     for (const auto& r : m.ranges)
       s += "range=" + std::to_string(r.offset) + " " + std::to_string(r.length) + " " + Hex(r.checksum) + "\n";
   }
-  s += "checksum=" + Hex(Checksum64(s.data(), s.size())) + "\n";
+  Seal(&s);
   return s;
 }
 
@@ -38,11 +38,9 @@ Status DecodeManifest(const std::string& path, const std::string& t, Manifest* m
       return Status::Corruption(path + ": manifest format is not supported (this build reads version 1)");
     return Status::Corruption(path + ": not a revive manifest");
   }
-  size_t cpos = t.rfind("checksum=");
-  if (cpos == std::string::npos || t.size() != cpos + 9 + 16 + 1 || t.back() != '\n')
-    return Status::Corruption(path + ": manifest truncated (no checksum line)");
-  if (t.substr(cpos + 9, 16) != Hex(Checksum64(t.data(), cpos)))
-    return Status::Corruption(path + ": manifest checksum mismatch");
+  size_t cpos = 0;
+  Status sealed = CheckSeal(path, "manifest ", t, &cpos);
+  if (!sealed.ok()) return sealed;
   *m = Manifest();
   bool seen[5] = {};
   size_t pos = sizeof kFirstLine - 1;

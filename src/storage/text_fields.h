@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/checksum.h"
 #include "core/env.h"
 
 namespace revive::storage {
@@ -26,6 +27,19 @@ inline bool ParseU64(const std::string& s, uint64_t* v) {
   errno = 0;
   *v = std::strtoull(s.c_str(), nullptr, 10);
   return errno == 0;
+}
+// The text formats end with "checksum=<XXH3-64 of everything before, 16 hex>\n". Seal appends that line;
+// CheckSeal verifies it and sets *body_end to where it starts. `noun` prefixes the reason ("manifest ").
+inline void Seal(std::string* t) { *t += "checksum=" + Hex(Checksum64(t->data(), t->size())) + "\n"; }
+inline Status CheckSeal(const std::string& what, const std::string& noun, const std::string& t, size_t* body_end) {
+  size_t cpos = t.rfind("checksum=");
+  if (cpos == std::string::npos || cpos == 0 || t[cpos - 1] != '\n' || t.size() != cpos + 9 + 16 + 1 ||
+      t.back() != '\n')
+    return Status::Corruption(what + ": " + noun + "truncated (no checksum line)");
+  if (t.compare(cpos + 9, 16, Hex(Checksum64(t.data(), cpos))) != 0)
+    return Status::Corruption(what + ": " + noun + "checksum mismatch");
+  *body_end = cpos;
+  return Status::OK();
 }
 // "v-<N>", N > 0 without leading zeros.
 inline bool ParseVersionDir(const std::string& n, uint64_t* v) {
