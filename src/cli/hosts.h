@@ -31,6 +31,9 @@ bool WantsHosts(const HostOpts& o);
 // The host list (--hosts or --hostfile, slots repeated); {""} for --launcher alone (no {host}).
 Status ResolveHosts(const HostOpts& o, std::vector<std::string>* hosts);
 
+// The running `revive` binary (/proc/self/exe), which host parts and `revive run` start again.
+Status SelfPath(std::string* out);
+
 // Checks the launcher template (quotes, {cmd}/{cmdq}, {host}) before anything is started.
 Status CheckLauncher(const HostOpts& o, const std::string& some_host);
 
