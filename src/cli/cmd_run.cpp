@@ -80,7 +80,12 @@ std::string Describe(int code) {
 
 class Supervisor {
  public:
-  explicit Supervisor(const RunArgs& a) : a_(a), choice_(2) {}
+  // One failed relaunch from a generation, with no newer generation written meanwhile, passes it over: a
+  // checkpoint can hold the failure itself (a rank SIGKILLed while the generation was being taken is a
+  // process that left, and its parent's image records a dead child; restoring that generation fails the
+  // same way at once). Going one generation back costs recomputation, never correctness.
+  explicit Supervisor(const RunArgs& a) : a_(a), choice_(kTriesPerGeneration) {}
+  static constexpr unsigned kTriesPerGeneration = 1;
   int Run();
 
  private:
@@ -110,6 +115,7 @@ class Supervisor {
   pid_t child_ = -1;           // the attempt: `revive launch`/`revive restart`, or the --app command
   double t0_ = 0, attempt_t0_ = 0, last_ckpt_ = 0, cost_ = 0;
   unsigned failures_ = 0;
+  unsigned attempts_ = 0;
   int child_code_ = 0;
   int log_fd_ = -1;
 };
@@ -232,13 +238,14 @@ Status Supervisor::StartAttempt(uint64_t from) {
   }
   setpgid(pid, pid);
   child_ = pid;
+  attempts_++;
   attempt_t0_ = last_ckpt_ = Now();
   if (a_.app)
-    Log("attempt %u: started %s", failures_ + 1, Join(argv).c_str());
+    Log("attempt %u: started %s", attempts_, Join(argv).c_str());
   else if (from == 0)
-    Log("attempt %u: launched the job%s%s", failures_ + 1, hosts_.empty() ? "" : " on ", Join(hosts_).c_str());
+    Log("attempt %u: launched the job%s%s", attempts_, hosts_.empty() ? "" : " on ", Join(hosts_).c_str());
   else
-    Log("attempt %u: restarting from generation %llu%s%s", failures_ + 1, (unsigned long long)from,
+    Log("attempt %u: restarting from generation %llu%s%s", attempts_, (unsigned long long)from,
         hosts_.empty() ? "" : " on ", Join(hosts_).c_str());
   return Status::OK();
 }
@@ -484,8 +491,9 @@ int Supervisor::Run() {
     gens.erase(std::remove_if(gens.begin(), gens.end(), [this](uint64_t g) { return g <= floor_; }), gens.end());
     uint64_t from = a_.app ? 0 : choice_.Pick(gens);
     if (!a_.app && from == 0 && !gens.empty()) {
-      Log("giving up: no checkpoint brings the job back (each of generations %llu..%llu failed %u times in a row)",
-          (unsigned long long)gens.back(), (unsigned long long)gens.front(), 2u);
+      Log("giving up: no checkpoint brings the job back (each of generations %llu..%llu failed %u time%s in a row)",
+          (unsigned long long)gens.back(), (unsigned long long)gens.front(), kTriesPerGeneration,
+          kTriesPerGeneration == 1 ? "" : "s");
       return kGaveUp;
     }
     s = StartAttempt(from);
@@ -529,10 +537,19 @@ int Supervisor::Run() {
       }
       case Event::kFailed:
       case Event::kHung: {
-        failures_++;
-        Log("failure %u: %s", failures_, what.c_str());
-        // A relaunch that failed without writing a newer generation counts against the one it came from.
-        if (NewestGeneration() <= std::max(from, floor_)) choice_.Failed(from);
+        // A relaunch from generation G that failed before writing a newer one passes G over (RestartChoice):
+        // G may hold the failure itself, since generations completed between a process's death and its
+        // detection (an MPI launcher takes about a second to notice) record the dead process. Such a
+        // failure does not use up --restarts: each generation is passed over once, so this ends too.
+        const bool passed_over = from != 0 && NewestGeneration() <= from;
+        if (passed_over) {
+          choice_.Failed(from);
+          Log("relaunch from generation %llu failed before its first checkpoint (%s); passing that generation over",
+              (unsigned long long)from, what.c_str());
+        } else {
+          failures_++;
+          Log("failure %u: %s", failures_, what.c_str());
+        }
         Teardown();
         if (failures_ > unsigned(a_.restarts)) {
           Log("giving up after %u failures (--restarts %ld)", failures_, a_.restarts);

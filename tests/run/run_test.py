@@ -9,6 +9,7 @@ Scenarios (one per CTest test):
   signal     the checkpoint signal: checkpoint, exit 75; `revive run` again continues from that checkpoint
   hostloss   3 network-namespace hosts, one spare: every process of one host SIGKILLed and the host deleted;
              the job comes back on the spare
+  mpi        `revive run -- mpiexec -n 2 ring`: a random rank SIGKILLed KILLS times
   app        --app: an MPI program of the application-level library, a random rank SIGKILLed KILLS times;
              then a rank SIGSTOPped (its heartbeat stops): hung, restarted
 """
@@ -22,6 +23,7 @@ for opt in ("--revive", "--inject", "--restart", "--workdir", "--counter"):
     ap.add_argument(opt, required=True)
 ap.add_argument("--netns")
 ap.add_argument("--heat2d")
+ap.add_argument("--ring", help="tests/mpi_transparent's ring program (Open MPI build)")
 ap.add_argument("--kills", type=int, default=5)
 ap.add_argument("--seed", type=int, default=None)
 a = ap.parse_args()
@@ -255,5 +257,28 @@ def scenario_app():
         fail("the stopped rank was not found hung:\n" + log())
     print("PASS: %d events (kills, then a stopped rank found by its heartbeat), result identical" % a.kills)
 
-{"kills": scenario_kills, "hang": scenario_hang, "giveup": scenario_giveup, "signal": scenario_signal,
+def scenario_mpi():
+    """An unmodified Open MPI job under the supervisor: a random rank SIGKILLed at random moments."""
+    if not a.ring:
+        fail("--ring is needed")
+    mpi = ["mpiexec", "-n", "2", "--oversubscribe"]
+    args = [os.path.abspath(a.ring), "80", "100000"]
+    r = subprocess.run(mpi + args, stdout=subprocess.PIPE, timeout=120)
+    if r.returncode != 0 or not r.stdout:
+        fail("reference run failed")
+    rund = os.path.join(a.workdir, "run")
+    port = free_port(rng)
+    sup = start(["--port", str(port), "--ckpt-dir", ck, "--interval", "1", "--restarts", str(a.kills), "--", "sh", "-c",
+                 'exec "$@" > out', "sh"] + mpi + args, rund)
+    for k in range(a.kills):
+        before = log().count("failure ")
+        v = kill_after_progress(sup, "ring", signal.SIGKILL, log().count("checkpoint: generation") + 1)
+        wait_for(lambda: log().count("failure ") > before, 40, "the supervisor to see kill %d (pid %d)" % (k + 1, v))
+        print("kill %d: rank pid %d seen" % (k + 1, v), flush=True)
+    finish(sup, 0, timeout=180)
+    if open(os.path.join(rund, "out"), "rb").read() != r.stdout:
+        fail("the MPI job's output differs from the uninterrupted run's; see %s\n%s" % (rund, log()))
+    print("PASS: %d ranks killed, the MPI job finished with identical output" % a.kills)
+
+{"kills": scenario_kills, "mpi": scenario_mpi, "hang": scenario_hang, "giveup": scenario_giveup, "signal": scenario_signal,
  "hostloss": scenario_hostloss, "app": scenario_app}[a.scenario]()
