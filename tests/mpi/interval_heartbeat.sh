@@ -12,7 +12,7 @@ fail() { echo "FAIL: $*"; [[ -n ${pids:-} ]] && kill -CONT $pids 2>/dev/null; ki
 mtimes() { for r in 0 1 2; do stat -c %.9Y "$hb/rank.$r"; done | tr '\n' ' '; }
 
 REVIVE_INTERVAL=0.15 REVIVE_HEARTBEAT_DIR=$hb REVIVE_VERBOSE=1 \
-  timeout 60 "$mpiexec" -n 3 --oversubscribe --mca mpi_yield_when_idle 1 "$prog" "$dir/cp" 1200 >"$dir/out" 2>&1 &
+  timeout 60 "$mpiexec" -n 3 --oversubscribe --mca mpi_yield_when_idle 1 "$prog" "$dir/cp" 1600 >"$dir/out" 2>&1 &
 run=$!
 for _ in $(seq 100); do
   [[ -s $hb/rank.0 && -s $hb/rank.1 && -s $hb/rank.2 ]] && break
@@ -30,7 +30,7 @@ for r in 1 2 3; do
   awk -v a="$a" -v b="$b" 'BEGIN { exit !(b > a) }' || fail "rank $((r - 1))'s heartbeat did not advance while running ($a -> $b)"
 done
 
-kill -STOP $pids
+kill -STOP $pids || fail "the ranks ($pids) ended before they could be stopped"
 sleep 0.2  # a touch already inside the kernel lands before the stop
 stopped=$(mtimes)
 sleep 2.5
