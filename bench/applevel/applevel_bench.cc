@@ -10,7 +10,7 @@
 // application is blocked (update_and_write() returning) is printed too. Read: restart_if_needed() of a
 // fresh Checkpoint vs read(2) of that checkpoint's own data file just before and after, each read right
 // after an eviction (fdatasync + posix_fadvise(DONTNEED); root-only drop_caches is not used). Medians of --reps, and every repetition's time.
-// Call overhead: ns per update_and_write that does not write, without and with REVIVE_INTERVAL +
+// Call overhead: ns per update_and_write that does not write, without and with REVIVE_CP_INTERVAL +
 // REVIVE_HEARTBEAT_DIR.
 #include <fcntl.h>
 #include <unistd.h>
@@ -227,7 +227,7 @@ void BenchLanczos(const std::string& dir, int n, int iters, int every, int reps)
 }
 
 // ns per update_and_write call that does not write (the call a program makes every iteration): plain
-// (`every` rule), with REVIVE_INTERVAL (its test), with REVIVE_HEARTBEAT_DIR (a coarse clock read; the
+// (`every` rule), with REVIVE_CP_INTERVAL (its test), with REVIVE_HEARTBEAT_DIR (a coarse clock read; the
 // file is touched once per second), and with both. The bootstrap `every` is never reached, so no call
 // writes. Modes interleaved, median of `reps`; ratios to plain.
 void BenchCallOverhead(const std::string& dir, int reps) {

@@ -54,8 +54,8 @@ struct Options {
   // writes every `interval` seconds of computation instead of every `every` iterations (`every` still
   // decides until the first measured write). interval_auto: the interval is Daly's optimum for the measured
   // checkpoint cost and `mtbf` (required then). 0 / false: `every` alone decides, as without these fields.
-  double interval = 0;         // REVIVE_INTERVAL=SECONDS (or =auto, which sets interval_auto)
-  bool interval_auto = false;  // REVIVE_INTERVAL=auto
+  double interval = 0;         // REVIVE_CP_INTERVAL=SECONDS (or =auto, which sets interval_auto)
+  bool interval_auto = false;  // REVIVE_CP_INTERVAL=auto
   double mtbf = 0;             // REVIVE_MTBF: mean time between failures of the job, seconds
   // Progress heartbeat for a supervisor (revive run): every rank touches <dir>/rank.<R> (mtime) at most once
   // per second from update_and_write/write/update. Empty: none.

@@ -67,10 +67,10 @@ Checkpoint::Impl::Impl(std::string n, std::shared_ptr<detail::Comm> c, Options o
       writer(opts.async_thread_cpu) {
   if (opts.zero_copy) opts.async = true;
   if (!(opts.interval >= 0))
-    throw Error(Where() + ": interval (REVIVE_INTERVAL) must be a number of seconds >= 0 (0 = off), got " +
+    throw Error(Where() + ": interval (REVIVE_CP_INTERVAL) must be a number of seconds >= 0 (0 = off), got " +
                 std::to_string(opts.interval));
   if (opts.interval_auto && !(opts.mtbf > 0))
-    throw Error(Where() + ": REVIVE_INTERVAL=auto (Options::interval_auto) needs the mean time between failures: "
+    throw Error(Where() + ": REVIVE_CP_INTERVAL=auto (Options::interval_auto) needs the mean time between failures: "
                 "set REVIVE_MTBF (Options::mtbf) to a number of seconds > 0" +
                 (opts.mtbf == 0 ? std::string(" (it is not set)") : ", got " + std::to_string(opts.mtbf)));
   if (opts.keep < 1) throw Error("checkpoint '" + name + "': keep must be >= 1 (got " + std::to_string(opts.keep) + ")");
@@ -780,7 +780,7 @@ void Checkpoint::Impl::LogInterval(int64_t it, const applevel::IntervalSchedule:
   if (sched.automatic())
     std::snprintf(how, sizeof how, "Daly's interval for C = %.4f s, M = REVIVE_MTBF = %.6g s", st.cost, sched.mtbf());
   else
-    std::snprintf(how, sizeof how, "REVIVE_INTERVAL; checkpoint cost C = %.4f s", st.cost);
+    std::snprintf(how, sizeof how, "REVIVE_CP_INTERVAL; checkpoint cost C = %.4f s", st.cost);
   if (agreed.ns_per_iteration == 0 && st.next_iteration < 0) {
     std::fprintf(stderr, "revive: %s: interval %.4f s (%s); no iteration measured yet, writing every `every` "
                  "iterations until one is\n", Where().c_str(), st.interval, how);

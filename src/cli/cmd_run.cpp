@@ -223,7 +223,7 @@ Status Supervisor::StartAttempt(uint64_t from) {
       setenv("REVIVE_HEARTBEAT_DIR", heartbeat_dir_.c_str(), 1);
       setenv("REVIVE_RUN_HOSTS", Join(hosts_).c_str(), 1);
       if (interval_.automatic || interval_.fixed > 0) {
-        setenv("REVIVE_INTERVAL", interval_.automatic ? "auto" : std::to_string(interval_.fixed).c_str(), 1);
+        setenv("REVIVE_CP_INTERVAL", interval_.automatic ? "auto" : std::to_string(interval_.fixed).c_str(), 1);
         setenv("REVIVE_MTBF", std::to_string(EstimatedMtbf(interval_.mtbf_prior, Now() - t0_, failures_)).c_str(), 1);
       }
     } else if (a_.hang_timeout > 0) {
@@ -579,7 +579,7 @@ void AddRunCommand(CLI::App& app, int* rc) {
   c->add_option("--restarts", a->restarts, "Relaunches allowed before giving up (default 3)");
   c->add_option("--interval", a->interval,
                 "Checkpoint every SECONDS, or `auto` (Daly's interval from the measured checkpoint cost and "
-                "--mtbf); with --app passed on as REVIVE_INTERVAL (default 0: none)");
+                "--mtbf); with --app passed on as REVIVE_CP_INTERVAL (default 0: none)");
   c->add_option("--mtbf", a->mtbf, "Mean time between failures to assume (seconds) until failures are observed");
   c->add_option("--hang-timeout", a->hang_timeout,
                 "A process that does not answer a checkpoint (transparent), or a rank whose heartbeat does not "

@@ -1,4 +1,4 @@
-// Time-based checkpoint interval (REVIVE_INTERVAL=SECONDS|auto, REVIVE_MTBF) and heartbeat files
+// Time-based checkpoint interval (REVIVE_CP_INTERVAL=SECONDS|auto, REVIVE_MTBF) and heartbeat files
 // (REVIVE_HEARTBEAT_DIR): the rule on given times, then real runs whose iterations are slowed with sleeps,
 // bad values, and the heartbeat file's content, mtime and failure.
 #include <fcntl.h>
@@ -198,8 +198,8 @@ class EnvVar {
 
 TEST(Interval, BadValuesAreErrorsNamingTheVariable) {
   for (const char* bad : {"abc", "-3", "0x", "nan", "inf", "1e99"}) {
-    EnvVar e("REVIVE_INTERVAL", bad);
-    ExpectError([] { Options::from_env(); }, {"REVIVE_INTERVAL", std::string("\"") + bad + "\"", "or auto"});
+    EnvVar e("REVIVE_CP_INTERVAL", bad);
+    ExpectError([] { Options::from_env(); }, {"REVIVE_CP_INTERVAL", std::string("\"") + bad + "\"", "or auto"});
   }
   {
     EnvVar e("REVIVE_MTBF", "soon");
@@ -211,22 +211,22 @@ TEST(Interval, BadValuesAreErrorsNamingTheVariable) {
   }
   TmpDir t;
   {
-    EnvVar e("REVIVE_INTERVAL", "AUTO");
+    EnvVar e("REVIVE_CP_INTERVAL", "AUTO");
     EnvVar p("REVIVE_CP_PATH", (t / "cp").c_str());
     Options o = Options::from_env();
     EXPECT_TRUE(o.interval_auto);
-    ExpectError([] { Checkpoint cp("x"); }, {"checkpoint 'x'", "REVIVE_INTERVAL=auto", "REVIVE_MTBF", "not set"});
+    ExpectError([] { Checkpoint cp("x"); }, {"checkpoint 'x'", "REVIVE_CP_INTERVAL=auto", "REVIVE_MTBF", "not set"});
     EnvVar m("REVIVE_MTBF", "3600");
     Checkpoint cp("x");  // now complete
     EXPECT_EQ(cp.options().mtbf, 3600);
   }
   {
-    EnvVar e("REVIVE_INTERVAL", "2.5");
+    EnvVar e("REVIVE_CP_INTERVAL", "2.5");
     EXPECT_EQ(Options::from_env().interval, 2.5);
   }
   Options o = Opts(t);
   o.interval = -1;
-  ExpectError([&] { Checkpoint cp("y", o); }, {"checkpoint 'y'", "REVIVE_INTERVAL", ">= 0"});
+  ExpectError([&] { Checkpoint cp("y", o); }, {"checkpoint 'y'", "REVIVE_CP_INTERVAL", ">= 0"});
   o.interval = 0;
   o.interval_auto = true;
   o.mtbf = -5;

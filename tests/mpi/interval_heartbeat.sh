@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# interval_heartbeat.sh MPIEXEC PROGRAM DIR: 3 ranks of mpi_interval_test under REVIVE_INTERVAL with
+# interval_heartbeat.sh MPIEXEC PROGRAM DIR: 3 ranks of mpi_interval_test under REVIVE_CP_INTERVAL with
 # heartbeat files. While it runs, every rank's heartbeat mtime must advance; while its processes are
 # SIGSTOPped (found by the pid in their heartbeat files), none may; after SIGCONT the run must finish with
-# every rank having written the same versions. Then once more with REVIVE_INTERVAL=auto.
+# every rank having written the same versions. Then once more with REVIVE_CP_INTERVAL=auto.
 set -euo pipefail
 mpiexec=$1 prog=$2 dir=$3
 rm -rf "$dir"
@@ -11,7 +11,7 @@ hb=$dir/hb
 fail() { echo "FAIL: $*"; [[ -n ${pids:-} ]] && kill -CONT $pids 2>/dev/null; kill "$run" 2>/dev/null; cat "$dir/out" >&2; exit 1; }
 mtimes() { for r in 0 1 2; do stat -c %.9Y "$hb/rank.$r"; done | tr '\n' ' '; }
 
-REVIVE_INTERVAL=0.15 REVIVE_HEARTBEAT_DIR=$hb REVIVE_VERBOSE=1 \
+REVIVE_CP_INTERVAL=0.15 REVIVE_HEARTBEAT_DIR=$hb REVIVE_VERBOSE=1 \
   timeout 60 "$mpiexec" -n 3 --oversubscribe --mca mpi_yield_when_idle 1 "$prog" "$dir/cp" 1600 >"$dir/out" 2>&1 &
 run=$!
 for _ in $(seq 100); do
@@ -46,7 +46,7 @@ grep 'wrote at iterations' "$dir/out"
 grep -q "^version $(grep -c 'wrote version' "$dir/out")\$" "$hb/rank.0" || fail "rank.0 does not name the last version: $(cat "$hb/rank.0")"
 # auto: Daly's interval from the agreed cost and REVIVE_MTBF, the same decisions on every rank too.
 rm -rf "$dir/cp"
-REVIVE_INTERVAL=auto REVIVE_MTBF=5 REVIVE_VERBOSE=1 \
+REVIVE_CP_INTERVAL=auto REVIVE_MTBF=5 REVIVE_VERBOSE=1 \
   timeout 60 "$mpiexec" -n 3 --oversubscribe --mca mpi_yield_when_idle 1 "$prog" "$dir/cp" 400 >"$dir/out" 2>&1 ||
   fail "the auto run failed"
 grep -q 'interval: PASS' "$dir/out" || fail "ranks disagree (auto)"

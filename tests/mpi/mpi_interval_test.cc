@@ -1,5 +1,5 @@
 // mpi_interval_test DIR ITERATIONS: ranks iterating at different speeds (rank r sleeps 1 + r ms per
-// iteration, no communication between writes) call update_and_write(it, 10) under REVIVE_INTERVAL (set by
+// iteration, no communication between writes) call update_and_write(it, 10) under REVIVE_CP_INTERVAL (set by
 // the caller, with REVIVE_HEARTBEAT_DIR). The interval's decision must be the same on every rank without a
 // collective per iteration: a rank that decided otherwise would hang the others in the write. At the end
 // every rank's list of written iterations and its version are compared with rank 0's; prints PASS.
@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
     revive::mpi::Checkpoint cp("interval", MPI_COMM_WORLD, o);
     cp.add("x", x);
     cp.commit();
-    if (!(o.interval > 0 || o.interval_auto)) throw revive::Error("REVIVE_INTERVAL is not set");
+    if (!(o.interval > 0 || o.interval_auto)) throw revive::Error("REVIVE_CP_INTERVAL is not set");
     for (int64_t it = 0; it < n; ++it) {
       usleep(1000 * (1 + rank));
       x[0] = static_cast<double>(it);
