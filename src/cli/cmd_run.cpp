@@ -240,8 +240,10 @@ Status Supervisor::StartAttempt(uint64_t from) {
   child_ = pid;
   attempts_++;
   attempt_t0_ = last_ckpt_ = Now();
+  std::string cmd;
+  for (const auto& w : argv) cmd += (cmd.empty() ? "" : " ") + w;
   if (a_.app)
-    Log("attempt %u: started %s", attempts_, Join(argv).c_str());
+    Log("attempt %u: started %s", attempts_, cmd.c_str());
   else if (from == 0)
     Log("attempt %u: launched the job%s%s", attempts_, hosts_.empty() ? "" : " on ", Join(hosts_).c_str());
   else
@@ -289,7 +291,7 @@ bool Supervisor::HeartbeatsStale(std::string* what) {
     if (n.rfind("rank.", 0) != 0 || stat((heartbeat_dir_ + "/" + n).c_str(), &st) != 0) continue;
     double age = double(now.tv_sec - st.st_mtim.tv_sec) + double(now.tv_nsec - st.st_mtim.tv_nsec) * 1e-9;
     if (age > a_.hang_timeout) {
-      *what = n + " made no progress for " + std::to_string(int(age)) + " s (--hang-timeout " +
+      *what = n + " is hung: its heartbeat did not advance for " + std::to_string(int(age)) + " s (--hang-timeout " +
               std::to_string(int(a_.hang_timeout)) + ")";
       return true;
     }
