@@ -227,14 +227,14 @@ def scenario_app():
     if not a.heat2d:
         fail("--heat2d is needed")
     mpi = ["mpiexec", "-n", "2", "--oversubscribe", "--mca", "btl", "self,vader"]
-    heat = [os.path.abspath(a.heat2d), "--nx", "160", "--ny", "160", "--steps", "400", "--quiet"]
+    heat = [os.path.abspath(a.heat2d), "--nx", "480", "--ny", "480", "--steps", "5000", "--quiet"]
     r = subprocess.run(mpi + heat + ["--every", "0", "--fresh", "--dir", os.path.join(a.workdir, "refck")],
                        stdout=subprocess.PIPE, timeout=120)
     if r.returncode != 0 or not r.stdout:
         fail("reference run failed")
     rund = os.path.join(a.workdir, "run")
     sup = start(["--app", "--ckpt-dir", ck, "--hang-timeout", "4", "--restarts", str(a.kills + 2), "--"] + mpi + heat
-                + ["--every", "20", "--dir", os.path.join(a.workdir, "appck")], rund)
+                + ["--every", "200", "--dir", os.path.join(a.workdir, "appck")], rund)
     name = os.path.basename(a.heat2d)[:15]
     for k in range(a.kills):
         before = log().count("failure ")
