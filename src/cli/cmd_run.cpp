@@ -103,6 +103,7 @@ class Supervisor {
   void ProbeHosts();
   Status Requeue();
   uint64_t NewestGeneration();
+  void PassOverSuspects();
   void MarkDone();
 
   RunArgs a_;
@@ -114,6 +115,7 @@ class Supervisor {
   uint64_t floor_ = 0;         // generations <= floor_ belong to an earlier, finished run
   pid_t child_ = -1;           // the attempt: `revive launch`/`revive restart`, or the --app command
   double t0_ = 0, attempt_t0_ = 0, last_ckpt_ = 0, cost_ = 0;
+  uint64_t gen_at_start_ = 0;  // newest generation when the attempt began
   unsigned failures_ = 0;
   unsigned attempts_ = 0;
   int child_code_ = 0;
@@ -240,6 +242,7 @@ Status Supervisor::StartAttempt(uint64_t from) {
   child_ = pid;
   attempts_++;
   attempt_t0_ = last_ckpt_ = Now();
+  gen_at_start_ = NewestGeneration();
   std::string cmd;
   for (const auto& w : argv) cmd += (cmd.empty() ? "" : " ") + w;
   if (a_.app)
@@ -460,6 +463,33 @@ Status Supervisor::Requeue() {
   return Status::OK();
 }
 
+// The generations this attempt wrote that probably hold the failure (run_policy.h), passed over before the
+// relaunch instead of after a failed one.
+void Supervisor::PassOverSuspects() {
+  std::vector<uint64_t> gens;
+  if (!coord::ListCompleteGenerations(Env::Default(), t_.ckpt_dir, &gens).ok()) return;
+  std::vector<coord::Manifest> ms;
+  for (auto it = gens.rbegin(); it != gens.rend(); ++it) {
+    if (*it < gen_at_start_ || *it <= floor_) continue;
+    coord::Manifest m;
+    if (coord::ReadManifest(Env::Default(), coord::GenerationDir(t_.ckpt_dir, *it) + "/MANIFEST.json", &m).ok())
+      ms.push_back(std::move(m));
+  }
+  std::string why;
+  constexpr double kWindow = 3;  // seconds: a launcher's time to notice a dead process, with margin
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  std::vector<uint64_t> bad = SuspectGenerations(ms, double(now.tv_sec) + double(now.tv_nsec) * 1e-9, kWindow, &why);
+  if (bad.empty()) return;
+  std::string list;
+  for (uint64_t g : bad) {
+    choice_.Exclude(g);
+    list += (list.empty() ? "" : ", ") + std::to_string(g);
+  }
+  Log("passing generation%s %s over: %s, and it completed within %.0f s of the failure (it may hold it)",
+      bad.size() > 1 ? "s" : "", list.c_str(), why.c_str(), kWindow);
+}
+
 void Supervisor::MarkDone() {
   std::string text = std::to_string(NewestGeneration()) + "\n";
   Status s = WriteFileAtomic(Env::Default(), done_marker_, text);
@@ -552,6 +582,7 @@ int Supervisor::Run() {
           failures_++;
           Log("failure %u: %s", failures_, what.c_str());
         }
+        if (!a_.app) PassOverSuspects();
         Teardown();
         if (failures_ > unsigned(a_.restarts)) {
           Log("giving up after %u failures (--restarts %ld)", failures_, a_.restarts);

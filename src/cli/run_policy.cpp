@@ -42,6 +42,30 @@ double NextInterval(const IntervalPolicy& p, double cost, double elapsed, unsign
   return resilience::DalyInterval(delta, EstimatedMtbf(p.mtbf_prior, elapsed, failures));
 }
 
+std::vector<uint64_t> SuspectGenerations(const std::vector<coord::Manifest>& gens, double failure_time, double window,
+                                         std::string* why) {
+  std::vector<uint64_t> out;
+  for (size_t i = 1; i < gens.size(); i++) {
+    if (out.empty()) {
+      if (failure_time - gens[i].time >= window) continue;
+      for (const auto& p : gens[i - 1].procs) {
+        bool kept = false;
+        for (const auto& q : gens[i].procs) kept = kept || q.upid == p.upid;
+        if (!kept) {
+          *why = "generation " + std::to_string(gens[i].generation) + " no longer has process upid " +
+                 std::to_string(p.upid) + " (" + p.prog + ") that generation " + std::to_string(gens[i - 1].generation) +
+                 " had";
+          out.push_back(gens[i].generation);
+          break;
+        }
+      }
+    } else {
+      out.push_back(gens[i].generation);
+    }
+  }
+  return out;
+}
+
 uint64_t RestartChoice::Pick(const std::vector<uint64_t>& complete) const {
   for (uint64_t g : complete)
     if (FailuresFrom(g) < max_tries_) return g;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "coord/manifest.h"
 #include "core/env.h"
 #include "core/status.h"
 
@@ -41,11 +42,24 @@ class RestartChoice {
   uint64_t Pick(const std::vector<uint64_t>& complete) const;
   // A relaunch from `gen` (0 = fresh launch) failed.
   void Failed(uint64_t gen) { fails_[gen]++; }
+  // Never restart from `gen` (it recorded the failure: SuspectGenerations).
+  void Exclude(uint64_t gen) { fails_[gen] = max_tries_; }
   unsigned FailuresFrom(uint64_t gen) const;
 
  private:
   unsigned max_tries_;
   std::map<uint64_t, unsigned> fails_;
 };
+
+// Generations that probably recorded the failure that was just seen: the first of `gens` (manifests of the
+// generations written since the attempt began, oldest first, preceded by the one it began from, or none)
+// that lacks a process its predecessor had and completed less than `window` seconds before `failure_time`
+// (seconds since the epoch), with every later one. A process killed a moment before a generation is left
+// out of it (the coordinator counts it as a process that exited) while its parent's image records it dead:
+// an MPI launcher takes about a second to notice. A process that exits as part of the job's work (shell
+// scripts) makes only the generations of the last `window` seconds suspect: some recomputation, bounded.
+// *why says which process went missing.
+std::vector<uint64_t> SuspectGenerations(const std::vector<coord::Manifest>& gens, double failure_time, double window,
+                                         std::string* why);
 
 }  // namespace revive::cli

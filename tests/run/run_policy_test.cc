@@ -89,3 +89,31 @@ TEST(RunPolicy, PassesOverAGenerationThatKeepsFailing) {
 
 }  // namespace
 }  // namespace revive::cli
+
+namespace revive::cli {
+namespace {
+
+coord::Manifest Gen(uint64_t g, double time, std::vector<uint64_t> upids) {
+  coord::Manifest m;
+  m.generation = g;
+  m.time = time;
+  for (uint64_t u : upids) m.procs.push_back({u, u + 100, "h", "prog" + std::to_string(u), "x.rimg", 1});
+  return m;
+}
+
+TEST(RunPolicy, SuspectsAGenerationThatLostAProcessJustBeforeTheFailure) {
+  std::string why;
+  // 5 began the attempt; 6 is whole; 7 lost upid 3 one second before the failure at t=100; 8 is newer.
+  std::vector<coord::Manifest> ms = {Gen(5, 90, {1, 2, 3}), Gen(6, 95, {1, 2, 3}), Gen(7, 99, {1, 2}), Gen(8, 99.5, {1, 2})};
+  EXPECT_EQ(SuspectGenerations(ms, 100, 3, &why), (std::vector<uint64_t>{7, 8}));
+  EXPECT_NE(why.find("generation 7 no longer has process upid 3 (prog3)"), std::string::npos) << why;
+  // The same loss long before the failure: a process that exited as part of the job's work.
+  EXPECT_TRUE(SuspectGenerations(ms, 200, 3, &why).empty());
+  // New processes appearing are no loss; nothing lost at all.
+  EXPECT_TRUE(SuspectGenerations({Gen(1, 99, {1}), Gen(2, 99.5, {1, 2})}, 100, 3, &why).empty());
+  EXPECT_TRUE(SuspectGenerations({Gen(1, 99, {1})}, 100, 3, &why).empty());
+  EXPECT_TRUE(SuspectGenerations({}, 100, 3, &why).empty());
+}
+
+}  // namespace
+}  // namespace revive::cli
