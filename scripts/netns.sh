@@ -46,6 +46,10 @@ up() {
   check >/dev/null || { check; exit 77; }
   down
   ip link add "$BR" type bridge || die "cannot create bridge $BR"
+  # A bridge takes the lowest MAC address of its ports unless one was set: deleting a "host" (its veth) could
+  # change it, and the other hosts' ARP entries for the bridge's address would then point nowhere for tens of
+  # seconds (revive run's host-loss test lost hosts that way). Setting its own address keeps it.
+  ip link set "$BR" address "$(cat /sys/class/net/"$BR"/address)" || die "cannot fix the address of $BR"
   ip addr add "$NET.1/24" dev "$BR" || die "cannot address $BR"
   ip link set "$BR" up || die "cannot bring $BR up"
   for i in $(seq 1 "$n"); do

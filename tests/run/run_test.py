@@ -7,8 +7,8 @@ Scenarios (one per CTest test):
   hang       a process SIGSTOPped: found by the next checkpoint within --hang-timeout, torn down, restarted
   giveup     a job that always fails: exit 70 after --restarts relaunches, with the reason
   signal     the checkpoint signal: checkpoint, exit 75; `revive run` again continues from that checkpoint
-  hostloss   3 network-namespace hosts, one spare: every process of one host SIGKILLed and the host deleted;
-             the job comes back on the spare
+  hostloss   4 network-namespace hosts, two spares: twice, every process of a host in use SIGKILLed and the
+             host deleted; the job comes back on a spare each time
   mpi        `revive run -- mpiexec -n 2 ring`: a random rank SIGKILLed KILLS times
   app        --app: an MPI program of the application-level library, a random rank SIGKILLed KILLS times;
              then a rank SIGSTOPped (its heartbeat stops): hung, restarted
@@ -36,7 +36,7 @@ shutil.rmtree(a.workdir, ignore_errors=True)
 os.makedirs(a.workdir)
 ck = os.path.join(a.workdir, "ck")
 # Steps of the job (30 ms each): long enough for every kill of the scenario (each costs about a second).
-STEPS, SLEEP_MS = (300 if a.scenario == "kills" else 150), 30
+STEPS, SLEEP_MS = (300 if a.scenario in ("kills", "hostloss") else 150), 30
 env = clean_env(dict(REVIVE_INJECT_LIB=os.path.abspath(a.inject), REVIVE_RESTART_BIN=os.path.abspath(a.restart),
                      REVIVE_LOG="0"))
 
@@ -192,36 +192,45 @@ def scenario_signal():
     print("PASS: stopped at step %d with exit 75, continued by a second revive run, output identical" % lines)
 
 def scenario_hostloss():
+    """Four hosts, two of them spares; a host in use is lost twice in a row (every process in it SIGKILLed and
+    the namespace deleted); each time a spare takes its place."""
     if not a.netns:
         fail("--netns is needed")
     def body(rng2, seed2, prefix, net):
         n = 2
         ref = reference(n)
         rund = os.path.join(a.workdir, "run")
-        hosts = [prefix + "1", prefix + "2", prefix + "3"]
+        hosts = [prefix + str(i) for i in range(1, 5)]
         coord_ip = net + ".1"
         port = free_port(rng, coord_ip)
         sub = free_port(rng)
         sup = start(["--port", str(port), "--ckpt-dir", ck, "--interval", "0.5", "--hosts", ",".join(hosts),
-                     "--spares", "1", "--launcher", "netns", "--sub-port", str(sub)] + copies_cmd(n), rund,
+                     "--spares", "2", "--launcher", "netns", "--sub-port", str(sub)] + copies_cmd(n), rund,
                     dict(REVIVE_COORD_HOST=coord_ip))
-        wait_for(lambda: log().count("checkpoint: generation") >= 2, 60, "two checkpoints")
-        time.sleep(rng.uniform(0.0, 0.5))
-        lost = hosts[rng.randrange(2)]
-        pids = [int(p) for p in run(["ip", "netns", "pids", lost]).stdout.split()]
-        for p in pids:
-            try:
-                os.kill(p, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        run(["ip", "netns", "del", lost])
-        print("host %s lost (%d processes killed, namespace deleted)" % (lost, len(pids)), flush=True)
+        lost = []
+        for k in range(2):
+            want = log().count("checkpoint: generation") + 2
+            wait_for(lambda: log().count("checkpoint: generation") >= want, 60, "two checkpoints")
+            in_use = re.findall(r"attempt \d+: (?:launched the job|restarting from generation \d+) on (\S+)", log())[-1].split(",")
+            time.sleep(rng.uniform(0.0, 0.5))
+            h = rng.choice(in_use)
+            pids = [int(p) for p in run(["ip", "netns", "pids", h]).stdout.split()]
+            for p in pids:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            run(["ip", "netns", "del", h])
+            lost.append(h)
+            print("host %s lost (%d processes killed, namespace deleted)" % (h, len(pids)), flush=True)
+            wait_for(lambda: log().count("replaced by spare") > k, 60, "the spare to replace %s" % h)
         finish(sup, 0)
         compare(ref, rund, n)
-        if "host %s does not answer; replaced by spare %s" % (lost, hosts[2]) not in log():
-            fail("the spare did not replace %s:\n%s" % (lost, log()))
-        print("PASS: host %s lost, job finished on the spare %s, output identical" % (lost, hosts[2]))
-    with_namespaces(argparse.Namespace(seed=seed, netns=a.netns), "rvr", "10.85", 3, body)
+        for h in lost:
+            if "host %s does not answer; replaced by spare" % h not in log():
+                fail("no spare replaced %s:\n%s" % (h, log()))
+        print("PASS: hosts %s lost in a row, the job finished on the spares, output identical" % ", ".join(lost))
+    with_namespaces(argparse.Namespace(seed=seed, netns=a.netns), "rvr", "10.85", 4, body)
 
 def scenario_app():
     if not a.heat2d:
