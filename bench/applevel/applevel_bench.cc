@@ -2,7 +2,7 @@
 // same run, and the cost of checkpointing the Lanczos example.
 //
 //   applevel_bench --dir D [--sizes-mib 64,1024] [--reps 5] [--lanczos-n 1000] [--lanczos-iters 200]
-//                  [--every 20]
+//                  [--every 20] [--call-overhead 1]
 //
 // Write: time until the version is durable and published (sync: write(); async: update_and_write() +
 // wait()) vs write(2)+fsync(2) of the same bytes into the same directory, both rewriting one file in place
@@ -10,14 +10,18 @@
 // application is blocked (update_and_write() returning) is printed too. Read: restart_if_needed() of a
 // fresh Checkpoint vs read(2) of that checkpoint's own data file just before and after, each read right
 // after an eviction (fdatasync + posix_fadvise(DONTNEED); root-only drop_caches is not used). Medians of --reps, and every repetition's time.
+// Call overhead: ns per update_and_write that does not write, without and with REVIVE_CP_INTERVAL +
+// REVIVE_HEARTBEAT_DIR.
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -222,6 +226,42 @@ void BenchLanczos(const std::string& dir, int n, int iters, int every, int reps)
   fs::remove_all(dir + "/lanczos");
 }
 
+// ns per update_and_write call that does not write (the call a program makes every iteration): plain
+// (`every` rule), with REVIVE_CP_INTERVAL (its test), with REVIVE_HEARTBEAT_DIR (a coarse clock read; the
+// file is touched once per second), and with both. The bootstrap `every` is never reached, so no call
+// writes. Modes interleaved, median of `reps`; ratios to plain.
+void BenchCallOverhead(const std::string& dir, int reps) {
+  const int64_t calls = 20000000;
+  const char* names[] = {"plain", "interval", "heartbeat", "interval+heartbeat"};
+  std::vector<std::vector<double>> ns(4);
+  std::vector<double> data(16, 1.0);
+  for (int r = 0; r < reps; ++r) {
+    for (int m = 0; m < 4; ++m) {
+      revive::Options o;
+      o.base_path = dir + "/calls";
+      if (m & 1) o.interval = 60;
+      if (m & 2) o.heartbeat_dir = dir + "/calls-hb";
+      revive::Checkpoint cp("calls", o);
+      cp.add("d", data.data(), data.size());
+      cp.commit();
+      const auto t0 = std::chrono::steady_clock::now();
+      int64_t wrote = 0;
+      for (int64_t it = 1; it <= calls; ++it) wrote += cp.update_and_write(it, int64_t{1} << 40);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (wrote) throw std::runtime_error("call overhead: a call wrote");
+      ns[m].push_back(s * 1e9 / static_cast<double>(calls));
+    }
+  }
+  std::printf("update_and_write without writing, %lld calls x %d reps (ns/call, median; ratio to plain):\n",
+              static_cast<long long>(calls), reps);
+  for (int m = 0; m < 4; ++m)
+    std::printf("  %-19s %6.2f ns  ratio %.2f  reps: %s\n", names[m], Median(ns[m]), Median(ns[m]) / Median(ns[0]),
+                List(ns[m]).c_str());
+  std::fflush(stdout);
+  fs::remove_all(dir + "/calls");
+  fs::remove_all(dir + "/calls-hb");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -234,6 +274,8 @@ int main(int argc, char** argv) {
   app.add_option("--lanczos-n", n, "Lanczos lattice side (0 = skip)");
   app.add_option("--lanczos-iters", iters, "Lanczos iterations");
   app.add_option("--every", every, "Lanczos checkpoint frequency")->check(CLI::PositiveNumber);
+  bool calls = true;
+  app.add_option("--call-overhead", calls, "measure ns per non-writing update_and_write, plain vs interval + heartbeat");
   CLI11_PARSE(app, argc, argv);
   try {
     fs::create_directories(dir);
@@ -244,6 +286,7 @@ int main(int argc, char** argv) {
       if (mib > 0) BenchSize(dir, mib, reps);
       pos = comma + 1;
     }
+    if (calls) BenchCallOverhead(dir, reps);
     if (n > 0) BenchLanczos(dir, n, iters, every, reps);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "applevel_bench: %s\n", e.what());

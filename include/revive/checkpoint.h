@@ -27,6 +27,9 @@ typedef struct revive_options {
   int compress;         /* REVIVE_COMPRESS */
   int compress_level;   /* REVIVE_COMPRESS_LEVEL */
   int verbose;          /* REVIVE_VERBOSE */
+  double interval;      /* REVIVE_CP_INTERVAL: seconds between writes, 0 = off (`every` decides), -1 = auto */
+  double mtbf;          /* REVIVE_MTBF: seconds, required with interval = -1 (auto) */
+  char heartbeat_dir[4096]; /* REVIVE_HEARTBEAT_DIR, "" = none */
 } revive_options;
 
 /* Fills *o with the defaults overridden by the environment. 0, or -1 for a malformed variable. */

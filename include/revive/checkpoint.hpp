@@ -50,6 +50,17 @@ struct Options {
   // and rank. With async writing it needs MPI_THREAD_MULTIPLE. No effect on a serial checkpoint.
   bool mpiio = false;
 
+  // Time-based writes (docs/applevel.md, "Checkpoint interval"). interval > 0: update_and_write(it, every)
+  // writes every `interval` seconds of computation instead of every `every` iterations (`every` still
+  // decides until the first measured write). interval_auto: the interval is Daly's optimum for the measured
+  // checkpoint cost and `mtbf` (required then). 0 / false: `every` alone decides, as without these fields.
+  double interval = 0;         // REVIVE_CP_INTERVAL=SECONDS (or =auto, which sets interval_auto)
+  bool interval_auto = false;  // REVIVE_CP_INTERVAL=auto
+  double mtbf = 0;             // REVIVE_MTBF: mean time between failures of the job, seconds
+  // Progress heartbeat for a supervisor (revive run): every rank touches <dir>/rank.<R> (mtime) at most once
+  // per second from update_and_write/write/update. Empty: none.
+  std::string heartbeat_dir;   // REVIVE_HEARTBEAT_DIR
+
   // Multi-level storage (docs/storage-levels.md). Empty: every version goes to base_path only, as above.
   // Otherwise rules "LEVELS[@N]" separated by commas, e.g. "L1+L3,L4@10": every version to node-local storage
   // protected by erasure-coded groups, every 10th (version number divisible by 10) also flushed to base_path
@@ -475,7 +486,9 @@ class Checkpoint {
   bool restart_if_needed(int* iteration);
   bool restart_if_needed(std::nullptr_t) { return restart_if_needed(static_cast<int64_t*>(nullptr)); }
 
-  // Writes when iteration % every == 0 (every <= 0: never). Returns true when a write was started.
+  // Writes when iteration % every == 0 (every <= 0: never). With Options::interval / interval_auto, once a
+  // write has been measured: when iteration >= interval_state().next_iteration instead. Returns true when a
+  // write was started.
   bool update_and_write(int64_t iteration, int64_t every = 1);
   // Takes the data now (in async copy mode: copies it) and writes a version recording `iteration`.
   void write(int64_t iteration);
@@ -484,6 +497,17 @@ class Checkpoint {
   void update();
   // Waits for the outstanding asynchronous write and publishes it; throws if it failed.
   void wait();
+
+  // Time-based writes (Options::interval / interval_auto): the figures all ranks agreed on at the last
+  // write. next_iteration: the iteration from which update_and_write writes again (-1: `every` decides,
+  // i.e. no interval set, or no write measured yet).
+  struct IntervalState {
+    double interval = 0;               // seconds of computation between writes (auto: Daly's value)
+    double cost = 0;                   // checkpoint cost C, seconds (max over ranks)
+    double seconds_per_iteration = 0;  // max over ranks
+    int64_t next_iteration = -1;
+  };
+  IntervalState interval_state() const;
 
   // Number of the newest version written or read by this object (0 = none yet).
   uint64_t version() const;

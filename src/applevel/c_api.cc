@@ -59,6 +59,12 @@ revive_cp* Create(const char* name, const char* base, const revive_options* copt
       o.compress = copts->compress != 0;
       o.compress_level = copts->compress_level;
       o.verbose = copts->verbose != 0;
+      o.interval_auto = copts->interval == -1;
+      o.interval = o.interval_auto ? 0 : copts->interval;  // < 0 otherwise: refused by the Checkpoint
+      o.mtbf = copts->mtbf;
+      if (std::memchr(copts->heartbeat_dir, '\0', sizeof copts->heartbeat_dir) == nullptr)
+        throw revive::Error("revive_cp_create_with: heartbeat_dir is not NUL-terminated");
+      o.heartbeat_dir = copts->heartbeat_dir;
     } else {
       o = revive::Options::from_env();
     }
@@ -80,6 +86,7 @@ int revive_options_from_env(revive_options* o) {
   return Guard([&] {
     revive::Options x = revive::Options::from_env();
     if (x.base_path.size() >= sizeof o->base_path) throw revive::Error("REVIVE_CP_PATH is too long");
+    if (x.heartbeat_dir.size() >= sizeof o->heartbeat_dir) throw revive::Error("REVIVE_HEARTBEAT_DIR is too long");
     std::memset(o, 0, sizeof *o);
     std::memcpy(o->base_path, x.base_path.c_str(), x.base_path.size() + 1);
     o->read_on_restart = x.read_on_restart;
@@ -90,6 +97,9 @@ int revive_options_from_env(revive_options* o) {
     o->compress = x.compress;
     o->compress_level = x.compress_level;
     o->verbose = x.verbose;
+    o->interval = x.interval_auto ? -1 : x.interval;
+    o->mtbf = x.mtbf;
+    std::memcpy(o->heartbeat_dir, x.heartbeat_dir.c_str(), x.heartbeat_dir.size() + 1);
     return 0;
   });
 }

@@ -63,8 +63,16 @@ Checkpoint::Impl::Impl(std::string n, std::shared_ptr<detail::Comm> c, Options o
       comm(c ? std::move(c) : detail::serial_comm()),
       env(applevel::CheckpointEnv()),
       store(env, opts.base_path + "/" + name),
+      sched(opts.interval, opts.interval_auto, opts.mtbf),
       writer(opts.async_thread_cpu) {
   if (opts.zero_copy) opts.async = true;
+  if (!(opts.interval >= 0))
+    throw Error(Where() + ": interval (REVIVE_CP_INTERVAL) must be a number of seconds >= 0 (0 = off), got " +
+                std::to_string(opts.interval));
+  if (opts.interval_auto && !(opts.mtbf > 0))
+    throw Error(Where() + ": REVIVE_CP_INTERVAL=auto (Options::interval_auto) needs the mean time between failures: "
+                "set REVIVE_MTBF (Options::mtbf) to a number of seconds > 0" +
+                (opts.mtbf == 0 ? std::string(" (it is not set)") : ", got " + std::to_string(opts.mtbf)));
   if (opts.keep < 1) throw Error("checkpoint '" + name + "': keep must be >= 1 (got " + std::to_string(opts.keep) + ")");
   if (!ValidName(name))
     throw Error("checkpoint name '" + name + "' is not a valid directory name (use letters, digits, _ - . +)");
@@ -119,6 +127,8 @@ void Checkpoint::Impl::Commit() {
     throw Error(Where() + ": cannot create the checkpoint directory: " +
                 (s.ok() ? std::string("failed on another rank") : s.ToString()));
   committed = true;
+  if (!opts.heartbeat_dir.empty())
+    heartbeat = std::make_unique<applevel::Heartbeat>(opts.heartbeat_dir, comm->rank(), name);
   if (opts.async && !opts.zero_copy) {
     // Async copy mode copies into buffers that are reused from version to version. Allocate and touch
     // them now, outside the application's loop: on this VM a first touch of fresh memory costs a host
@@ -316,6 +326,7 @@ void Checkpoint::Impl::Finish(std::unique_ptr<Job> job) {
   version = job->version;
   iteration = job->iteration;
   touched = true;
+  Recorded();
   if (opts.verbose && comm->rank() == 0)
     std::fprintf(stderr, "revive: %s: wrote version %s (iteration %lld)\n", Where().c_str(), v.c_str(),
                  static_cast<long long>(iteration));
@@ -638,6 +649,7 @@ bool Checkpoint::Impl::RestartIfNeeded(int64_t* it) {
   iteration = m.iteration;
   last_iteration = m.iteration;
   touched = true;
+  Recorded();
   if (ml && !from_local && comm->rank() == 0)
     std::fprintf(stderr, "revive: %s: restarting from version %llu (iteration %lld) from %s (global level)\n",
                  Where().c_str(), static_cast<unsigned long long>(v), static_cast<long long>(iteration),
@@ -690,6 +702,7 @@ void Checkpoint::Impl::WriteMulti(std::unique_ptr<Job> job, unsigned levels) {
   version = job->version;
   iteration = job->iteration;
   touched = true;
+  Recorded();
   if (opts.async && !opts.zero_copy) {
     spare.clear();
     for (auto& f : job->files) spare.push_back(std::move(f->scratch));
@@ -721,6 +734,77 @@ void Checkpoint::Impl::WriteMulti(std::unique_ptr<Job> job, unsigned levels) {
     std::fprintf(stderr, "revive: %s: wrote version %s (iteration %lld) to %s\n", Where().c_str(), v.c_str(),
                  static_cast<long long>(iteration), applevel::LevelPolicy::Names(levels).c_str());
   InvalidateChildren();
+}
+
+// ---- time-based interval and heartbeat (docs/applevel.md, "Checkpoint interval", "Heartbeat") ----------
+
+void Checkpoint::Impl::Recorded() {
+  if (heartbeat) heartbeat->Record(version, iteration);
+}
+
+void Checkpoint::Impl::WriteNow(int64_t it, bool update) {
+  if (heartbeat) heartbeat->Beat();
+  if (!sched.enabled()) {
+    if (update) Update();
+    Write(it);
+    return;
+  }
+  uint64_t t0 = applevel::MonotonicNs();
+  sched.Start(it, t0);  // a write() before any update_and_write: the reference is here
+  // C is the checkpoint's cost, not the time a fast rank waits in the write's first collective for slower
+  // ones (measured: ranks at 1 and 3 ms per iteration made C 0.10 s instead of 0.02 s every 0.15 s). That
+  // wait happens at the program's own next collective anyway; here it counts as computation time, which
+  // the maximum over ranks takes from the slowest rank in any case.
+  if (comm->size() > 1) {
+    comm->barrier();
+    t0 = applevel::MonotonicNs();
+  }
+  if (update) Update();
+  Write(it);
+  const uint64_t t1 = applevel::MonotonicNs();
+  sched.Blocked(t1 - t0);
+  // The write was collective, so every rank is here for the same iteration: agree on the slowest rank's
+  // rate and the largest cost, and every rank computes the same next iteration from them. No collective
+  // is needed between writes.
+  const applevel::IntervalSchedule::Sample mine = sched.Measure(it, t1);
+  applevel::IntervalSchedule::Sample agreed;
+  agreed.ns_per_iteration = comm->allreduce_max_u64(mine.ns_per_iteration);
+  agreed.cost_ns = comm->allreduce_max_u64(mine.cost_ns);
+  sched.Plan(it, agreed, applevel::MonotonicNs());
+  if (opts.verbose && comm->rank() == 0) LogInterval(it, agreed);
+}
+
+void Checkpoint::Impl::LogInterval(int64_t it, const applevel::IntervalSchedule::Sample& agreed) const {
+  const Checkpoint::IntervalState& st = sched.state();
+  char how[160];
+  if (sched.automatic())
+    std::snprintf(how, sizeof how, "Daly's interval for C = %.4f s, M = REVIVE_MTBF = %.6g s", st.cost, sched.mtbf());
+  else
+    std::snprintf(how, sizeof how, "REVIVE_CP_INTERVAL; checkpoint cost C = %.4f s", st.cost);
+  if (agreed.ns_per_iteration == 0 && st.next_iteration < 0) {
+    std::fprintf(stderr, "revive: %s: interval %.4f s (%s); no iteration measured yet, writing every `every` "
+                 "iterations until one is\n", Where().c_str(), st.interval, how);
+    return;
+  }
+  std::fprintf(stderr, "revive: %s: interval %.4f s (%s); %.6f s per iteration (slowest rank) -> next write at "
+               "iteration %lld (%lld after %lld)\n", Where().c_str(), st.interval, how, st.seconds_per_iteration,
+               static_cast<long long>(st.next_iteration), static_cast<long long>(st.next_iteration - it),
+               static_cast<long long>(it));
+}
+
+void Checkpoint::Impl::TimedUpdate() {
+  if (heartbeat) heartbeat->Beat();
+  if (!sched.enabled()) return Update();
+  const uint64_t t0 = applevel::MonotonicNs();
+  Update();
+  sched.Blocked(applevel::MonotonicNs() - t0);
+}
+
+void Checkpoint::Impl::TimedWait() {
+  if (!sched.enabled()) return Wait();
+  const uint64_t t0 = applevel::MonotonicNs();
+  Wait();
+  sched.Blocked(applevel::MonotonicNs() - t0);
 }
 
 void Checkpoint::Impl::PollFlush(bool wait) {
@@ -842,19 +926,19 @@ bool Checkpoint::restart_if_needed(int* iteration) {
 bool Checkpoint::update_and_write(int64_t iteration, int64_t every) {
   impl_->RequireCommitted("update_and_write()");
   impl_->last_iteration = iteration;
-  if (every <= 0 || iteration % every != 0) return false;
-  impl_->Update();
-  impl_->Write(iteration);
+  if (!impl_->Due(iteration, every)) return false;
+  impl_->WriteNow(iteration, true);
   return true;
 }
 
 void Checkpoint::write(int64_t iteration) {
   impl_->last_iteration = iteration;
-  impl_->Write(iteration);
+  impl_->WriteNow(iteration, false);
 }
-void Checkpoint::write() { impl_->Write(impl_->last_iteration); }
-void Checkpoint::update() { impl_->Update(); }
-void Checkpoint::wait() { impl_->Wait(); }
+void Checkpoint::write() { impl_->WriteNow(impl_->last_iteration, false); }
+void Checkpoint::update() { impl_->TimedUpdate(); }
+void Checkpoint::wait() { impl_->TimedWait(); }
+Checkpoint::IntervalState Checkpoint::interval_state() const { return impl_->sched.state(); }
 uint64_t Checkpoint::version() const { return impl_->version; }
 int64_t Checkpoint::iteration() const { return impl_->iteration; }
 const std::string& Checkpoint::name() const { return impl_->name; }

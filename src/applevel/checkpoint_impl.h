@@ -10,6 +10,8 @@
 #include "applevel/async_writer.h"
 #include "applevel/comm.h"
 #include "applevel/env_hook.h"
+#include "applevel/heartbeat.h"
+#include "applevel/interval.h"
 #include "applevel/multilevel.h"
 #include "revive/checkpoint.hpp"
 #include "storage/data_file.h"
@@ -87,6 +89,23 @@ class Checkpoint::Impl {
   // Collective: publishes a finished background flush to the global level (wait: waits for it first).
   void PollFlush(bool wait);
 
+  // Time-based interval (Options::interval / interval_auto); disabled otherwise.
+  applevel::IntervalSchedule sched;
+  // Options::heartbeat_dir: made at Commit; null without one.
+  std::unique_ptr<applevel::Heartbeat> heartbeat;
+  // update_and_write's test, inlined into it: a clock read and compare for the heartbeat, then the rule.
+  bool Due(int64_t it, int64_t every) {
+    if (heartbeat) heartbeat->Beat();
+    if (sched.enabled() && !sched.started()) sched.Start(it, applevel::MonotonicNs());
+    return sched.Due(it, every);
+  }
+  // [Update() +] Write(it), timed when an interval is set; then, collectively, the ranks agree on the
+  // measured figures and the next write's iteration.
+  void WriteNow(int64_t it, bool update);
+  // Update() / Wait(), their time counted as checkpoint cost when an interval is set.
+  void TimedUpdate();
+  void TimedWait();
+
  private:
   std::unique_ptr<Job> Take();
   void TakeName();
@@ -107,6 +126,9 @@ class Checkpoint::Impl {
   Status ParseRecords(const std::string& what, const char* buf, size_t n, const std::vector<std::string>& keys);
   void WriteMulti(std::unique_ptr<Job> job, unsigned levels);
   void InvalidateChildren();
+  // A version was written or read: the heartbeat file's content names it.
+  void Recorded();
+  void LogInterval(int64_t it, const applevel::IntervalSchedule::Sample& agreed) const;
   // Restart from the local levels: version v (collective); false if it cannot be had there.
   bool RestoreMulti(uint64_t v, uint64_t want_parent, bool* clobbered, std::string* why, storage::Manifest* m);
 

@@ -1,4 +1,6 @@
 // Options::from_env: every REVIVE_* variable of the application-level library (docs/applevel.md).
+#include <strings.h>
+
 #include <map>
 
 #include "core/env_vars.h"
@@ -35,6 +37,20 @@ Options Options::from_env() {
   o.compress_level = static_cast<int>(v);
   Check(GetEnvBool("REVIVE_VERBOSE", &o.verbose));
   Check(GetEnvBool("REVIVE_MPIIO", &o.mpiio));
+  // REVIVE_CP_INTERVAL: seconds, or "auto" (Daly's interval from the measured cost and REVIVE_MTBF; that
+  // MTBF is required is checked when a Checkpoint is constructed, which also covers Options set in code).
+  std::string interval;
+  Check(GetEnvString("REVIVE_CP_INTERVAL", &interval));
+  if (strcasecmp(interval.c_str(), "auto") == 0) {
+    o.interval_auto = true;
+    o.interval = 0;
+  } else if (!interval.empty()) {
+    o.interval_auto = false;
+    Status s = GetEnvDouble("REVIVE_CP_INTERVAL", 0, 1e9, &o.interval);
+    if (!s.ok()) throw Error("revive: " + s.message() + " (seconds), or auto");
+  }
+  Check(GetEnvDouble("REVIVE_MTBF", 0, 1e12, &o.mtbf));
+  Check(GetEnvString("REVIVE_HEARTBEAT_DIR", &o.heartbeat_dir));
   Check(GetEnvString("REVIVE_LEVELS", &o.levels));
   Check(GetEnvString("REVIVE_LOCAL_PATH", &o.local_path));
   Check(GetEnvString("REVIVE_HOST", &o.host));

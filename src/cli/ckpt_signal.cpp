@@ -136,24 +136,57 @@ void ServeCheckpointSignal() {
   }
 }
 
+bool FailFast() {
+  const char* v = getenv("REVIVE_FAIL_FAST");
+  return v != nullptr && strcmp(v, "1") == 0;
+}
+
+namespace {
+int CodeOf(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1; }
+}  // namespace
+
 std::vector<int> WaitEachServing(const std::vector<pid_t>& kids) {
-  std::vector<int> codes;
-  for (pid_t k : kids) {
-    int st = 0;
-    if (g_sig == 0) {
-      while (waitpid(k, &st, 0) < 0 && errno == EINTR) {
+  std::vector<int> codes(kids.size(), 0);
+  std::vector<bool> done(kids.size(), false);
+  const bool fail_fast = FailFast();
+  size_t left = kids.size();
+  // In the order they end (every 20 ms, or sooner when a signal cuts the sleep short): a checkpoint signal
+  // is served while waiting, and a failure is seen while the others still run.
+  while (left > 0) {
+    if (g_sig != 0) ServeCheckpointSignal();
+    bool any = false;
+    for (size_t k = 0; k < kids.size(); k++) {
+      if (done[k]) continue;
+      int st = 0;
+      pid_t r = waitpid(kids[k], &st, WNOHANG);
+      if (r == 0 || (r < 0 && errno == EINTR)) continue;
+      done[k] = true;
+      any = true;
+      left--;
+      codes[k] = r == kids[k] ? CodeOf(st) : 1;
+      if (fail_fast && codes[k] != 0 && left > 0) {
+        for (size_t j = 0; j < kids.size(); j++)
+          if (!done[j]) kill(kids[j], SIGKILL);
       }
-    } else {
-      // A signal may come between a look at the requests and a blocking wait, and would then wait for
-      // the next one: look every 20 ms instead (the signal also cuts the sleep short).
-      for (;;) {
-        ServeCheckpointSignal();
-        pid_t r = waitpid(k, &st, WNOHANG);
-        if (r == k || (r < 0 && errno != EINTR)) break;
+    }
+    if (!any && left > 0) {
+      if (g_sig == 0 && !fail_fast) {
+        // Nothing to serve: block on the first kid still running.
+        for (size_t k = 0; k < kids.size(); k++)
+          if (!done[k]) {
+            int st = 0;
+            pid_t r;
+            while ((r = waitpid(kids[k], &st, 0)) < 0 && errno == EINTR) {
+            }
+            done[k] = true;
+            left--;
+            codes[k] = r == kids[k] ? CodeOf(st) : 1;
+            break;
+          }
+      } else {
         usleep(20000);
       }
     }
-    codes.push_back(WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1);
   }
   // The program is gone: a checkpoint asked for by a signal has nothing left to save (one still waiting for
   // the computation to be ready would wait for nothing).

@@ -24,7 +24,11 @@ void ForwardSignalsTo(pid_t pid);
 // Call when a wait was interrupted: starts `revive checkpoint` for each signal seen since the last call
 // (a child process: the wait goes on meanwhile) and reaps those that ended.
 void ServeCheckpointSignal();
-// WaitEach (hosts.h) that serves the checkpoint signal while it waits.
+// WaitEach (hosts.h) that serves the checkpoint signal while it waits. With FailFast(), the first kid
+// that ends abnormally (a signal or a non-zero status) ends the wait: the others are killed (SIGKILL,
+// their status 128+9) so that a supervisor learns of the failure at once.
 std::vector<int> WaitEachServing(const std::vector<pid_t>& kids);
+// REVIVE_FAIL_FAST=1 (set by `revive run` for the launch/restart it supervises).
+bool FailFast();
 
 }  // namespace revive::cli

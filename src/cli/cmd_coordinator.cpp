@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -27,6 +28,7 @@ void OnTerm(int) {
 struct CoordArgs {
   std::string port, ckpt_dir, bind = "127.0.0.1", restart_manifest, parent;
   double interval = 0, phase_timeout = 600;
+  bool phase_timeout_given = false;
   bool exit_on_last = false, daemon = false, compress = false, no_compress = false, fork = false;
 };
 
@@ -46,6 +48,18 @@ int Serve(const CoordArgs& a, int ready_fd) {
   o.secret_file = t.secret_file;
   o.interval = a.interval;
   o.phase_timeout = a.phase_timeout;
+  // `revive run --hang-timeout` reaches the coordinators that launch/restart start (and their hosts'
+  // sub-coordinators) through the environment; --phase-timeout still wins.
+  if (!a.phase_timeout_given && getenv("REVIVE_PHASE_TIMEOUT") != nullptr) {
+    char* end = nullptr;
+    double v = strtod(getenv("REVIVE_PHASE_TIMEOUT"), &end);
+    if (end == getenv("REVIVE_PHASE_TIMEOUT") || *end != '\0' || !(v > 0)) {
+      Report(ready_fd, std::string("revive coordinator: REVIVE_PHASE_TIMEOUT=") + getenv("REVIVE_PHASE_TIMEOUT") +
+                           ": not a positive number of seconds");
+      return 1;
+    }
+    o.phase_timeout = v;
+  }
   o.exit_on_last = a.exit_on_last;
   // Off by default: on this class of machine zstd is slower than the disk (docs/performance.md).
   o.compress = a.compress && !a.no_compress;
@@ -141,8 +155,10 @@ void AddCoordinatorCommand(CLI::App& app, int* rc) {
   c->add_option("--interval", a->interval, "Checkpoint every SECONDS (0 = only on request)")
       ->check(CLI::NonNegativeNumber);
   c->add_option("--phase-timeout", a->phase_timeout,
-                "A process silent this many seconds in a checkpoint phase fails the generation")
-      ->check(CLI::PositiveNumber);
+                "A process silent this many seconds in a checkpoint phase fails the generation "
+                "(default: REVIVE_PHASE_TIMEOUT or 600)")
+      ->check(CLI::PositiveNumber)
+      ->each([a](const std::string&) { a->phase_timeout_given = true; });
   c->add_flag("--exit-on-last", a->exit_on_last, "Exit when the last process has said BYE or disconnected");
   c->add_flag("--daemon", a->daemon, "Detach (double fork, setsid) and write nothing to the terminal");
   c->add_flag("--compress", a->compress, "Tell processes to compress images with zstd (default: off)");

@@ -20,5 +20,7 @@ void AddRebuildCommand(CLI::App& app, int* rc);
 void AddFlushCommand(CLI::App& app, int* rc);
 // Catastrophic-failure probability and checkpoint interval (core/resilience.h).
 void AddRiskCommand(CLI::App& app, int* rc);
+// Supervisor: relaunch a failed job from its newest checkpoint (cmd_run.cpp, docs/run.md).
+void AddRunCommand(CLI::App& app, int* rc);
 
 }  // namespace revive::cli

@@ -1,4 +1,5 @@
 #include "cli/hosts.h"
+#include "cli/ckpt_signal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -62,8 +63,6 @@ Status CheckLauncher(const HostOpts& o, const std::string& some_host) {
   return launch::Expand(launch::ResolveTemplate(LauncherOf(o)), some_host, {"revive"}, &argv);
 }
 
-namespace {
-
 Status SelfPath(std::string* out) {
   char buf[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
@@ -71,8 +70,6 @@ Status SelfPath(std::string* out) {
   out->assign(buf, size_t(n));
   return Status::OK();
 }
-
-}  // namespace
 
 namespace {
 
@@ -155,7 +152,8 @@ int RunHostParts(const char* who, const HostOpts& o, const Target& root, const s
                                     "REVIVE_COORD_PORT=" + std::to_string(root.port),
                                     "REVIVE_SECRET_FILE=" + root.secret_file, "REVIVE_CKPT_DIR=" + root.ckpt_dir};
     if (!parts[k].host.empty()) cmd.push_back("REVIVE_HOST_ID=" + parts[k].host);
-    for (const char* v : {"REVIVE_LOG", "REVIVE_SIGNAL", "REVIVE_INJECT_LIB", "REVIVE_RESTART_BIN"})
+    for (const char* v : {"REVIVE_LOG", "REVIVE_SIGNAL", "REVIVE_INJECT_LIB", "REVIVE_RESTART_BIN",
+                          "REVIVE_PHASE_TIMEOUT", "REVIVE_FAIL_FAST"})
       if (const char* val = getenv(v)) cmd.push_back(std::string(v) + "=" + val);
     cmd.push_back(self);
     cmd.insert(cmd.end(), parts[k].args.begin(), parts[k].args.end());
@@ -208,6 +206,13 @@ int RunHostParts(const char* who, const HostOpts& o, const Target& root, const s
     left--;
     codes[k] = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
     if (codes[k] != 0 && abort_code < 0 && left > 0 && on_fail && on_fail(parts[k], codes[k])) abort_code = codes[k];
+    if (codes[k] != 0 && left > 0 && FailFast()) {
+      // Under `revive run`: a lost host part is the supervisor's to handle now (it tears the rest down).
+      fprintf(stderr, "%s: the part on host %s ended with status %d; not waiting for the other hosts (REVIVE_FAIL_FAST)\n",
+              who, parts[k].host.c_str(), codes[k]);
+      for (const auto& f : status_files) unlink(f.c_str());
+      return codes[k];
+    }
   }
   std::vector<RootStatus> all;
   for (size_t k = 0; k < parts.size(); k++) {

@@ -35,6 +35,9 @@ bool WantsHosts(const HostOpts& o);
 // `--hosts slurm`: the nodes of SLURM_JOB_NODELIST (docs/slurm.md), one entry per node.
 Status ResolveHosts(const HostOpts& o, std::vector<std::string>* hosts);
 
+// The running `revive` binary (/proc/self/exe), which host parts and `revive run` start again.
+Status SelfPath(std::string* out);
+
 // Checks the launcher template (quotes, {cmd}/{cmdq}, {host}) before anything is started.
 Status CheckLauncher(const HostOpts& o, const std::string& some_host);
 

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   revive::cli::AddRebuildCommand(app, &rc);
   revive::cli::AddFlushCommand(app, &rc);
   revive::cli::AddRiskCommand(app, &rc);
+  revive::cli::AddRunCommand(app, &rc);
   revive::cli::AddCoordinatorCommand(app, &rc);
   try {
     app.parse(argc, argv);

@@ -1,5 +1,7 @@
 #include "coord/manifest.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 namespace revive::coord {
@@ -62,6 +64,19 @@ Status ReadManifest(Env* env, const std::string& path, Manifest* m) {
   return Status::OK();
 }
 
+namespace {
+// "ckpt-<G>" -> G; false for other names.
+bool ParseGenerationName(const std::string& n, uint64_t* g) {
+  if (n.rfind("ckpt-", 0) != 0 || n.size() == 5 || n.size() > 25) return false;
+  *g = 0;
+  for (size_t i = 5; i < n.size(); i++) {
+    if (n[i] < '0' || n[i] > '9') return false;
+    *g = *g * 10 + (uint64_t)(n[i] - '0');
+  }
+  return true;
+}
+}  // namespace
+
 Status FindNewestGeneration(Env* env, const std::string& ckpt_dir, uint64_t* gen, uint64_t* max_seen) {
   std::vector<std::string> names;
   Status s = env->GetChildren(ckpt_dir, &names);
@@ -69,14 +84,8 @@ Status FindNewestGeneration(Env* env, const std::string& ckpt_dir, uint64_t* gen
   bool found = false;
   uint64_t best = 0, seen = 0;
   for (const auto& n : names) {
-    if (n.rfind("ckpt-", 0) != 0 || n.size() == 5 || n.size() > 25) continue;
     uint64_t g = 0;
-    bool digits = true;
-    for (size_t i = 5; i < n.size(); i++) {
-      if (n[i] < '0' || n[i] > '9') digits = false;
-      else g = g * 10 + (uint64_t)(n[i] - '0');
-    }
-    if (!digits) continue;
+    if (!ParseGenerationName(n, &g)) continue;
     if (g > seen) seen = g;
     if (env->FileExists(ckpt_dir + "/" + n + "/MANIFEST.json") && (!found || g > best)) {
       best = g;
@@ -86,6 +95,19 @@ Status FindNewestGeneration(Env* env, const std::string& ckpt_dir, uint64_t* gen
   if (max_seen != nullptr) *max_seen = seen;
   if (!found) return Status::NotFound(ckpt_dir + ": no complete checkpoint (no ckpt-<G>/MANIFEST.json)");
   *gen = best;
+  return Status::OK();
+}
+
+Status ListCompleteGenerations(Env* env, const std::string& ckpt_dir, std::vector<uint64_t>* gens) {
+  gens->clear();
+  std::vector<std::string> names;
+  Status s = env->GetChildren(ckpt_dir, &names);
+  if (!s.ok()) return s;
+  for (const auto& n : names) {
+    uint64_t g = 0;
+    if (ParseGenerationName(n, &g) && env->FileExists(ckpt_dir + "/" + n + "/MANIFEST.json")) gens->push_back(g);
+  }
+  std::sort(gens->rbegin(), gens->rend());
   return Status::OK();
 }
 

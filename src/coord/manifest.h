@@ -36,5 +36,7 @@ Status ReadManifest(Env* env, const std::string& path, Manifest* m);
 // Highest G with ckpt-<G>/MANIFEST.json (complete) -> *gen; NotFound if none. *max_seen = highest G of any
 // ckpt-<G> directory, complete or not (the coordinator numbers the next generation above it).
 Status FindNewestGeneration(Env* env, const std::string& ckpt_dir, uint64_t* gen, uint64_t* max_seen);
+// Every complete G (ckpt-<G>/MANIFEST.json), newest first.
+Status ListCompleteGenerations(Env* env, const std::string& ckpt_dir, std::vector<uint64_t>* gens);
 
 }  // namespace revive::coord

@@ -149,6 +149,7 @@ class Server {
   bool retry_pending_ = false;  // cur_gen_ is taken again at retry_at_
   double retry_at_ = 0;
   std::string fail_reason_;
+  bool silent_ = false;         // this attempt failed because a process did not answer in time (a hang)
   std::set<uint64_t> participants_;  // conn ids in the barrier
   std::set<uint64_t> waiting_;       // conn ids whose PHASE_DONE is outstanding
   std::set<uint64_t> early_durable_;  // --fork: reported their image before phase durable (exiting)

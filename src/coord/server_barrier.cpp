@@ -99,6 +99,7 @@ void Server::BeginGeneration() {
   failed_ = false;
   retryable_ = false;
   fail_reason_.clear();
+  silent_ = false;
   manifest_ = Manifest();
   manifest_.generation = cur_gen_;
   participants_.clear();
@@ -362,7 +363,8 @@ void Server::FinishCheckpoint() {
     FrameBuilder b(buf, sizeof buf, kCkptDone, seq);
     b.add("ok", failed_ ? "0" : "1").add_u64("generation", cur_gen_).add("dir", dir.c_str())
         .add_u64("images", failed_ ? 0 : manifest_.procs.size()).add_u64("bytes", failed_ ? 0 : bytes)
-        .add("seconds", s).add("error", fail_reason_.substr(0, 2000).c_str());
+        .add("seconds", s).add("error", fail_reason_.substr(0, 2000).c_str())
+        .add("silent", silent_ ? "1" : "0");
     Send(it->second.get(), b);
   }
   requesters_.clear();
@@ -436,6 +438,7 @@ void Server::CheckTimers() {
       char t[32];
       snprintf(t, sizeof t, "%.0f", o_.phase_timeout);
       std::string why = "did not answer phase " + phase_ + " within " + t + " s";
+      silent_ = true;  // told to `revive run`, which takes a silent process for a hung one
       SendError(c, 0, why);
       Drop(c, why);
     }

@@ -90,6 +90,23 @@ Status GetEnvInt(const char* name, int64_t min, int64_t max, int64_t* out) {
   return Status::OK();
 }
 
+Status GetEnvDouble(const char* name, double min_exclusive, double max, double* out) {
+  std::string where;
+  const char* v = Lookup(name, &where);
+  if (!v || !*v) return Status::OK();
+  errno = 0;
+  char* end = nullptr;
+  double x = std::strtod(v, &end);
+  // !(x > min) also rejects NaN; "inf" fails x <= max.
+  if (errno != 0 || end == v || *end != '\0' || !(x > min_exclusive) || !(x <= max)) {
+    char range[96];
+    std::snprintf(range, sizeof range, "expected a number > %g and <= %g", min_exclusive, max);
+    return Status::InvalidArgument(where + "=\"" + v + "\": " + range);
+  }
+  *out = x;
+  return Status::OK();
+}
+
 Status GetEnvString(const char* name, std::string* out) {
   std::string where;
   const char* v = Lookup(name, &where);

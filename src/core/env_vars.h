@@ -14,6 +14,8 @@ namespace revive {
 // Unset or empty leaves *out unchanged. "1/0/true/false/yes/no/on/off" (any case) for bools.
 Status GetEnvBool(const char* name, bool* out);
 Status GetEnvInt(const char* name, int64_t min, int64_t max, int64_t* out);
+// A finite decimal number in (min, max] (a duration in seconds, say: 0 itself is excluded by min = 0).
+Status GetEnvDouble(const char* name, double min_exclusive, double max, double* out);
 Status GetEnvString(const char* name, std::string* out);
 
 // A configuration file of the same variables (REVIVE_CONFIG): "NAME=value" lines, '#' comments, blank lines.

@@ -119,6 +119,28 @@ int main(int argc, char** argv) {
   revive_options o;
   CHECK(revive_options_from_env(&o) == 0);
   CHECK(o.keep == 2 && o.read_on_restart == 1 && o.async_thread_cpu == -1);
+  CHECK(o.interval == 0 && o.mtbf == 0 && o.heartbeat_dir[0] == '\0');
+  /* interval -1 = auto, which needs the MTBF. */
+  snprintf(o.base_path, sizeof o.base_path, "%s/auto", base);
+  o.interval = -1;
+  CHECK(revive_cp_create_with("auto", &o) == NULL);
+  CHECK(strstr(revive_last_error(), "REVIVE_MTBF") != NULL);
+  o.mtbf = 3600;
+  snprintf(o.heartbeat_dir, sizeof o.heartbeat_dir, "%s/hb", base);
+  revive_cp* ca = revive_cp_create_with("auto", &o);
+  CHECK(ca != NULL);
+  CHECK(revive_cp_add_int(ca, "n", &n, 1) == 0);
+  CHECK(revive_cp_commit(ca) == 0);
+  CHECK(revive_cp_update_and_write(ca, 0, 1) == 1);
+  revive_cp_destroy(ca);
+  char path0[8192];
+  snprintf(path0, sizeof path0, "%s/hb/rank.0", base);
+  FILE* hb = fopen(path0, "r");
+  CHECK(hb != NULL); /* the heartbeat file exists */
+  if (hb) fclose(hb);
+  o.interval = 0;
+  o.mtbf = 0;
+  o.heartbeat_dir[0] = '\0';
   snprintf(o.base_path, sizeof o.base_path, "%s/opts", base);
   o.keep = 1;
   o.zero_copy = 1;

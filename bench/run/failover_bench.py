@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Time from failure to resumed computation under `revive run` (issue 10), against the restore alone.
+
+  failover_bench.py --build BUILD [--procs 4] [--mb 256] [--reps 3] [--workdir DIR]
+
+Job: PROCS copies of bench_run_ticker, each holding MB MiB of random data and appending the wall-clock time
+to its tick file every 10 ms (transparent: under `revive launch -n PROCS`, supervised by `revive run`).
+Per repetition:
+  1. one checkpoint (`revive checkpoint`), then one copy SIGKILLed at T;
+  2. failover = (the latest, over the copies, of the first tick after T) - T: detection, teardown, relaunch,
+     restore, until every copy works again; the supervisor's log gives the detection+teardown part;
+  3. restore alone (the physical limit of a relaunch) = `revive restart` of the same generation on an
+     idle machine, from the command to every copy's first tick.
+Both read the images the same way (written by the same run moments before: page cache state alike).
+Prints medians and the ratio (goal: failover <= 1.5x restore alone).
+"""
+import argparse, os, re, shutil, signal, statistics, subprocess, sys, time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--build", required=True)
+ap.add_argument("--procs", type=int, default=4)
+ap.add_argument("--mb", type=int, default=256)
+ap.add_argument("--reps", type=int, default=3)
+ap.add_argument("--workdir", default="/tmp/revive-failover-bench")
+a = ap.parse_args()
+B = os.path.abspath(a.build)
+revive = B + "/src/cli/revive"
+ticker = B + "/bench/run/bench_run_ticker"
+env = dict(os.environ, REVIVE_INJECT_LIB=B + "/src/inject/librevive_inject.so",
+           REVIVE_RESTART_BIN=B + "/src/restart/revive-restart", REVIVE_LOG="0")
+for k in ("REVIVE_PORT", "REVIVE_CKPT_DIR", "LD_PRELOAD"):
+    env.pop(k, None)
+
+def ticks(path):
+    try:
+        return [int(l.split()[0]) for l in open(path).read().splitlines() if l.strip()]
+    except (OSError, ValueError, IndexError):
+        return []
+
+def first_after(paths, t_ns, timeout):
+    """Seconds from t_ns until every file has a tick after it."""
+    end = time.time() + timeout
+    while time.time() < end:
+        firsts = []
+        for p in paths:
+            after = [t for t in ticks(p) if t > t_ns]
+            if not after:
+                break
+            firsts.append(after[0])
+        else:
+            return (max(firsts) - t_ns) / 1e9
+        time.sleep(0.01)
+    sys.exit("no tick after the failure within %d s" % timeout)
+
+def kill_tree(pid):
+    out = subprocess.run(["ps", "-eo", "pid=,ppid="], stdout=subprocess.PIPE, text=True).stdout
+    kids = {}
+    for l in out.splitlines():
+        p, pp = map(int, l.split())
+        kids.setdefault(pp, []).append(p)
+    todo, alls = [pid], []
+    while todo:
+        q = todo.pop()
+        alls.append(q)
+        todo += kids.get(q, [])
+    for q in alls:
+        try:
+            os.kill(q, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+def one(rep):
+    work = os.path.join(a.workdir, "rep%d" % rep)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    ck = os.path.join(work, "ck")
+    port = 27000 + rep * 10 + (os.getpid() % 7) * 100
+    files = [os.path.join(work, "tick-%d" % i) for i in range(a.procs)]
+    log = open(os.path.join(work, "run.err"), "wb")
+    sup = subprocess.Popen([revive, "run", "--port", str(port), "--ckpt-dir", ck, "--restarts", "1", "-n", str(a.procs),
+                            "--", "sh", "-c", 'exec "$0" %d tick-$REVIVE_LAUNCH_INDEX' % a.mb, ticker],
+                           cwd=work, stdout=log, stderr=log, env=env)
+    t = time.time()
+    while not all(ticks(f) for f in files):
+        if time.time() - t > 120:
+            sys.exit("the job did not start")
+        time.sleep(0.05)
+    t0 = time.time()
+    r = subprocess.run([revive, "checkpoint", "--port", str(port), "--ckpt-dir", ck], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ckpt_s = time.time() - t0
+    if r.returncode != 0:
+        sys.exit("checkpoint failed: " + r.stderr)
+    gen_dir = r.stdout.strip()
+    time.sleep(1.0)
+    pids = subprocess.run(["pgrep", "-x", "bench_run_ticke"], stdout=subprocess.PIPE, text=True).stdout.split()
+    victim = int(pids[rep % len(pids)])
+    t_kill = time.time_ns()
+    os.kill(victim, signal.SIGKILL)
+    failover = first_after(files, t_kill, 120)
+    runlog = open(os.path.join(ck, "run.log")).read()
+    m1 = re.search(r"\[([0-9.]+) s\] failure 1", runlog)
+    m2 = re.search(r"\[([0-9.]+) s\] attempt 2", runlog)
+    m0 = re.search(r"\[([0-9.]+) s\] attempt 1", runlog)
+    sup.send_signal(signal.SIGTERM)
+    sup.wait(timeout=60)
+    # Restore alone, same generation, nothing else running.
+    t_start = time.time_ns()
+    rp = subprocess.Popen([revive, "restart", "--port", str(port + 1), gen_dir], cwd=work, stdout=log, stderr=log, env=env)
+    restore = first_after(files, t_start, 120)
+    subprocess.run([revive, "kill", "--port", str(port + 1), "--ckpt-dir", ck], env=env, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    try:
+        rp.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        kill_tree(rp.pid)
+        rp.wait()
+    size = sum(os.path.getsize(os.path.join(gen_dir, f)) for f in os.listdir(gen_dir))
+    shutil.rmtree(work, ignore_errors=True)
+    return failover, restore, ckpt_s, size, runlog
+
+fo, ro = [], []
+for rep in range(a.reps):
+    f, r, c, size, runlog = one(rep)
+    fo.append(f)
+    ro.append(r)
+    print("rep %d: checkpoint %.2f s (%.0f MiB); failover %.3f s; restore alone %.3f s; ratio %.2f" %
+          (rep, c, size / 2**20, f, r, f / r), flush=True)
+print("%d x %d MiB, median of %d: failover %.3f s, restore alone %.3f s, ratio %.2f (goal <= 1.5)" %
+      (a.procs, a.mb, a.reps, statistics.median(fo), statistics.median(ro), statistics.median(fo) / statistics.median(ro)))

@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""`revive run` end to end: the supervisor keeps a job going through failures and its final output equals an
+uninterrupted run's, byte for byte.
+
+Scenarios (one per CTest test):
+  kills      transparent job of 2 copies, a random copy SIGKILLed at a random moment, KILLS times in a row
+  hang       a process SIGSTOPped: found by the next checkpoint within --hang-timeout, torn down, restarted
+  giveup     a job that always fails: exit 70 after --restarts relaunches, with the reason
+  signal     the checkpoint signal: checkpoint, exit 75; `revive run` again continues from that checkpoint
+  hostloss   3 network-namespace hosts, one spare: every process of one host SIGKILLed and the host deleted;
+             the job comes back on the spare
+  mpi        `revive run -- mpiexec -n 2 ring`: a random rank SIGKILLed KILLS times
+  app        --app: an MPI program of the application-level library, a random rank SIGKILLed KILLS times;
+             then a rank SIGSTOPped (its heartbeat stops): hung, restarted
+"""
+import argparse, os, random, re, shutil, signal, subprocess, sys, time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hosts"))
+from harness import fail, skip, run, free_port, clean_env, with_namespaces, descendants
+
+ap = argparse.ArgumentParser()
+ap.add_argument("scenario")
+for opt in ("--revive", "--inject", "--restart", "--workdir", "--counter"):
+    ap.add_argument(opt, required=True)
+ap.add_argument("--netns")
+ap.add_argument("--heat2d")
+ap.add_argument("--ring", help="tests/mpi_transparent's ring program (Open MPI build)")
+ap.add_argument("--kills", type=int, default=5)
+ap.add_argument("--seed", type=int, default=None)
+a = ap.parse_args()
+seed = a.seed if a.seed is not None else random.randrange(1 << 30)
+rng = random.Random(seed)
+print("seed %d" % seed, flush=True)
+revive = os.path.abspath(a.revive)
+counter = os.path.abspath(a.counter)
+shutil.rmtree(a.workdir, ignore_errors=True)
+os.makedirs(a.workdir)
+ck = os.path.join(a.workdir, "ck")
+# Steps of the job (30 ms each): long enough for every kill of the scenario (each costs about a second).
+STEPS, SLEEP_MS = (300 if a.scenario == "kills" else 150), 30
+env = clean_env(dict(REVIVE_INJECT_LIB=os.path.abspath(a.inject), REVIVE_RESTART_BIN=os.path.abspath(a.restart),
+                     REVIVE_LOG="0"))
+
+def reference(ncopies):
+    """The uninterrupted runs, all copies at once (they sleep most of the time)."""
+    ref = os.path.join(a.workdir, "ref")
+    os.makedirs(ref, exist_ok=True)
+    procs = [subprocess.Popen([counter, str(STEPS + 7 * i), str(SLEEP_MS)], stdout=open(os.path.join(ref, "out-%d" % i), "wb"))
+             for i in range(ncopies)]
+    for p in procs:
+        if p.wait(timeout=60) != 0:
+            fail("reference run failed")
+    return ref
+
+def copies_cmd(ncopies):
+    # Copy i prints STEPS + 7i steps (so a mix-up of copies shows) into out-i of the job's directory.
+    return (["-n", str(ncopies)] if ncopies > 1 else []) + [
+        "--", "sh", "-c", 'exec "$0" $((%d + 7 * ${REVIVE_LAUNCH_INDEX:-0})) %d > out-${REVIVE_LAUNCH_INDEX:-0}'
+        % (STEPS, SLEEP_MS), counter]
+
+def compare(ref, rund, ncopies):
+    for i in range(ncopies):
+        want = open(os.path.join(ref, "out-%d" % i), "rb").read()
+        got = open(os.path.join(rund, "out-%d" % i), "rb").read()
+        if got != want:
+            fail("copy %d: output differs from the uninterrupted run (%d vs %d bytes); see %s" %
+                 (i, len(got), len(want), rund))
+
+def log():
+    try:
+        return open(os.path.join(ck, "run.log")).read()
+    except OSError:
+        return ""
+
+def job_pids(sup, name):
+    """Processes of the job below the supervisor whose command name is `name`."""
+    out = []
+    for p in descendants(sup.pid)[1:]:
+        try:
+            if open("/proc/%d/comm" % p).read().strip() == name:
+                out.append(p)
+        except OSError:
+            pass
+    return out
+
+def wait_for(pred, timeout, what):
+    t = time.time()
+    while time.time() - t < timeout:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    fail("timed out after %d s waiting for %s\n--- run.log:\n%s" % (timeout, what, log()))
+
+def start(args, rund, extra_env=None):
+    os.makedirs(rund, exist_ok=True)
+    err = open(os.path.join(rund, "supervisor-stderr"), "ab")
+    e = dict(env, **(extra_env or {}))
+    return subprocess.Popen([revive, "run"] + args, cwd=rund, stdout=err, stderr=err, stdin=subprocess.DEVNULL, env=e)
+
+def finish(sup, want_rc, timeout=120):
+    try:
+        rc = sup.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        for p in reversed(descendants(sup.pid)):
+            os.kill(p, signal.SIGKILL)
+        fail("revive run did not end within %d s\n--- run.log:\n%s" % (timeout, log()))
+    if rc != want_rc:
+        fail("revive run exited %d, want %d\n--- run.log:\n%s" % (rc, want_rc, log()))
+
+def kill_after_progress(sup, name, sig, min_gen_lines):
+    """Waits until the job runs (a process named `name`) and has taken a checkpoint in this attempt, sleeps a
+    random moment, then sends sig to one random process of the job."""
+    wait_for(lambda: log().count("checkpoint: generation") >= min_gen_lines, 60, "a checkpoint")
+    pids = wait_for(lambda: job_pids(sup, name), 30, "the job's processes")
+    time.sleep(rng.uniform(0.0, 0.8))
+    pids = job_pids(sup, name) or pids
+    victim = rng.choice(pids)
+    try:
+        os.kill(victim, sig)
+    except ProcessLookupError:
+        pass
+    return victim
+
+def scenario_kills():
+    n = 2
+    ref = reference(n)
+    rund = os.path.join(a.workdir, "run")
+    port = free_port(rng)
+    sup = start(["--port", str(port), "--ckpt-dir", ck, "--interval", "0.4", "--restarts", str(a.kills + 1)]
+                + copies_cmd(n), rund)
+    for k in range(a.kills):
+        before = log().count("failure ")
+        v = kill_after_progress(sup, "counter", signal.SIGKILL, log().count("checkpoint: generation") + 1)
+        wait_for(lambda: log().count("failure ") > before, 30, "the supervisor to see kill %d (pid %d)" % (k + 1, v))
+        print("kill %d: pid %d seen" % (k + 1, v), flush=True)
+    finish(sup, 0)
+    compare(ref, rund, n)
+    restarts = log().count("restarting from generation")
+    if log().count("failure ") != a.kills or restarts < 1:
+        fail("want %d failures and restarts from checkpoints, got:\n%s" % (a.kills, log()))
+    print("PASS: %d kills in a row, %d relaunches from checkpoints, output identical" % (a.kills, restarts))
+
+def scenario_hang():
+    ref = reference(1)
+    rund = os.path.join(a.workdir, "run")
+    port = free_port(rng)
+    sup = start(["--port", str(port), "--ckpt-dir", ck, "--interval", "0.4", "--hang-timeout", "2"] + copies_cmd(1), rund)
+    v = kill_after_progress(sup, "counter", signal.SIGSTOP, 1)
+    t = time.time()
+    wait_for(lambda: "hung" in log(), 20, "the stopped process (pid %d) to be found hung" % v)
+    took = time.time() - t
+    finish(sup, 0)
+    compare(ref, rund, 1)
+    print("PASS: stopped process found hung after %.1f s (timeout 2 s + interval 0.4 s), output identical" % took)
+
+def scenario_giveup():
+    rund = os.path.join(a.workdir, "run")
+    port = free_port(rng)
+    sup = start(["--port", str(port), "--ckpt-dir", ck, "--restarts", "2", "--", "sh", "-c", "exit 3"], rund)
+    finish(sup, 70, timeout=60)
+    if "giving up after 3 failures" not in log() or "exit status 3" not in log():
+        fail("the give-up message does not say why:\n" + log())
+    r = run([revive, "run", "--interval", "soon", "--", "true"], env=env, timeout=30)
+    if r.returncode != 2 or "--interval soon" not in r.stderr:
+        fail("bad --interval: rc %d %r" % (r.returncode, r.stderr))
+    r = run([revive, "run", "--interval", "auto", "--", "true"], env=env, timeout=30)
+    if r.returncode != 2 or "--mtbf" not in r.stderr:
+        fail("--interval auto without --mtbf: rc %d %r" % (r.returncode, r.stderr))
+    r = run([revive, "run", "--spares", "1", "--", "true"], env=env, timeout=30)
+    if r.returncode != 2 or "--spares needs --hosts" not in r.stderr:
+        fail("--spares without hosts: rc %d %r" % (r.returncode, r.stderr))
+    print("PASS: gave up with exit 70 after 2 restarts; bad options refused")
+
+def scenario_signal():
+    ref = reference(1)
+    rund = os.path.join(a.workdir, "run")
+    port = free_port(rng)
+    args = ["--port", str(port), "--ckpt-dir", ck, "--checkpoint-signal", "USR1"] + copies_cmd(1)
+    sup = start(args, rund)
+    wait_for(lambda: job_pids(sup, "counter"), 30, "the job")
+    time.sleep(rng.uniform(0.5, 1.5))
+    sup.send_signal(signal.SIGUSR1)
+    finish(sup, 75, timeout=60)
+    if job_pids(sup, "counter"):
+        fail("the job still runs after exit 75")
+    lines = len(open(os.path.join(rund, "out-0")).read().splitlines())
+    sup = start(args, rund)  # the requeued job, or a new allocation
+    finish(sup, 0)
+    compare(ref, rund, 1)
+    if "restarting from generation" not in log():
+        fail("the second run did not restart from the checkpoint:\n" + log())
+    print("PASS: stopped at step %d with exit 75, continued by a second revive run, output identical" % lines)
+
+def scenario_hostloss():
+    if not a.netns:
+        fail("--netns is needed")
+    def body(rng2, seed2, prefix, net):
+        n = 2
+        ref = reference(n)
+        rund = os.path.join(a.workdir, "run")
+        hosts = [prefix + "1", prefix + "2", prefix + "3"]
+        coord_ip = net + ".1"
+        port = free_port(rng, coord_ip)
+        sub = free_port(rng)
+        sup = start(["--port", str(port), "--ckpt-dir", ck, "--interval", "0.5", "--hosts", ",".join(hosts),
+                     "--spares", "1", "--launcher", "netns", "--sub-port", str(sub)] + copies_cmd(n), rund,
+                    dict(REVIVE_COORD_HOST=coord_ip))
+        wait_for(lambda: log().count("checkpoint: generation") >= 2, 60, "two checkpoints")
+        time.sleep(rng.uniform(0.0, 0.5))
+        lost = hosts[rng.randrange(2)]
+        pids = [int(p) for p in run(["ip", "netns", "pids", lost]).stdout.split()]
+        for p in pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        run(["ip", "netns", "del", lost])
+        print("host %s lost (%d processes killed, namespace deleted)" % (lost, len(pids)), flush=True)
+        finish(sup, 0)
+        compare(ref, rund, n)
+        if "host %s does not answer; replaced by spare %s" % (lost, hosts[2]) not in log():
+            fail("the spare did not replace %s:\n%s" % (lost, log()))
+        print("PASS: host %s lost, job finished on the spare %s, output identical" % (lost, hosts[2]))
+    with_namespaces(argparse.Namespace(seed=seed, netns=a.netns), "rvr", "10.85", 3, body)
+
+def scenario_app():
+    if not a.heat2d:
+        fail("--heat2d is needed")
+    mpi = ["mpiexec", "-n", "2", "--oversubscribe", "--mca", "btl", "self,vader"]
+    heat = [os.path.abspath(a.heat2d), "--nx", "160", "--ny", "160", "--steps", "400", "--quiet"]
+    r = subprocess.run(mpi + heat + ["--every", "0", "--fresh", "--dir", os.path.join(a.workdir, "refck")],
+                       stdout=subprocess.PIPE, timeout=120)
+    if r.returncode != 0 or not r.stdout:
+        fail("reference run failed")
+    rund = os.path.join(a.workdir, "run")
+    sup = start(["--app", "--ckpt-dir", ck, "--hang-timeout", "4", "--restarts", str(a.kills + 2), "--"] + mpi + heat
+                + ["--every", "20", "--dir", os.path.join(a.workdir, "appck")], rund)
+    name = os.path.basename(a.heat2d)[:15]
+    for k in range(a.kills):
+        before = log().count("failure ")
+        wait_for(lambda: len(os.listdir(os.path.join(ck, ".revive-heartbeat"))) >= 2 if os.path.isdir(
+            os.path.join(ck, ".revive-heartbeat")) else False, 30, "heartbeats")
+        pids = wait_for(lambda: job_pids(sup, name), 30, "the ranks")
+        time.sleep(rng.uniform(0.3, 1.0))
+        sig = signal.SIGSTOP if k == a.kills - 1 else signal.SIGKILL
+        try:
+            os.kill(rng.choice(job_pids(sup, name) or pids), sig)
+        except ProcessLookupError:
+            pass
+        wait_for(lambda: log().count("failure ") > before, 40, "the supervisor to see event %d" % (k + 1))
+        print("event %d (%s) seen" % (k + 1, "stop" if sig == signal.SIGSTOP else "kill"), flush=True)
+    finish(sup, 0, timeout=240)
+    out = open(os.path.join(rund, "supervisor-stderr"), "rb").read()
+    if r.stdout not in out:
+        fail("the final result differs from the uninterrupted run's:\nwant %r\nlog:\n%s" % (r.stdout, log()))
+    if "hung" not in log():
+        fail("the stopped rank was not found hung:\n" + log())
+    print("PASS: %d events (kills, then a stopped rank found by its heartbeat), result identical" % a.kills)
+
+def scenario_mpi():
+    """An unmodified Open MPI job under the supervisor: a random rank SIGKILLed at random moments."""
+    if not a.ring:
+        fail("--ring is needed")
+    mpi = ["mpiexec", "-n", "2", "--oversubscribe"]
+    args = [os.path.abspath(a.ring), "80", "100000"]
+    r = subprocess.run(mpi + args, stdout=subprocess.PIPE, timeout=120)
+    if r.returncode != 0 or not r.stdout:
+        fail("reference run failed")
+    rund = os.path.join(a.workdir, "run")
+    port = free_port(rng)
+    sup = start(["--port", str(port), "--ckpt-dir", ck, "--interval", "1", "--restarts", str(a.kills), "--", "sh", "-c",
+                 'exec "$@" > out', "sh"] + mpi + args, rund)
+    for k in range(a.kills):
+        before = log().count("failure ")
+        v = kill_after_progress(sup, "ring", signal.SIGKILL, log().count("checkpoint: generation") + 1)
+        wait_for(lambda: log().count("failure ") > before, 40, "the supervisor to see kill %d (pid %d)" % (k + 1, v))
+        print("kill %d: rank pid %d seen" % (k + 1, v), flush=True)
+    finish(sup, 0, timeout=180)
+    if open(os.path.join(rund, "out"), "rb").read() != r.stdout:
+        fail("the MPI job's output differs from the uninterrupted run's; see %s\n%s" % (rund, log()))
+    print("PASS: %d ranks killed, the MPI job finished with identical output" % a.kills)
+
+{"kills": scenario_kills, "mpi": scenario_mpi, "hang": scenario_hang, "giveup": scenario_giveup, "signal": scenario_signal,
+ "hostloss": scenario_hostloss, "app": scenario_app}[a.scenario]()
