@@ -6,6 +6,9 @@
 # status. Exit 77 (a skip) only when Slurm or munge is not installed and scripts/deps.sh cannot install
 # it, or when not root; any other failure to start is an error (exit 1) with the daemons' logs.
 #
+# cred_expire (AuthInfo) is also how long a requeued job waits before it may start again: 120 s by
+# default, 5 s here (SLURM_ENV_CRED_EXPIRE) so a requeue test stays short.
+#
 # One node, named after the test (CPUs=2, oversubscribed). Why not two: Debian's slurmd is built without
 # --enable-multiple-slurmd, so a second slurmd on the same host takes the same node's identity; see
 # docs/slurm.md for what was tried.
@@ -79,7 +82,7 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$MUNGE_SOCK
+AuthInfo=socket=$MUNGE_SOCK,cred_expire=${SLURM_ENV_CRED_EXPIRE:-5}
 StateSaveLocation=$DIR/state
 SlurmdSpoolDir=$DIR/spool
 SlurmctldPidFile=$DIR/slurmctld.pid
@@ -93,6 +96,7 @@ SelectTypeParameters=CR_Core
 MpiDefault=none
 ReturnToService=2
 SchedulerType=sched/builtin
+SchedulerParameters=sched_interval=1
 KillWait=2
 MessageTimeout=5
 SlurmctldTimeout=10
