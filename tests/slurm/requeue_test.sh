@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# End to end under a real (private, single-node) Slurm: a batch job runs
-#   revive run --hosts slurm --checkpoint-signal USR1 --requeue -- counter
+# End to end under a real (private) Slurm of two nodes on this host (slurm_env.sh): a batch job of both runs
+#   revive run --hosts slurm -n 2 --checkpoint-signal USR1 --requeue -- counter
+# (one copy per node, each started there by srun),
 # gets Slurm's walltime warning (sent with `scancel --signal=USR1 --batch`, what `--signal=B:USR1@T`
 # sends, at a moment the test chooses), checkpoints, requeues itself and exits 75; Slurm starts the script
 # again, whose `revive run` restarts from that checkpoint. The job's output must equal an uninterrupted
@@ -42,11 +43,16 @@ wait_state() {  # JOB STATE TIMEOUT
   done
   fail "job $1 is $(job_state "$1"), not $2, after $3 s"
 }
+same() {  # DIR WHAT: both copies' outputs equal the uninterrupted runs'
+  local i
+  for i in 0 1; do cmp "$W/ref-$i" "$1/out-$i" || fail "$2: copy $i's output differs from the uninterrupted run"; done
+}
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 
-# The uninterrupted run, meanwhile.
-"$COUNTER" $STEPS $SLEEP_MS >"$W/ref" &
+# The uninterrupted runs, meanwhile: copy i prints STEPS + 7i steps (so a mix-up of copies shows).
+"$COUNTER" $STEPS $SLEEP_MS >"$W/ref-0" &
 REF=$!
+"$COUNTER" $((STEPS + 7)) $SLEEP_MS >"$W/ref-1" &
 
 # The batch script: `exec` so that the batch shell Slurm signals IS revive run. $1 = its directory (where
 # it writes out and starts), $2 = extra revive run options.
@@ -55,14 +61,14 @@ write_job() {
   cat >"$1/job.sh" <<JOB
 #!/bin/bash
 echo "\${SLURM_JOB_ID} \${SLURM_RESTART_COUNT:-0} \${SLURM_JOB_NODELIST}" >>"$1/starts"
-exec "$REVIVE" run --hosts slurm --port $port --ckpt-dir "$1/ckpt" --checkpoint-signal USR1 $2 \\
-  -- sh -c 'exec "$COUNTER" $STEPS $SLEEP_MS > "$1/out"'
+exec "$REVIVE" run --hosts slurm -n 2 --port $port --ckpt-dir "$1/ckpt" --checkpoint-signal USR1 $2 \\
+  -- sh -c 'exec "$COUNTER" \$(($STEPS + 7 * \$REVIVE_LAUNCH_INDEX)) $SLEEP_MS > "$1/out-\$REVIVE_LAUNCH_INDEX"'
 JOB
 }
-submit() { sbatch --parsable --open-mode=append -D "$1" -o "$1/slurm-%j.out" "${@:2}" "$1/job.sh" || fail "sbatch"; }
+submit() { sbatch --parsable -N2 --open-mode=append -D "$1" -o "$1/slurm-%j.out" "${@:2}" "$1/job.sh" || fail "sbatch"; }
 warn() {  # JOB DIR: the walltime warning once the job has printed 30 lines
-  wait_lines "$2/out" 30 20
-  before=$(wc -l <"$2/out")
+  wait_lines "$2/out-0" 30 20
+  before=$(wc -l <"$2/out-0")
   ts=$(now)
   scancel --signal=USR1 --batch "$1" || fail "scancel --signal=USR1 --batch $1"
 }
@@ -77,12 +83,13 @@ while ((SECONDS < end)) && [ "$(wc -l <"$W/job/starts")" -lt 2 ]; do sleep 0.1; 
 [ "$(wc -l <"$W/job/starts")" -ge 2 ] || fail "job $JOB was not started again: $(scontrol -o show job "$JOB" | tr ' ' '\n' | grep -E '^(JobState|Reason|BeginTime|SubmitTime)=' | tr '\n' ' ')"
 requeued_in=$(since "$ts")
 wait_state "$JOB" COMPLETED 30
-wait $REF
+wait
 [ "$(sed -n 2p "$W/job/starts" | cut -d' ' -f1,2)" = "$JOB 1" ] || fail "second start: $(sed -n 2p "$W/job/starts")"
 grep -q "requeued Slurm job $JOB" "$W/job/ckpt/run.log" || fail "revive run did not requeue the job"
+grep -q "launched the job on $SLURM_ENV_NODES" "$W/job/ckpt/run.log" || fail "not launched on both nodes ($SLURM_ENV_NODES)"
 grep -q "restarting from generation" "$W/job/ckpt/run.log" || fail "the second run did not restart from the checkpoint"
 [ "$(job_field "$JOB" Restarts)" = 1 ] || fail "Restarts=$(job_field "$JOB" Restarts), want 1"
-cmp "$W/ref" "$W/job/out" || fail "the requeued job's output differs from the uninterrupted run"
+same "$W/job" "the requeued job"
 echo "PASS: requeue: warned at line $before of $STEPS, started again after $requeued_in s, output identical" \
   "(job done in $(since "$t0") s)"
 
@@ -97,6 +104,6 @@ wait_state "$JOB" FAILED 30
 JOB=$(submit "$W/job2" --no-requeue)
 wait_state "$JOB" COMPLETED 30
 grep -q "restarting from generation" "$W/job2/ckpt/run.log" || fail "the new job did not restart from the checkpoint"
-cmp "$W/ref" "$W/job2/out" || fail "the new allocation's output differs from the uninterrupted run"
+same "$W/job2" "the new allocation"
 echo "PASS: new allocation: warned at line $before, exit 75, the next job continued, output identical" \
   "($(since "$t0") s)"

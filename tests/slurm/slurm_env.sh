@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A private Slurm for one test: slurm_env.sh DIR -- COMMAND...
-# Starts munged (its own key and socket), slurmctld and slurmd (as root) with state, spool, logs and
-# config under DIR and ports nobody else uses, waits until `sinfo` shows the node idle, runs COMMAND with
+# Starts munged (its own key and socket), slurmctld and a slurmd per node (as root) with state, spool, logs and
+# config under DIR and ports nobody else uses, waits until `sinfo` shows the nodes idle, runs COMMAND with
 # SLURM_CONF pointing at that cluster, then stops exactly the daemons it started and exits with COMMAND's
 # status. Exit 77 (a skip) only when Slurm or munge is not installed and scripts/deps.sh cannot install
 # it, or when not root; any other failure to start is an error (exit 1) with the daemons' logs.
@@ -9,9 +9,9 @@
 # cred_expire (AuthInfo) is also how long a requeued job waits before it may start again: 120 s by
 # default, 5 s here (SLURM_ENV_CRED_EXPIRE) so a requeue test stays short.
 #
-# One node, named after the test (CPUs=2, oversubscribed). Why not two: Debian's slurmd is built without
-# --enable-multiple-slurmd, so a second slurmd on the same host takes the same node's identity; see
-# docs/slurm.md for what was tried.
+# SLURM_ENV_NODES nodes (default 2), all on this host: one slurmd each (`slurmd -N NAME`), each with its
+# own port (NodeName ... Port=), spool, pid and log file (%n), named rv<pid>n1, rv<pid>n2, ... so Slurm
+# shows them compressed (rv123n[1-2]) as a real cluster's would be. CPUs=2 each, oversubscribed.
 set -u
 DIR=${1:?usage: slurm_env.sh DIR -- COMMAND...}
 shift
@@ -31,7 +31,9 @@ fi
 rm -rf "$DIR"
 mkdir -p "$DIR"/{state,spool,log,munge}
 DIR=$(cd "$DIR" && pwd)
-NODE=rvslurm$$
+NODES=${SLURM_ENV_NODES:-2}
+PREFIX=rv$$n
+NODE_LIST=$(seq -f "$PREFIX%g" -s, 1 "$NODES")
 PIDS=()
 
 stop() {
@@ -55,12 +57,12 @@ stop() {
 trap stop EXIT
 trap 'exit 143' TERM INT
 
-# Ports: two free ones the kernel picks (bound and released; Slurm binds them a moment later).
-read -r CTLD_PORT SLURMD_PORT < <(python3 -c '
-import socket
-s=[socket.socket() for _ in range(2)]
+# Ports: free ones the kernel picks (bound and released; Slurm binds them a moment later).
+read -r CTLD_PORT SLURMD_PORTS < <(python3 -c '
+import socket, sys
+s=[socket.socket() for _ in range(1 + int(sys.argv[1]))]
 for x in s: x.bind(("127.0.0.1",0))
-print(*[x.getsockname()[1] for x in s])')
+print(s[0].getsockname()[1], ",".join(str(x.getsockname()[1]) for x in s[1:]))' "$NODES")
 
 # munge: a key of our own and our own socket, so no other munged (or test) is involved. munged refuses
 # to run as root without --force; the key must be private to its owner.
@@ -77,18 +79,17 @@ cat >"$DIR/slurm.conf" <<CONF
 ClusterName=rv$$
 SlurmctldHost=$(hostname -s)(127.0.0.1)
 SlurmctldPort=$CTLD_PORT
-SlurmdPort=$SLURMD_PORT
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=$MUNGE_SOCK,cred_expire=${SLURM_ENV_CRED_EXPIRE:-5}
 StateSaveLocation=$DIR/state
-SlurmdSpoolDir=$DIR/spool
+SlurmdSpoolDir=$DIR/spool/%n
 SlurmctldPidFile=$DIR/slurmctld.pid
-SlurmdPidFile=$DIR/slurmd.pid
+SlurmdPidFile=$DIR/slurmd-%n.pid
 SlurmctldLogFile=$DIR/log/slurmctld.log
-SlurmdLogFile=$DIR/log/slurmd.log
+SlurmdLogFile=$DIR/log/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -105,8 +106,11 @@ BatchStartTimeout=2
 InactiveLimit=0
 MinJobAge=60
 JobRequeue=1
-NodeName=$NODE NodeAddr=127.0.0.1 NodeHostname=$NODE CPUs=$CPUS State=UNKNOWN
-PartitionName=rv Nodes=$NODE Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
+$(i=0; for p in ${SLURMD_PORTS//,/ }; do
+  i=$((i + 1))
+  echo "NodeName=$PREFIX$i NodeAddr=127.0.0.1 NodeHostname=$PREFIX$i Port=$p CPUs=$CPUS State=UNKNOWN"
+done)
+PartitionName=rv Nodes=$NODE_LIST Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 CONF
 export SLURM_CONF=$DIR/slurm.conf
 for _ in $(seq 50); do [ -S "$MUNGE_SOCK" ] && break; sleep 0.1; done
@@ -114,22 +118,24 @@ for _ in $(seq 50); do [ -S "$MUNGE_SOCK" ] && break; sleep 0.1; done
 
 slurmctld -D -i -f "$SLURM_CONF" >"$DIR/log/slurmctld.out" 2>&1 &
 PIDS+=($!)
-slurmd -D -N "$NODE" -f "$SLURM_CONF" >"$DIR/log/slurmd.out" 2>&1 &
-PIDS+=($!)
+for n in ${NODE_LIST//,/ }; do
+  slurmd -D -N "$n" -f "$SLURM_CONF" >"$DIR/log/slurmd-$n.out" 2>&1 &
+  PIDS+=($!)
+done
 
 t0=$(date +%s.%N)
 state=""
 end=$((SECONDS + 30))
 while ((SECONDS < end)); do
-  state=$(timeout 2 sinfo -h -n "$NODE" -o %t 2>/dev/null)
+  state=$(timeout 2 sinfo -h -n "$NODE_LIST" -o %t 2>/dev/null | sort -u | tr '\n' ' ' | sed 's/ $//')
   [ "$state" = idle ] && break
   for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null || { state="a daemon (pid $p) exited"; break 2; }; done
   sleep 0.1
 done
 if [ "$state" != idle ]; then
   for f in "$DIR"/log/*; do echo "== $f" >&2; tail -20 "$f" >&2; done
-  die "node $NODE is not idle after 30 s (state '$state')"
+  die "nodes $NODE_LIST are not idle after 30 s (state '$state')"
 fi
-echo "slurm_env: node $NODE idle after $(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $t0}") s (ctld port $CTLD_PORT, slurmd port $SLURMD_PORT)" >&2
-export SLURM_ENV_DIR=$DIR SLURM_ENV_NODE=$NODE
+echo "slurm_env: nodes $NODE_LIST idle after $(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $t0}") s (ctld port $CTLD_PORT, slurmd ports $SLURMD_PORTS)" >&2
+export SLURM_ENV_DIR=$DIR SLURM_ENV_NODES=$NODE_LIST
 "$@"
