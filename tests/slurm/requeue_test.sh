@@ -93,17 +93,20 @@ same "$W/job" "the requeued job"
 echo "PASS: requeue: warned at line $before of $STEPS, started again after $requeued_in s, output identical" \
   "(job done in $(since "$t0") s)"
 
-# 2. A new allocation: a job that is not requeued stops with 75 after its checkpoint; the next job on the
-# same checkpoint directory continues from it.
-write_job "$W/job2" ""
+# 2. A new allocation: a job that cannot be requeued (sbatch --no-requeue, though revive run asks) stops
+# with 75 after its checkpoint, run.log saying why the requeue failed in scontrol's words; the next job
+# on the same checkpoint directory continues from it.
+write_job "$W/job2" --requeue
 t0=$(now)
 JOB=$(submit "$W/job2" --no-requeue)
 warn "$JOB" "$W/job2"
 wait_state "$JOB" FAILED 30
 [ "$(job_field "$JOB" ExitCode)" = 75:0 ] || fail "job $JOB ended with $(job_field "$JOB" ExitCode), want 75:0"
+grep -q "scontrol requeue $JOB failed (exit status [0-9]*): ." "$W/job2/ckpt/run.log" ||
+  fail "run.log does not give scontrol's reason for the refused requeue"
 JOB=$(submit "$W/job2" --no-requeue)
 wait_state "$JOB" COMPLETED 30
 grep -q "restarting from generation" "$W/job2/ckpt/run.log" || fail "the new job did not restart from the checkpoint"
 same "$W/job2" "the new allocation"
-echo "PASS: new allocation: warned at line $before, exit 75, the next job continued, output identical" \
+echo "PASS: new allocation: warned at line $before, requeue refused (reason in run.log), exit 75, the next job continued, output identical" \
   "($(since "$t0") s)"
