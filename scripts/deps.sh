@@ -7,7 +7,8 @@ PKGS=(build-essential cmake pkg-config git gfortran python3 iproute2 procps psmi
       libzstd-dev libxxhash-dev libisal-dev libcli11-dev nlohmann-json3-dev
       libgtest-dev libgmock-dev libbenchmark-dev
       libopenmpi-dev openmpi-bin mpich libmpich-dev
-      clang libclang-rt-dev)  # clang: libFuzzer target of the coordinator wire decoder (tests/coord)
+      clang libclang-rt-dev  # clang: libFuzzer target of the coordinator wire decoder (tests/coord)
+      slurm-wlm munge)  # tests/slurm: a private single-node Slurm (slurm_env.sh)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -225,7 +225,8 @@ void AddLaunchCommand(CLI::App& app, int* rc) {
   c->add_flag("--compress", a->compress, "Compress images with zstd, multi-threaded (default: off, for speed)");
   c->add_flag("--no-compress", a->no_compress, "Write images uncompressed (the default; needed for restart --lazy)");
   c->add_flag("--fork", a->fork, "Write images from a forked child so the program resumes sooner");
-  c->add_option("--hosts", a->ho.hosts, "Comma-separated hosts: copy i of -n runs on host i mod n (docs/hosts.md)");
+  c->add_option("--hosts", a->ho.hosts, "Comma-separated hosts: copy i of -n runs on host i mod n (docs/hosts.md); `slurm`: the nodes of "
+                "SLURM_JOB_NODELIST, reached with srun (docs/slurm.md)");
   AddHostOptions(c, &a->ho);
   c->add_option("-n", a->n, "Number of copies of PROG (default: one per host, or 1); each gets "
                             "REVIVE_LAUNCH_INDEX and REVIVE_LAUNCH_SIZE");

@@ -329,7 +329,8 @@ void AddRestartCommand(CLI::App& app, int* rc) {
   c->add_flag("--lazy", a->lazy, "Map image pages on demand instead of reading them (uncompressed images)");
   c->add_option("--hosts", a->ho.hosts,
                 "Comma-separated hosts; process tree k (a root and its descendants, in manifest order of "
-                "their first process) goes to host k mod n");
+                "their first process) goes to host k mod n; `slurm`: the nodes of SLURM_JOB_NODELIST, reached with "
+                "srun (docs/slurm.md)");
   c->add_option("--map", a->map,
                 "UPID=HOST,...: put the tree of that process on that host (the others follow --hosts); "
                 "two processes of one tree on different hosts are refused");

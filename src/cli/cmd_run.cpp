@@ -26,6 +26,7 @@
 #include "cli/hosts.h"
 #include "cli/paths.h"
 #include "cli/run_policy.h"
+#include "cli/slurm.h"
 #include "coord/manifest.h"
 #include "core/env.h"
 #include "launch/launcher.h"
@@ -101,7 +102,6 @@ class Supervisor {
   void Teardown();
   void KillDescendants();
   void ProbeHosts();
-  Status Requeue();
   uint64_t NewestGeneration();
   void PassOverSuspects();
   void MarkDone();
@@ -200,7 +200,8 @@ Status Supervisor::StartAttempt(uint64_t from) {
   } else if (from == 0) {
     argv = {self_, "launch", "--port", std::to_string(t_.port), "--ckpt-dir", t_.ckpt_dir};
     if (!hosts_.empty()) argv.insert(argv.end(), {"--hosts", Join(hosts_)});
-    if (!a_.ho.launcher.empty()) argv.insert(argv.end(), {"--launcher", a_.ho.launcher});
+    // Named, not defaulted again: the hosts of `--hosts slurm` arrive expanded, and want srun.
+    if (!hosts_.empty() || !a_.ho.launcher.empty()) argv.insert(argv.end(), {"--launcher", LauncherOf(a_.ho)});
     if (!a_.ho.sub_port.empty()) argv.insert(argv.end(), {"--sub-port", a_.ho.sub_port});
     if (a_.n > 0) argv.insert(argv.end(), {"-n", std::to_string(a_.n)});
     if (a_.compress) argv.push_back("--compress");
@@ -210,7 +211,8 @@ Status Supervisor::StartAttempt(uint64_t from) {
   } else {
     argv = {self_, "restart", "--port", std::to_string(t_.port)};
     if (!hosts_.empty()) argv.insert(argv.end(), {"--hosts", Join(hosts_)});
-    if (!a_.ho.launcher.empty()) argv.insert(argv.end(), {"--launcher", a_.ho.launcher});
+    // Named, not defaulted again: the hosts of `--hosts slurm` arrive expanded, and want srun.
+    if (!hosts_.empty() || !a_.ho.launcher.empty()) argv.insert(argv.end(), {"--launcher", LauncherOf(a_.ho)});
     if (!a_.ho.sub_port.empty()) argv.insert(argv.end(), {"--sub-port", a_.ho.sub_port});
     argv.push_back(coord::GenerationDir(t_.ckpt_dir, from));
   }
@@ -403,7 +405,7 @@ void Supervisor::Teardown() {
 // After a failure: a host the launcher cannot reach any more is replaced by a spare, or dropped.
 void Supervisor::ProbeHosts() {
   if (hosts_.empty()) return;
-  std::string tmpl = launch::ResolveTemplate(a_.ho.launcher.empty() ? "ssh" : a_.ho.launcher);
+  std::string tmpl = launch::ResolveTemplate(LauncherOf(a_.ho));
   std::vector<std::string> alive;
   for (const auto& h : hosts_) {
     std::vector<std::string> argv;
@@ -446,21 +448,6 @@ void Supervisor::ProbeHosts() {
     }
   }
   hosts_ = alive;
-}
-
-Status Supervisor::Requeue() {
-  const char* job = getenv("SLURM_JOB_ID");
-  if (job == nullptr || *job == '\0') return Status::InvalidArgument("--requeue: not inside a Slurm job (no SLURM_JOB_ID)");
-  pid_t pid = fork();
-  if (pid == 0) {
-    execlp("scontrol", "scontrol", "requeue", job, (char*)nullptr);
-    fprintf(stderr, "revive run: exec scontrol: %s\n", strerror(errno));
-    _exit(127);
-  }
-  int st = 0;
-  if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-    return Status::IOError("scontrol requeue " + std::string(job) + " failed (" + Describe(WIFEXITED(st) ? WEXITSTATUS(st) : 1) + ")");
-  return Status::OK();
 }
 
 // The generations this attempt wrote that probably hold the failure (run_policy.h), passed over before the
@@ -560,7 +547,7 @@ int Supervisor::Run() {
             Log("the checkpoint failed: %s (a restart takes the previous one)", err.c_str());
         }
         if (a_.requeue) {
-          s = Requeue();
+          s = SlurmRequeue();  // its error carries scontrol's stderr
           if (s.ok()) Log("requeued Slurm job %s", getenv("SLURM_JOB_ID"));
           else Log("%s", s.message().c_str());
         }

@@ -18,13 +18,14 @@
 
 #include "launch/hostlist.h"
 #include "launch/launcher.h"
+#include "launch/slurm_hostlist.h"
 
 namespace revive::cli {
 
 void AddHostOptions(CLI::App* c, HostOpts* o) {
   c->add_option("--hostfile", o->hostfile, "File with one host per line (`host slots=N` repeats it)");
   c->add_option("--launcher", o->launcher,
-                "How to run a host's part: ssh (default with --hosts), netns, local, or a template such as "
+                "How to run a host's part: ssh (default with --hosts), srun (default with --hosts slurm), netns, local, or a template such as "
                 "'ip netns exec {host} {cmd}', 'srun -w {host} -N1 -n1 {cmd}' or 'ssh {host} {cmdq}' "
                 "(docs/hosts.md)");
   c->add_option("--sub-port", o->sub_port,
@@ -32,11 +33,23 @@ void AddHostOptions(CLI::App* c, HostOpts* o) {
                 "(default: coordinator port + 1)");
 }
 
+std::string LauncherOf(const HostOpts& o) {
+  if (!o.launcher.empty()) return o.launcher;
+  return o.hosts == "slurm" ? "srun" : "ssh";  // inside an allocation srun reaches its nodes; ssh may not
+}
+
 bool WantsHosts(const HostOpts& o) { return !o.hosts.empty() || !o.hostfile.empty() || !o.launcher.empty(); }
 
 Status ResolveHosts(const HostOpts& o, std::vector<std::string>* hosts) {
   if (!o.hosts.empty() && !o.hostfile.empty())
     return Status::InvalidArgument("--hosts and --hostfile contradict each other");
+  if (o.hosts == "slurm") {  // the allocation's nodes, one entry each
+    const char* list = getenv("SLURM_JOB_NODELIST");
+    if (!list || !*list)
+      return Status::InvalidArgument("--hosts slurm: SLURM_JOB_NODELIST is not set (not inside a Slurm allocation)");
+    Status s = launch::ExpandSlurmHostList(list, hosts);
+    return s.ok() ? s : Status::InvalidArgument("--hosts slurm: SLURM_JOB_NODELIST: " + s.message());
+  }
   Status s = !o.hosts.empty()      ? launch::ParseHostList(o.hosts, hosts)
              : !o.hostfile.empty() ? launch::ReadHostFile(o.hostfile, hosts)
                                    : Status::OK();
@@ -47,8 +60,7 @@ Status ResolveHosts(const HostOpts& o, std::vector<std::string>* hosts) {
 
 Status CheckLauncher(const HostOpts& o, const std::string& some_host) {
   std::vector<std::string> argv;
-  return launch::Expand(launch::ResolveTemplate(o.launcher.empty() ? "ssh" : o.launcher), some_host, {"revive"},
-                        &argv);
+  return launch::Expand(launch::ResolveTemplate(LauncherOf(o)), some_host, {"revive"}, &argv);
 }
 
 Status SelfPath(std::string* out) {
@@ -119,7 +131,7 @@ int RunHostParts(const char* who, const HostOpts& o, const Target& root, const s
   if (parts.size() > 1 && sub_port + long(parts.size()) - 1 > 65535)
     return fail("--sub-port " + std::to_string(sub_port) + ": " + std::to_string(parts.size()) +
                 " sub-coordinator ports from there do not fit below 65536");
-  std::string tmpl = launch::ResolveTemplate(o.launcher.empty() ? "ssh" : o.launcher);
+  std::string tmpl = launch::ResolveTemplate(LauncherOf(o));
   if (parts.size() > 1 && tmpl != "{cmd}" && (root.host == "127.0.0.1" || root.host == "localhost"))
     fprintf(stderr,
             "%s: warning: the coordinator is at %s, which other hosts cannot reach; set REVIVE_COORD_HOST to "

@@ -25,10 +25,14 @@ struct HostOpts {
 // --hostfile, --launcher, --sub-port (each command adds its own --hosts help).
 void AddHostOptions(CLI::App* c, HostOpts* o);
 
+// The launcher: --launcher, else srun for `--hosts slurm`, else ssh.
+std::string LauncherOf(const HostOpts& o);
+
 // Placement was asked for (any of --hosts, --hostfile, --launcher).
 bool WantsHosts(const HostOpts& o);
 
 // The host list (--hosts or --hostfile, slots repeated); {""} for --launcher alone (no {host}).
+// `--hosts slurm`: the nodes of SLURM_JOB_NODELIST (docs/slurm.md), one entry per node.
 Status ResolveHosts(const HostOpts& o, std::vector<std::string>* hosts);
 
 // The running `revive` binary (/proc/self/exe), which host parts and `revive run` start again.

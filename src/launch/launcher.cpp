@@ -39,6 +39,9 @@ std::string ResolveTemplate(const std::string& spec) {
   if (spec.empty() || spec == "local") return "{cmd}";
   if (spec == "ssh") return "ssh -o BatchMode=yes {host} {cmdq}";
   if (spec == "netns") return "ip netns exec {host} {cmd}";
+  // A step of one task on that node, sharing the allocation's resources with the batch step and the
+  // other hosts' parts (--overlap), so it starts at once however the job asked for its CPUs.
+  if (spec == "srun") return "srun --overlap -N1 -n1 -w {host} {cmd}";
   return spec;
 }
 

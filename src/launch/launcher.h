@@ -7,7 +7,7 @@
 //   {cmdq}  inside a word becomes the command as ONE shell-quoted string (launchers whose far side runs a
 //           shell: `ssh {host} {cmdq}`).
 // Named templates: "local" = `{cmd}`, "ssh" = `ssh -o BatchMode=yes {host} {cmdq}`,
-// "netns" = `ip netns exec {host} {cmd}`.
+// "netns" = `ip netns exec {host} {cmd}`, "srun" = `srun --overlap -N1 -n1 -w {host} {cmd}`.
 // The command should carry its own environment (`env K=V ... prog`): ssh does not forward it.
 #pragma once
 
