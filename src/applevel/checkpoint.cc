@@ -287,10 +287,7 @@ storage::Manifest Checkpoint::Impl::MakeManifest(const Job& job) const {
   m.parent_version = job.parent_version;
   m.ranks = static_cast<uint32_t>(comm->size());
   for (const auto& f : job.files) m.keys.push_back(f->key);
-  for (const auto& e : entries) {
-    if (e.layout == Layout::kDistributed) m.distributed.push_back(e.dist);
-    if (e.layout == Layout::kReplicated) m.replicated.push_back(e.key);
-  }
+  m.layouts = MakeLayouts();
   if (shared_io) {
     m.shared_file = storage::kSharedFileName;
     m.ranges = job.ranges;
@@ -701,6 +698,7 @@ void Checkpoint::Impl::WriteMulti(std::unique_ptr<Job> job, unsigned levels) {
   info.version = job->version;
   info.iteration = job->iteration;
   info.parent_version = job->parent_version;
+  info.layouts = MakeLayouts();
   Status s;
   for (auto& f : job->files) {
     auto r = std::make_unique<storage::EncodedRecord>();
@@ -788,8 +786,17 @@ bool Checkpoint::Impl::RestoreMulti(uint64_t v, uint64_t want_parent, bool* clob
     }
     return false;
   }
-  Status s = ParseRecords(ml->local_dir() + "/v-" + std::to_string(v) + ": rank " + std::to_string(comm->rank()),
-                          bytes.data, bytes.size, plan.keys);
+  const std::string where = ml->local_dir() + "/v-" + std::to_string(v) + ": rank " + std::to_string(comm->rank());
+  Status s;
+  // Same rank count, other blocks: node-local pieces are one rank's bytes each and are not redistributed,
+  // so the global level (whose manifest has the blocks) serves; a fallback, not an error.
+  for (const auto& e : entries) {
+    const storage::Distribution* d = plan.layouts.Find(e.key);
+    if (s.ok() && e.layout == Layout::kDistributed && d && d->blocks[static_cast<size_t>(comm->rank())] != e.block)
+      s = Status::Corruption(where + ": key '" + e.key + "' was written with other blocks (redistributed from the "
+                             "global level only)");
+  }
+  if (s.ok()) s = ParseRecords(where, bytes.data, bytes.size, plan.keys);
   if (!comm->allreduce_and(!s.IsInvalidArgument()))
     throw Error(Where() + ": cannot restart from version " + std::to_string(v) + ": " +
                 (s.IsInvalidArgument() ? s.message() : "another rank found a mismatch with the program"));

@@ -106,6 +106,7 @@ class Checkpoint::Impl {
   Status ReadShared();
   void Finish(std::unique_ptr<Job> job);
   storage::Manifest MakeManifest(const Job& job) const;
+  storage::Layouts MakeLayouts() const;  // redistribute.cc
   Status VerifyLocal(uint64_t v, storage::Manifest* m);
   // redistribute.cc. Commit: every rank's blocks of the distributed keys, checked to tile their arrays.
   void GatherLayouts();

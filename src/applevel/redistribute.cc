@@ -64,9 +64,18 @@ void Checkpoint::Impl::GatherLayouts() {
     }
 }
 
+storage::Layouts Checkpoint::Impl::MakeLayouts() const {
+  storage::Layouts l;
+  for (const auto& e : entries) {
+    if (e.layout == Layout::kDistributed) l.distributed.push_back(e.dist);
+    if (e.layout == Layout::kReplicated) l.replicated.push_back(e.key);
+  }
+  return l;
+}
+
 bool Checkpoint::Impl::Redistributes(const storage::Manifest& m, const Entry& e) const {
   if (e.layout != Layout::kDistributed) return false;
-  const storage::Distribution* d = m.FindDistribution(e.key);
+  const storage::Distribution* d = m.layouts.Find(e.key);
   if (!d) return false;  // written private with as many ranks (CheckLayouts): read as such
   return m.ranks != static_cast<uint32_t>(comm->size()) || d->blocks[static_cast<size_t>(comm->rank())] != e.block;
 }
@@ -79,7 +88,7 @@ Status Checkpoint::Impl::CheckLayouts(const storage::Manifest& m, const std::str
     return Status::InvalidArgument(counts + ": it was written in shared-file mode (MPI-IO), and a restart with "
                                    "another number of ranks reads per-rank files only");
   for (const auto& e : entries) {
-    const storage::Distribution* d = m.FindDistribution(e.key);
+    const storage::Distribution* d = m.layouts.Find(e.key);
     switch (e.layout) {
       case Layout::kPrivate:
         if (other)
@@ -88,7 +97,7 @@ Status Checkpoint::Impl::CheckLayouts(const storage::Manifest& m, const std::str
                                          "or add_replicated()");
         break;
       case Layout::kReplicated:
-        if (other && !m.IsReplicated(e.key))
+        if (other && !m.layouts.IsReplicated(e.key))
           return Status::InvalidArgument(counts + ": key '" + e.key + "' is replicated in this program but " + vdir +
                                          " holds it private to each rank");
         break;
@@ -115,7 +124,7 @@ Status Checkpoint::Impl::CheckLayouts(const storage::Manifest& m, const std::str
 }
 
 Status Checkpoint::Impl::OpenParts(uint64_t v, const storage::Manifest& m, const Entry& e, std::vector<Part>* parts) {
-  const storage::Distribution& d = *m.FindDistribution(e.key);
+  const storage::Distribution& d = *m.layouts.Find(e.key);
   const uint64_t unit_bytes = e.dist.unit * e.item->type().elem_size;
   for (const storage::Piece& p : storage::Overlaps(d, e.block)) {
     Part part;

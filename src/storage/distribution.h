@@ -44,6 +44,25 @@ struct Piece {
 // Their counts sum to mine.count when mine lies inside [0, old.global_n).
 std::vector<Piece> Overlaps(const Distribution& old, const Block& mine);
 
+// The layouts of a version's keys, as its MANIFEST and its node-local piece descriptions record them:
+//   dist=<key> <global_n> <unit> <offset>:<count> ...   (one block per rank, rank order)
+//   replicated=<key>
+// Keys in neither list are private to each rank.
+struct Layouts {
+  std::vector<Distribution> distributed;
+  std::vector<std::string> replicated;
+  bool empty() const { return distributed.empty() && replicated.empty(); }
+  const Distribution* Find(const std::string& key) const;
+  bool IsReplicated(const std::string& key) const;
+  // Appends the lines above to a text format.
+  void Encode(std::string* text) const;
+  // Takes line `k`=`v` (k is "dist" or "replicated"); false when it is malformed.
+  bool ParseLine(const std::string& k, const std::string& v);
+  // After parsing: every key named is one of `keys`, at most once; one block per rank; blocks tile. A
+  // Corruption naming `what` otherwise.
+  Status Check(const std::string& what, uint32_t ranks, const std::vector<std::string>& keys) const;
+};
+
 }  // namespace revive::storage
 
 #endif  // REVIVE_STORAGE_DISTRIBUTION_H_

@@ -14,42 +14,10 @@ namespace {
 constexpr char kFirstLine[] = "revive-manifest 1\n";
 constexpr char kFirstLine2[] = "revive-manifest 2\n";  // with dist=/replicated= lines
 
-// "<key> <global_n> <unit> <o>:<c> ..." into *d (the block count is checked against ranks by the caller).
-bool ParseDist(const std::string& v, Distribution* d) {
-  std::vector<std::string> f;
-  for (size_t pos = 0; pos <= v.size();) {
-    size_t sp = v.find(' ', pos);
-    if (sp == std::string::npos) sp = v.size();
-    f.push_back(v.substr(pos, sp - pos));
-    pos = sp + 1;
-  }
-  if (f.size() < 3 || f[0].empty() || !ParseU64(f[1], &d->global_n) || !ParseU64(f[2], &d->unit)) return false;
-  d->key = f[0];
-  for (size_t i = 3; i < f.size(); ++i) {
-    size_t c = f[i].find(':');
-    Block b;
-    if (c == std::string::npos || !ParseU64(f[i].substr(0, c), &b.offset) || !ParseU64(f[i].substr(c + 1), &b.count))
-      return false;
-    d->blocks.push_back(b);
-  }
-  return true;
-}
-
 }  // namespace
 
-const Distribution* Manifest::FindDistribution(const std::string& key) const {
-  for (const auto& d : distributed)
-    if (d.key == key) return &d;
-  return nullptr;
-}
-bool Manifest::IsReplicated(const std::string& key) const {
-  for (const auto& k : replicated)
-    if (k == key) return true;
-  return false;
-}
-
 std::string EncodeManifest(const Manifest& m) {
-  std::string s = m.distributed.empty() && m.replicated.empty() ? kFirstLine : kFirstLine2;
+  std::string s = m.layouts.empty() ? kFirstLine : kFirstLine2;
   s += "name=" + m.name + "\n";
   s += "version=" + std::to_string(m.version) + "\n";
   s += "iteration=" + std::to_string(m.iteration) + "\n";
@@ -61,12 +29,7 @@ std::string EncodeManifest(const Manifest& m) {
     for (const auto& r : m.ranges)
       s += "range=" + std::to_string(r.offset) + " " + std::to_string(r.length) + " " + Hex(r.checksum) + "\n";
   }
-  for (const auto& d : m.distributed) {
-    s += "dist=" + d.key + " " + std::to_string(d.global_n) + " " + std::to_string(d.unit);
-    for (const auto& b : d.blocks) s += " " + std::to_string(b.offset) + ":" + std::to_string(b.count);
-    s += "\n";
-  }
-  for (const auto& k : m.replicated) s += "replicated=" + k + "\n";
+  m.layouts.Encode(&s);
   Seal(&s);
   return s;
 }
@@ -116,12 +79,8 @@ Status DecodeManifest(const std::string& path, const std::string& t, Manifest* m
         return Status::Corruption(path + ": bad manifest line: " + line);
       r.checksum = std::strtoull(hex.c_str(), nullptr, 16);
       m->ranges.push_back(r);
-    } else if (k == "dist" && v2) {
-      Distribution d;
-      if (!ParseDist(v, &d)) return Status::Corruption(path + ": bad manifest line: " + line);
-      m->distributed.push_back(std::move(d));
-    } else if (k == "replicated" && v2 && !v.empty()) {
-      m->replicated.push_back(v);
+    } else if (v2 && (k == "dist" || k == "replicated")) {
+      if (!m->layouts.ParseLine(k, v)) return Status::Corruption(path + ": bad manifest line: " + line);
     }
     else return Status::Corruption(path + ": bad manifest line: " + line);
   }
@@ -130,20 +89,7 @@ Status DecodeManifest(const std::string& path, const std::string& t, Manifest* m
   if (m->shared_file.empty() != m->ranges.empty() || (!m->ranges.empty() && m->ranges.size() != m->ranks))
     return Status::Corruption(path + ": manifest names " + std::to_string(m->ranges.size()) + " rank ranges for " +
                               std::to_string(m->ranks) + " ranks" + (m->shared_file.empty() ? " and no shared file" : ""));
-  // A restart with another number of ranks trusts these layouts to find its bytes: check them here.
-  for (const auto& d : m->distributed) {
-    if (std::find(m->keys.begin(), m->keys.end(), d.key) == m->keys.end() || m->FindDistribution(d.key) != &d)
-      return Status::Corruption(path + ": dist= line for key '" + d.key + "' that is not a key, or twice");
-    if (d.blocks.size() != m->ranks)
-      return Status::Corruption(path + ": key '" + d.key + "' has " + std::to_string(d.blocks.size()) +
-                                " blocks for " + std::to_string(m->ranks) + " ranks");
-    Status ts = CheckTiling(d);
-    if (!ts.ok()) return Status::Corruption(path + ": " + ts.message());
-  }
-  for (const auto& k : m->replicated)
-    if (std::find(m->keys.begin(), m->keys.end(), k) == m->keys.end() || m->FindDistribution(k))
-      return Status::Corruption(path + ": replicated= line for key '" + k + "' that is not a key, or distributed");
-  return Status::OK();
+  return m->layouts.Check(path, m->ranks, m->keys);
 }
 
 }  // namespace revive::storage

@@ -46,10 +46,7 @@ struct Manifest {
   std::vector<RankRange> ranges;
   // Keys added with add_distributed (their blocks tile the global size: checked when decoding) and with
   // add_replicated. Every other key is private to each rank.
-  std::vector<Distribution> distributed;
-  std::vector<std::string> replicated;
-  const Distribution* FindDistribution(const std::string& key) const;
-  bool IsReplicated(const std::string& key) const;
+  Layouts layouts;
 };
 
 std::string EncodeManifest(const Manifest& m);

@@ -7,6 +7,7 @@
 
 #include "app_util.h"
 #include "storage/distribution.h"
+#include "storage/local_store.h"
 #include "storage/manifest.h"
 #include "thread_comm.h"
 
@@ -59,26 +60,52 @@ TEST(ManifestLayouts, RoundTripAsFormat2AndCheckedWhenRead) {
   m.version = 3;
   m.ranks = 2;
   m.keys = {"a", "it"};
-  m.distributed.push_back({"a", 10, 3, {{0, 6}, {6, 4}}});
-  m.replicated = {"it"};
+  m.layouts.distributed.push_back({"a", 10, 3, {{0, 6}, {6, 4}}});
+  m.layouts.replicated = {"it"};
   std::string t = storage::EncodeManifest(m);
   EXPECT_EQ(t.rfind("revive-manifest 2\n", 0), 0u);
   EXPECT_NE(t.find("dist=a 10 3 0:6 6:4\n"), std::string::npos) << t;
   storage::Manifest got;
   ASSERT_TRUE(storage::DecodeManifest("M", t, &got).ok());
-  ASSERT_EQ(got.distributed.size(), 1u);
-  EXPECT_EQ(got.distributed[0].blocks[1], (Block{6, 4}));
-  EXPECT_EQ(got.distributed[0].unit, 3u);
-  EXPECT_TRUE(got.IsReplicated("it"));
+  ASSERT_EQ(got.layouts.distributed.size(), 1u);
+  EXPECT_EQ(got.layouts.distributed[0].blocks[1], (Block{6, 4}));
+  EXPECT_EQ(got.layouts.distributed[0].unit, 3u);
+  EXPECT_TRUE(got.layouts.IsReplicated("it"));
   // Blocks that do not tile, sealed with a valid checksum: refused when read, naming the key.
-  m.distributed[0].blocks[1] = {7, 3};
+  m.layouts.distributed[0].blocks[1] = {7, 3};
   Status s = storage::DecodeManifest("M", storage::EncodeManifest(m), &got);
   EXPECT_TRUE(s.IsCorruption());
   EXPECT_NE(s.message().find("M: key 'a' (global size 10, 2 ranks): blocks do not tile"), std::string::npos) << s.message();
   // Without layouts the manifest stays format 1 (what older builds read).
-  m.distributed.clear();
-  m.replicated.clear();
+  m.layouts = {};
   EXPECT_EQ(storage::EncodeManifest(m).rfind("revive-manifest 1\n", 0), 0u);
+}
+
+TEST(ManifestLayouts, NodeLocalPieceDescriptionsCarryThemToo) {
+  // Multi-level storage: `revive flush` publishes a global version from piece descriptions alone.
+  storage::PieceMeta m;
+  m.name = "c";
+  m.version = 2;
+  m.ranks = 2;
+  m.rank = 1;
+  m.host = m.holder_host = "h1";
+  m.length = 10;
+  m.keys = {"a", "it"};
+  m.layouts.distributed.push_back({"a", 10, 1, {{0, 6}, {6, 4}}});
+  m.layouts.replicated = {"it"};
+  const std::string t = storage::EncodePieceMeta(m);
+  EXPECT_EQ(t.rfind("revive-piece 2\n", 0), 0u);
+  storage::PieceMeta got;
+  ASSERT_TRUE(storage::DecodePieceMeta("P", t, &got).ok());
+  ASSERT_NE(got.layouts.Find("a"), nullptr);
+  EXPECT_EQ(got.layouts.Find("a")->blocks[1], (Block{6, 4}));
+  EXPECT_TRUE(got.layouts.IsReplicated("it"));
+  m.layouts.distributed[0].global_n = 11;
+  Status s = storage::DecodePieceMeta("P", storage::EncodePieceMeta(m), &got);
+  EXPECT_NE(s.message().find("P: key 'a' (global size 11, 2 ranks): blocks do not tile [0, 11): no rank holds [10, 11)"),
+            std::string::npos) << s.message();
+  m.layouts = {};
+  EXPECT_EQ(storage::EncodePieceMeta(m).rfind("revive-piece 1\n", 0), 0u);
 }
 
 // The global array: element i of "a" is 0.5 * i + gen, row r of "rows" holds 3 * r + c + gen.
