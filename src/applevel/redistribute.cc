@@ -38,30 +38,39 @@ void Checkpoint::Impl::GatherLayouts() {
   // No distributed key anywhere: nothing to exchange (and Comms of tests need no allgather).
   if (!comm->allreduce_max_u64(n)) return;
   const std::vector<std::string> all = comm->allgather_string(mine);
+  // Each rank checks the same table, but a rank whose own registration differs (a programming error)
+  // would see other errors than the rest: agree, so that every rank throws, none waits in a collective.
+  std::string err;
   for (auto& e : entries)
     if (e.layout == Layout::kDistributed) e.dist.blocks.assign(all.size(), {});
-  for (size_t r = 0; r < all.size(); ++r) {
+  for (size_t r = 0; r < all.size() && err.empty(); ++r) {
     const char* p = all[r].c_str();
     for (auto& e : entries) {
       if (e.layout != Layout::kDistributed) continue;
       uint64_t o, c, g, u;
       int used = 0;
-      if (std::sscanf(p, "%" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 ";%n", &o, &c, &g, &u, &used) != 4)
-        throw Error(Where() + ": key '" + e.key + "' is distributed on some ranks but not on rank " +
-                    std::to_string(r) + " (every rank must register the same keys alike)");
+      if (std::sscanf(p, "%" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 ";%n", &o, &c, &g, &u, &used) != 4) {
+        err = "key '" + e.key + "' is distributed on some ranks but not on rank " + std::to_string(r) +
+              " (every rank must register the same keys alike)";
+        break;
+      }
       p += used;
-      if (g != e.dist.global_n || u != e.dist.unit)
-        throw Error(Where() + ": distributed key '" + e.key + "': rank " + std::to_string(r) + " declares " +
-                    std::to_string(g) + " x " + std::to_string(u) + " elements, rank " + std::to_string(comm->rank()) +
-                    " " + std::to_string(e.dist.global_n) + " x " + std::to_string(e.dist.unit));
+      if (g != e.dist.global_n || u != e.dist.unit) {
+        err = "distributed key '" + e.key + "': rank " + std::to_string(r) + " declares " + std::to_string(g) +
+              " x " + std::to_string(u) + " elements, rank " + std::to_string(comm->rank()) + " " +
+              std::to_string(e.dist.global_n) + " x " + std::to_string(e.dist.unit);
+        break;
+      }
       e.dist.blocks[r] = {o, c};
     }
   }
   for (const auto& e : entries)
-    if (e.layout == Layout::kDistributed) {
+    if (err.empty() && e.layout == Layout::kDistributed) {
       Status s = storage::CheckTiling(e.dist);
-      if (!s.ok()) throw Error(Where() + ": add_distributed: " + s.message());
+      if (!s.ok()) err = "add_distributed: " + s.message();
     }
+  if (!comm->allreduce_and(err.empty()))
+    throw Error(Where() + ": " + (err.empty() ? "the distributed keys' registrations differ on another rank" : err));
 }
 
 storage::Layouts Checkpoint::Impl::MakeLayouts() const {

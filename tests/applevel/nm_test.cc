@@ -256,6 +256,21 @@ TEST(RankCount, BlocksThatDoNotTileAreRefusedAtCommit) {
               std::string::npos) << e;
 }
 
+TEST(RankCount, RanksThatDisagreeOnTheGlobalSizeAllThrow) {
+  TmpDir t;
+  auto errors = RunRanks(3, [&](int rank, std::shared_ptr<detail::Comm> comm) {
+    Checkpoint cp("nm", comm, Opts(t));
+    std::vector<double> a(10);
+    cp.add_distributed("a", a.data(), 10, 10 * rank, rank == 1 ? 31 : 30);
+    cp.commit();
+  });
+  EXPECT_NE(errors[0].find("distributed key 'a': rank 1 declares 31 x 1 elements, rank 0 30 x 1"), std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[1].find("distributed key 'a': rank 0 declares 30 x 1 elements, rank 1 31 x 1"), std::string::npos)
+      << errors[1];
+  EXPECT_NE(errors[2].find("rank 1 declares 31"), std::string::npos) << errors[2];
+}
+
 TEST(RankCount, VectorResizedAfterCommitIsRefusedAtWrite) {
   TmpDir t;
   ExpectError([&] {
