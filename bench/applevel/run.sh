@@ -7,7 +7,7 @@ cd "$(dirname "$0")/../.."
 build=${1:-build-mpi}
 dir=${2:-/tmp/revive-bench}
 cmake -S . -B "$build" >/dev/null
-cmake --build "$build" -j2 --target applevel_bench lanczos lanczos_mpi mpi_write_bench >/dev/null
+cmake --build "$build" -j2 --target applevel_bench lanczos lanczos_mpi mpi_write_bench nm_read_bench >/dev/null
 mkdir -p "$dir"
 echo "### applevel_bench --dir $dir --sizes-mib 64,1024 --reps 5 (machine: $(nproc) cores, $(uname -r))"
 "$build/bench/applevel/applevel_bench" --dir "$dir" --sizes-mib 64,1024 --reps 5 \
@@ -32,6 +32,12 @@ for shape in "2 64" "4 64" "2 256"; do
   set -- $shape
   mpirun -n "$1" --oversubscribe --mca mpi_yield_when_idle 1 "$build/bench/applevel/mpi_write_bench" \
     --dir "$dir" --mib "$2" --reps 5
+done
+echo "### Restart read with another number of ranks (N -> M) vs N -> N vs raw pread of the same blocks"
+for shape in "4 4,2,3" "2 2,3,4"; do
+  set -- $shape
+  mpirun -n 4 --oversubscribe --mca mpi_yield_when_idle 1 "$build/bench/applevel/nm_read_bench" \
+    --dir "$dir" --writers "$1" --readers "$2" --mib 64 --reps 5
 done
 base=$(mpi_median 0 off)
 echo "  no checkpoints:          $base s"

@@ -467,6 +467,45 @@ class Checkpoint {
   }
   void add(const std::string& key, std::string& s);
   void add(const std::string& key, Checkpointable& obj);  // obj must outlive the Checkpoint
+
+  // --- data spread over the ranks: a restart may then use another number of ranks ------------------------
+  // Every key added with add() is private to its rank, and a version can only be read by as many ranks as
+  // wrote it. A version whose keys are all distributed or replicated can be read by any number of ranks
+  // (docs/applevel.md, "Restart with another number of ranks"): the program computes its decomposition for
+  // the ranks it has now, registers it, and restart_if_needed() reads each rank's block from the old files.
+  //
+  // This rank holds elements [global_offset, global_offset + local_n) of a 1-D array of global_n elements.
+  // The ranks' blocks must tile [0, global_n) exactly (commit() checks that, collectively).
+  template <class T>
+  void add_distributed(const std::string& key, T* local, size_t local_n, uint64_t global_offset, uint64_t global_n) {
+    static_assert(std::is_trivially_copyable_v<T>, "add_distributed: T must be trivially copyable");
+    add_item(key, std::make_shared<detail::PodItem<T>>(local, local_n));
+    distribute(key, local_n, global_offset, global_n, 1);
+  }
+  // The same held in a vector, which a restart resizes to local_n (writing checks that it has local_n elements).
+  template <class T>
+  void add_distributed(const std::string& key, std::vector<T>& local, size_t local_n, uint64_t global_offset,
+                       uint64_t global_n) {
+    static_assert(std::is_trivially_copyable_v<T>, "add_distributed: T must be trivially copyable");
+    add_item(key, std::make_shared<detail::VectorItem<T>>(&local));
+    distribute(key, local_n, global_offset, global_n, 1);
+  }
+  // A row-major 2-D array of global_rows x cols elements distributed by rows: this rank holds rows
+  // [row_offset, row_offset + local_rows), contiguous at `local` (local_rows * cols elements).
+  template <class T>
+  void add_distributed_rows(const std::string& key, T* local, size_t local_rows, size_t cols, uint64_t row_offset,
+                            uint64_t global_rows) {
+    static_assert(std::is_trivially_copyable_v<T>, "add_distributed_rows: T must be trivially copyable");
+    add_item(key, std::make_shared<detail::PodItem<T>>(local, local_rows * cols));
+    distribute(key, local_rows, row_offset, global_rows, cols);
+  }
+  // A value that is the same on every rank (iteration counter, parameters): takes what add() takes. A
+  // restart with another number of ranks reads old rank 0's copy.
+  template <class... A>
+  void add_replicated(const std::string& key, A&&... args) {
+    add(key, std::forward<A>(args)...);
+    replicate(key);
+  }
   void add(const std::string& key, std::shared_ptr<Checkpointable> obj);
   // Any other kind of data (e.g. MPI derived datatypes in src/mpi).
   void add_item(const std::string& key, std::shared_ptr<detail::Item> item);
@@ -522,6 +561,8 @@ class Checkpoint {
 
  private:
   static void check_columns(const std::string& key, size_t cols, const std::vector<size_t>& columns);
+  void distribute(const std::string& key, uint64_t local_n, uint64_t offset, uint64_t global_n, uint64_t unit);
+  void replicate(const std::string& key);
   std::unique_ptr<Impl> impl_;
 };
 

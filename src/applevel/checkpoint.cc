@@ -116,7 +116,7 @@ void Checkpoint::Impl::Add(const std::string& key, std::shared_ptr<detail::Item>
   for (const auto& e : entries)
     if (e.key == key) throw Error(Where() + ": key '" + key + "' added twice");
   if (!item) throw Error(Where() + ": key '" + key + "': null object");
-  entries.push_back({key, std::move(item)});
+  entries.push_back({key, std::move(item), Layout::kPrivate, {}, {}});
 }
 
 void Checkpoint::Impl::Commit() {
@@ -126,6 +126,7 @@ void Checkpoint::Impl::Commit() {
   if (!comm->allreduce_and(s.ok()))
     throw Error(Where() + ": cannot create the checkpoint directory: " +
                 (s.ok() ? std::string("failed on another rank") : s.ToString()));
+  GatherLayouts();  // collective; throws alike on every rank when the blocks do not tile their array
   committed = true;
   if (!opts.heartbeat_dir.empty())
     heartbeat = std::make_unique<applevel::Heartbeat>(opts.heartbeat_dir, comm->rank(), name);
@@ -150,6 +151,11 @@ std::unique_ptr<Checkpoint::Impl::Job> Checkpoint::Impl::Take() {
   bool copy = opts.async && !opts.zero_copy;
   for (auto& e : entries) {
     if (!hooks_called) e.item->update();
+    // The manifest records the block registered at commit(); a vector that no longer has its size there
+    // would be restored into another block.
+    if (e.layout == Layout::kDistributed && e.item->count() != e.block.count * e.dist.unit)
+      throw Error(Where() + ": distributed key '" + e.key + "' holds " + std::to_string(e.item->count()) +
+                  " elements but was registered with " + std::to_string(e.block.count * e.dist.unit));
     auto f = std::make_unique<FileJob>();
     f->key = e.key;
     detail::TypeDesc t = e.item->type();
@@ -291,6 +297,7 @@ storage::Manifest Checkpoint::Impl::MakeManifest(const Job& job) const {
   m.parent_version = job.parent_version;
   m.ranks = static_cast<uint32_t>(comm->size());
   for (const auto& f : job.files) m.keys.push_back(f->key);
+  m.layouts = MakeLayouts();
   if (shared_io) {
     m.shared_file = storage::kSharedFileName;
     m.ranges = job.ranges;
@@ -370,9 +377,6 @@ Status Checkpoint::Impl::VerifyLocal(uint64_t v, storage::Manifest* m) {
   std::string vdir = store.VersionDir(v);
   if (m->name != name)
     return Status::Corruption(vdir + "/" + storage::kManifestName + ": belongs to checkpoint '" + m->name + "'");
-  if (m->ranks != static_cast<uint32_t>(comm->size()))
-    return Status::InvalidArgument(vdir + " was written by " + std::to_string(m->ranks) + " ranks, this run has " +
-                                   std::to_string(comm->size()));
   for (const auto& e : entries)
     if (std::find(m->keys.begin(), m->keys.end(), e.key) == m->keys.end())
       return Status::InvalidArgument("key '" + e.key + "' is registered but " + vdir + " does not contain it");
@@ -381,7 +385,8 @@ Status Checkpoint::Impl::VerifyLocal(uint64_t v, storage::Manifest* m) {
     for (const auto& e : entries) found = found || e.key == k;
     if (!found) return Status::InvalidArgument(vdir + " contains key '" + k + "' that the program did not add");
   }
-  return Status::OK();
+  // Another number of ranks (or other blocks) is fine when every key is distributed or replicated.
+  return CheckLayouts(*m, vdir);
 }
 
 // VerifyLocal, then in shared-file mode the data: the shared file is read collectively, so every rank takes
@@ -450,6 +455,11 @@ Status Checkpoint::Impl::ParseRecords(const std::string& what, const char* buf, 
       break;
     }
     s = CheckType(it->header, it->what, *e.item, e.key);
+    // Node-local pieces do not record blocks: a distributed key of another size there was written with
+    // another decomposition, which only the global level's manifest describes (a fallback, not an error).
+    if (s.ok() && e.layout == Layout::kDistributed && it->header.count != e.block.count * e.dist.unit)
+      s = Status::Corruption(it->what + ": holds " + std::to_string(it->header.count) + " elements, this rank's "
+                             "block has " + std::to_string(e.block.count * e.dist.unit) + " (written with other blocks)");
     if (s.ok()) shared_records.push_back(*it);
   }
   for (size_t i = 0; s.ok() && i < keys.size(); ++i) {
@@ -462,7 +472,7 @@ Status Checkpoint::Impl::ParseRecords(const std::string& what, const char* buf, 
 }
 
 Status Checkpoint::Impl::CheckType(const storage::FileHeader& h, const std::string& where, detail::Item& item,
-                                   const std::string& key) {
+                                   const std::string& key, const uint64_t* want_count) {
   if (h.key != key) return Status::Corruption(where + ": holds key '" + h.key + "', expected '" + key + "'");
   detail::TypeDesc t = item.type();
   if (h.type_tag != t.tag || h.elem_size != t.elem_size)
@@ -472,7 +482,10 @@ Status Checkpoint::Impl::CheckType(const storage::FileHeader& h, const std::stri
   if (h.raw_len != (t.tag == detail::kTagBlob ? h.count : h.count * h.elem_size) ||
       (h.elem_size && h.count > std::numeric_limits<uint64_t>::max() / h.elem_size))
     return Status::Corruption(where + ": element count and payload length disagree");
-  if (!item.resizable() && h.count != item.count())
+  if (want_count && h.count != *want_count)
+    return Status::Corruption(where + ": holds " + std::to_string(h.count) + " elements of key '" + key +
+                              "', the manifest's block for it has " + std::to_string(*want_count));
+  if (!want_count && !item.resizable() && h.count != item.count())
     return Status::InvalidArgument("key '" + key + "' in " + where + " holds " + std::to_string(h.count) +
                                    " elements but " + std::to_string(item.count()) + " are registered");
   return Status::OK();
@@ -505,17 +518,28 @@ Status Checkpoint::Impl::ReadShared() {
 // Reads version v's files into the registered data, each byte once: direct items (arrays, vectors of
 // plain types) straight into user memory, checked as they stream; the others into buffers that are loaded
 // only after every file of this rank passed its checks. *clobbered says whether user memory was written.
-Status Checkpoint::Impl::ReadLocal(uint64_t v, bool* clobbered) {
+Status Checkpoint::Impl::ReadLocal(uint64_t v, const storage::Manifest& m, bool* clobbered) {
   if (!shared_records.empty()) {
     *clobbered = true;
     return ReadShared();
   }
   // Every file's header, size and type first: a missing, truncated or foreign file fails the version
   // before any user memory is written; only a payload damaged inside (a checksum mismatch) is found late.
+  // A key that another number of ranks (or other blocks) wrote: its parts from the old ranks' files.
   std::vector<std::unique_ptr<storage::DataFileReader>> readers;
-  for (auto& e : entries) {
+  std::vector<std::vector<Part>> parts(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    Entry& e = entries[i];
+    if (Redistributes(m, e)) {
+      Status s = OpenParts(v, m, e, &parts[i]);
+      if (!s.ok()) return s;
+      readers.emplace_back();
+      continue;
+    }
+    // A replicated key written by another number of ranks: old rank 0's copy.
+    const bool other = m.ranks != static_cast<uint32_t>(comm->size());
     std::unique_ptr<storage::DataFileReader> r;
-    std::string path = store.DataPath(v, e.key, comm->rank(), comm->size());
+    std::string path = store.DataPath(v, e.key, other ? 0 : comm->rank(), static_cast<int>(m.ranks));
     Status s = storage::DataFileReader::Open(env, path, &r);
     if (s.ok()) s = CheckType(r->header(), r->path(), *e.item, e.key);
     if (!s.ok()) return s;
@@ -530,6 +554,12 @@ Status Checkpoint::Impl::ReadLocal(uint64_t v, bool* clobbered) {
   std::vector<Staged> later;
   for (size_t i = 0; i < entries.size(); ++i) {
     Entry& e = entries[i];
+    if (!readers[i]) {
+      *clobbered = true;
+      Status s = ReadParts(e, parts[i]);
+      if (!s.ok()) return s;
+      continue;
+    }
     storage::DataFileReader& r = *readers[i];
     const storage::FileHeader& h = r.header();
     Status s;
@@ -632,7 +662,7 @@ bool Checkpoint::Impl::RestartIfNeeded(int64_t* it) {
     // The manifests first (collectively); a shared-file version is read into a buffer by VerifyShared.
     Status s = VerifyVersion(v, &m);
     if (comm->allreduce_and(s.ok())) {
-      s = ReadLocal(v, &clobbered);
+      s = ReadLocal(v, m, &clobbered);
       if (comm->allreduce_and(s.ok())) break;
     }
     if (!comm->allreduce_and(!s.IsInvalidArgument()))
@@ -680,6 +710,7 @@ void Checkpoint::Impl::WriteMulti(std::unique_ptr<Job> job, unsigned levels) {
   info.version = job->version;
   info.iteration = job->iteration;
   info.parent_version = job->parent_version;
+  info.layouts = MakeLayouts();
   Status s;
   for (auto& f : job->files) {
     auto r = std::make_unique<storage::EncodedRecord>();
@@ -829,11 +860,27 @@ bool Checkpoint::Impl::RestoreMulti(uint64_t v, uint64_t want_parent, bool* clob
   storage::VersionPlan plan;
   if (!ml->Restore(v, want_parent, &bytes, &plan, why)) {
     // Like the global level's manifest check: another number of ranks is an error, not a fallback.
-    if (plan.rank_mismatch) throw Error(Where() + ": cannot restart from " + *why);
+    if (plan.rank_mismatch) {
+      // Node-local pieces are one rank's bytes each; redistributing them is not implemented, so another
+      // number of ranks reads the global level's per-rank files (where CheckLayouts decides).
+      bool redistributable = true;
+      for (const auto& e : entries) redistributable = redistributable && e.layout != Layout::kPrivate;
+      if (!redistributable) throw Error(Where() + ": cannot restart from " + *why);
+      *why += " (another number of ranks restarts from the global level only)";
+    }
     return false;
   }
-  Status s = ParseRecords(ml->local_dir() + "/v-" + std::to_string(v) + ": rank " + std::to_string(comm->rank()),
-                          bytes.data, bytes.size, plan.keys);
+  const std::string where = ml->local_dir() + "/v-" + std::to_string(v) + ": rank " + std::to_string(comm->rank());
+  Status s;
+  // Same rank count, other blocks: node-local pieces are one rank's bytes each and are not redistributed,
+  // so the global level (whose manifest has the blocks) serves; a fallback, not an error.
+  for (const auto& e : entries) {
+    const storage::Distribution* d = plan.layouts.Find(e.key);
+    if (s.ok() && e.layout == Layout::kDistributed && d && d->blocks[static_cast<size_t>(comm->rank())] != e.block)
+      s = Status::Corruption(where + ": key '" + e.key + "' was written with other blocks (redistributed from the "
+                             "global level only)");
+  }
+  if (s.ok()) s = ParseRecords(where, bytes.data, bytes.size, plan.keys);
   if (!comm->allreduce_and(!s.IsInvalidArgument()))
     throw Error(Where() + ": cannot restart from version " + std::to_string(v) + ": " +
                 (s.IsInvalidArgument() ? s.message() : "another rank found a mismatch with the program"));
@@ -893,6 +940,11 @@ void Checkpoint::add(const std::string& key, std::shared_ptr<Checkpointable> obj
 void Checkpoint::add_item(const std::string& key, std::shared_ptr<detail::Item> item) {
   impl_->Add(key, std::move(item));
 }
+void Checkpoint::distribute(const std::string& key, uint64_t local_n, uint64_t offset, uint64_t global_n,
+                            uint64_t unit) {
+  impl_->SetLayout(key, Impl::Layout::kDistributed, {offset, local_n}, global_n, unit);
+}
+void Checkpoint::replicate(const std::string& key) { impl_->SetLayout(key, Impl::Layout::kReplicated, {}, 0, 0); }
 void Checkpoint::check_columns(const std::string& key, size_t cols, const std::vector<size_t>& columns) {
   for (size_t c : columns)
     if (c >= cols)

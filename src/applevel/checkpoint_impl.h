@@ -15,6 +15,7 @@
 #include "applevel/multilevel.h"
 #include "revive/checkpoint.hpp"
 #include "storage/data_file.h"
+#include "storage/distribution.h"
 #include "storage/shared_file.h"
 #include "storage/version_store.h"
 
@@ -22,9 +23,14 @@ namespace revive {
 
 class Checkpoint::Impl {
  public:
+  // How a key's data relates across ranks (add / add_distributed / add_replicated).
+  enum class Layout { kPrivate, kDistributed, kReplicated };
   struct Entry {
     std::string key;
     std::shared_ptr<detail::Item> item;
+    Layout layout = Layout::kPrivate;
+    storage::Block block;       // kDistributed: this rank's, in units
+    storage::Distribution dist;  // kDistributed: global size, unit; every rank's block once committed
   };
   // One data file to write. Heap-allocated so `scratch` (which spans may point into) never moves.
   struct FileJob {
@@ -56,6 +62,8 @@ class Checkpoint::Impl {
   ~Impl();
   std::string Where() const;
   void Add(const std::string& key, std::shared_ptr<detail::Item> item);
+  // add_distributed / add_replicated: the key added last gets its layout.
+  void SetLayout(const std::string& key, Layout layout, storage::Block block, uint64_t global_n, uint64_t unit);
   void Commit();
   void RequireCommitted(const char* what) const;
   void Update();
@@ -117,10 +125,25 @@ class Checkpoint::Impl {
   Status ReadShared();
   void Finish(std::unique_ptr<Job> job);
   storage::Manifest MakeManifest(const Job& job) const;
+  storage::Layouts MakeLayouts() const;  // redistribute.cc
   Status VerifyLocal(uint64_t v, storage::Manifest* m);
+  // redistribute.cc. Commit: every rank's blocks of the distributed keys, checked to tile their arrays.
+  void GatherLayouts();
+  // Whether version m can be read by this run's ranks and layouts (InvalidArgument naming the key if not).
+  Status CheckLayouts(const storage::Manifest& m, const std::string& vdir) const;
+  // Entry e must be read from other ranks' files than this rank's own (another rank count or block).
+  bool Redistributes(const storage::Manifest& m, const Entry& e) const;
+  // Opens the old ranks' files that hold parts of e's block (headers checked), then reads those parts.
+  struct Part {
+    std::unique_ptr<storage::DataFileReader> reader;
+    uint64_t src = 0, dst = 0, len = 0;  // bytes
+  };
+  Status OpenParts(uint64_t v, const storage::Manifest& m, const Entry& e, std::vector<Part>* parts);
+  static Status ReadParts(Entry& e, std::vector<Part>& parts);
+  // want_count: the element count the file must hold (default: the item's, unless it is resizable).
   static Status CheckType(const storage::FileHeader& h, const std::string& where, detail::Item& item,
-                          const std::string& key);
-  Status ReadLocal(uint64_t v, bool* clobbered);
+                          const std::string& key, const uint64_t* want_count = nullptr);
+  Status ReadLocal(uint64_t v, const storage::Manifest& m, bool* clobbered);
   // This rank's records (data files concatenated, in key order) in `buf`, checked against the keys and the
   // registered items; fills shared_records for ReadShared. `what` names the bytes in errors.
   Status ParseRecords(const std::string& what, const char* buf, size_t n, const std::vector<std::string>& keys);

@@ -107,6 +107,7 @@ Status MultiLevel::Write(const VersionInfo& info, const std::vector<storage::Spa
   m.length = length;
   m.checksum = checksum;
   m.keys = info.keys;
+  m.layouts = info.layouts;
   Status s = local_.WritePiece(m, spans);
   std::shared_ptr<const storage::LocalStore::Mapping> map;
   if (s.ok()) s = local_.MapPiece(m, &map);
@@ -218,6 +219,7 @@ Status MultiLevel::WritePartner(const VersionInfo& info, const Bytes& bytes, con
     m.length = lens[q];
     m.checksum = sums[q];
     m.keys = info.keys;
+    m.layouts = info.layouts;
     s = local_.WritePiece(m, got[i].data(), got[i].size());
   }
   return s;
@@ -557,6 +559,7 @@ bool MultiLevel::Restore(uint64_t v, uint64_t want_parent, Bytes* bytes, storage
       pm.length = bytes->size;
       pm.checksum = Checksum64(bytes->data, bytes->size);
       pm.keys = plan->keys;
+      pm.layouts = plan->layouts;
       Status w = local_.WritePiece(pm, bytes->data, bytes->size);
       if (!w.ok()) std::fprintf(stderr, "revive: keeping the restored bytes on this node: %s\n", w.ToString().c_str());
     }

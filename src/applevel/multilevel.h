@@ -34,6 +34,7 @@ struct VersionInfo {
   int64_t iteration = 0;
   uint64_t parent_version = 0;
   std::vector<std::string> keys;
+  storage::Layouts layouts;
 };
 
 class MultiLevel {

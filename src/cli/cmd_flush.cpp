@@ -84,6 +84,7 @@ int Flush(const FlushArgs& a) {
     m.parent_version = plan.parent_version;
     m.ranks = plan.ranks;
     m.keys = plan.keys;
+    m.layouts = plan.layouts;  // so that the flushed version can be read by another number of ranks
     s = store.Publish(m);
   }
   if (!s.ok()) {

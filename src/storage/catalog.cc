@@ -93,6 +93,7 @@ bool Catalog::Plan(uint64_t v, uint32_t ranks, const std::vector<int>& home, Ver
   out->parent_version = ref->parent_version;
   out->ranks = ranks;
   out->keys = ref->keys;
+  out->layouts = ref->layouts;
   // Data and parity pieces per rank, usable ones only.
   std::vector<std::vector<PieceRef>> data(ranks), parity(ranks);
   for (const PieceRef& p : pieces) {

@@ -42,6 +42,7 @@ struct VersionPlan {
   uint64_t parent_version = 0;
   uint32_t ranks = 0;
   std::vector<std::string> keys;
+  Layouts layouts;
   std::vector<RankSource> sources;  // per rank
   int own = 0, copies = 0, rebuilt = 0;  // ranks whose bytes are on their node now / fetched from another node / rebuilt
   // Plan failed because the version was written by another number of ranks: the program does not match

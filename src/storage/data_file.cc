@@ -310,6 +310,34 @@ Status DataFileReader::ReadPayload(void* dst) {
   return Status::OK();
 }
 
+Status DataFileReader::ReadPayloadRange(uint64_t off, uint64_t len, void* dst) {
+  if (off > h_.raw_len || len > h_.raw_len - off)
+    return Status::InvalidArgument(path_ + ": range [" + std::to_string(off) + ", +" + std::to_string(len) +
+                                   ") is outside its " + std::to_string(h_.raw_len) + " payload bytes");
+  if (off == 0 && len == h_.raw_len) return ReadPayload(dst);
+  if (h_.flags & kFlagZstd) {
+    std::string raw(h_.raw_len, '\0');
+    Status s = ReadPayload(raw.data());
+    if (s.ok() && len) std::memcpy(dst, raw.data() + off, len);
+    return s;
+  }
+  // Pieces never straddle off or off + len: those inside go straight to dst, the others to buf.
+  Checksum64Stream st;
+  std::string buf(h_.payload_len < kChunk ? h_.payload_len : kChunk, '\0');
+  char* d = static_cast<char*>(dst);
+  const uint64_t end = off + len;
+  for (uint64_t pos = 0; pos < h_.payload_len;) {
+    const uint64_t limit = pos < off ? off : pos < end ? end : h_.payload_len;
+    const size_t n = limit - pos < kChunk ? limit - pos : kChunk;
+    char* to = pos >= off && pos < end ? d + (pos - off) : buf.data();
+    Status s = ReadExact(to, n, "payload");
+    if (!s.ok()) return s;
+    st.Update(to, n);
+    pos += n;
+  }
+  return CheckTrailer(st.Digest());
+}
+
 Status DataFileReader::Verify() {
   if (h_.flags & kFlagZstd) {
     std::string raw(h_.raw_len, '\0');

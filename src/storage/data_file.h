@@ -56,6 +56,10 @@ class DataFileReader {
   const std::string& path() const { return path_; }
   // Reads the raw payload (header().raw_len bytes) into dst, verifying the checksum. Call once.
   Status ReadPayload(void* dst);
+  // Reads raw payload bytes [off, off + len) into dst. The payload checksum covers the whole payload, so
+  // the whole file is still read (and checksummed) sequentially: the bytes outside the range go through a
+  // chunk-sized buffer; a compressed payload is decompressed whole into a temporary buffer. Call once.
+  Status ReadPayloadRange(uint64_t off, uint64_t len, void* dst);
   // Reads the payload only to verify its checksum (and, when compressed, that it decompresses to
   // raw_len bytes). Call once, instead of ReadPayload.
   Status Verify();

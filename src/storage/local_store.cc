@@ -19,6 +19,7 @@
 namespace revive::storage {
 namespace {
 constexpr char kFirstLine[] = "revive-piece 1\n";
+constexpr char kFirstLine2[] = "revive-piece 2\n";  // a data piece with dist=/replicated= lines (manifest.h)
 constexpr char kMetaSuffix[] = ".meta";
 
 bool ParseHex(const std::string& s, uint64_t* v) {
@@ -69,7 +70,7 @@ std::string PieceMeta::FileName() const {
 }
 
 std::string EncodePieceMeta(const PieceMeta& m) {
-  std::string s = kFirstLine;
+  std::string s = m.layouts.empty() ? kFirstLine : kFirstLine2;
   s += std::string("kind=") + (m.kind == PieceMeta::kData ? "data" : "parity") + "\n";
   s += "name=" + m.name + "\n";
   s += "version=" + std::to_string(m.version) + "\n";
@@ -83,6 +84,7 @@ std::string EncodePieceMeta(const PieceMeta& m) {
     s += "length=" + std::to_string(m.length) + "\n";
     s += "data_checksum=" + Hex(m.checksum) + "\n";
     for (const auto& k : m.keys) s += "key=" + k + "\n";
+    m.layouts.Encode(&s);
   } else {
     s += "parity=" + std::to_string(m.parity) + "\n";
     s += "members=" + JoinList(m.members, false) + "\n";
@@ -97,9 +99,10 @@ std::string EncodePieceMeta(const PieceMeta& m) {
 }
 
 Status DecodePieceMeta(const std::string& what, const std::string& t, PieceMeta* m) {
-  if (t.compare(0, sizeof kFirstLine - 1, kFirstLine) != 0) {
+  const bool v2 = t.compare(0, sizeof kFirstLine2 - 1, kFirstLine2) == 0;
+  if (!v2 && t.compare(0, sizeof kFirstLine - 1, kFirstLine) != 0) {
     if (t.compare(0, 13, "revive-piece ") == 0)
-      return Status::Corruption(what + ": piece format is not supported (this build reads version 1)");
+      return Status::Corruption(what + ": piece format is not supported (this build reads versions 1 and 2)");
     return Status::Corruption(what + ": not a revive piece description");
   }
   size_t cpos = 0;
@@ -139,6 +142,7 @@ Status DecodePieceMeta(const std::string& what, const std::string& t, PieceMeta*
     else if (k == "length") f = kLength, ok = num, m->length = u;
     else if (k == "data_checksum") f = kDataSum, ok = ParseHex(v, &m->checksum);
     else if (k == "key") m->keys.push_back(v);
+    else if (v2 && (k == "dist" || k == "replicated")) ok = m->layouts.ParseLine(k, v);
     else if (k == "parity") f = kParity, ok = num && u >= 1 && u < 255, m->parity = static_cast<int>(u);
     else if (k == "members") f = kMembers, ok = ParseList(v, false, &m->members);
     else if (k == "block") f = kBlock, ok = num, m->block = u;
@@ -159,6 +163,8 @@ Status DecodePieceMeta(const std::string& what, const std::string& t, PieceMeta*
                                                      std::to_string(m->ranks) + " ranks");
   if (m->kind == PieceMeta::kData) {
     if (!seen[kLength] || !seen[kDataSum]) return Status::Corruption(what + ": data piece without length/checksum");
+    Status ls = m->layouts.Check(what, m->ranks, m->keys);
+    if (!ls.ok()) return ls;
   } else {
     for (int f : {kParity, kMembers, kBlock, kLengths, kSums, kPLen, kPSum})
       if (!seen[f]) return Status::Corruption(what + ": parity piece misses a field");

@@ -21,6 +21,7 @@
 
 #include "core/env.h"
 #include "storage/data_file.h"
+#include "storage/distribution.h"
 
 namespace revive::storage {
 
@@ -39,6 +40,7 @@ struct PieceMeta {
   uint64_t length = 0;
   uint64_t checksum = 0;              // XXH3-64
   std::vector<std::string> keys;      // registration order, as in the manifest
+  Layouts layouts;                    // distributed / replicated keys, as in the manifest
   // kParity: the group.
   int parity = 0;                     // m: 1 = XOR, >= 2 = Reed-Solomon
   std::vector<uint32_t> members;      // the group's ranks, in stripe-layout order

@@ -4,6 +4,7 @@
 #include "storage/text_fields.h"
 
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -11,11 +12,12 @@
 namespace revive::storage {
 namespace {
 constexpr char kFirstLine[] = "revive-manifest 1\n";
+constexpr char kFirstLine2[] = "revive-manifest 2\n";  // with dist=/replicated= lines
 
 }  // namespace
 
 std::string EncodeManifest(const Manifest& m) {
-  std::string s = kFirstLine;
+  std::string s = m.layouts.empty() ? kFirstLine : kFirstLine2;
   s += "name=" + m.name + "\n";
   s += "version=" + std::to_string(m.version) + "\n";
   s += "iteration=" + std::to_string(m.iteration) + "\n";
@@ -27,15 +29,17 @@ std::string EncodeManifest(const Manifest& m) {
     for (const auto& r : m.ranges)
       s += "range=" + std::to_string(r.offset) + " " + std::to_string(r.length) + " " + Hex(r.checksum) + "\n";
   }
+  m.layouts.Encode(&s);
   Seal(&s);
   return s;
 }
 
 Status DecodeManifest(const std::string& path, const std::string& t, Manifest* m) {
   if (t.empty()) return Status::Corruption(path + ": manifest is empty");
-  if (t.compare(0, sizeof kFirstLine - 1, kFirstLine) != 0) {
+  const bool v2 = t.compare(0, sizeof kFirstLine2 - 1, kFirstLine2) == 0;
+  if (!v2 && t.compare(0, sizeof kFirstLine - 1, kFirstLine) != 0) {
     if (t.compare(0, 16, "revive-manifest ") == 0)
-      return Status::Corruption(path + ": manifest format is not supported (this build reads version 1)");
+      return Status::Corruption(path + ": manifest format is not supported (this build reads versions 1 and 2)");
     return Status::Corruption(path + ": not a revive manifest");
   }
   size_t cpos = 0;
@@ -75,6 +79,8 @@ Status DecodeManifest(const std::string& path, const std::string& t, Manifest* m
         return Status::Corruption(path + ": bad manifest line: " + line);
       r.checksum = std::strtoull(hex.c_str(), nullptr, 16);
       m->ranges.push_back(r);
+    } else if (v2 && (k == "dist" || k == "replicated")) {
+      if (!m->layouts.ParseLine(k, v)) return Status::Corruption(path + ": bad manifest line: " + line);
     }
     else return Status::Corruption(path + ": bad manifest line: " + line);
   }
@@ -83,7 +89,7 @@ Status DecodeManifest(const std::string& path, const std::string& t, Manifest* m
   if (m->shared_file.empty() != m->ranges.empty() || (!m->ranges.empty() && m->ranges.size() != m->ranks))
     return Status::Corruption(path + ": manifest names " + std::to_string(m->ranges.size()) + " rank ranges for " +
                               std::to_string(m->ranks) + " ranks" + (m->shared_file.empty() ? " and no shared file" : ""));
-  return Status::OK();
+  return m->layouts.Check(path, m->ranks, m->keys);
 }
 
 }  // namespace revive::storage

@@ -6,7 +6,12 @@
 //   shared=<file>      (shared-file mode only: every rank's data is in this one file of the version)
 //   range=<offset> <length> <XXH3-64 hex>   (shared-file mode: one line per rank, in rank order; the
 //                      rank's bytes in <file> and their checksum)
+//   dist=<key> <global_n> <unit> <offset>:<count> ...   (a distributed key: its global size in units of
+//                      <unit> elements, then every rank's block, in rank order; see distribution.h)
+//   replicated=<key>   (a key whose value is the same on every rank)
 //   checksum=<XXH3-64 of everything above, 16 hex digits>
+// The first line says "revive-manifest 2" when dist= or replicated= lines are present (so that a build that
+// knows only format 1 refuses the version by its format, not by a line it does not know), 1 otherwise.
 #ifndef REVIVE_STORAGE_MANIFEST_H_
 #define REVIVE_STORAGE_MANIFEST_H_
 
@@ -15,6 +20,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "storage/distribution.h"
 
 namespace revive::storage {
 
@@ -38,6 +44,9 @@ struct Manifest {
   // Empty: one file per key and rank.
   std::string shared_file;
   std::vector<RankRange> ranges;
+  // Keys added with add_distributed (their blocks tile the global size: checked when decoding) and with
+  // add_replicated. Every other key is private to each rank.
+  Layouts layouts;
 };
 
 std::string EncodeManifest(const Manifest& m);

@@ -234,7 +234,7 @@ TEST(Manifest, RoundTripAndDamage) {
   }
   EXPECT_NE(DecodeManifest("M", "", &got).message().find("empty"), std::string::npos);
   EXPECT_NE(DecodeManifest("M", "garbage", &got).message().find("not a revive manifest"), std::string::npos);
-  EXPECT_NE(DecodeManifest("M", "revive-manifest 2\n", &got).message().find("not supported"), std::string::npos);
+  EXPECT_NE(DecodeManifest("M", "revive-manifest 3\n", &got).message().find("not supported"), std::string::npos);
   EXPECT_NE(DecodeManifest("M", text.substr(0, text.size() - 5), &got).message().find("truncated"),
             std::string::npos);
 }
