@@ -560,7 +560,7 @@ int Supervisor::Run() {
         // G may hold the failure itself, since generations completed between a process's death and its
         // detection (an MPI launcher takes about a second to notice) record the dead process. Such a
         // failure does not use up --restarts: each generation is passed over once, so this ends too.
-        const bool passed_over = from != 0 && NewestGeneration() <= from;
+        const bool passed_over = from != 0 && NewestGeneration() <= gen_at_start_;
         if (passed_over) {
           choice_.Failed(from);
           Log("relaunch from generation %llu failed before its first checkpoint (%s); passing that generation over",

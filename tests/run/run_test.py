@@ -6,6 +6,7 @@ Scenarios (one per CTest test):
   kills      transparent job of 2 copies, a random copy SIGKILLed at a random moment, KILLS times in a row
   hang       a process SIGSTOPped: found by the next checkpoint within --hang-timeout, torn down, restarted
   giveup     a job that always fails: exit 70 after --restarts relaunches, with the reason
+  corrupt    every checkpoint damaged: each generation tried once, then exit 70 with the reason
   signal     the checkpoint signal: checkpoint, exit 75; `revive run` again continues from that checkpoint
   hostloss   4 network-namespace hosts, two spares: twice, every process of a host in use SIGKILLed and the
              host deleted; the job comes back on a spare each time
@@ -191,6 +192,31 @@ def scenario_signal():
         fail("the second run did not restart from the checkpoint:\n" + log())
     print("PASS: stopped at step %d with exit 75, continued by a second revive run, output identical" % lines)
 
+def scenario_corrupt():
+    """Every checkpoint damaged: each relaunch fails at once, each generation is passed over once, and the
+    supervisor gives up with exit 70 naming them, instead of looping."""
+    rund = os.path.join(a.workdir, "run")
+    port = free_port(rng)
+    args = ["--port", str(port), "--ckpt-dir", ck, "--interval", "0.3", "--checkpoint-signal", "USR1"] + copies_cmd(1)
+    sup = start(args, rund)
+    wait_for(lambda: log().count("checkpoint: generation") >= 3, 60, "three checkpoints")
+    sup.send_signal(signal.SIGUSR1)
+    finish(sup, 75, timeout=60)
+    gens = sorted(d for d in os.listdir(ck) if d.startswith("ckpt-"))
+    for g in gens:  # damage every image: truncated to half
+        for f in os.listdir(os.path.join(ck, g)):
+            if f.endswith(".rimg"):
+                path = os.path.join(ck, g, f)
+                os.truncate(path, os.path.getsize(path) // 2)
+    sup = start(args, rund)
+    finish(sup, 70, timeout=120)
+    if "giving up: no checkpoint brings the job back" not in log():
+        fail("no clear give-up message:\n" + log())
+    passed = log().count("passing that generation over")
+    if passed != len(gens):
+        fail("want each of the %d generations passed over once, got %d:\n%s" % (len(gens), passed, log()))
+    print("PASS: %d damaged generations each tried once, then exit 70 with the reason" % len(gens))
+
 def scenario_hostloss():
     """Four hosts, two of them spares; a host in use is lost twice in a row (every process in it SIGKILLed and
     the namespace deleted); each time a spare takes its place."""
@@ -289,5 +315,5 @@ def scenario_mpi():
         fail("the MPI job's output differs from the uninterrupted run's; see %s\n%s" % (rund, log()))
     print("PASS: %d ranks killed, the MPI job finished with identical output" % a.kills)
 
-{"kills": scenario_kills, "mpi": scenario_mpi, "hang": scenario_hang, "giveup": scenario_giveup, "signal": scenario_signal,
+{"kills": scenario_kills, "mpi": scenario_mpi, "corrupt": scenario_corrupt, "hang": scenario_hang, "giveup": scenario_giveup, "signal": scenario_signal,
  "hostloss": scenario_hostloss, "app": scenario_app}[a.scenario]()
