@@ -12,6 +12,12 @@
 
 namespace revive::mpi {
 
+// While a recovery zone runs (recovery.cc), the library's collectives on that thread wait through this
+// hook instead of MPI_Waitall: it watches for dead ranks and throws PeerFailed, where a blocking wait would
+// never return. Thread-local: other threads (an async writer) are not in the zone.
+using WaitHook = void (*)(void* ctx, int n, MPI_Request* reqs);
+void SetWaitHook(WaitHook hook, void* ctx);
+
 class MpiComm final : public detail::Comm {
  public:
   // Collective over `comm` (MPI_Comm_dup). MPI must be initialised.
