@@ -18,7 +18,7 @@ function(revive_ulfm_setup target)
   check_symbol_exists(MPIX_Comm_shrink "${_hdr}" REVIVE_HAVE_MPIX_COMM_SHRINK)
   check_symbol_exists(MPIX_ERR_PROC_FAILED "${_hdr}" REVIVE_HAVE_MPIX_ERR_PROC_FAILED)
   if(NOT REVIVE_HAVE_MPIX_COMM_SHRINK OR NOT REVIVE_HAVE_MPIX_ERR_PROC_FAILED)
-    message(FATAL_ERROR "REVIVE_WITH_ULFM=ON but this MPI (${MPI_C_LIBRARY_NAMES}) lacks MPIX_Comm_shrink or "
+    message(FATAL_ERROR "REVIVE_WITH_ULFM=ON but this MPI (${MPI_C_LIBRARIES}) lacks MPIX_Comm_shrink or "
                         "MPIX_ERR_PROC_FAILED: use an MPI built with ULFM, or turn the option off")
   endif()
   message(STATUS "revive: Recovery uses ULFM (MPIX_Comm_shrink found; opted in with REVIVE_WITH_ULFM)")

@@ -15,7 +15,8 @@
 //
 // Inside the zone every wait for communication goes through rec.wait()/wait_all() (nonblocking MPI calls
 // only), and so do the checkpoint's own collectives: a blocking MPI call that involves a dead rank never
-// returns with these MPIs. Buffers of nonblocking collectives come from zone_buffer() (see there). When a rank dies, every survivor's next wait throws PeerFailed; run() catches it,
+// returns with these MPIs. Buffers of nonblocking collectives come from zone_buffer() (see there).
+// When a rank dies, every survivor's next wait throws PeerFailed; run() catches it,
 // the survivors agree on the dead ranks, build a communicator without them (Mode::kShrink) or spawn
 // replacements into the dead ranks' places (Mode::kReplace: same size, same rank order), and run the zone
 // again: survivors keep their memory, and restart_if_needed reads the last complete checkpoint, which for a
@@ -77,8 +78,7 @@ class Recovery {
   // Memory for the buffers of nonblocking collectives inside the zone: freed when the zone body returns,
   // abandoned (never freed, never reused) when it fails. A nonblocking collective that a failure
   // interrupted cannot be cancelled, and Open MPI keeps progressing it: it may still write into its
-  // buffers later, so they must not be stack memory or memory used again (seen: a survivor crashed in
-  // MPI_Comm_create_group when an abandoned MPI_Iallreduce wrote into its unwound stack). Receives of a
+  // buffers later, so they must not be stack memory or memory used again. Receives of a
   // failed wait are cancelled (MPI_Cancel) and sends only read, so point-to-point buffers need no care.
   template <class T>
   T* zone_buffer(size_t n) {

@@ -32,12 +32,17 @@ void SetWaitHook(WaitHook hook, void* ctx) {
 
 // Every collective is started nonblocking and completed here, so that a recovery zone can watch for
 // failures while it waits.
-static void Wait(int n, MPI_Request* reqs, const char* what, MPI_Comm comm) {
+void MpiComm::Wait(int n, MPI_Request* reqs, const char* what) {
   if (g_hook) {
-    g_hook(g_hook_ctx, n, reqs);
+    try {
+      g_hook(g_hook_ctx, n, reqs);
+    } catch (...) {
+      abandoned_ = true;
+      throw;
+    }
     return;
   }
-  Check(MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE), what, comm);
+  Check(MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE), what, comm_);
 }
 
 MpiComm::MpiComm(MPI_Comm comm) {
@@ -49,13 +54,15 @@ MpiComm::MpiComm(MPI_Comm comm) {
 MpiComm::~MpiComm() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  // Not after a failure: Open MPI keeps progressing the interrupted collective, which reads the freed
+  // communicator (a survivor crashed in mca_pml_ob1_recv_req_start, 2 of ~30 replace-mode kills).
+  if (!finalized && comm_ != MPI_COMM_NULL && !abandoned_) MPI_Comm_free(&comm_);
 }
 
 void MpiComm::barrier() {
   MPI_Request rq;
   Check(MPI_Ibarrier(comm_, &rq), "MPI_Ibarrier", comm_);
-  Wait(1, &rq, "MPI_Ibarrier", comm_);
+  Wait(1, &rq, "MPI_Ibarrier");
 }
 
 // The buffers of a nonblocking collective live on the heap and are freed only once it completed: when the
@@ -69,7 +76,7 @@ uint64_t MpiComm::allreduce_min_u64(uint64_t v) {
   auto* b = new CollBuf<uint64_t>{v, 0};
   MPI_Request rq;
   Check(MPI_Iallreduce(&b->in, &b->out, 1, MPI_UINT64_T, MPI_MIN, comm_, &rq), "MPI_Iallreduce(min)", comm_);
-  Wait(1, &rq, "MPI_Iallreduce(min)", comm_);
+  Wait(1, &rq, "MPI_Iallreduce(min)");
   const uint64_t out = b->out;
   delete b;
   return out;
@@ -79,7 +86,7 @@ bool MpiComm::allreduce_and(bool v) {
   auto* b = new CollBuf<int>{v ? 1 : 0, 0};
   MPI_Request rq;
   Check(MPI_Iallreduce(&b->in, &b->out, 1, MPI_INT, MPI_LAND, comm_, &rq), "MPI_Iallreduce(and)", comm_);
-  Wait(1, &rq, "MPI_Iallreduce(and)", comm_);
+  Wait(1, &rq, "MPI_Iallreduce(and)");
   const bool out = b->out != 0;
   delete b;
   return out;
@@ -95,7 +102,7 @@ void MpiComm::bcast(void* buf, size_t n, int root) {
     std::memcpy(tmp, p, static_cast<size_t>(piece));
     MPI_Request rq;
     Check(MPI_Ibcast(tmp, piece, MPI_BYTE, root, comm_, &rq), "MPI_Ibcast", comm_);
-    Wait(1, &rq, "MPI_Ibcast", comm_);
+    Wait(1, &rq, "MPI_Ibcast");
     std::memcpy(p, tmp, static_cast<size_t>(piece));
     delete[] tmp;
     p += piece;
@@ -122,7 +129,7 @@ std::vector<std::string> MpiComm::allgather_string(const std::string& s) {
   b->displs.resize(static_cast<size_t>(size_));
   MPI_Request rq;
   Check(MPI_Iallgather(&b->len, 1, MPI_INT, b->lens.data(), 1, MPI_INT, comm_, &rq), "MPI_Iallgather", comm_);
-  Wait(1, &rq, "MPI_Iallgather", comm_);
+  Wait(1, &rq, "MPI_Iallgather");
   long total = 0;
   for (int r = 0; r < size_; ++r) {
     b->displs[static_cast<size_t>(r)] = static_cast<int>(total);
@@ -136,7 +143,7 @@ std::vector<std::string> MpiComm::allgather_string(const std::string& s) {
   Check(MPI_Iallgatherv(b->mine.data(), b->len, MPI_BYTE, b->all.data(), b->lens.data(), b->displs.data(), MPI_BYTE,
                         comm_, &rq),
         "MPI_Iallgatherv", comm_);
-  Wait(1, &rq, "MPI_Iallgatherv", comm_);
+  Wait(1, &rq, "MPI_Iallgatherv");
   const std::vector<int> displs = std::move(b->displs), lens = std::move(b->lens);
   const std::string all = std::move(b->all);
   delete b;
@@ -175,7 +182,7 @@ void MpiComm::exchange(const std::vector<SendBuf>& sends, const std::vector<Recv
       n -= static_cast<size_t>(piece);
     } while (n > 0);
   }
-  Wait(static_cast<int>(reqs.size()), reqs.data(), "MPI_Waitall", comm_);
+  Wait(static_cast<int>(reqs.size()), reqs.data(), "MPI_Waitall");
 }
 
 std::shared_ptr<detail::Comm> make_mpi_comm(MPI_Comm comm) { return std::make_shared<MpiComm>(comm); }

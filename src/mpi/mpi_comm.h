@@ -40,7 +40,12 @@ class MpiComm final : public detail::Comm {
   MPI_Comm comm() const { return comm_; }
 
  private:
+  // Completes a started collective (through the recovery hook when one is set); a failure there leaves
+  // the collective in progress inside MPI and sets abandoned_.
+  void Wait(int n, MPI_Request* reqs, const char* what);
+
   MPI_Comm comm_ = MPI_COMM_NULL;
+  bool abandoned_ = false;  // a collective on comm_ was interrupted by a failure: never free comm_
   int rank_ = 0, size_ = 1;
 };
 
