@@ -10,7 +10,8 @@
 // shrink: the work of an iteration is a sum over a fixed index range split among however many ranks there
 //   are; survivors keep their memory (iteration, running sum), agree on the last iteration completed by
 //   all, and continue with one rank less. Integer sums do not depend on how the range is split.
-// Every process writes its pid to <ckpt-dir>/pids/<pid> when it starts, so the script can pick a victim.
+// Every process writes its pid to <ckpt-dir>/pids/<pid> once its Recovery is set up, so the script can
+// pick a victim.
 #include <mpi.h>
 #include <unistd.h>
 
@@ -43,9 +44,10 @@ int main(int argc, char** argv) {
   const std::string dir = argv[1];
   const bool shrink = std::strcmp(argv[2], "shrink") == 0;
   const int iters = std::atoi(argv[3]);
-  if (FILE* f = std::fopen((dir + "/pids/" + std::to_string(getpid())).c_str(), "w")) std::fclose(f);
   using revive::mpi::Recovery;
   Recovery rec(MPI_COMM_WORLD, shrink ? Recovery::Mode::kShrink : Recovery::Mode::kReplace, argc, argv);
+  // Only now a victim: a death before every rank's detector is up is not recoverable (docs/recovery.md).
+  if (FILE* f = std::fopen((dir + "/pids/" + std::to_string(getpid())).c_str(), "w")) std::fclose(f);
 
   int64_t it = 0;
   uint64_t acc = 0;
