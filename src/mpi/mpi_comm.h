@@ -12,6 +12,12 @@
 
 namespace revive::mpi {
 
+// While a recovery zone runs (recovery.cc), the library's collectives on that thread wait through this
+// hook instead of MPI_Waitall: it watches for dead ranks and throws PeerFailed, where a blocking wait would
+// never return. Thread-local: other threads (an async writer) are not in the zone.
+using WaitHook = void (*)(void* ctx, int n, MPI_Request* reqs);
+void SetWaitHook(WaitHook hook, void* ctx);
+
 class MpiComm final : public detail::Comm {
  public:
   // Collective over `comm` (MPI_Comm_dup). MPI must be initialised.
@@ -34,7 +40,12 @@ class MpiComm final : public detail::Comm {
   MPI_Comm comm() const { return comm_; }
 
  private:
+  // Completes a started collective (through the recovery hook when one is set); a failure there leaves
+  // the collective in progress inside MPI and sets abandoned_.
+  void Wait(int n, MPI_Request* reqs, const char* what);
+
   MPI_Comm comm_ = MPI_COMM_NULL;
+  bool abandoned_ = false;  // a collective on comm_ was interrupted by a failure: never free comm_
   int rank_ = 0, size_ = 1;
 };
 
