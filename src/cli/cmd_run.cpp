@@ -309,7 +309,11 @@ Supervisor::Event Supervisor::Watch(std::string* what) {
     if (g_stop) return Event::kStop;
     if (g_ckpt_sig) return Event::kCkptSignal;
     int st = 0;
-    pid_t r = waitpid(child_, &st, WNOHANG);
+    pid_t r;
+    // Also reaps what was reparented to us (a subreaper) and ended: daemonized helpers of the job must not
+    // pile up as zombies over a long run.
+    while ((r = waitpid(-1, &st, WNOHANG)) > 0 && r != child_) {
+    }
     if (r == child_) {
       child_ = -1;
       child_code_ = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;

@@ -23,7 +23,7 @@ ap.add_argument("scenario")
 for opt in ("--revive", "--inject", "--restart", "--workdir", "--counter"):
     ap.add_argument(opt, required=True)
 ap.add_argument("--netns")
-ap.add_argument("--heat2d")
+ap.add_argument("--nmapp", help="tests/mpi's nm_app")
 ap.add_argument("--ring", help="tests/mpi_transparent's ring program (Open MPI build)")
 ap.add_argument("--kills", type=int, default=5)
 ap.add_argument("--seed", type=int, default=None)
@@ -259,34 +259,38 @@ def scenario_hostloss():
     with_namespaces(argparse.Namespace(seed=seed, netns=a.netns), "rvr", "10.85", 4, body)
 
 def scenario_app():
-    if not a.heat2d:
-        fail("--heat2d is needed")
+    """--app: tests/mpi's nm_app (application-level library, MPI; 20 ms per step, so the run's length does not
+    depend on the machine's load) with 2 ranks; a random rank SIGKILLed, KILLS-1 times, then one SIGSTOPped,
+    which only its heartbeat can tell."""
+    if not a.nmapp:
+        fail("--nmapp is needed")
     mpi = ["mpiexec", "-n", "2", "--oversubscribe", "--mca", "btl", "self,vader"]
-    heat = [os.path.abspath(a.heat2d), "--nx", "480", "--ny", "480", "--steps", "5000", "--quiet"]
-    r = subprocess.run(mpi + heat + ["--every", "0", "--fresh", "--dir", os.path.join(a.workdir, "refck")],
-                       stdout=subprocess.PIPE, timeout=120)
+    steps = "600"
+    ref_out = os.path.join(a.workdir, "ref-array")
+    r = subprocess.run(mpi + [os.path.abspath(a.nmapp), ref_out, steps, "0"], stdout=subprocess.PIPE, timeout=120,
+                       env=dict(env, REVIVE_CP_PATH=os.path.join(a.workdir, "refck")))
     if r.returncode != 0 or not r.stdout:
         fail("reference run failed")
     rund = os.path.join(a.workdir, "run")
-    sup = start(["--app", "--ckpt-dir", ck, "--hang-timeout", "4", "--restarts", str(a.kills + 2), "--"] + mpi + heat
-                + ["--every", "200", "--dir", os.path.join(a.workdir, "appck")], rund)
-    name = os.path.basename(a.heat2d)[:15]
+    out = os.path.join(a.workdir, "array")
+    sup = start(["--app", "--ckpt-dir", ck, "--hang-timeout", "4", "--restarts", str(a.kills + 2), "--"] + mpi
+                + [os.path.abspath(a.nmapp), out, steps, "25"], rund, dict(REVIVE_CP_PATH=os.path.join(a.workdir, "appck")))
+    hb = os.path.join(ck, ".revive-heartbeat")
     for k in range(a.kills):
         before = log().count("failure ")
-        wait_for(lambda: len(os.listdir(os.path.join(ck, ".revive-heartbeat"))) >= 2 if os.path.isdir(
-            os.path.join(ck, ".revive-heartbeat")) else False, 30, "heartbeats")
-        pids = wait_for(lambda: job_pids(sup, name), 30, "the ranks")
-        time.sleep(rng.uniform(0.3, 1.0))
+        wait_for(lambda: os.path.isdir(hb) and len(os.listdir(hb)) >= 2, 30, "heartbeats")
+        pids = wait_for(lambda: job_pids(sup, "nm_app"), 30, "the ranks")
+        time.sleep(rng.uniform(0.5, 1.5))
         sig = signal.SIGSTOP if k == a.kills - 1 else signal.SIGKILL
         try:
-            os.kill(rng.choice(job_pids(sup, name) or pids), sig)
+            os.kill(rng.choice(job_pids(sup, "nm_app") or pids), sig)
         except ProcessLookupError:
             pass
         wait_for(lambda: log().count("failure ") > before, 40, "the supervisor to see event %d" % (k + 1))
         print("event %d (%s) seen" % (k + 1, "stop" if sig == signal.SIGSTOP else "kill"), flush=True)
     finish(sup, 0, timeout=240)
-    out = open(os.path.join(rund, "supervisor-stderr"), "rb").read()
-    if r.stdout not in out:
+    text = open(os.path.join(rund, "supervisor-stderr"), "rb").read()
+    if r.stdout not in text or open(out, "rb").read() != open(ref_out, "rb").read():
         fail("the final result differs from the uninterrupted run's:\nwant %r\nlog:\n%s" % (r.stdout, log()))
     if "hung" not in log():
         fail("the stopped rank was not found hung:\n" + log())
