@@ -29,7 +29,7 @@ B = os.path.abspath(a.build)
 revive = B + "/src/cli/revive"
 ticker = B + "/bench/run/bench_run_ticker"
 env = dict(os.environ, REVIVE_INJECT_LIB=B + "/src/inject/librevive_inject.so",
-           REVIVE_RESTART_BIN=B + "/src/restart/revive-restart", REVIVE_LOG="0")
+           REVIVE_RESTART_BIN=B + "/src/restart/revive-restart", REVIVE_LOG="0", REVIVE_LOCAL_DIRS="")
 for k in ("REVIVE_PORT", "REVIVE_CKPT_DIR", "LD_PRELOAD"):
     env.pop(k, None)
 
