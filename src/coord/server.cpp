@@ -59,6 +59,11 @@ bool PhaseDoneRetryable(const Payload& p) {
   return p.get_u64("retry", &r) && r == 1;
 }
 
+bool PhaseDoneSilent(const Payload& p) {
+  uint64_t r = 0;
+  return p.get_u64("silent", &r) && r == 1;
+}
+
 double MonotonicSeconds() {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

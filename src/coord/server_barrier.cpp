@@ -160,6 +160,7 @@ void Server::OnPhaseDone(Conn* c, const Payload& p) {
   std::string why;
   if (!PhaseDoneOk(p, c->Describe(), phase_, &why)) {
     FailGeneration(why, state_ == State::kCheckpoint && PhaseDoneRetryable(p));
+    if (PhaseDoneSilent(p)) silent_ = true;
   } else if (state_ == State::kCheckpoint && phase_ == ImagePhase()) {
     AddImages(c, p);
   }
@@ -273,7 +274,9 @@ void Server::OnPeerGone(Conn* c, const std::string& why) {
       Log(2, "%s left before it was suspended; generation %llu goes on without it", c->Describe().c_str(),
           (unsigned long long)cur_gen_);
     else if (phase_ == kCkptPhases[0])
-      FailGeneration(c->Describe() + " " + why + " during phase " + phase_, was_waiting);
+      // Lost before it was suspended while it still runs: taken again without it, unless it was timed out
+      // (it is there but does not answer: a generation without it would miss a live process).
+      FailGeneration(c->Describe() + " " + why + " during phase " + phase_, was_waiting && !c->timed_out);
     else if (!resumed || (o_.fork && (phase_ == "resume" || was_waiting)))
       FailGeneration(c->Describe() + " " + why + " during phase " + phase_ + " before its image was durable",
                      resumed);
@@ -439,6 +442,7 @@ void Server::CheckTimers() {
       snprintf(t, sizeof t, "%.0f", o_.phase_timeout);
       std::string why = "did not answer phase " + phase_ + " within " + t + " s";
       silent_ = true;  // told to `revive run`, which takes a silent process for a hung one
+      c->timed_out = true;
       SendError(c, 0, why);
       Drop(c, why);
     }

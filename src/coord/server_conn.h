@@ -46,6 +46,7 @@ struct Server::Conn {
   double since = 0;         // accept time, or when a partial frame started
   bool said_bye = false;
   std::string drop_reason;  // why Drop() closed it; the barrier learns it in Reap()
+  bool timed_out = false;   // dropped by the phase timeout: alive but not answering, never a transient loss
   std::string host;         // from HELLO
   std::string addr;         // peer address "ip:port", for messages
 
@@ -100,6 +101,9 @@ Member MemberFromHello(const Payload& p);
 bool PhaseDoneOk(const Payload& p, const std::string& who, const std::string& phase, std::string* why);
 // A failed PHASE_DONE that says retry=1: the process refused for now (a fork in flight), not for good.
 bool PhaseDoneRetryable(const Payload& p);
+// A failed PHASE_DONE that says silent=1: a process below a sub-coordinator did not answer in time (a hang,
+// for `revive run`); the root reports it in CKPT_DONE.
+bool PhaseDoneSilent(const Payload& p);
 
 double MonotonicSeconds();
 double WallSeconds();

@@ -138,7 +138,7 @@ void Server::SubPeerGone(Conn* c, const std::string& why) {
     bool fails = true, transient = false;
     if (up_->restart) fails = was_waiting;
     else if (up_->phase == "suspend" && was_waiting && LeftOnItsOwn(*c)) fails = false;
-    else if (up_->phase == "suspend") transient = was_waiting;
+    else if (up_->phase == "suspend") transient = was_waiting && !c->timed_out;  // see OnPeerGone
     else if (resumed) fails = transient = o_.fork && (up_->phase == "resume" || was_waiting);
     if (fails) {
       if (!up_->failed) up_->error = c->Describe() + " " + why + " during phase " + up_->phase;
@@ -213,6 +213,7 @@ void Server::SubStartPhase(const Payload& p) {
     up_->failed = false;
     up_->retryable = false;
     up_->error.clear();
+    silent_ = false;  // set by CheckTimers when a process here does not answer
     up_->early.clear();
     up_->early_images.clear();
     for (const auto& [id, c] : conns_)
@@ -268,6 +269,7 @@ void Server::SubOnPhaseDone(Conn* c, const Payload& p) {
   if (!PhaseDoneOk(p, c->Describe(), up_->phase, &why)) {
     if (!up_->failed) up_->error = why;
     if (!up_->failed) up_->retryable = !up_->restart && PhaseDoneRetryable(p);
+    if (PhaseDoneSilent(p)) silent_ = true;  // a sub-coordinator below us timed a process out
     up_->failed = true;
   } else if (up_->phase == ImagePhase() && c->Self() != nullptr) {
     char image[4096] = "";
@@ -289,6 +291,7 @@ void Server::SubFinishPhaseIfDone() {
   b.add("name", up_->phase.c_str()).add("ok", up_->failed ? "0" : "1");
   if (up_->failed) b.add("error", up_->error.substr(0, 2000).c_str());
   if (up_->failed && up_->retryable) b.add("retry", "1");
+  if (up_->failed && silent_) b.add("silent", "1");
   if (up_->phase == ImagePhase()) {
     b.add_u64("n", up_->images.size());
     for (size_t i = 0; i < up_->images.size(); i++) {
