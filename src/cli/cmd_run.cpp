@@ -81,10 +81,9 @@ std::string Describe(int code) {
 
 class Supervisor {
  public:
-  // One failed relaunch from a generation, with no newer generation written meanwhile, passes it over: a
-  // checkpoint can hold the failure itself (a rank SIGKILLed while the generation was being taken is a
-  // process that left, and its parent's image records a dead child; restoring that generation fails the
-  // same way at once). Going one generation back costs recomputation, never correctness.
+  // The backstop of PassOverSuspects: one failed relaunch from a generation, with no newer generation
+  // written meanwhile, passes it over (it may hold the failure itself, or be damaged). Going one
+  // generation back costs recomputation, never correctness.
   explicit Supervisor(const RunArgs& a) : a_(a), choice_(kTriesPerGeneration) {}
   static constexpr unsigned kTriesPerGeneration = 1;
   int Run();
@@ -114,7 +113,7 @@ class Supervisor {
   std::string self_, heartbeat_dir_, done_marker_;
   uint64_t floor_ = 0;         // generations <= floor_ belong to an earlier, finished run
   pid_t child_ = -1;           // the attempt: `revive launch`/`revive restart`, or the --app command
-  double t0_ = 0, attempt_t0_ = 0, last_ckpt_ = 0, cost_ = 0;
+  double t0_ = 0, last_ckpt_ = 0, cost_ = 0;
   uint64_t gen_at_start_ = 0;  // newest generation when the attempt began
   unsigned failures_ = 0;
   unsigned attempts_ = 0;
@@ -243,7 +242,7 @@ Status Supervisor::StartAttempt(uint64_t from) {
   setpgid(pid, pid);
   child_ = pid;
   attempts_++;
-  attempt_t0_ = last_ckpt_ = Now();
+  last_ckpt_ = Now();
   gen_at_start_ = NewestGeneration();
   std::string cmd;
   for (const auto& w : argv) cmd += (cmd.empty() ? "" : " ") + w;
@@ -280,8 +279,7 @@ bool Supervisor::TakeCheckpoint(double* seconds, bool* silent, std::string* erro
   }
   if (Str(p, "ok") == "1") return true;
   *error = "generation " + Str(p, "generation") + " failed: " + Str(p, "error");
-  // A sub-coordinator's timeout reaches the root as its error text.
-  *silent = Str(p, "silent") == "1" || error->find("did not answer phase") != std::string::npos;
+  *silent = Str(p, "silent") == "1";  // a process (here or behind a sub-coordinator) timed out: hung
   return false;
 }
 
