@@ -15,6 +15,8 @@ Both read the images the same way (written by the same run moments before: page 
 Prints medians and the ratio (goal: failover <= 1.5x restore alone).
 """
 import argparse, os, re, shutil, signal, statistics, subprocess, sys, time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "hosts"))
+from harness import descendants  # the tests' /proc walk (every thread's children)
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--build", required=True)
@@ -55,17 +57,7 @@ def first_after(paths, t_ns, timeout):
     sys.exit("no tick after the failure within %d s" % timeout)
 
 def kill_tree(pid):
-    out = subprocess.run(["ps", "-eo", "pid=,ppid="], stdout=subprocess.PIPE, text=True).stdout
-    kids = {}
-    for l in out.splitlines():
-        p, pp = map(int, l.split())
-        kids.setdefault(pp, []).append(p)
-    todo, alls = [pid], []
-    while todo:
-        q = todo.pop()
-        alls.append(q)
-        todo += kids.get(q, [])
-    for q in alls:
+    for q in descendants(pid):
         try:
             os.kill(q, signal.SIGKILL)
         except ProcessLookupError:

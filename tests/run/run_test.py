@@ -8,8 +8,9 @@ Scenarios (one per CTest test):
   giveup     a job that always fails: exit 70 after --restarts relaunches, with the reason
   corrupt    every checkpoint damaged: each generation tried once, then exit 70 with the reason
   signal     the checkpoint signal: checkpoint, exit 75; `revive run` again continues from that checkpoint
-  hostloss   4 network-namespace hosts, two spares: twice, every process of a host in use SIGKILLed and the
-             host deleted; the job comes back on a spare each time
+  hostloss   4 network-namespace hosts, two spares: a process SIGSTOPped (its host's sub-coordinator times it
+             out), then twice every process of a host in use SIGKILLed and the host deleted; the job comes
+             back each time, on a spare after a loss
   mpi        `revive run -- mpiexec -n 2 ring`: a random rank SIGKILLed KILLS times
   app        --app: an MPI program of the application-level library, a random rank SIGKILLed KILLS times;
              then a rank SIGSTOPped (its heartbeat stops): hung, restarted
@@ -234,9 +235,13 @@ def scenario_hostloss():
         coord_ip = net + ".1"
         port = free_port(rng, coord_ip)
         sub = free_port(rng)
-        sup = start(["--port", str(port), "--ckpt-dir", ck, "--interval", "0.5", "--hosts", ",".join(hosts),
-                     "--spares", "2", "--launcher", "netns", "--sub-port", str(sub)] + copies_cmd(n), rund,
-                    dict(REVIVE_COORD_HOST=coord_ip))
+        sup = start(["--port", str(port), "--ckpt-dir", ck, "--interval", "0.5", "--hang-timeout", "3", "--hosts",
+                     ",".join(hosts), "--spares", "2", "--launcher", "netns", "--sub-port", str(sub)] + copies_cmd(n),
+                    rund, dict(REVIVE_COORD_HOST=coord_ip))
+        # First a hung process behind a host's sub-coordinator: its timeout must reach the supervisor as a hang.
+        v = kill_after_progress(sup, "counter", signal.SIGSTOP, 1)
+        wait_for(lambda: "is hung" in log(), 30, "the stopped process (pid %d) behind a sub-coordinator to be found hung" % v)
+        print("stopped process %d found hung through its host's sub-coordinator" % v, flush=True)
         lost = []
         for k in range(2):
             want = log().count("checkpoint: generation") + 2
@@ -259,7 +264,8 @@ def scenario_hostloss():
         for h in lost:
             if "host %s does not answer; replaced by spare" % h not in log():
                 fail("no spare replaced %s:\n%s" % (h, log()))
-        print("PASS: hosts %s lost in a row, the job finished on the spares, output identical" % ", ".join(lost))
+        print("PASS: a hang behind a sub-coordinator, then hosts %s lost in a row; the job finished on the spares, "
+              "output identical" % ", ".join(lost))
     with_namespaces(argparse.Namespace(seed=seed, netns=a.netns), "rvr", "10.85", 4, body)
 
 def scenario_app():
