@@ -47,7 +47,21 @@ same() {  # DIR WHAT: both copies' outputs equal the uninterrupted runs'
   local i
   for i in 0 1; do cmp "$W/ref-$i" "$1/out-$i" || fail "$2: copy $i's output differs from the uninterrupted run"; done
 }
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# The coordinator's port and the two sub-coordinators' (port+1, port+2): all three free, and below the
+# kernel's ephemeral range (32768-60999), where another test's outgoing connection took port+1 once.
+port=$(python3 -c '
+import random, socket
+for _ in range(1000):
+    p = random.randrange(20000, 32000)
+    s = [socket.socket() for _ in range(3)]
+    try:
+        for k, x in enumerate(s): x.bind(("127.0.0.1", p + k))
+    except OSError:
+        continue
+    finally:
+        for x in s: x.close()
+    print(p); break')
+[ -n "$port" ] || fail "no three free ports in a row"
 
 # The uninterrupted runs, meanwhile: copy i prints STEPS + 7i steps (so a mix-up of copies shows).
 "$COUNTER" $STEPS $SLEEP_MS >"$W/ref-0" &
