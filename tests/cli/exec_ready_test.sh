@@ -4,8 +4,8 @@
 # starts then sends it PHASE suspend at once; that frame must be served when the engine becomes ready,
 # or the checkpoint waits for the coordinator's phase timeout. REVIVE_TEST_READY_DELAY_MS widens the
 # window to 300 ms; a shell script starts a long-lived `sleep` (fork, exec) every 100 ms while 10
-# checkpoints are taken back to back, each of which must answer within 20 s (an image that never serves
-# its frame holds the checkpoint until it exits: 25 s). Then kill, restart, output identical.
+# checkpoints are taken back to back, each of which must answer within 10 s (an image that never serves
+# its frame holds the checkpoint until it exits: 12 s). Then kill, restart, output identical.
 set -euo pipefail
 rv=$(realpath "$1")
 tmp=$(mktemp -d)
@@ -13,7 +13,7 @@ port=$((20000 + RANDOM % 12000))
 cleanup() {
   pkill -9 -f "(revive|coordinator).*--port $port" 2>/dev/null || true
   pkill -9 -f "$tmp/execs.sh" 2>/dev/null || true
-  pkill -9 -f "sleep 25.25" 2>/dev/null || true
+  pkill -9 -f "sleep 12.25" 2>/dev/null || true
   [ -n "${KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -23,25 +23,25 @@ cat >"$tmp/execs.sh" <<'PROG'
 i=0
 while [ $i -lt 100 ]; do
   i=$((i + 1))
-  sleep 25.25 &
+  sleep 12.25 &
   echo "line $i"
   sleep 0.1
 done
 PROG
 chmod +x "$tmp/execs.sh"
 sh "$tmp/execs.sh" >"$tmp/ref.out"
-pkill -9 -f "sleep 25.25" || true
+pkill -9 -f "sleep 12.25" || true
 ck=$tmp/ck
 REVIVE_TEST_READY_DELAY_MS=300 "$rv" launch --port "$port" --ckpt-dir "$ck" -- "$tmp/execs.sh" >"$tmp/run.out" 2>"$tmp/launch.err" &
 launcher=$!
 for _ in $(seq 50); do [ -s "$tmp/run.out" ] && break; sleep 0.1; done
 for k in $(seq 10); do
-  timeout 20 "$rv" checkpoint --port "$port" --ckpt-dir "$ck" >"$tmp/ck.out" 2>&1 \
+  timeout 10 "$rv" checkpoint --port "$port" --ckpt-dir "$ck" >"$tmp/ck.out" 2>&1 \
     || { cat "$tmp/ck.out"; "$rv" status --port "$port" --ckpt-dir "$ck" || true; fail "checkpoint $k did not complete"; }
 done
 kill -9 "$launcher" 2>/dev/null || true
 pkill -9 -f "$tmp/execs.sh" || true
-pkill -9 -f "sleep 25.25" || true
+pkill -9 -f "sleep 12.25" || true
 wait "$launcher" 2>/dev/null || true
 pkill -9 -f "(revive|coordinator).*--port $port" 2>/dev/null || true
 sleep 0.3
