@@ -4,7 +4,10 @@
   mpi_cr.py --revive R --inject I --restart S --mpi openmpi|mpich [-n N] --workdir W [options] -- PROG ARGS...
 
 (a) runs `mpiexec -n N PROG ARGS` natively in W/ref for the reference output (Open MPI's mpiexec, or
-    MPICH's mpiexec.mpich; --launcher mpirun for mpirun);
+    MPICH's mpiexec.mpich; --launcher mpirun for mpirun); with --ref-nosleep the reference runs with its
+    second argument (every program's SLEEP_US) 0: the programs print only what they compute, so their
+    output does not depend on it, and the 6-8 s run the checkpoints need is paid once, under revive (a
+    program whose output did depend on it would make the comparison fail, never pass wrongly);
 (b) runs `revive launch --ckpt-dir W/ck -- mpiexec -n N PROG ARGS` in W/run; once the job has printed its
     first line, takes --ckpts checkpoints at random moments (`revive checkpoint`; with --signal the first
     one of each run is asked for by SIGUSR1 to the process `revive launch` became; with --interval S they
@@ -17,6 +20,11 @@ Every failure is one line `FAIL [phase]: what`, the phase saying where it happen
 checkpoint K, signal K, kill C, restart C, compare), followed by a diff and the logs (stderr of the
 launch and restarts, which carry the ranks' stderr, and the coordinator's log). Every step has a
 timeout, and the whole run --timeout seconds (the test never hangs: a stuck job is killed and reported).
+
+--at pre-init|post-finalize: the first checkpoint is taken while every rank is before MPI_Init (sleeping
+3 s there: MPI_CR_PRE_INIT_MS, progs/common.h) or after MPI_Finalize (MPI_CR_POST_FINALIZE_MS), as the ranks
+say on stderr; before MPI_Init, no rank may be past it when the checkpoint has completed. Then the kill and
+the restart as usual: the restored ranks go through MPI_Init, or end, under the restored mpiexec.
 
 --native-only: only (a), --native-runs times, each run's stdout identical; --cross PROG also runs PROG
 (the same program built for the other MPI) under the other MPI's mpiexec and wants the same stdout.
@@ -428,6 +436,53 @@ def wait_lines(path, n, proc, phase, timeout):
     fail(phase, "the job printed fewer than %d line(s) within %.0f s" % (n, timeout), stuck=True)
 
 
+def checkpoints(a, rng, port, ck, work, proc, prog, c, restored, run_name, last_gen):
+    """Run c's checkpoints (--ckpts of them in the launch, one after each restart); the newest generation."""
+    # Past MPI_Init: the first line (after a restart: one more line than the checkpoint had).
+    have = open(os.path.join(work, "stdout"), "rb").read().count(b"\n")
+    wait_lines(os.path.join(work, "stdout"), max(1, have + 1 if restored else 1), proc, run_name, left(60))
+    nck = a.ckpts if c == 0 else 1
+    for k in range(nck):
+        phase = "checkpoint %d%s" % (k + 1, "" if c == 0 else " after restart %d" % (c - 1))
+        if a.interval:
+            last_gen = wait_generation(a, ck, last_gen, proc, phase, prog[0], left(a.interval * 3 + a.ckpt_timeout),
+                                       "launch --interval %s" % a.interval)
+            continue
+        time.sleep(rng.uniform(*a.delay))
+        if proc.poll() is not None:
+            fail(phase, "the job ended (exit %s) before the checkpoint; make it run longer" % proc.returncode)
+        if a.signal and k == 0:
+            # `revive launch` / `revive restart` with --checkpoint-signal USR1 take it themselves.
+            target = proc.pid
+            say("signal: SIGUSR1 to pid %d (%s)" % (target, comm(target)))
+            os.kill(target, signal.SIGUSR1)
+            last_gen = wait_generation(a, ck, max(generations(ck) or [0]), proc, "signal " + phase, prog[0],
+                                       left(a.ckpt_timeout), "SIGUSR1 to pid %d" % target)
+        else:
+            checkpoint_cmd(a, port, ck, phase, prog[0])
+            last_gen = max(generations(ck) or [0])
+    return last_gen
+
+
+def checkpoint_at(a, rng, port, ck, work, proc, prog0):
+    """--at: the first checkpoint while every rank is before MPI_Init or after MPI_Finalize."""
+    key = b"before MPI_Init" if a.at == "pre-init" else b"after MPI_Finalize"
+    errf = os.path.join(work, "launch-stderr")
+    deadline = time.time() + left(60)
+    while open(errf, "rb").read().count(key) < a.n:
+        if proc.poll() is not None:
+            fail("checkpoint " + a.at, "the job ended (exit %s) before %d rank(s) said %r" % (proc.returncode, a.n, key))
+        if time.time() > deadline:
+            fail("checkpoint " + a.at, "%d rank(s) did not say %r within 60 s" % (a.n, key), stuck=True)
+        time.sleep(0.02)
+    time.sleep(rng.uniform(0, 1.0))  # inside the ranks' 3 s there
+    checkpoint_cmd(a, port, ck, "checkpoint " + a.at, prog0)
+    if a.at == "pre-init" and b"past MPI_Init" in open(errf, "rb").read():
+        fail("checkpoint pre-init", "a rank was past MPI_Init when the checkpoint completed (a loaded machine?): "
+             "the test did not test a checkpoint before MPI_Init")
+    say("checkpoint %s: generation %d, every rank %s" % (a.at, max(generations(ck) or [0]), key.decode()))
+
+
 def main():
     global DEADLINE
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -456,6 +511,8 @@ def main():
                     help="for revive checkpoint (longer than the coordinator's phase timeout, to see its message)")
     ap.add_argument("--restart-timeout", type=float, default=120, help="for the restored job to finish")
     ap.add_argument("--native-only", action="store_true")
+    ap.add_argument("--at", choices=["pre-init", "post-finalize"], help="the first checkpoint there (see above)")
+    ap.add_argument("--ref-nosleep", action="store_true", help="the reference run with PROG's SLEEP_US (2nd argument) 0")
     ap.add_argument("--native-runs", type=int, default=2)
     ap.add_argument("--cross", help="with --native-only: the program built for the other MPI, same output wanted")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
@@ -471,10 +528,11 @@ def main():
 
     ref = os.path.join(a.workdir, "ref")
     Job.ref = ref
-    rc, dt = native(a, prog, ref)
+    ref_prog = prog[:2] + ["0"] + prog[3:] if a.ref_nosleep and len(prog) >= 3 else prog
+    rc, dt = native(a, ref_prog, ref)
     ref_out = open(os.path.join(ref, "stdout"), "rb").read()
     nlines = ref_out.count(b"\n")
-    say("native (%s, %d ranks): exit %d, %d lines, %.2f s: %s" % (a.mpi, a.n, rc, nlines, dt, " ".join(job_cmd(a, prog))))
+    say("native (%s, %d ranks): exit %d, %d lines, %.2f s: %s" % (a.mpi, a.n, rc, nlines, dt, " ".join(job_cmd(a, ref_prog))))
     if nlines < 2:
         fail("native", "the reference printed %d line(s); the programs print one per iteration" % nlines)
 
@@ -510,6 +568,8 @@ def main():
     env = mpi_env(a)
     env.update(REVIVE_INJECT_LIB=os.path.abspath(a.inject), REVIVE_RESTART_BIN=os.path.abspath(a.restart),
                REVIVE_LOG=a.log)
+    if a.at:
+        env["MPI_CR_PRE_INIT_MS" if a.at == "pre-init" else "MPI_CR_POST_FINALIZE_MS"] = "3000"
     launch = [os.path.abspath(a.revive), "launch", "--port", str(port), "--ckpt-dir", ck]
     if a.interval:
         launch += ["--interval", str(a.interval)]
@@ -527,29 +587,11 @@ def main():
     last_gen = 0
     for c in range(a.chain + 1):
         run_name = "launch" if c == 0 else "restart %d" % (c - 1)
-        # Past MPI_Init: the first line (after a restart: one more line than the checkpoint had).
-        have = open(os.path.join(work, "stdout"), "rb").read().count(b"\n")
-        wait_lines(os.path.join(work, "stdout"), max(1, have + 1 if restored else 1), proc, run_name, left(60))
-        nck = a.ckpts if c == 0 else 1
-        for k in range(nck):
-            phase = "checkpoint %d%s" % (k + 1, "" if c == 0 else " after restart %d" % (c - 1))
-            if a.interval:
-                last_gen = wait_generation(a, ck, last_gen, proc, phase, prog[0], left(a.interval * 3 + a.ckpt_timeout),
-                                           "launch --interval %s" % a.interval)
-                continue
-            time.sleep(rng.uniform(*a.delay))
-            if proc.poll() is not None:
-                fail(phase, "the job ended (exit %s) before the checkpoint; make it run longer" % proc.returncode)
-            if a.signal and k == 0:
-                # `revive launch` / `revive restart` with --checkpoint-signal USR1 take it themselves.
-                target = proc.pid
-                say("signal: SIGUSR1 to pid %d (%s)" % (target, comm(target)))
-                os.kill(target, signal.SIGUSR1)
-                last_gen = wait_generation(a, ck, max(generations(ck) or [0]), proc, "signal " + phase, prog[0],
-                                           left(a.ckpt_timeout), "SIGUSR1 to pid %d" % target)
-            else:
-                checkpoint_cmd(a, port, ck, phase, prog[0])
-                last_gen = max(generations(ck) or [0])
+        if a.at and c == 0:
+            checkpoint_at(a, rng, port, ck, work, proc, prog[0])
+            last_gen = max(generations(ck) or [0])
+        else:
+            last_gen = checkpoints(a, rng, port, ck, work, proc, prog, c, restored, run_name, last_gen)
         # Kill: the launcher and every rank, whoever `revive status` knows too.
         phase = "kill %d" % c
         time.sleep(rng.uniform(0, a.delay[0]))

@@ -199,6 +199,6 @@ int main(int argc, char **argv) {
   MPI_Op_free(&xormax);
   MPI_Type_free(&mat);
   report_end(MPI_COMM_WORLD, "coll", iters, total);
-  MPI_Finalize();
+  finish();
   return 0;
 }

@@ -37,11 +37,33 @@ static inline void die(const char *what) {
 }
 #define CHECK(cond, what) do { if (!(cond)) die(what); } while (0)
 
+/* For the checkpoints before MPI_Init and after MPI_Finalize (mpi_cr.py --at pre-init|post-finalize): when
+ * the variable `name` is set, say `what` on stderr (the driver waits for it) and sleep that many ms. */
+static inline void nap(const char *name, const char *what) {
+  const char *v = getenv(name);
+  if (!v || !*v) return;
+  fprintf(stderr, "mpi_cr: pid %ld %s\n", (long)getpid(), what);
+  fflush(stderr);
+  long ms = strtol(v, NULL, 10);
+  while (ms > 0) { usleep(ms > 1000 ? 1000000 : (useconds_t)ms * 1000); ms -= 1000; }
+}
+
 /* MPI_Init, then the world's rank and size. */
 static inline void start(int *argc, char ***argv, int *rank, int *size) {
+  nap("MPI_CR_PRE_INIT_MS", "before MPI_Init");
   MPI_Init(argc, argv);
+  if (getenv("MPI_CR_PRE_INIT_MS")) {
+    fprintf(stderr, "mpi_cr: pid %ld past MPI_Init\n", (long)getpid());
+    fflush(stderr);
+  }
   MPI_Comm_rank(MPI_COMM_WORLD, rank);
   MPI_Comm_size(MPI_COMM_WORLD, size);
+}
+
+/* MPI_Finalize, then the nap for a checkpoint after it. */
+static inline void finish(void) {
+  MPI_Finalize();
+  nap("MPI_CR_POST_FINALIZE_MS", "after MPI_Finalize");
 }
 
 /* argv[i] as a non-negative integer, or def when absent. */

@@ -99,6 +99,6 @@ int main(int argc, char **argv) {
       MPI_Send(msg, 2, MPI_UINT64_T, 0, TAG_RESULT, MPI_COMM_WORLD);
     }
   }
-  MPI_Finalize();
+  finish();
   return 0;
 }

@@ -74,6 +74,6 @@ int main(int argc, char **argv) {
   MPI_Type_free(&filetype);
   MPI_Type_free(&strided);
   report_end(MPI_COMM_WORLD, "mpiio", iters, total);
-  MPI_Finalize();
+  finish();
   return 0;
 }

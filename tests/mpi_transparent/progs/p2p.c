@@ -237,6 +237,6 @@ int main(int argc, char **argv) {
   MPI_Type_free(&rec);
   MPI_Type_free(&idx);
   report_end(MPI_COMM_WORLD, "p2p", iters, total);
-  MPI_Finalize();
+  finish();
   return 0;
 }

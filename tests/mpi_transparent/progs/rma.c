@@ -151,6 +151,6 @@ int main(int argc, char **argv) {
   MPI_Win_free(&wa);
   free(c);
   report_end(MPI_COMM_WORLD, "rma", iters, total);
-  MPI_Finalize();
+  finish();
   return 0;
 }

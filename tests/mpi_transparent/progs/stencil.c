@@ -48,6 +48,6 @@ int main(int argc, char **argv) {
   report_end(MPI_COMM_WORLD, "stencil", steps, total);
   free(u);
   free(v);
-  MPI_Finalize();
+  finish();
   return 0;
 }

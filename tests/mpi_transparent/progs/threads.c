@@ -78,6 +78,6 @@ int main(int argc, char **argv) {
   for (int t = 1; t < nthreads; t++) pthread_join(th[t], NULL);
   for (int t = 0; t < nthreads; t++) MPI_Comm_free(&own[t]);
   MPI_Comm_free(&shared);
-  MPI_Finalize();
+  finish();
   return 0;
 }
