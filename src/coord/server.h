@@ -150,6 +150,11 @@ class Server {
   double retry_at_ = 0;
   std::string fail_reason_;
   bool silent_ = false;         // this attempt failed because a process did not answer in time (a hang)
+  // Processes dropped by the phase timeout (directly, or behind a timed-out sub-coordinator). They may
+  // still run, cut off from us, so no later generation would hold the whole computation: checkpoints are
+  // refused from then on, naming the first (lost_live_why_ says why it was dropped).
+  std::vector<std::string> lost_live_;
+  std::string lost_live_why_;
   std::set<uint64_t> participants_;  // conn ids in the barrier
   std::set<uint64_t> waiting_;       // conn ids whose PHASE_DONE is outstanding
   std::set<uint64_t> early_durable_;  // --fork: reported their image before phase durable (exiting)

@@ -81,6 +81,12 @@ void Server::RequestCheckpoint(Conn* requester, uint32_t seq) {
   }
   if (state_ != State::kIdle) return reply_now("a restart is in progress (" + StateName() + ")");
   if (ProcCount() == 0) return reply_now("no processes are connected to the coordinator");
+  if (!lost_live_.empty())
+    return reply_now("checkpoints of this computation are refused: " + lost_live_.front() +
+                     (lost_live_.size() > 1 ? " (and " + std::to_string(lost_live_.size() - 1) + " more)" : "") +
+                     " was dropped because it " + lost_live_why_ +
+                     "; it may still run without a coordinator, so a checkpoint now would not hold the whole "
+                     "computation. Restart from the last complete generation, or end the computation.");
 
   cur_gen_ = ++max_gen_seen_;
   std::string dir = GenerationDir(o_.ckpt_dir, cur_gen_);
@@ -261,6 +267,13 @@ void Server::OnPeerGone(Conn* c, const std::string& why) {
   if (state_ == State::kRestartWait)
     for (const auto& [u, m] : c->members)
       if (m.awaiting_restart) restart_expected_.insert(u);
+  if (c->timed_out) {
+    // Alive as far as we know, but no longer ours (see lost_live_).
+    if (lost_live_.empty()) lost_live_why_ = why;
+    for (const auto& [u, m] : c->members) lost_live_.push_back(m.Describe());
+    Log(1, "%s dropped after it %s: later checkpoints of this computation will be refused", c->Describe().c_str(),
+        why.c_str());
+  }
   if (participants_.erase(c->id) == 0) return;
   bool was_waiting = waiting_.erase(c->id) > 0;
   // Gone before it was suspended: if it exited (or its exec replaced it) the generation simply goes on

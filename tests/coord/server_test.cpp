@@ -349,6 +349,12 @@ TEST_F(ServerTest, SilentProcessTimesOut) {
   EXPECT_NE(done["error"].find("did not answer phase write"), std::string::npos) << done["error"];
   ASSERT_TRUE(a.WaitSeen(4));
   EXPECT_EQ(a.Seen().back(), "resume:0");
+  // b was dropped but may still run: no later generation may be published without it.
+  auto next = Checkpoint();
+  EXPECT_EQ(next["ok"], "0");
+  EXPECT_NE(next["error"].find("refused"), std::string::npos) << next["error"];
+  EXPECT_NE(next["error"].find("(b, pid"), std::string::npos) << next["error"];
+  EXPECT_NE(next["error"].find("did not answer phase write"), std::string::npos) << next["error"];
 }
 
 TEST_F(ServerTest, NoProcessesIsAClearError) {
