@@ -422,6 +422,13 @@ void Server::HandleFrame(Conn* c, const FrameHeader& h, const Payload& p) {
       p.get_i64("status", &st);
       uint64_t upid = 0;
       if (c->role == Conn::Role::kSub && p.get_u64("upid", &upid)) {
+        char lost[256] = "";
+        if (p.get_str("lost", lost, sizeof lost) && lost[0]) {  // its sub timed it out: alive, not ours
+          auto it = c->members.find(upid);
+          if (it != c->members.end()) NoteLostLive(it->second.Describe(), lost);
+          RemoveMember(c, upid, std::string("dropped after it ") + lost);
+          return;
+        }
         RemoveMember(c, upid, "exited with status " + std::to_string(st));
         return;
       }

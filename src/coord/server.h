@@ -108,6 +108,13 @@ class Server {
   const char* ImagePhase() const;
   void OnRestartHello(uint64_t upid);
   void CheckTimers();
+  // The phase timeout: c did not answer `phase` in time. It is told so and dropped (Reap then runs the
+  // peer-gone logic, which sees c->timed_out).
+  void TimeOut(Conn* c, const std::string& phase);
+  // A process dropped by the phase timeout (here or below a sub-coordinator): see lost_live_.
+  void NoteLostLive(const std::string& who, const std::string& why);
+  // Non-empty once a process was lost alive: the refusal every later checkpoint gets.
+  std::string LostLiveRefusal() const;
   int NextTimeoutMs() const;
   std::string StateName() const;
   Status LoadRestartManifest(Manifest* m);

@@ -81,12 +81,7 @@ void Server::RequestCheckpoint(Conn* requester, uint32_t seq) {
   }
   if (state_ != State::kIdle) return reply_now("a restart is in progress (" + StateName() + ")");
   if (ProcCount() == 0) return reply_now("no processes are connected to the coordinator");
-  if (!lost_live_.empty())
-    return reply_now("checkpoints of this computation are refused: " + lost_live_.front() +
-                     (lost_live_.size() > 1 ? " (and " + std::to_string(lost_live_.size() - 1) + " more)" : "") +
-                     " was dropped because it " + lost_live_why_ +
-                     "; it may still run without a coordinator, so a checkpoint now would not hold the whole "
-                     "computation. Restart from the last complete generation, or end the computation.");
+  if (std::string refusal = LostLiveRefusal(); !refusal.empty()) return reply_now(refusal);
 
   cur_gen_ = ++max_gen_seen_;
   std::string dir = GenerationDir(o_.ckpt_dir, cur_gen_);
@@ -118,6 +113,11 @@ void Server::BeginGeneration() {
       attempt_ ? (", attempt " + std::to_string(attempt_ + 1)).c_str() : "");
   if (participants_.empty()) {  // everybody left while a retry waited
     FailGeneration("no processes are connected to the coordinator");
+    FinishCheckpoint();
+    return;
+  }
+  if (std::string refusal = LostLiveRefusal(); !refusal.empty()) {  // lost one while a retry waited
+    FailGeneration(refusal);
     FinishCheckpoint();
     return;
   }
@@ -267,13 +267,8 @@ void Server::OnPeerGone(Conn* c, const std::string& why) {
   if (state_ == State::kRestartWait)
     for (const auto& [u, m] : c->members)
       if (m.awaiting_restart) restart_expected_.insert(u);
-  if (c->timed_out) {
-    // Alive as far as we know, but no longer ours (see lost_live_).
-    if (lost_live_.empty()) lost_live_why_ = why;
-    for (const auto& [u, m] : c->members) lost_live_.push_back(m.Describe());
-    Log(1, "%s dropped after it %s: later checkpoints of this computation will be refused", c->Describe().c_str(),
-        why.c_str());
-  }
+  if (c->timed_out)  // alive as far as we know, but no longer ours (see lost_live_)
+    for (const auto& [u, m] : c->members) NoteLostLive(m.Describe(), why);
   if (participants_.erase(c->id) == 0) return;
   bool was_waiting = waiting_.erase(c->id) > 0;
   // Gone before it was suspended: if it exited (or its exec replaced it) the generation simply goes on
@@ -442,23 +437,55 @@ void Server::OnRestartHello(uint64_t upid) {
   StartPhase(kRestartPhases[0]);
 }
 
+// A sub-coordinator times out its own processes after the phase timeout and reports which one was silent;
+// the root gives it this much longer before it drops the sub itself (and with it every process there).
+static double SubSlack(double phase_timeout) { return std::max(1.0, 0.1 * phase_timeout); }
+
+void Server::TimeOut(Conn* c, const std::string& phase) {
+  char t[32];
+  snprintf(t, sizeof t, "%.0f", o_.phase_timeout);
+  std::string why = "did not answer phase " + phase + " within " + t + " s";
+  silent_ = true;  // told to `revive run` (by a sub: to the root), which takes a silent process for a hung one
+  c->timed_out = true;
+  SendError(c, 0, why);
+  Drop(c, why);
+}
+
+void Server::NoteLostLive(const std::string& who, const std::string& why) {
+  if (lost_live_.empty()) lost_live_why_ = why;
+  lost_live_.push_back(who);
+  Log(1, "%s was dropped after it %s: later checkpoints of this computation will be refused", who.c_str(),
+      why.c_str());
+}
+
+std::string Server::LostLiveRefusal() const {
+  if (lost_live_.empty()) return "";
+  return "checkpoints of this computation are refused: " + lost_live_.front() +
+         (lost_live_.size() > 1 ? " (and " + std::to_string(lost_live_.size() - 1) + " more)" : "") +
+         " was dropped because it " + lost_live_why_ +
+         "; it may still run without a coordinator, so a checkpoint now would not hold the whole computation. "
+         "Restart from the last complete generation, or end the computation.";
+}
+
 void Server::CheckTimers() {
   double now = MonotonicSeconds();
-  if ((state_ == State::kCheckpoint || state_ == State::kRestart) && now - phase_started_ > o_.phase_timeout) {
+  if (state_ == State::kCheckpoint || state_ == State::kRestart) {
     std::vector<Conn*> silent;
     for (uint64_t id : waiting_) {
       auto it = conns_.find(id);
+      if (it == conns_.end() || it->second->dead) continue;
+      double limit = o_.phase_timeout + (it->second->role == Conn::Role::kSub ? SubSlack(o_.phase_timeout) : 0);
+      if (now - phase_started_ > limit) silent.push_back(it->second.get());
+    }
+    for (Conn* c : silent) TimeOut(c, phase_);
+  }
+  if (up_ && up_->in_phase && now - up_->phase_started > o_.phase_timeout) {  // a sub: our processes
+    std::vector<Conn*> silent;
+    for (uint64_t id : up_->waiting) {
+      auto it = conns_.find(id);
       if (it != conns_.end() && !it->second->dead) silent.push_back(it->second.get());
     }
-    for (Conn* c : silent) {
-      char t[32];
-      snprintf(t, sizeof t, "%.0f", o_.phase_timeout);
-      std::string why = "did not answer phase " + phase_ + " within " + t + " s";
-      silent_ = true;  // told to `revive run`, which takes a silent process for a hung one
-      c->timed_out = true;
-      SendError(c, 0, why);
-      Drop(c, why);
-    }
+    for (Conn* c : silent) TimeOut(c, up_->phase);
   }
   if (retry_pending_ && state_ == State::kIdle && now >= retry_at_) {
     retry_pending_ = false;
@@ -484,8 +511,12 @@ int Server::NextTimeoutMs() const {
   double next = now + 1.0;  // housekeeping (timeouts) at least every second
   if (o_.interval > 0 && state_ == State::kIdle) next = std::min(next, next_interval_);
   if (retry_pending_ && state_ == State::kIdle) next = std::min(next, retry_at_);
-  if (state_ == State::kCheckpoint || state_ == State::kRestart)
-    next = std::min(next, phase_started_ + o_.phase_timeout);
+  if (state_ == State::kCheckpoint || state_ == State::kRestart) {
+    // The processes' deadline, then (once it passed: only sub-coordinators can still be waited for) theirs.
+    double procs = phase_started_ + o_.phase_timeout;
+    next = std::min(next, now < procs ? procs : procs + SubSlack(o_.phase_timeout));
+  }
+  if (up_ && up_->in_phase) next = std::min(next, up_->phase_started + o_.phase_timeout);
   double ms = (next - now) * 1000;
   return ms <= 0 ? 0 : (int)ms + 1;
 }

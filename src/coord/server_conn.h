@@ -77,6 +77,7 @@ struct Server::Upstream {
   std::map<uint32_t, std::pair<uint64_t, uint32_t>> pending;  // our seq -> (local conn id, its seq)
   bool in_phase = false;
   std::string phase;
+  double phase_started = 0;      // MonotonicSeconds(): our own phase timeout for the processes here
   bool restart = false;          // restart barrier: the restored processes take part
   std::set<uint64_t> waiting;    // local conn ids
   std::set<uint64_t> parts;

@@ -122,9 +122,10 @@ void Server::SubHandleFrame(Conn* c, const FrameHeader& h, const Payload& p) {
 void Server::SubPeerGone(Conn* c, const std::string& why) {
   for (const auto& [upid, m] : c->members) {
     if (upid == 0) continue;
-    uint8_t buf[256];
+    uint8_t buf[512];
     FrameBuilder b(buf, sizeof buf, kBye, 0);
     b.add_u64("upid", upid).add_i64("status", c->said_bye ? 0 : -1);
+    if (c->timed_out) b.add("lost", why.substr(0, 200).c_str());  // dropped alive: the root refuses from now on
     if (size_t n = b.finish()) SendUp(kBye, 0, (const char*)buf + kHeaderSize, n - kHeaderSize);
   }
   // As at the root (Server::OnPeerGone): gone before it was suspended, or (--fork) after it resumed but
@@ -213,7 +214,7 @@ void Server::SubStartPhase(const Payload& p) {
     up_->failed = false;
     up_->retryable = false;
     up_->error.clear();
-    silent_ = false;  // set by CheckTimers when a process here does not answer
+    silent_ = false;  // set by TimeOut when a process here does not answer
     up_->early.clear();
     up_->early_images.clear();
     for (const auto& [id, c] : conns_)
@@ -221,6 +222,7 @@ void Server::SubStartPhase(const Payload& p) {
         up_->parts.insert(id);
   }
   up_->in_phase = true;
+  up_->phase_started = MonotonicSeconds();
   up_->images.clear();
   up_->waiting = up_->parts;
   if (!up_->restart && up_->phase == "durable") {  // early reporters are not asked again

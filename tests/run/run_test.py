@@ -241,6 +241,9 @@ def scenario_hostloss():
         # First a hung process behind a host's sub-coordinator: its timeout must reach the supervisor as a hang.
         v = kill_after_progress(sup, "counter", signal.SIGSTOP, 1)
         wait_for(lambda: "is hung" in log(), 30, "the stopped process (pid %d) behind a sub-coordinator to be found hung" % v)
+        # Its host's sub-coordinator timed it out and named it (the root waits a little longer for a sub).
+        if not re.search(r"is hung: .*process upid \d+ \(\S+, pid %d on " % v, log()):
+            fail("the hang behind a sub-coordinator is not reported naming the process (pid %d):\n%s" % (v, log()))
         print("stopped process %d found hung through its host's sub-coordinator" % v, flush=True)
         lost = []
         for k in range(2):
