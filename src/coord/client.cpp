@@ -415,7 +415,7 @@ bool report_restore_failure(uint64_t upid, const char* why) {
 }
 
 bool report_restore_failure(const char* host, uint16_t port, const char* secret_file, uint64_t upid,
-                            const char* why) {
+                            const char* why, char* err, size_t err_len) {
   if (host == nullptr || secret_file == nullptr || port == 0) return false;
   ClientOptions o;
   o.host = host;
@@ -426,10 +426,21 @@ bool report_restore_failure(const char* host, uint16_t port, const char* secret_
   o.io_timeout_ms = 2000;
   static Client c;  // a second client: the caller's own may be half set up
   Welcome w;
-  if (!c.connect(o, &w)) return false;
+  if (!c.connect(o, &w)) {
+    if (err != nullptr && err_len > 0) str_copy(err, err_len, c.error());
+    return false;
+  }
+  // One line: the wire's values cannot hold a newline (the engine's message ends with one; that made
+  // every report fail to build, and the restart waited forever for the failed process).
+  char one_line[1024];
+  size_t n = 0;
+  for (; why[n] != '\0' && n + 1 < sizeof one_line; ++n) one_line[n] = why[n] == '\n' || why[n] == '\r' ? ' ' : why[n];
+  while (n > 0 && one_line[n - 1] == ' ') --n;
+  one_line[n] = '\0';
   FrameBuilder b(c.tx_buffer(), Client::kTxCap, kKill, c.next_seq());
-  b.add_u64("upid", upid).add("why", why);
+  b.add_u64("upid", upid).add("why", one_line);
   bool ok = c.send(b);
+  if (!ok && err != nullptr && err_len > 0) str_copy(err, err_len, c.error());
   FrameHeader h;
   Payload p;
   if (ok) c.recv(&h, &p, 2000);  // the coordinator's answer: it has told the others

@@ -106,8 +106,9 @@ class Client {
 // allocation (mmap only); best effort, false if no coordinator is configured or reachable.
 bool report_restore_failure(uint64_t upid, const char* why);
 // The same with the coordinator given (a restored engine: its configuration, not the image's environment).
+// On failure, why it failed goes to err (when given).
 bool report_restore_failure(const char* host, uint16_t port, const char* secret_file, uint64_t upid,
-                            const char* why);
+                            const char* why, char* err = nullptr, size_t err_len = 0);
 
 void str_copy(char* out, size_t cap, const char* s);
 void str_append(char* out, size_t cap, const char* s);

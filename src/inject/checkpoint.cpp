@@ -220,8 +220,15 @@ int checkpoint_now(uint64_t gen, char* path, size_t path_cap, char* err, size_t 
   sys::write_all(2, line, sys::slen(line));
   // The other processes of the restart are parked until this one is back: have the coordinator end
   // them, or `revive restart` would wait forever.
-  if (coord_configured())
-    coord::report_restore_failure(g.cfg.coord_host, g.cfg.coord_port, g.cfg.secret_file, g.upid, line + 8);
+  char why[300] = "";
+  if (coord_configured() &&
+      !coord::report_restore_failure(g.cfg.coord_host, g.cfg.coord_port, g.cfg.secret_file, g.upid, line + 8, why,
+                                     sizeof why)) {
+    char l2[400] = "revive: could not tell the restart's coordinator: ";
+    sys::append(l2, sizeof l2, why[0] ? why : "?");
+    sys::append(l2, sizeof l2, "\n");
+    sys::write_all(2, l2, sys::slen(l2));
+  }
   sys::sc(SYS_exit_group, 125);
   __builtin_unreachable();
 }

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# restore_fail_test.sh REVIVE: a restored process that cannot be restored (here: its TCP listener's port
+# is taken by another program at restart) says why, tells the restart's coordinator, which ends the other
+# process of the restart (its parent, parked until every process is back), and `revive restart` ends at once with a non-zero status and that message -- it used to wait forever, because the engine's
+# report to the coordinator held a newline, which the wire format refuses. Once the port is free again,
+# the same checkpoint restarts and the output equals an uninterrupted run's.
+set -euo pipefail
+rv=$(realpath "$1")
+tmp=$(mktemp -d)
+port=$((20000 + RANDOM % 12000))
+lport=$((20000 + (port - 20000 + 6000) % 12000))
+cleanup() {
+  [ -n "${hold:-}" ] && kill "$hold" 2>/dev/null
+  pkill -9 -f "(revive|coordinator).*--port $port" 2>/dev/null || true
+  pkill -9 -f "$tmp/prog.py" 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+cat >"$tmp/prog.py" <<'PROG'
+import os, socket, sys, time
+child = os.fork()  # the listener is the child's; the parent (the root of the restart) waits for it
+if child == 0:
+    s = socket.socket()
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+    s.listen()
+    for i in range(50):
+        print("line", i, flush=True)
+        time.sleep(0.1)
+    os._exit(0)
+os.waitpid(child, 0)
+PROG
+py=$(command -v python3)
+"$py" "$tmp/prog.py" "$lport" >"$tmp/ref.out"
+export REVIVE_LOCAL_DIRS=
+ck=$tmp/ck
+"$rv" launch --port "$port" --ckpt-dir "$ck" -- "$py" "$tmp/prog.py" "$lport" >"$tmp/run.out" 2>"$tmp/launch.err" &
+launcher=$!
+for _ in $(seq 100); do [ -s "$tmp/run.out" ] && break; sleep 0.05; done
+sleep 0.5
+"$rv" checkpoint --port "$port" --ckpt-dir "$ck" >"$tmp/ck.out" 2>&1 || { cat "$tmp/ck.out" "$tmp/launch.err"; fail "checkpoint"; }
+kill -9 "$launcher" 2>/dev/null || true
+pkill -9 -f "$tmp/prog.py" || true
+wait "$launcher" 2>/dev/null || true
+pkill -9 -f "(revive|coordinator).*--port $port" 2>/dev/null || true
+sleep 0.3
+# Another program takes the listener's port.
+"$py" -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); print("held", flush=True); time.sleep(60)' "$lport" >"$tmp/hold.out" &
+hold=$!
+for _ in $(seq 100); do [ -s "$tmp/hold.out" ] && break; sleep 0.05; done
+start=$(date +%s.%N)
+set +e
+timeout 30 "$rv" restart --port "$port" "$ck" >>"$tmp/run.out" 2>"$tmp/restart1.err"
+rc=$?
+set -e
+took=$(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $start}")
+[ "$rc" != 124 ] || { cat "$tmp/restart1.err"; fail "revive restart still waited after the restore failed (30 s)"; }
+[ "$rc" != 0 ] || fail "revive restart succeeded although the port was taken"
+# The coordinator's log has why (the restored process's own message goes to its stderr, the launch's
+# file, which the other process's restore may cut back to its checkpoint size meanwhile).
+grep -q "restart failed.*cannot listen again on port $lport" "$ck/coordinator.log" ||
+  { cat "$tmp/restart1.err" "$tmp/launch.err" "$ck/coordinator.log"; fail "no message naming the port (exit $rc after $took s)"; }
+kill "$hold"; wait "$hold" 2>/dev/null || true; hold=
+pkill -9 -f "(revive|coordinator).*--port $port" 2>/dev/null || true
+sleep 0.3
+"$rv" restart --port "$port" "$ck" >>"$tmp/run.out" 2>"$tmp/restart2.err" || { tail -20 "$tmp/restart2.err"; fail "restart with the port free"; }
+cmp "$tmp/ref.out" "$tmp/run.out" || { diff "$tmp/ref.out" "$tmp/run.out" | head; fail "output differs after restart"; }
+echo "restore failure test passed: the failed restart ended in $took s (exit $rc) naming port $lport; then restarted"
