@@ -57,6 +57,19 @@ uint64_t UpidFromImageName(const std::string& path) {
   return u;
 }
 
+// After the restored roots ended badly: if a process could not be restored, its report ended the others
+// through the coordinator, which still knows why (best effort: it may have left already).
+void SayRestartFailure(const Target& t) {
+  ScopedClient sc;
+  if (!ConnectCli(t, 1000, &sc.c).ok()) return;
+  coord::FrameBuilder b(sc.c.tx_buffer(), coord::Client::kTxCap, coord::kStatusRequest, sc.c.next_seq());
+  coord::FrameHeader h;
+  coord::Payload p;
+  if (!sc.c.send(b) || sc.c.recv(&h, &p, 2000) != 1) return;
+  char why[1024] = "";
+  if (p.get_str("restart_failed", why, sizeof why) && why[0]) fprintf(stderr, "revive restart: the restart was ended: %s\n", why);
+}
+
 // A restored copy next to a still-running original would be two processes with one identity: refuse
 // while the coordinator still has any of the images' processes.
 Status CheckNotRunning(const Target& t, const Plan& plan) {
@@ -279,7 +292,9 @@ int Restart(const RestartArgs& a) {
       st = WriteStatusFile(a.status_file, roots);
       if (!st.ok()) fprintf(stderr, "revive restart: %s\n", st.message().c_str());
     }
-    return FirstNonZero(std::move(roots));
+    int code = FirstNonZero(std::move(roots));
+    if (code != 0 && a.parent.empty()) SayRestartFailure(t);
+    return code;
   };
   // The recorded pids cannot be made here (an ordinary user; a pid in use): in a new pid namespace they
   // can, through a user namespace where we are not root (docs/process-trees.md).

@@ -126,6 +126,9 @@ void Server::SendStatus(Conn* c, uint32_t seq) {
   FrameBuilder b((uint8_t*)frame.data(), frame.size(), kStatus, seq);
   b.add_u64("procs", ProcCount()).add_u64("generation", generation_).add("state", StateName().c_str());
   b.add("ckpt_dir", o_.ckpt_dir.c_str()).add_u64("coord_pid", (uint64_t)getpid());
+  // Why a restart was ended: `revive restart` says it where the user looks (the process that could not
+  // be restored wrote it to its own stderr, which may be a file of the computation).
+  if (!restart_failed_.empty()) b.add("restart_failed", restart_failed_.substr(0, 900).c_str());
   // The process list stops short of the 1 MiB frame limit (tens of thousands of processes): STATUS then
   // says truncated=1 rather than failing.
   size_t i = 0, bytes = 512 + o_.ckpt_dir.size();

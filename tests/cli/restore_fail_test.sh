@@ -57,10 +57,10 @@ set -e
 took=$(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $start}")
 [ "$rc" != 124 ] || { cat "$tmp/restart1.err"; fail "revive restart still waited after the restore failed (30 s)"; }
 [ "$rc" != 0 ] || fail "revive restart succeeded although the port was taken"
-# The coordinator's log has why (the restored process's own message goes to its stderr, the launch's
-# file, which the other process's restore may cut back to its checkpoint size meanwhile).
-grep -q "restart failed.*cannot listen again on port $lport" "$ck/coordinator.log" ||
-  { cat "$tmp/restart1.err" "$tmp/launch.err" "$ck/coordinator.log"; fail "no message naming the port (exit $rc after $took s)"; }
+# revive restart says why, where the user looks (the restored process's own message went to its stderr:
+# the launch's file, which the other process's restore may cut back to its checkpoint size meanwhile).
+grep -q "revive restart: the restart was ended: restore failed: .*cannot listen again on port $lport" "$tmp/restart1.err" ||
+  { cat "$tmp/restart1.err" "$ck/coordinator.log"; fail "revive restart does not say why (exit $rc after $took s)"; }
 kill "$hold"; wait "$hold" 2>/dev/null || true; hold=
 pkill -9 -f "(revive|coordinator).*--port $port" 2>/dev/null || true
 sleep 0.3
