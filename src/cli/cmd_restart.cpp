@@ -280,7 +280,7 @@ int Restart(const RestartArgs& a) {
     std::vector<size_t> which;  // image index of each of kids
     // As the recorded process tree, pids included (docs/process-trees.md); we wait for its roots.
     Status st = proctree::StartRestorers(plan.images, exec_image, &kids, &which);
-    if (!st.ok() && !in_ns && st.message().find("the pid is taken") != std::string::npos) return kPidTaken;
+    if (st.IsAlreadyExists() && !in_ns) return kPidTaken;
     if (!st.ok()) return Fail(st.message());
     // Exit status: the first root (manifest order) that did not exit 0, else 0. Signals as 128+sig. A
     // host's part also reports each root's status, so `revive restart --hosts` applies the same rule over

@@ -16,6 +16,7 @@ std::string Status::ToString() const {
     case Code::kCorruption: return "corruption: " + msg_;
     case Code::kInvalidArgument: return "invalid argument: " + msg_;
     case Code::kIOError: return "I/O error: " + msg_;
+    case Code::kAlreadyExists: return "already exists: " + msg_;
   }
   return msg_;
 }

@@ -9,7 +9,7 @@ namespace revive {
 
 class Status {
  public:
-  enum class Code { kOk, kNotFound, kCorruption, kInvalidArgument, kIOError };
+  enum class Code { kOk, kNotFound, kCorruption, kInvalidArgument, kIOError, kAlreadyExists };
 
   Status() = default;
   static Status OK() { return Status(); }
@@ -17,6 +17,8 @@ class Status {
   static Status Corruption(std::string msg) { return Status(Code::kCorruption, std::move(msg)); }
   static Status InvalidArgument(std::string msg) { return Status(Code::kInvalidArgument, std::move(msg)); }
   static Status IOError(std::string msg) { return Status(Code::kIOError, std::move(msg)); }
+  // Something that must be ours is someone else's (e.g. a pid to recreate is taken).
+  static Status AlreadyExists(std::string msg) { return Status(Code::kAlreadyExists, std::move(msg)); }
   // "<context>: <strerror(err)>"
   static Status FromErrno(const std::string& context, int err);
 
@@ -25,6 +27,7 @@ class Status {
   bool IsCorruption() const { return code_ == Code::kCorruption; }
   bool IsInvalidArgument() const { return code_ == Code::kInvalidArgument; }
   bool IsIOError() const { return code_ == Code::kIOError; }
+  bool IsAlreadyExists() const { return code_ == Code::kAlreadyExists; }
   Code code() const { return code_; }
   const std::string& message() const { return msg_; }
   // "OK" or "<kind>: <message>"

@@ -59,10 +59,11 @@ bool register_vpid(uint32_t recorded, pid_t real) {
 struct Report {
   uint32_t pid;
   uint32_t ok;
+  int32_t err;  // why it failed (errno), 0 if ok
 };
 
-void report(uint32_t pid, bool ok) {
-  Report r = {pid, ok ? 1u : 0u};
+void report(uint32_t pid, bool ok, int err = 0) {
+  Report r = {pid, ok ? 1u : 0u, err};
   while (write(g_sync.ready[1], &r, sizeof r) < 0 && errno == EINTR) {
   }
 }
@@ -73,7 +74,7 @@ void report(uint32_t pid, bool ok) {
                     : err == ENOSPC ? "the virtual-pid table is full"
                                     : strerror(err);
   fprintf(stderr, "revive restart: cannot recreate %s pid %u of %s: %s\n", what, pid, t.image.c_str(), why);
-  report(uint32_t(getpid()), false);
+  report(uint32_t(getpid()), false, err);
   _exit(2);
 }
 
@@ -231,7 +232,7 @@ long fork_root(const TreePlan& plan, int r, bool exact, const std::function<void
   if (pid < 0) {
     fprintf(stderr, "revive restart: cannot recreate pid %u of %s: %s\n", t.pid, t.image.c_str(),
             strerror(int(-pid)));
-    report(uint32_t(getpid()), false);
+    report(uint32_t(getpid()), false, int(-pid));
     _exit(2);
   }
   // Nothing of the tree's plumbing is the stand-in's: EOF on `ready` must mean the tree died.
@@ -268,10 +269,11 @@ Status SpawnTree(const TreePlan& plan, bool exact_pids, const std::function<void
     if (pid == 0) become(plan, size_t(r), exact_pids, exec_image);
     if (pid < 0) {
       int e = int(-pid);
-      s = Status::IOError("cannot recreate pid " + std::to_string(t.pid) + " of " + t.image + ": " +
-                          (e == EEXIST  ? "the pid is taken"
-                           : e == EPERM ? "recreating pids needs CAP_SYS_ADMIN (run revive restart as root)"
-                                        : strerror(e)));
+      std::string msg = "cannot recreate pid " + std::to_string(t.pid) + " of " + t.image + ": " +
+                        (e == EEXIST  ? "the pid is taken"
+                         : e == EPERM ? "recreating pids needs CAP_SYS_ADMIN (run revive restart as root)"
+                                      : strerror(e));
+      s = e == EEXIST ? Status::AlreadyExists(msg) : Status::IOError(msg);
       break;
     }
     roots_out->push_back(pid_t(pid));
@@ -294,7 +296,8 @@ Status SpawnTree(const TreePlan& plan, bool exact_pids, const std::function<void
     }
     if (!r.ok) {
       failed = true;
-      s = Status::IOError("pid " + std::to_string(r.pid) + " could not recreate its children (see above)");
+      std::string msg = "pid " + std::to_string(r.pid) + " could not recreate its children (see above)";
+      s = r.err == EEXIST ? Status::AlreadyExists(msg) : Status::IOError(msg);
       break;
     }
     made.push_back(pid_t(r.pid));
