@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli/common.h"
+
 namespace revive::cli {
 namespace {
 
@@ -49,10 +51,9 @@ void on_checkpoint_signal(int) { g_requests = g_requests + 1; }
     int st = 0;
     while (waitpid(c, &st, 0) < 0 && errno == EINTR) {
     }
-    const bool not_ready = out.find("a restart is in progress") != std::string::npos ||
-                           out.find("no processes are connected") != std::string::npos ||
-                           out.find("no coordinator is listening") != std::string::npos;
-    if (WIFEXITED(st) && WEXITSTATUS(st) != 0 && not_ready && attempt < 240) {
+    // "Not now" (no coordinator yet, a restart in progress, no process connected yet): ask again.
+    const bool not_ready = WIFEXITED(st) && WEXITSTATUS(st) == kCheckpointNotNow;
+    if (not_ready && attempt < 240) {
       usleep(500000);
       continue;
     }

@@ -55,7 +55,9 @@ Status Call(const ControlArgs& a, uint16_t type, int timeout_ms, ScopedClient* s
   Status s = ResolveControlTarget(a, &t, &note);
   if (!s.ok()) return s;
   s = ConnectCli(t, 2000, &sc->c);
-  if (!s.ok()) return note.empty() ? s : Status::IOError(s.message() + "; " + note);
+  if (!s.ok() && !note.empty())
+    return s.IsNotFound() ? Status::NotFound(s.message() + "; " + note) : Status::IOError(s.message() + "; " + note);
+  if (!s.ok()) return s;
   coord::FrameBuilder b(sc->c.tx_buffer(), coord::Client::kTxCap, type, sc->c.next_seq());
   if (!sc->c.send(b)) return Status::IOError(sc->c.error());
   int r = sc->c.recv(h, p, timeout_ms);
@@ -72,12 +74,23 @@ int Checkpoint(const ControlArgs& a) {
   Status s = Call(a, coord::kCkptRequest, -1, &sc, &h, &p);
   if (!s.ok()) {
     fprintf(stderr, "revive checkpoint: %s\n", s.message().c_str());
-    return 2;
+    if (!s.IsNotFound()) return 2;
+    // Nothing listens: not yet (ask again), unless the coordinator's record says it died (it will not come).
+    Target t;
+    std::string note;
+    if (ResolveControlTarget(a, &t, &note).ok()) {
+      std::string lost = launch::DescribeLostCoordinator(t.ckpt_dir, t.port);
+      if (!lost.empty()) {
+        fprintf(stderr, "revive checkpoint: %s\n", lost.c_str());
+        return 2;
+      }
+    }
+    return kCheckpointNotNow;
   }
   if (Str(p, "ok") != "1") {
     fprintf(stderr, "revive checkpoint: generation %s failed: %s\n", Str(p, "generation").c_str(),
             Str(p, "error").c_str());
-    return 1;
+    return Str(p, "busy") == "1" ? kCheckpointNotNow : 1;
   }
   Progress("revive: generation " + Str(p, "generation") + ": " + Str(p, "images") + " images, " +
            Str(p, "bytes") + " bytes in " + Str(p, "seconds") + " s");

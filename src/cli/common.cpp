@@ -69,9 +69,9 @@ Status ConnectCli(const Target& t, int connect_timeout_ms, coord::Client* c) {
   o.role = "cli";
   o.prog = "revive";
   o.connect_timeout_ms = connect_timeout_ms;
-  if (!Listening(t))
-    return Status::IOError("no coordinator is listening on " + t.host + ":" + std::to_string(t.port) +
-                           " (is a computation running? start one with `revive launch`)");
+  if (!Listening(t))  // NotFound: callers tell "nobody there (yet)" from a failure by the code
+    return Status::NotFound("no coordinator is listening on " + t.host + ":" + std::to_string(t.port) +
+                            " (is a computation running? start one with `revive launch`)");
   if (c->connect(o, nullptr)) return Status::OK();
   std::string msg = c->error();
   if (msg.find("authentication failed") != std::string::npos)

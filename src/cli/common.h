@@ -23,8 +23,13 @@ struct Target {
 // port_opt/dir_opt: the command-line values ("" when not given). Errors name the variable or option.
 Status ResolveTarget(const std::string& port_opt, const std::string& dir_opt, Target* t);
 
-// Connects as role=cli. The message says which coordinator and why (not running, wrong secret...).
+// Connects as role=cli. The message says which coordinator and why (not running, wrong secret...);
+// NotFound when nothing listens on the port.
 Status ConnectCli(const Target& t, int connect_timeout_ms, coord::Client* c);
+
+// `revive checkpoint`'s exit status for "not now, ask again" (EX_TEMPFAIL): no coordinator listens yet,
+// a restart is in progress, or no process has connected yet. The checkpoint-signal handler retries on it.
+constexpr int kCheckpointNotNow = 75;
 
 // Is anything accepting TCP connections at host:port? (no protocol, no retries)
 bool Listening(const Target& t);

@@ -63,7 +63,9 @@ std::string Server::StateName() const {
 }
 
 void Server::RequestCheckpoint(Conn* requester, uint32_t seq) {
-  auto reply_now = [&](const std::string& error) {
+  // busy: not a failure of the computation, only "not now" (a restart is in progress, no process has
+  // connected yet): `revive checkpoint` exits 75 and the checkpoint-signal handler asks again.
+  auto reply_now = [&](const std::string& error, bool busy = false) {
     if (requester == nullptr) {
       Log(1, "interval checkpoint skipped: %s", error.c_str());
       return;
@@ -71,6 +73,7 @@ void Server::RequestCheckpoint(Conn* requester, uint32_t seq) {
     uint8_t buf[1024];
     FrameBuilder b(buf, sizeof buf, kCkptDone, seq);
     b.add("ok", "0").add_u64("generation", 0).add("error", error.substr(0, 900).c_str());
+    if (busy) b.add("busy", "1");
     Send(requester, b);
   };
   // Join the generation in progress, or queue behind a running restart barrier (it ends on its own,
@@ -79,8 +82,8 @@ void Server::RequestCheckpoint(Conn* requester, uint32_t seq) {
     if (requester != nullptr) requesters_.emplace_back(requester->id, seq);
     return;
   }
-  if (state_ != State::kIdle) return reply_now("a restart is in progress (" + StateName() + ")");
-  if (ProcCount() == 0) return reply_now("no processes are connected to the coordinator");
+  if (state_ != State::kIdle) return reply_now("a restart is in progress (" + StateName() + ")", true);
+  if (ProcCount() == 0) return reply_now("no processes are connected to the coordinator", true);
   if (std::string refusal = LostLiveRefusal(); !refusal.empty()) return reply_now(refusal);
 
   cur_gen_ = ++max_gen_seen_;
