@@ -66,6 +66,15 @@ Status Call(const ControlArgs& a, uint16_t type, int timeout_ms, ScopedClient* s
   return Status::OK();
 }
 
+// When nothing listens on the port but the coordinator's record is still there: its description (it died
+// without shutting down, and will not come back); else "".
+std::string LostCoordinator(const ControlArgs& a) {
+  Target t;
+  std::string note;
+  if (!ResolveControlTarget(a, &t, &note).ok() || Listening(t)) return "";
+  return launch::DescribeLostCoordinator(t.ckpt_dir, t.port);
+}
+
 int Checkpoint(const ControlArgs& a) {
   ScopedClient sc;
   coord::FrameHeader h;
@@ -75,17 +84,11 @@ int Checkpoint(const ControlArgs& a) {
   if (!s.ok()) {
     fprintf(stderr, "revive checkpoint: %s\n", s.message().c_str());
     if (!s.IsNotFound()) return 2;
-    // Nothing listens: not yet (ask again), unless the coordinator's record says it died (it will not come).
-    Target t;
-    std::string note;
-    if (ResolveControlTarget(a, &t, &note).ok()) {
-      std::string lost = launch::DescribeLostCoordinator(t.ckpt_dir, t.port);
-      if (!lost.empty()) {
-        fprintf(stderr, "revive checkpoint: %s\n", lost.c_str());
-        return 2;
-      }
-    }
-    return kCheckpointNotNow;
+    // Nothing listens: not yet (ask again), unless the coordinator's record says it died.
+    std::string lost = LostCoordinator(a);
+    if (lost.empty()) return kCheckpointNotNow;
+    fprintf(stderr, "revive checkpoint: %s\n", lost.c_str());
+    return 2;
   }
   if (Str(p, "ok") != "1") {
     fprintf(stderr, "revive checkpoint: generation %s failed: %s\n", Str(p, "generation").c_str(),
@@ -105,12 +108,8 @@ int StatusCmd(const ControlArgs& a) {
   Status s = Call(a, coord::kStatusRequest, 10000, &sc, &h, &p);
   if (!s.ok()) {
     fprintf(stderr, "revive status: %s\n", s.message().c_str());
-    Target t;
-    std::string note;
-    if (ResolveControlTarget(a, &t, &note).ok() && !Listening(t)) {
-      std::string lost = launch::DescribeLostCoordinator(t.ckpt_dir, t.port);
-      if (!lost.empty()) fprintf(stderr, "revive status: %s\n", lost.c_str());
-    }
+    std::string lost = LostCoordinator(a);
+    if (!lost.empty()) fprintf(stderr, "revive status: %s\n", lost.c_str());
     return 2;
   }
   printf("coordinator: pid %s, checkpoint directory %s\ngeneration:  %s\nstate:       %s\nprocesses:   %s\n",

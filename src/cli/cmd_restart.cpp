@@ -57,29 +57,34 @@ uint64_t UpidFromImageName(const std::string& path) {
   return u;
 }
 
+// The coordinator's STATUS reply into *p (valid while sc lives).
+Status QueryStatus(const Target& t, int connect_ms, int reply_ms, ScopedClient* sc, coord::Payload* p) {
+  Status s = ConnectCli(t, connect_ms, &sc->c);
+  if (!s.ok()) return s;
+  coord::FrameBuilder b(sc->c.tx_buffer(), coord::Client::kTxCap, coord::kStatusRequest, sc->c.next_seq());
+  coord::FrameHeader h;
+  if (!sc->c.send(b) || sc->c.recv(&h, p, reply_ms) != 1) return Status::IOError(sc->c.error());
+  return Status::OK();
+}
+
 // After the restored roots ended badly: if a process could not be restored, its report ended the others
 // through the coordinator, which still knows why (best effort: it may have left already).
 void SayRestartFailure(const Target& t) {
   ScopedClient sc;
-  if (!ConnectCli(t, 1000, &sc.c).ok()) return;
-  coord::FrameBuilder b(sc.c.tx_buffer(), coord::Client::kTxCap, coord::kStatusRequest, sc.c.next_seq());
-  coord::FrameHeader h;
   coord::Payload p;
-  if (!sc.c.send(b) || sc.c.recv(&h, &p, 2000) != 1) return;
+  if (!QueryStatus(t, 1000, 2000, &sc, &p).ok()) return;
   char why[1024] = "";
-  if (p.get_str("restart_failed", why, sizeof why) && why[0]) fprintf(stderr, "revive restart: the restart was ended: %s\n", why);
+  if (p.get_str("restart_failed", why, sizeof why) && why[0])
+    fprintf(stderr, "revive restart: the restart was ended: %s\n", why);
 }
 
 // A restored copy next to a still-running original would be two processes with one identity: refuse
 // while the coordinator still has any of the images' processes.
 Status CheckNotRunning(const Target& t, const Plan& plan) {
   ScopedClient sc;
-  Status s = ConnectCli(t, 2000, &sc.c);
-  if (!s.ok()) return s;
-  coord::FrameBuilder b(sc.c.tx_buffer(), coord::Client::kTxCap, coord::kStatusRequest, sc.c.next_seq());
-  coord::FrameHeader h;
   coord::Payload p;
-  if (!sc.c.send(b) || sc.c.recv(&h, &p, 10000) != 1) return Status::IOError(sc.c.error());
+  Status s = QueryStatus(t, 2000, 10000, &sc, &p);
+  if (!s.ok()) return s;
   for (size_t i = 0;; i++) {
     std::string pre = "p." + std::to_string(i) + ".";
     uint64_t upid = 0, pid = 0;
