@@ -282,6 +282,7 @@ bool Client::connect(const ClientOptions& o, Welcome* w) {
   b.add("role", o.role).add_u64("pid", o.pid ? o.pid : (uint64_t)getpid()).add("host", host)
       .add("prog", o.prog).add("restart", o.restart ? "1" : "0").add("proof", proof, sizeof proof);
   if (o.restart || o.upid != 0) b.add_u64("upid", o.upid);
+  if (o.mpi_rank != nullptr && o.mpi_rank[0]) b.add("mpi_rank", o.mpi_rank);
   if (b.finish() == 0) {
     fail("HELLO: ", wire_err_str(b.error()), " (prog or host name not valid UTF-8?)");
     close();

@@ -33,6 +33,8 @@ struct ClientOptions {
   // HELLO `host`: which host the process runs on (recorded in the manifest). nullptr: REVIVE_HOST_ID if
   // set, else gethostname(); "": gethostname(). Network namespaces share the UTS name, hence the id.
   const char* host_id = nullptr;
+  // HELLO `mpi_rank` (when not null or ""): the process is this rank of an MPI job.
+  const char* mpi_rank = nullptr;
 };
 
 // What WELCOME told us, copied out of the receive buffer.

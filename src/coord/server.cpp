@@ -39,6 +39,7 @@ Member MemberFromHello(const Payload& p) {
   size_t n;
   if (p.get("host", &v, &n)) m.host.assign(v, n);
   if (p.get("prog", &v, &n)) m.prog.assign(v, n);
+  if (p.get("mpi_rank", &v, &n) && n > 0 && n < 16) m.mpi_rank.assign(v, n);
   p.get_u64("pid", &m.pid);
   uint64_t restart = 0;
   m.awaiting_restart = p.get_u64("restart", &restart) && restart == 1;
@@ -429,13 +430,20 @@ void Server::HandleFrame(Conn* c, const FrameHeader& h, const Payload& p) {
           RemoveMember(c, upid, std::string("dropped after it ") + lost);
           return;
         }
-        RemoveMember(c, upid, "exited with status " + std::to_string(st));
+        uint64_t died = 0;  // its sub saw it end without exit()
+        if (p.get_u64("died", &died) && died == 1) {
+          auto it = c->members.find(upid);
+          if (it != c->members.end() && !it->second.mpi_rank.empty()) NoteDeadRank(it->second);
+          RemoveMember(c, upid, "ended without exit() (killed or crashed)");
+          return;
+        }
+        RemoveMember(c, upid, st == 0 ? std::string("exited") : "exited with status " + std::to_string(st));
         return;
       }
       if (c->role == Conn::Role::kProc) {
         c->said_bye = true;
-        Log(2, "%s said BYE, status %lld", c->Describe().c_str(), (long long)st);
-        Drop(c, "exited with status " + std::to_string(st));
+        Log(2, "%s said BYE", c->Describe().c_str());
+        Drop(c, "exited");
         return;
       }
       break;

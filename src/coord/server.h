@@ -103,6 +103,12 @@ class Server {
   void FinishCheckpoint();
   void AbortLookups(const std::set<uint64_t>& conn_ids);
   bool LeftOnItsOwn(const Conn& c) const;
+  bool ExecdImageConnected(const Conn& c, const Member& m) const;
+  // c's process ended without exit() (killed, crashed; no BYE) on this host and no exec'd image of it is
+  // here: for an MPI rank, the end of its job (see dead_ranks_).
+  bool DiedWithoutExit(const Conn& c) const;
+  // A rank of an MPI job died (here or behind a sub-coordinator): see dead_ranks_.
+  void NoteDeadRank(const Member& m);
   void StartPendingRestart();
   // The phase whose PHASE_DONE carries the images: write, or durable for forked checkpoints.
   const char* ImagePhase() const;
@@ -113,8 +119,8 @@ class Server {
   void TimeOut(Conn* c, const std::string& phase);
   // A process dropped by the phase timeout (here or below a sub-coordinator): see lost_live_.
   void NoteLostLive(const std::string& who, const std::string& why);
-  // Non-empty once a process was lost alive: the refusal every later checkpoint gets.
-  std::string LostLiveRefusal() const;
+  // Non-empty once a process was lost alive or an MPI rank died: the refusal every later checkpoint gets.
+  std::string CheckpointRefusal() const;
   int NextTimeoutMs() const;
   std::string StateName() const;
   Status LoadRestartManifest(Manifest* m);
@@ -162,6 +168,10 @@ class Server {
   // refused from then on, naming the first (lost_live_why_ says why it was dropped).
   std::vector<std::string> lost_live_;
   std::string lost_live_why_;
+  // MPI ranks that ended without exit(). Their launcher is ending the job (or it hangs), so a generation
+  // taken now would save a job that cannot finish, and would be the newest one a restart or an automatic
+  // recovery takes: checkpoints are refused from then on, naming the first.
+  std::vector<std::string> dead_ranks_;
   std::set<uint64_t> participants_;  // conn ids in the barrier
   std::set<uint64_t> waiting_;       // conn ids whose PHASE_DONE is outstanding
   std::set<uint64_t> early_durable_;  // --fork: reported their image before phase durable (exiting)

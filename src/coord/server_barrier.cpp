@@ -84,7 +84,7 @@ void Server::RequestCheckpoint(Conn* requester, uint32_t seq) {
   }
   if (state_ != State::kIdle) return reply_now("a restart is in progress (" + StateName() + ")", true);
   if (ProcCount() == 0) return reply_now("no processes are connected to the coordinator", true);
-  if (std::string refusal = LostLiveRefusal(); !refusal.empty()) return reply_now(refusal);
+  if (std::string refusal = CheckpointRefusal(); !refusal.empty()) return reply_now(refusal);
 
   cur_gen_ = ++max_gen_seen_;
   std::string dir = GenerationDir(o_.ckpt_dir, cur_gen_);
@@ -119,7 +119,7 @@ void Server::BeginGeneration() {
     FinishCheckpoint();
     return;
   }
-  if (std::string refusal = LostLiveRefusal(); !refusal.empty()) {  // lost one while a retry waited
+  if (std::string refusal = CheckpointRefusal(); !refusal.empty()) {  // lost one while a retry waited
     FailGeneration(refusal);
     FinishCheckpoint();
     return;
@@ -272,6 +272,12 @@ void Server::OnPeerGone(Conn* c, const std::string& why) {
       if (m.awaiting_restart) restart_expected_.insert(u);
   if (c->timed_out)  // alive as far as we know, but no longer ours (see lost_live_)
     for (const auto& [u, m] : c->members) NoteLostLive(m.Describe(), why);
+  bool dead_rank = false;
+  if (c->role == Conn::Role::kProc && c->Self() != nullptr && !c->Self()->mpi_rank.empty() &&
+      DiedWithoutExit(*c)) {
+    NoteDeadRank(*c->Self());
+    dead_rank = true;
+  }
   if (participants_.erase(c->id) == 0) return;
   bool was_waiting = waiting_.erase(c->id) > 0;
   // Gone before it was suspended: if it exited (or its exec replaced it) the generation simply goes on
@@ -281,7 +287,9 @@ void Server::OnPeerGone(Conn* c, const std::string& why) {
   const bool early = early_durable_.erase(c->id) > 0;
   if (state_ == State::kCheckpoint && !early) {
     const bool resumed = phase_ == "resume" || phase_ == "durable";
-    if (phase_ == kCkptPhases[0] && was_waiting && LeftOnItsOwn(*c))
+    if (dead_rank && phase_ == kCkptPhases[0])  // not without it: its job is ending (later: failed anyway)
+      FailGeneration(CheckpointRefusal());
+    else if (phase_ == kCkptPhases[0] && was_waiting && (c->said_bye || LeftOnItsOwn(*c)))
       Log(2, "%s left before it was suspended; generation %llu goes on without it", c->Describe().c_str(),
           (unsigned long long)cur_gen_);
     else if (phase_ == kCkptPhases[0])
@@ -461,7 +469,19 @@ void Server::NoteLostLive(const std::string& who, const std::string& why) {
       why.c_str());
 }
 
-std::string Server::LostLiveRefusal() const {
+void Server::NoteDeadRank(const Member& m) {
+  std::string who = "MPI rank " + m.mpi_rank + ", " + m.Describe() + ",";
+  dead_ranks_.push_back(who);
+  Log(1, "%s ended without exit() (killed or crashed): its job is ending; later checkpoints of it will be "
+      "refused", who.c_str());
+}
+
+std::string Server::CheckpointRefusal() const {
+  if (lost_live_.empty() && !dead_ranks_.empty())
+    return "checkpoints of this job are refused: " + dead_ranks_.front() +
+           (dead_ranks_.size() > 1 ? " (and " + std::to_string(dead_ranks_.size() - 1) + " more ranks)" : "") +
+           " ended without exit() (killed or crashed), so its job is ending; a checkpoint now would save a job "
+           "that cannot finish. Restart from the last complete generation.";
   if (lost_live_.empty()) return "";
   return "checkpoints of this computation are refused: " + lost_live_.front() +
          (lost_live_.size() > 1 ? " (and " + std::to_string(lost_live_.size() - 1) + " more)" : "") +

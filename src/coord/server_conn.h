@@ -22,6 +22,7 @@ struct Member {
   uint64_t pid = 0;
   std::string host;
   std::string prog;
+  std::string mpi_rank;           // HELLO mpi_rank: "" unless an MPI launcher started it
   bool awaiting_restart = false;  // restored, waiting for reconnect/refill/resume
   std::string state = "running";  // for STATUS: running, restored, or the last phase it completed
 

@@ -62,16 +62,29 @@ void Server::AbortLookups(const std::set<uint64_t>& conn_ids) {
   }
 }
 
+// Another connection stands for c's process now: its exec'd image (same pid, same host).
+bool Server::ExecdImageConnected(const Conn& c, const Member& m) const {
+  for (const auto& [id, other] : conns_)
+    if (!other->dead && other.get() != &c)
+      for (const auto& [u, om] : other->members)
+        if (u != 0 && om.pid == m.pid && om.host == m.host) return true;
+  return false;
+}
+
+bool Server::DiedWithoutExit(const Conn& c) const {
+  if (c.said_bye || c.timed_out) return false;
+  const Member* m = const_cast<Conn&>(c).Self();
+  if (m == nullptr || m->pid == 0 || ExecdImageConnected(c, *m)) return false;
+  return LeftOnItsOwn(c);  // gone, a zombie or exiting: it ended, and without a BYE
+}
+
 // Whether a process that disconnected left on its own (it exited, is exiting, or its exec'd image
 // took over under a new connection), as opposed to a process that still runs without its connection.
 // Only a process of this host can be looked at; one elsewhere counts as still running.
 bool Server::LeftOnItsOwn(const Conn& c) const {
   const Member* m = const_cast<Conn&>(c).Self();
   if (m == nullptr || m->pid == 0) return false;
-  for (const auto& [id, other] : conns_)
-    if (!other->dead && other.get() != &c)
-      for (const auto& [u, om] : other->members)
-        if (u != 0 && om.pid == m->pid && om.host == m->host) return true;  // its exec'd image
+  if (ExecdImageConnected(c, *m)) return true;
   char host[256] = "";
   if (gethostname(host, sizeof host - 1) != 0 || m->host != host) return false;
   std::string stat;

@@ -20,6 +20,9 @@ namespace revive::inject {
 namespace {
 
 coord::Client g_client;  // constant-initialised (no constructor runs), trivially destructible
+// The process that made g_client's connection: a fork child holds its parent's socket until it says
+// HELLO itself, and must never speak on it (a BYE there would drop the parent).
+int g_client_pid;
 
 struct LinkState {
   bool suspended;        // our threads are parked for the coordinator's checkpoint
@@ -68,6 +71,7 @@ bool connect(bool restart) {
   o.role = "proc";
   o.prog = g.cfg.prog;
   o.host_id = g.cfg.host_id;
+  o.mpi_rank = g.cfg.mpi_rank;
   o.restart = restart;
   o.upid = restart ? g.upid : 0;
   o.min_fd = 100;  // keep the program's low descriptor numbers free
@@ -78,6 +82,7 @@ bool connect(bool restart) {
     return false;
   }
   g.coord_fd = g_client.fd();
+  g_client_pid = int(sys::getpid());
   g.upid = w.upid;
   if (w.ckpt_dir[0] == '/') {
     g.cfg.ckpt_dir[0] = 0;
@@ -193,6 +198,18 @@ void coord_exit_report() {
   if (r < 0) b.add("error", err[0] ? err : "the forked writer failed");
   if (r == 1) b.add("image", g.writer_path).add_u64("bytes", uint64_t(bytes));
   if (!g_client.send(b)) sys::log(0, "coordinator: ", g_client.error());
+}
+
+void coord_say_bye() {
+  if (!g_client.connected() || g_client_pid != int(sys::getpid())) return;
+  coord::FrameBuilder b(g_client.tx_buffer(), coord::Client::kTxCap, coord::kBye, 0);
+  b.add("how", "exit");
+  if (!g_client.send(b)) sys::log(1, "coordinator: ", g_client.error());
+  // Gone for the coordinator: no checkpoint may start in this process any more (it would wait for a
+  // coordinator that has dropped us), and losing the socket is no news to log.
+  g.ready = false;
+  g_client.close();
+  g.coord_fd = -1;
 }
 
 bool coord_publish(const char* key, const char* value) {

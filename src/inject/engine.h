@@ -30,6 +30,9 @@ struct Config {
   char coord_host[256];
   uint16_t coord_port;  // 0: no coordinator (standalone)
   char secret_file[1100];
+  // The rank an MPI launcher gave this process (OMPI_COMM_WORLD_RANK, PMI_RANK or PMIX_RANK), "" if none:
+  // the coordinator treats a rank that ends without exit() as the end of its job (docs/mpi.md).
+  char mpi_rank[16];
   char host_id[64];  // REVIVE_HOST_ID ("" = hostname); a restart on another host takes the restarter's
 };
 
@@ -223,6 +226,9 @@ bool coord_durable_ready();
 // reports the image now (PHASE_DONE durable, early if the phase has not come), so that its exit does not
 // fail the generation. Call with the serving flag held and signals blocked.
 void coord_exit_report();
+// At exit, last: tell the coordinator this process leaves by exit() (BYE), so that it is not taken for
+// one that was killed or crashed, then forget the connection. Same conditions as coord_exit_report.
+void coord_say_bye();
 // The program's dup2/dup3 onto the coordinator socket's number moved it to fd (fd_guard.cpp).
 void coord_moved(int fd);
 // Restored process, after after_restore(): reconnect (threads then wait for resume) or release at once.

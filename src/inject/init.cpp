@@ -120,6 +120,11 @@ void read_config() {
   sys::append(c.prog, sizeof c.prog, program_invocation_short_name);
   set_coord_config(getenv("REVIVE_COORD_HOST"), getenv("REVIVE_COORD_PORT"), getenv("REVIVE_SECRET_FILE"));
   if (const char* h = getenv("REVIVE_HOST_ID")) sys::append(c.host_id, sizeof c.host_id, h);
+  static const char* const kRankVars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"};
+  for (const char* k : kRankVars) {
+    const char* r = getenv(k);
+    if (r != nullptr && *r >= '0' && *r <= '9' && c.mpi_rank[0] == 0) sys::append(c.mpi_rank, sizeof c.mpi_rank, r);
+  }
   for (char* p = c.prog; *p; ++p)
     if (*p == '/' || *p == ' ') *p = '_';
 }
@@ -274,12 +279,13 @@ bool work_pending() {
 }
 
 // atexit: a process that leaves while its forked writer still writes an image reports that image
-// first (coord_exit_report), or the coordinator would see it vanish before the generation is durable.
-// Registered first, so it runs after the program's own handlers. The serving flag makes it the only
+// first (coord_exit_report), or the coordinator would see it vanish before the generation is durable;
+// then it says BYE (coord_say_bye): an exit, not a kill or a crash, which for an MPI rank would end its
+// job. Registered first, so it runs after the program's own handlers. The serving flag makes it the only
 // engine work in the process; signals are blocked only while holding it, so that meanwhile a checkpoint
 // can still park this thread (the serving thread would otherwise wait for it forever).
 void at_exit() {
-  if (!g.ready || g.writer_pid <= 0 || g.writer_parent != sys::getpid()) return;
+  if (!g.ready || !coord_connected()) return;
   uint64_t all = ~uint64_t{0}, old = 0;
   for (;;) {
     sys::sc(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, 8);
@@ -290,6 +296,7 @@ void at_exit() {
     sys::sc(SYS_nanosleep, &ms, nullptr);
   }
   coord_exit_report();
+  coord_say_bye();
   __atomic_store_n(&g.serving, 0u, __ATOMIC_RELEASE);
   sys::sc(SYS_rt_sigprocmask, SIG_SETMASK, &old, nullptr, 8);
 }

@@ -81,7 +81,7 @@ def main():
     p.kill()
     p.wait()
     subprocess.run(["pkill", "-9", "-f", prog])
-    subprocess.run(["pkill", "-9", "-f", "(revive|coordinator).*--port %d" % port])
+    subprocess.run(["pkill", "-9", "-f", "(revive|coordinator).*--port %d( |$)" % port])
     os.close(w_in)
     os.close(r_out)
     time.sleep(0.3)

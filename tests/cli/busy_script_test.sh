@@ -10,7 +10,7 @@ mode=${2:-}
 tmp=$(mktemp -d)
 port=$((20000 + RANDOM % 12000))
 cleanup() {
-  pkill -9 -f "(revive|coordinator).*--port $port" 2>/dev/null || true
+  pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
   pkill -9 -f "$tmp/busy.sh" 2>/dev/null || true
   [ -n "${KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
 }
@@ -40,7 +40,7 @@ echo "25 checkpoints; $(grep -c 'taking it again' "$ck/coordinator.log" || true)
 kill -9 "$launcher" 2>/dev/null || true
 pkill -9 -f "$tmp/busy.sh" || true
 wait "$launcher" 2>/dev/null || true
-pkill -9 -f "(revive|coordinator).*--port $port" 2>/dev/null || true
+pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
 sleep 0.3
 # Keep only what the restored run will write: the output up to the checkpoint is in run.out already,
 # and the restored shell writes on at its recorded offset.

@@ -12,7 +12,7 @@ rv=$(realpath "$1")
 tmp=$(mktemp -d)
 port=$((20000 + RANDOM % 12000))
 cleanup() {
-  pkill -9 -f "(revive|coordinator).*--port $port" 2>/dev/null || true
+  pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
   pkill -9 -f "$tmp/execs.sh" 2>/dev/null || true
   pkill -9 -f "sleep 12.25" 2>/dev/null || true
   [ -n "${KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
@@ -44,7 +44,7 @@ kill -9 "$launcher" 2>/dev/null || true
 pkill -9 -f "$tmp/execs.sh" || true
 pkill -9 -f "sleep 12.25" || true
 wait "$launcher" 2>/dev/null || true
-pkill -9 -f "(revive|coordinator).*--port $port" 2>/dev/null || true
+pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
 sleep 0.3
 REVIVE_TEST_READY_DELAY_MS=300 "$rv" restart --port "$port" "$ck" 2>"$tmp/restart.err" || { tail -20 "$tmp/restart.err"; fail "restart"; }
 cmp "$tmp/ref.out" "$tmp/run.out" || { diff "$tmp/ref.out" "$tmp/run.out" | head; fail "output differs after restart"; }

@@ -10,7 +10,7 @@ rv=$(realpath "$1")
 tmp=$(mktemp -d)
 port=$((20000 + RANDOM % 12000))
 cleanup() {
-  pkill -9 -f "(revive|coordinator).*--port $port" 2>/dev/null || true
+  pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
   pkill -9 -f "$tmp/count.sh" 2>/dev/null || true
   sleep 0.2
   umount "$tmp/small" 2>/dev/null || true
@@ -47,7 +47,7 @@ rm -f "$tmp/small/fill"
 pkill -9 -f "$tmp/count.sh" || true
 kill -9 "$launcher" 2>/dev/null || true
 wait "$launcher" 2>/dev/null || true
-pkill -9 -f "(revive|coordinator).*--port $port" 2>/dev/null || true
+pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
 sleep 0.3
 "$rv" restart --port "$port" "$ck" 2>"$tmp/restart.err" || { cat "$tmp/restart.err"; fail "restart"; }
 cmp "$tmp/ref.out" "$tmp/run.out" || { diff "$tmp/ref.out" "$tmp/run.out" | head; fail "output differs after restart"; }

@@ -9,7 +9,7 @@ rv=$(realpath "$1")
 tmp=$(mktemp -d)
 port=$((20000 + RANDOM % 12000))
 cleanup() {
-  pkill -9 -f "(revive|coordinator).*--port $port" 2>/dev/null || true
+  pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
   pkill -9 -f "$tmp/prog.sh" 2>/dev/null || true
   pkill -9 -f "sleep 77.5" 2>/dev/null || true
   rm -rf "$tmp"
@@ -44,7 +44,7 @@ kill -9 "$launcher" 2>/dev/null || true
 pkill -9 -f "$tmp/prog.sh" || true
 pkill -9 -f "sleep 77.5" || true
 wait "$launcher" 2>/dev/null || true
-pkill -9 -f "(revive|coordinator).*--port $port" 2>/dev/null || true
+pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
 sleep 0.3
 "$rv" restart --port "$port" "$ck" 2>"$tmp/restart.err" || { tail -20 "$tmp/restart.err"; fail "restart"; }
 cmp "$tmp/ref.out" "$tmp/run.out" || { diff "$tmp/ref.out" "$tmp/run.out" | head; fail "output differs after restart"; }

@@ -8,7 +8,7 @@ rv=$(realpath "$1")
 tmp=$(mktemp -d)
 chmod 755 "$tmp"
 port=$((20000 + RANDOM % 12000))
-cleanup() { pkill -9 -f "(revive|coordinator).*--port $port" 2>/dev/null || true; rm -rf "$tmp"; }
+cleanup() { pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true; rm -rf "$tmp"; }
 trap cleanup EXIT
 export XDG_RUNTIME_DIR=$tmp/xdg  # this test's own record directory
 mkdir -m 700 "$XDG_RUNTIME_DIR"

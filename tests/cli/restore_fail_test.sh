@@ -11,7 +11,7 @@ port=$((20000 + RANDOM % 12000))
 lport=$((20000 + (port - 20000 + 6000) % 12000))
 cleanup() {
   [ -n "${hold:-}" ] && kill "$hold" 2>/dev/null
-  pkill -9 -f "(revive|coordinator).*--port $port" 2>/dev/null || true
+  pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
   pkill -9 -f "$tmp/prog.py" 2>/dev/null || true
   rm -rf "$tmp"
 }
@@ -42,7 +42,7 @@ sleep 0.5
 kill -9 "$launcher" 2>/dev/null || true
 pkill -9 -f "$tmp/prog.py" || true
 wait "$launcher" 2>/dev/null || true
-pkill -9 -f "(revive|coordinator).*--port $port" 2>/dev/null || true
+pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
 sleep 0.3
 # Another program takes the listener's port.
 "$py" -c 'import socket, sys, time
@@ -62,7 +62,7 @@ took=$(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $start}")
 grep -q "revive restart: the restart was ended: restore failed: .*cannot listen again on port $lport" "$tmp/restart1.err" ||
   { cat "$tmp/restart1.err" "$ck/coordinator.log"; fail "revive restart does not say why (exit $rc after $took s)"; }
 kill "$hold"; wait "$hold" 2>/dev/null || true; hold=
-pkill -9 -f "(revive|coordinator).*--port $port" 2>/dev/null || true
+pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
 sleep 0.3
 "$rv" restart --port "$port" "$ck" >>"$tmp/run.out" 2>"$tmp/restart2.err" || { tail -20 "$tmp/restart2.err"; fail "restart with the port free"; }
 cmp "$tmp/ref.out" "$tmp/run.out" || { diff "$tmp/ref.out" "$tmp/run.out" | head; fail "output differs after restart"; }

@@ -77,10 +77,12 @@ class FakeProc {
   // exiting process does; kVanishAfterResume: answers resume and leaves without a report.
   enum class Act { kOk, kFail, kDisconnect, kHang, kRefuse, kRefuseOnce, kExitAfterResume, kVanishAfterResume };
   // pid: what HELLO says (0: ours; every FakeProc of a test then looks like one process's exec'd images).
+  // mpi_rank: HELLO mpi_rank (an MPI launcher's rank), "" for none.
   FakeProc(uint16_t port, std::string secret, std::string name = "fake", bool restart = false, uint64_t upid = 0,
-           uint64_t pid = 0)
-      : secret_(std::move(secret)), name_(std::move(name)) {
+           uint64_t pid = 0, std::string mpi_rank = "")
+      : secret_(std::move(secret)), name_(std::move(name)), rank_(std::move(mpi_rank)) {
     ClientOptions o = Opts(port, secret_, "proc", name_.c_str());
+    o.mpi_rank = rank_.c_str();
     o.restart = restart;
     o.upid = upid;
     o.pid = pid;
@@ -195,7 +197,7 @@ class FakeProc {
     }
   }
 
-  std::string secret_, name_;
+  std::string secret_, name_, rank_;
   Client client_;
   Welcome welcome_{};
   bool connected_ = false;

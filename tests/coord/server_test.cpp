@@ -17,6 +17,14 @@
 namespace revive::coord::testing {
 namespace {
 
+// The pid of a process that has exited and been reaped: gone, as a killed rank's pid is.
+pid_t DeadPid() {
+  pid_t p = fork();
+  if (p == 0) _exit(0);
+  if (p < 0 || waitpid(p, nullptr, 0) != p) return -1;
+  return p;
+}
+
 class ServerTest : public ::testing::Test {
  protected:
   void StartServer(ServerOptions o = {}) {
@@ -246,10 +254,8 @@ TEST_F(ServerTest, DisconnectMidCheckpointFailsAndSurvivorsResume) {
 // generation again, under the same number, without it.
 TEST_F(ServerTest, ProcessLeavingBeforeSuspendIsLeftOutOrTakenAgain) {
   StartServer();
-  pid_t dead = fork();
-  if (dead == 0) _exit(0);
+  pid_t dead = DeadPid();
   ASSERT_GT(dead, 0);
-  ASSERT_EQ(waitpid(dead, nullptr, 0), dead);
   pid_t alive = fork();
   if (alive == 0) {
     pause();
@@ -355,6 +361,52 @@ TEST_F(ServerTest, SilentProcessTimesOut) {
   EXPECT_NE(next["error"].find("refused"), std::string::npos) << next["error"];
   EXPECT_NE(next["error"].find("(b, pid"), std::string::npos) << next["error"];
   EXPECT_NE(next["error"].find("did not answer phase write"), std::string::npos) << next["error"];
+}
+
+// An MPI rank that ends without exit() (killed or crashed: no BYE) ends its job: a generation taken
+// now would save a job that cannot finish, and would be the newest one a restart takes. Later
+// checkpoints are refused naming the rank; a rank that said BYE (exit) or a vanished process that is not
+// a rank changes nothing. One that dies while being suspended fails its generation for good.
+TEST_F(ServerTest, DeadMpiRankRefusesLaterCheckpoints) {
+  StartServer();
+  pid_t dead = DeadPid();
+  ASSERT_GT(dead, 0);
+  FakeProc a(port_, secret_, "a");
+  { FakeProc plain(port_, secret_, "plain", false, 0, uint64_t(dead)); }
+  {
+    FakeProc r0(port_, secret_, "ring", false, 0, uint64_t(dead), "0");
+    r0.Bye(0);
+  }
+  usleep(200000);
+  auto done = Checkpoint();
+  ASSERT_EQ(done["ok"], "1") << done["error"];
+  EXPECT_EQ(done["images"], "1");
+
+  FakeProc r2(port_, secret_, "ring", false, 0, uint64_t(dead), "2");
+  r2.ActAt("suspend", FakeProc::Act::kDisconnect);
+  done = Checkpoint();
+  EXPECT_EQ(done["ok"], "0");
+  EXPECT_NE(done["error"].find("MPI rank 2, process upid"), std::string::npos) << done["error"];
+  EXPECT_NE(done["error"].find("ended without exit()"), std::string::npos) << done["error"];
+  done = Checkpoint();  // and from now on
+  EXPECT_EQ(done["ok"], "0");
+  EXPECT_NE(done["error"].find("checkpoints of this job are refused: MPI rank 2"), std::string::npos)
+      << done["error"];
+  EXPECT_NE(done["error"].find("(ring, pid " + std::to_string(dead)), std::string::npos) << done["error"];
+  EXPECT_FALSE(std::ifstream(GenerationDir(dir_.path, 2) + "/MANIFEST.json").good());
+}
+
+// Killed between checkpoints: the next one is refused.
+TEST_F(ServerTest, MpiRankKilledBetweenCheckpointsRefusesTheNext) {
+  StartServer();
+  pid_t dead = DeadPid();
+  ASSERT_GT(dead, 0);
+  FakeProc a(port_, secret_, "mpiexec");
+  { FakeProc r1(port_, secret_, "ring", false, 0, uint64_t(dead), "1"); }
+  usleep(200000);
+  auto done = Checkpoint();
+  EXPECT_EQ(done["ok"], "0");
+  EXPECT_NE(done["error"].find("refused: MPI rank 1, process upid"), std::string::npos) << done["error"];
 }
 
 TEST_F(ServerTest, NoProcessesIsAClearError) {
@@ -574,6 +626,21 @@ TEST_F(TreeTest, ProcessLeavingBehindSubBeforeSuspendIsTakenAgain) {
   done = Checkpoint();
   ASSERT_EQ(done["ok"], "1") << done["error"];
   EXPECT_EQ(done["generation"], "2");
+}
+
+// The same behind a sub-coordinator, which sees the rank's end on its host and tells the root.
+TEST_F(TreeTest, DeadMpiRankBehindSubRefusesLaterCheckpoints) {
+  StartServer();
+  StartSub();
+  pid_t dead = DeadPid();
+  ASSERT_GT(dead, 0);
+  FakeProc direct(port_, secret_, "mpiexec"), keep(sub_port_, secret_, "ring", false, 0, 0, "0");
+  { FakeProc r1(sub_port_, secret_, "ring", false, 0, uint64_t(dead), "1"); }
+  usleep(300000);
+  auto done = Checkpoint();
+  EXPECT_EQ(done["ok"], "0");
+  EXPECT_NE(done["error"].find("refused: MPI rank 1, process upid"), std::string::npos) << done["error"];
+  EXPECT_NE(done["error"].find("(ring, pid " + std::to_string(dead)), std::string::npos) << done["error"];
 }
 
 TEST_F(TreeTest, ForkExitAfterResumeBehindSub) {

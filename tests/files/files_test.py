@@ -100,7 +100,7 @@ def kill_all(launcher, port):
             os.kill(q, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    run(["pkill", "-9", "-f", "(revive|coordinator).*--port %d" % port])
+    run(["pkill", "-9", "-f", "(revive|coordinator).*--port %d( |$)" % port])
     launcher.wait()
     time.sleep(0.3)
 
