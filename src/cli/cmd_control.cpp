@@ -91,7 +91,9 @@ int Checkpoint(const ControlArgs& a) {
     return 2;
   }
   if (Str(p, "ok") != "1") {
-    fprintf(stderr, "revive checkpoint: generation %s failed: %s\n", Str(p, "generation").c_str(),
+    // Generation 0: refused before one began (no process, a restart in progress, a refusal).
+    const std::string gen = Str(p, "generation");
+    fprintf(stderr, "revive checkpoint: %s%s\n", gen.empty() || gen == "0" ? "" : ("generation " + gen + " failed: ").c_str(),
             Str(p, "error").c_str());
     return Str(p, "busy") == "1" ? kCheckpointNotNow : 1;
   }

@@ -278,7 +278,8 @@ bool Supervisor::TakeCheckpoint(double* seconds, bool* silent, std::string* erro
     return false;
   }
   if (Str(p, "ok") == "1") return true;
-  *error = "generation " + Str(p, "generation") + " failed: " + Str(p, "error");
+  const std::string gen = Str(p, "generation");  // 0: refused before one began
+  *error = (gen.empty() || gen == "0" ? "" : "generation " + gen + " failed: ") + Str(p, "error");
   *silent = Str(p, "silent") == "1";  // a process (here or behind a sub-coordinator) timed out: hung
   return false;
 }
