@@ -86,9 +86,9 @@ bool plugins_save(char* err, size_t err_len) {
     if (rc != 0) {
       g.save_again = rc == -EAGAIN;
       add_error(err, err_len, p->name,
-                rc == -EAGAIN ? "refused for now (a fork or spawn is in progress)"
-                : g_refusal[0] ? g_refusal
-                               : "save failed");
+                g_refusal[0]      ? g_refusal
+                : rc == -EAGAIN   ? "refused for now (a fork or spawn is in progress)"
+                                  : "save failed");
       return false;
     }
   }

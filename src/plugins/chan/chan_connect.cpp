@@ -310,6 +310,14 @@ extern "C" __attribute__((visibility("hidden"))) bool revive_chan_restores(int f
   return false;
 }
 
+// Asked by the fd plugin at save (it runs before ours): 1 if this checkpoint's table (the drain phase
+// ran) has us rebuild the socket at fd, 0 if not, -1 if we do not know yet (a standalone checkpoint,
+// whose scan comes after the fd plugin's save).
+extern "C" __attribute__((visibility("hidden"))) int revive_chan_takes(int fd) {
+  if (!revive::chan::g_drain_ran) return -1;
+  return revive_chan_restores(fd) ? 1 : 0;
+}
+
 namespace revive::chan {
 
 int rebuild_half_closed(uint64_t gen, char* msg, size_t cap) { return rebuild(gen, "chanh.", true, msg, cap); }

@@ -38,6 +38,16 @@ class In {
   uint32_t u32() { uint32_t v = 0; bytes(&v, sizeof v); return v; }
   int64_t i64() { int64_t v = 0; bytes(&v, sizeof v); return v; }
   bool bytes(void* p, size_t n) { return ok_ = ok_ && (n == 0 || r_.read(p, n)); }
+  // Reads past n bytes.
+  bool skip(size_t n) {
+    char b[256];
+    while (ok_ && n > 0) {
+      size_t k = n < sizeof b ? n : sizeof b;
+      bytes(b, k);
+      n -= k;
+    }
+    return ok_;
+  }
   // Reads a length-prefixed string into buf (nul-terminated). Fails if it does not fit in cap-1 bytes.
   bool str(char* buf, size_t cap);
   size_t remaining() const { return r_.remaining(); }

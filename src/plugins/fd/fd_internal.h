@@ -44,6 +44,12 @@ int restore_eventfd(RestoreCtx& c, const FdRecord& rec, const char* path);
 int restore_timerfd(RestoreCtx& c, const FdRecord& rec, const char* path);
 int restore_signalfd(RestoreCtx& c, const FdRecord& rec, const char* path);
 int restore_local_pipe(RestoreCtx& c, const FdRecord& rec);
+// Sockets the chan plugin does not rebuild (fd_socket.cpp). Save: fills *s and up to cap unread bytes
+// into data; their count (>= 0), or -EAGAIN (refused for now: datagrams queued, a connect in progress)
+// or another -errno (cannot be restored), with why saying what the socket is.
+int64_t socket_state(int fd, SocketState* s, char* data, size_t cap, char* why, size_t why_cap);
+// Restore: makes the socket again at rec.fd from the record's SocketState.
+int restore_socket(RestoreCtx& c, const FdRecord& rec);
 // Save: an epoll instance's registrations into the static list; their count, or -1.
 int epoll_items(int fd, const EpollItem** items);
 // Restore: creates the epoll instance; its registrations wait until every fd is back, then epoll_rearm

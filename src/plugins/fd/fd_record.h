@@ -45,6 +45,27 @@ struct TimerfdState {
   int64_t value_sec, value_nsec, interval_sec, interval_nsec;  // it_value is the remaining time
 };
 
+// kSocket records of sockets the chan plugin does not rebuild (fd_socket.cpp): how to make one again.
+// content_len = sizeof(SocketState) + data_len (0 for sockets the chan plugin rebuilds: a placeholder).
+enum SockHow : uint32_t {
+  kSockFresh = 1,      // socket() again: never bound or connected (or reset), an unbound UDP socket
+  kSockBound = 2,      // and bind to `local` (an unconnected UDP/TCP port, a netlink socket's groups)
+  kSockConnected = 3,  // datagram socket: bind to `local` if it had a name, connect to `peer`
+  kSockWidowed = 4,    // a Unix stream/seqpacket whose peer closed: a pair, data_len unread bytes, other end closed
+};
+constexpr uint32_t kSockOpts = 8;           // SO_REUSEADDR, SO_REUSEPORT, SO_BROADCAST, SO_KEEPALIVE,
+                                            // SO_RCVBUF, SO_SNDBUF, TCP_NODELAY, IPV6_V6ONLY (-1: n/a)
+constexpr uint32_t kSockDataMax = 1u << 16;  // unread bytes of a widowed stream kept
+struct SocketState {
+  int32_t domain, type, protocol;
+  uint32_t how;  // SockHow
+  uint32_t local_len, peer_len;
+  uint32_t data_len;  // bytes following this record's state (kSockWidowed)
+  uint32_t pad;
+  int32_t opts[kSockOpts];
+  uint8_t local[128], peer[128];  // sockaddr_storage-sized
+};
+
 struct FdRecord {
   int32_t fd;
   uint32_t kind;       // FdKind
@@ -69,8 +90,8 @@ struct FdRecord {
   uint32_t pad2;
 };
 
-// Section schema version (2: share_pid/share_fd).
-constexpr uint32_t kFdVersion = 2;
+// Section schema version (2: share_pid/share_fd; 3: SocketState content for kSocket).
+constexpr uint32_t kFdVersion = 3;
 
 // What the restarter prepends to the fd section it hands to the restored process (never in an image):
 // "RVHO", i32 exe_fd (the program's executable, to become /proc/self/exe again, or -1), u32 mm_len and

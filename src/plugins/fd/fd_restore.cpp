@@ -288,7 +288,13 @@ int restore_one(Ctx& c, const FdRecord& rec, const char* path) {
     case FdKind::kSocket:
     case FdKind::kFifo:
       // The chan plugin (after this one) puts the real channel here: the stand-in only holds the number.
-      if (revive_chan_restores && revive_chan_restores(rec.fd)) return stand_in(c, rec, path, nullptr);
+      // Its state follows the record then too (a standalone checkpoint records both), and is skipped.
+      if (revive_chan_restores && revive_chan_restores(rec.fd)) {
+        if (rec.content_len > 0 && !c.in.skip(static_cast<size_t>(rec.content_len)))
+          return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(": truncated record"), EINVAL);
+        return stand_in(c, rec, path, nullptr);
+      }
+      if (kind == FdKind::kSocket && rec.content_len > 0) return restore_socket(c, rec);  // fd_socket.cpp
       return stand_in(c, rec, path, "cannot be restored");
     case FdKind::kOther:
       return stand_in(c, rec, path, "cannot be restored");
@@ -300,7 +306,7 @@ int restore_one(Ctx& c, const FdRecord& rec, const char* path) {
 bool record_ok(const FdRecord& rec, int prev, size_t remaining) {
   auto kind = static_cast<FdKind>(rec.kind);
   bool has_content = kind == FdKind::kDeleted || kind == FdKind::kEventfd || kind == FdKind::kTimerfd ||
-                     kind == FdKind::kEpoll || kind == FdKind::kSignalfd ||
+                     kind == FdKind::kEpoll || kind == FdKind::kSignalfd || (kind == FdKind::kSocket && rec.fd > 2) ||
                      (kind == FdKind::kPipe && rec.peer_fd >= 0 && rec.peer_fd < rec.fd);
   bool peer_ok = rec.peer_fd == -1 ||
                  (kind == FdKind::kPipe && rec.fd > 2 && rec.peer_fd > 2 && rec.peer_fd != rec.fd && rec.dup_of < 0);

@@ -18,8 +18,9 @@
 #include "plugins/fd/fd_internal.h"
 #include "plugins/plugins.h"
 
-// The chan plugin's (chan_pipe.cpp); weak: null when it is not linked in (plugin tests).
+// The chan plugin's (chan_pipe.cpp, chan_connect.cpp); weak: null when it is not linked in (plugin tests).
 extern "C" bool revive_chan_pipe_shared(uint64_t ino) __attribute__((weak));
+extern "C" int revive_chan_takes(int fd) __attribute__((weak));
 
 namespace revive::plugins {
 
@@ -122,6 +123,49 @@ int find_dup(int fd, const struct stat& st) {
   return -1;
 }
 
+// The checkpoint fails (rc: -ENOTSUP) or is refused for now (-EAGAIN: taken again) because of fd, which
+// is `what`; the message names the process, the fd and what it is.
+int refuse_fd(int fd, const char* what, int rc) {
+  char comm[32] = "?";
+  int cf = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+  if (cf >= 0) {
+    ssize_t n = read(cf, comm, sizeof comm - 1);
+    comm[n > 0 ? n : 0] = '\0';
+    if (n > 0 && comm[n - 1] == '\n') comm[n - 1] = '\0';
+    close(cf);
+  }
+  char line[PATH_MAX + 240];
+  Msg(line, sizeof line).s(rc == -EAGAIN ? "checkpoint refused for now: process " : "checkpoint refused: process ")
+      .i(g_self).s(" (").s(comm).s(") fd ").i(fd).s(" is ").s(what)
+      .s(rc == -EAGAIN ? "" : " (REVIVE_FD_UNSUPPORTED=stand-in: restore it as /dev/null instead)");
+  inject::plugin_refusal(line);
+  warn(line);
+  return rc;
+}
+
+// A socket's SocketState and the unread bytes that follow it (fd_socket.cpp).
+alignas(8) char g_sock[sizeof(SocketState) + kSockDataMax];
+
+// A socket the chan plugin does not rebuild is made again from its state; one that cannot be is refused
+// now, unless the chan plugin's table is not this checkpoint's (a standalone checkpoint: it scans after
+// us; then, as with REVIVE_FD_UNSUPPORTED=stand-in, a /dev/null stand-in at restore). 0 or -errno.
+int socket_record(FdRecord& rec, int fd, const char** content) {
+  const int takes = revive_chan_takes ? revive_chan_takes(fd) : -1;
+  if (takes == 1) return 0;  // a placeholder at restore
+  char why[160];
+  auto* s = reinterpret_cast<SocketState*>(g_sock);
+  int64_t n = socket_state(fd, s, g_sock + sizeof(SocketState), kSockDataMax, why, sizeof why);
+  if (n >= 0) {
+    *content = g_sock;
+    rec.content_len = static_cast<int64_t>(sizeof(SocketState)) + n;
+    return 0;
+  }
+  if (takes < 0 || g_fd_stand_ins) return 0;
+  char what[200];
+  Msg(what, sizeof what).s("a ").s(why).s(n == -EAGAIN ? "" : ", which revive cannot restore");
+  return refuse_fd(fd, what, static_cast<int>(n));
+}
+
 // State beyond the path of an fd that is not a dup, read now (the content follows the record; see
 // fd_special.cpp): sets rec.content_len/peer_fd/size and *content. A kind whose state cannot be read is
 // saved as kOther (a stand-in on restore). 0 or -errno.
@@ -145,6 +189,8 @@ int special_state(FdRecord& rec, int fd, const struct stat& st, int fl, char* pa
     }
     *content = reinterpret_cast<const char*>(items);
     rec.content_len = static_cast<int64_t>(n) * static_cast<int64_t>(sizeof(EpollItem));
+  } else if (kind == FdKind::kSocket && fd > 2) {  // 0/1/2 stay what `revive restart` is given
+    return socket_record(rec, fd, content);
   } else if (kind == FdKind::kPipe) {
     rec.peer_fd = find_pipe_peer(fd, st, fl & O_ACCMODE);
     rec.size = rec.peer_fd >= 0 ? fcntl(fd, F_GETPIPE_SZ) : 0;
@@ -236,21 +282,9 @@ int save_one(Out& out, int fd, ShareKey share) {
   if (static_cast<FdKind>(rec.kind) == FdKind::kOther && rec.dup_of < 0 && !g_fd_stand_ins) {
     // Nothing is silently substituted: the checkpoint fails now, naming what, rather than the program's
     // data after a restart (it would read EOF from /dev/null where its inotify events were).
-    char comm[32] = "?";
-    int cf = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
-    if (cf >= 0) {
-      ssize_t n = read(cf, comm, sizeof comm - 1);
-      comm[n > 0 ? n : 0] = '\0';
-      if (n > 0 && comm[n - 1] == '\n') comm[n - 1] = '\0';
-      close(cf);
-    }
-    char line[PATH_MAX + 200];
-    Msg(line, sizeof line).s("checkpoint refused: process ").i(g_self).s(" (").s(comm).s(") fd ").i(fd).s(" is '")
-        .s(path).s("', a kind of descriptor revive cannot restore (REVIVE_FD_UNSUPPORTED=stand-in: restore it as "
-        "/dev/null instead)");
-    inject::plugin_refusal(line);
-    warn(line);
-    return -ENOTSUP;
+    char what[PATH_MAX + 80];
+    Msg(what, sizeof what).s("'").s(path).s("', a kind of descriptor revive cannot restore");
+    return refuse_fd(fd, what, -ENOTSUP);
   }
   out.bytes(&rec, sizeof rec);
   out.str(path, static_cast<size_t>(plen));

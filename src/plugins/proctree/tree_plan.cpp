@@ -29,7 +29,8 @@ uint32_t U32(const uint8_t* p) {
 // when it restores the image).
 void ReadFiles(const image::View& v, TreeProc* out) {
   const image::SectionEntry* s = image::find_section(v, image::kKindPlugin, "fd");
-  if (!s || s->version != plugins::kFdVersion) return;
+  // Version 2 differs only in what follows a socket's record (content_len covers it either way).
+  if (!s || (s->version != plugins::kFdVersion && s->version != 2)) return;
   const uint8_t* p = v.base + s->offset;
   const uint64_t n = s->length;
   if (n < 12 || memcmp(p, plugins::kFdTag, 4) != 0) return;
