@@ -7,15 +7,8 @@
 set -euo pipefail
 rv=$(realpath "$1")
 mode=${2:-}
-tmp=$(mktemp -d)
-port=$((20000 + RANDOM % 12000))
-cleanup() {
-  pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
-  pkill -9 -f "$tmp/busy.sh" 2>/dev/null || true
-  [ -n "${KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/lib.sh"
+cleanup_patterns=("$tmp/busy.sh")
 cat >"$tmp/busy.sh" <<'PROG'
 #!/bin/sh
 i=0

@@ -9,16 +9,8 @@
 # delay stays in the restored processes' environment, so each line takes ~0.4 s, also after the restart.
 set -euo pipefail
 rv=$(realpath "$1")
-tmp=$(mktemp -d)
-port=$((20000 + RANDOM % 12000))
-cleanup() {
-  pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
-  pkill -9 -f "$tmp/execs.sh" 2>/dev/null || true
-  pkill -9 -f "sleep 12.25" 2>/dev/null || true
-  [ -n "${KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/lib.sh"
+cleanup_patterns=("$tmp/execs.sh" "sleep 12.25")
 cat >"$tmp/execs.sh" <<'PROG'
 #!/bin/sh
 i=0

@@ -7,17 +7,12 @@
 set -euo pipefail
 rv=$(realpath "$1")
 [ "$(id -u)" = 0 ] || { echo "needs root (mount -t tmpfs)"; exit 1; }
-tmp=$(mktemp -d)
-port=$((20000 + RANDOM % 12000))
-cleanup() {
-  pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
-  pkill -9 -f "$tmp/count.sh" 2>/dev/null || true
+source "$(dirname "$0")/lib.sh"
+cleanup_patterns=("$tmp/count.sh")
+extra_cleanup() {  # before lib.sh removes $tmp: the tmpfs inside it
   sleep 0.2
-  umount "$tmp/small" 2>/dev/null || true
-  rm -rf "$tmp"
+  umount "$tmp/small" 2>/dev/null
 }
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
 mkdir "$tmp/small"
 mount -t tmpfs -o size=24m tmpfs "$tmp/small"
 cat >"$tmp/count.sh" <<'PROG'

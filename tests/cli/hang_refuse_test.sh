@@ -6,16 +6,8 @@
 # generation restarts after SIGKILL and the output equals an uninterrupted run's.
 set -euo pipefail
 rv=$(realpath "$1")
-tmp=$(mktemp -d)
-port=$((20000 + RANDOM % 12000))
-cleanup() {
-  pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
-  pkill -9 -f "$tmp/prog.sh" 2>/dev/null || true
-  pkill -9 -f "sleep 77.5" 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/lib.sh"
+cleanup_patterns=("$tmp/prog.sh" "sleep 77.5")
 cat >"$tmp/prog.sh" <<'PROG'
 #!/bin/sh
 sleep 77.5 &

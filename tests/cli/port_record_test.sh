@@ -5,15 +5,11 @@
 # leaves a stale record that gives a clear message, not a hang; an unsafe record directory is not used.
 set -euo pipefail
 rv=$(realpath "$1")
-tmp=$(mktemp -d)
+source "$(dirname "$0")/lib.sh"
 chmod 755 "$tmp"
-port=$((20000 + RANDOM % 12000))
-cleanup() { pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
 export XDG_RUNTIME_DIR=$tmp/xdg  # this test's own record directory
 mkdir -m 700 "$XDG_RUNTIME_DIR"
 unset REVIVE_CKPT_DIR REVIVE_PORT
-fail() { echo "FAIL: $*"; exit 1; }
 mkdir -p "$tmp/launchdir" "$tmp/elsewhere"
 cd "$tmp/launchdir"
 "$rv" launch --port "$port" --ckpt-dir "$tmp/launchdir/ck" -- sh -c 'while :; do sleep 0.1; done' \

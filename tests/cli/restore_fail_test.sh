@@ -6,17 +6,10 @@
 # the same checkpoint restarts and the output equals an uninterrupted run's.
 set -euo pipefail
 rv=$(realpath "$1")
-tmp=$(mktemp -d)
-port=$((20000 + RANDOM % 12000))
+source "$(dirname "$0")/lib.sh"
 lport=$((20000 + (port - 20000 + 6000) % 12000))
-cleanup() {
-  [ -n "${hold:-}" ] && kill "$hold" 2>/dev/null
-  pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
-  pkill -9 -f "$tmp/prog.py" 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+cleanup_patterns=("$tmp/prog.py")
+extra_cleanup() { [ -n "${hold:-}" ] && kill "$hold" 2>/dev/null; }
 cat >"$tmp/prog.py" <<'PROG'
 import os, socket, sys, time
 child = os.fork()  # the listener is the child's; the parent (the root of the restart) waits for it
