@@ -183,7 +183,8 @@ Status Server::Run() {
       // After a failed restart, the processes still being restored come later: wait for them (they are
       // told to exit) for a while.
       bool latecomers = !restart_failed_.empty() && MonotonicSeconds() - restart_failed_at_ < kRestartFailedGrace;
-      if (ever_had_proc_ && ProcCount() == 0 && !latecomers) {
+      // A process dropped because it did not answer (stopped, hung) may still run: not the last one left.
+      if (ever_had_proc_ && ProcCount() == 0 && !latecomers && !LostLiveStillRuns()) {
         Log(2, "last process left; exiting (--exit-on-last)");
         break;
       }
@@ -426,7 +427,7 @@ void Server::HandleFrame(Conn* c, const FrameHeader& h, const Payload& p) {
         char lost[256] = "";
         if (p.get_str("lost", lost, sizeof lost) && lost[0]) {  // its sub timed it out: alive, not ours
           auto it = c->members.find(upid);
-          if (it != c->members.end()) NoteLostLive(it->second.Describe(), lost);
+          if (it != c->members.end()) NoteLostLive(it->second, lost);
           RemoveMember(c, upid, std::string("dropped after it ") + lost);
           return;
         }

@@ -118,7 +118,10 @@ class Server {
   // peer-gone logic, which sees c->timed_out).
   void TimeOut(Conn* c, const std::string& phase);
   // A process dropped by the phase timeout (here or below a sub-coordinator): see lost_live_.
-  void NoteLostLive(const std::string& who, const std::string& why);
+  void NoteLostLive(const Member& m, const std::string& why);
+  // Whether a process dropped alive (lost_live_procs_) still runs on this host: --exit-on-last then stays,
+  // so that `revive run` is told about the hang instead of finding no coordinator.
+  bool LostLiveStillRuns() const;
   // Non-empty once a process was lost alive or an MPI rank died: the refusal every later checkpoint gets.
   std::string CheckpointRefusal() const;
   int NextTimeoutMs() const;
@@ -168,6 +171,7 @@ class Server {
   // refused from then on, naming the first (lost_live_why_ says why it was dropped).
   std::vector<std::string> lost_live_;
   std::string lost_live_why_;
+  std::vector<Member> lost_live_procs_;
   // MPI ranks that ended without exit(). Their launcher is ending the job (or it hangs), so a generation
   // taken now would save a job that cannot finish, and would be the newest one a restart or an automatic
   // recovery takes: checkpoints are refused from then on, naming the first.

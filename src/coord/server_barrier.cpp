@@ -65,7 +65,7 @@ std::string Server::StateName() const {
 void Server::RequestCheckpoint(Conn* requester, uint32_t seq) {
   // busy: not a failure of the computation, only "not now" (a restart is in progress, no process has
   // connected yet): `revive checkpoint` exits 75 and the checkpoint-signal handler asks again.
-  auto reply_now = [&](const std::string& error, bool busy = false) {
+  auto reply_now = [&](const std::string& error, bool busy = false, bool silent = false) {
     if (requester == nullptr) {
       Log(1, "interval checkpoint skipped: %s", error.c_str());
       return;
@@ -74,6 +74,7 @@ void Server::RequestCheckpoint(Conn* requester, uint32_t seq) {
     FrameBuilder b(buf, sizeof buf, kCkptDone, seq);
     b.add("ok", "0").add_u64("generation", 0).add("error", error.substr(0, 900).c_str());
     if (busy) b.add("busy", "1");
+    if (silent) b.add("silent", "1");  // a process was dropped for not answering: `revive run` sees a hang
     Send(requester, b);
   };
   // Join the generation in progress, or queue behind a running restart barrier (it ends on its own,
@@ -83,8 +84,9 @@ void Server::RequestCheckpoint(Conn* requester, uint32_t seq) {
     return;
   }
   if (state_ != State::kIdle) return reply_now("a restart is in progress (" + StateName() + ")", true);
+  // The refusal first: a computation whose only process was dropped alive still has that process.
+  if (std::string refusal = CheckpointRefusal(); !refusal.empty()) return reply_now(refusal, false, !lost_live_.empty());
   if (ProcCount() == 0) return reply_now("no processes are connected to the coordinator", true);
-  if (std::string refusal = CheckpointRefusal(); !refusal.empty()) return reply_now(refusal);
 
   cur_gen_ = ++max_gen_seen_;
   std::string dir = GenerationDir(o_.ckpt_dir, cur_gen_);
@@ -271,7 +273,7 @@ void Server::OnPeerGone(Conn* c, const std::string& why) {
     for (const auto& [u, m] : c->members)
       if (m.awaiting_restart) restart_expected_.insert(u);
   if (c->timed_out)  // alive as far as we know, but no longer ours (see lost_live_)
-    for (const auto& [u, m] : c->members) NoteLostLive(m.Describe(), why);
+    for (const auto& [u, m] : c->members) NoteLostLive(m, why);
   bool dead_rank = false;
   if (c->role == Conn::Role::kProc && c->Self() != nullptr && !c->Self()->mpi_rank.empty() &&
       DiedWithoutExit(*c)) {
@@ -462,9 +464,11 @@ void Server::TimeOut(Conn* c, const std::string& phase) {
   Drop(c, why);
 }
 
-void Server::NoteLostLive(const std::string& who, const std::string& why) {
+void Server::NoteLostLive(const Member& m, const std::string& why) {
+  const std::string who = m.Describe();
   if (lost_live_.empty()) lost_live_why_ = why;
   lost_live_.push_back(who);
+  lost_live_procs_.push_back(m);
   Log(1, "%s was dropped after it %s: later checkpoints of this computation will be refused", who.c_str(),
       why.c_str());
 }

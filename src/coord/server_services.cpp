@@ -71,6 +71,24 @@ bool Server::ExecdImageConnected(const Conn& c, const Member& m) const {
   return false;
 }
 
+bool Server::LostLiveStillRuns() const {
+  char host[256] = "";
+  if (gethostname(host, sizeof host - 1) != 0) return false;
+  for (const Member& m : lost_live_procs_) {
+    if (m.host != host || m.pid == 0) continue;  // elsewhere: its sub-coordinator's business
+    std::string stat;
+    std::ifstream f("/proc/" + std::to_string(m.pid) + "/stat");
+    if (!f || !std::getline(f, stat)) continue;
+    size_t lp = stat.find('('), rp = stat.rfind(')');
+    if (lp == std::string::npos || rp == std::string::npos || rp + 2 >= stat.size()) continue;
+    const char state = stat[rp + 2];
+    // Its pid taken by another program (the name differs) is not it.
+    const std::string comm = stat.substr(lp + 1, rp - lp - 1);
+    if (state != 'Z' && state != 'X' && m.prog.compare(0, comm.size(), comm) == 0) return true;
+  }
+  return false;
+}
+
 bool Server::DiedWithoutExit(const Conn& c) const {
   if (c.said_bye || c.timed_out) return false;
   const Member* m = const_cast<Conn&>(c).Self();

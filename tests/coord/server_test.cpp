@@ -487,6 +487,41 @@ TEST_F(ServerTest, ExitOnLast) {
   EXPECT_TRUE(server_->WaitDone(5));
 }
 
+// A process that stops answering after its image was written (SIGSTOP during resume) leaves a complete
+// generation, and is dropped alive: the next checkpoint is refused as a hang (silent=1, what `revive run`
+// acts on), and --exit-on-last keeps the coordinator while that process still runs (it exited before,
+// and `revive run` found no coordinator to tell it about the hang: run.hang's rare failure).
+TEST_F(ServerTest, ProcessDroppedInResumeIsAHangAndKeepsTheCoordinator) {
+  ServerOptions o;
+  o.phase_timeout = 1;
+  o.exit_on_last = true;
+  StartServer(o);
+  pid_t alive = fork();
+  if (alive == 0) {
+    pause();
+    _exit(0);
+  }
+  ASSERT_GT(alive, 0);
+  // Named as the kernel names the child (a fork of this test), so that it is recognised as that process.
+  char comm[32] = "";
+  std::ifstream("/proc/self/comm").getline(comm, sizeof comm);
+  {
+    FakeProc b(port_, secret_, comm, false, 0, uint64_t(alive));
+    b.ActAt("resume", FakeProc::Act::kHang);
+    auto done = Checkpoint();
+    EXPECT_EQ(done["ok"], "1") << done["error"];
+  }
+  usleep(300000);
+  EXPECT_FALSE(server_->WaitDone(0.3)) << "exited while a dropped process still runs";
+  auto next = Checkpoint();
+  EXPECT_EQ(next["ok"], "0");
+  EXPECT_EQ(next["silent"], "1");
+  EXPECT_NE(next["error"].find("did not answer phase resume"), std::string::npos) << next["error"];
+  kill(alive, SIGKILL);
+  waitpid(alive, nullptr, 0);
+  EXPECT_TRUE(server_->WaitDone(5));
+}
+
 TEST_F(ServerTest, IntervalCheckpoints) {
   ServerOptions o;
   o.interval = 0.3;
