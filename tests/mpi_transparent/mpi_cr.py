@@ -21,9 +21,11 @@ checkpoint K, signal K, kill C, restart C, compare), followed by a diff and the 
 launch and restarts, which carry the ranks' stderr, and the coordinator's log). Every step has a
 timeout, and the whole run --timeout seconds (the test never hangs: a stuck job is killed and reported).
 
---at pre-init|post-finalize: the first checkpoint is taken while every rank is before MPI_Init (sleeping
-3 s there: MPI_CR_PRE_INIT_MS, progs/common.h) or after MPI_Finalize (MPI_CR_POST_FINALIZE_MS), as the ranks
-say on stderr; before MPI_Init, no rank may be past it when the checkpoint has completed. Then the kill and
+--at pre-init|in-init|post-finalize: the first checkpoint is taken while every rank is before MPI_Init
+(sleeping 3 s there: MPI_CR_PRE_INIT_MS, progs/common.h), while rank 0 sleeps 3 s before MPI_Init and the
+others wait for it inside MPI_Init (MPI_CR_IN_INIT_MS), or after MPI_Finalize (MPI_CR_POST_FINALIZE_MS),
+as the ranks say on stderr; before and inside MPI_Init, no rank may be past it when the checkpoint has
+completed. Then the kill and
 the restart as usual: the restored ranks go through MPI_Init, or end, under the restored mpiexec.
 
 --native-only: only (a), --native-runs times, each run's stdout identical; --cross PROG also runs PROG
@@ -465,11 +467,14 @@ def checkpoints(a, rng, port, ck, work, proc, prog, c, restored, run_name, last_
 
 
 def checkpoint_at(a, rng, port, ck, work, proc, prog0):
-    """--at: the first checkpoint while every rank is before MPI_Init or after MPI_Finalize."""
-    key = b"before MPI_Init" if a.at == "pre-init" else b"after MPI_Finalize"
+    """--at: the first checkpoint while every rank is before MPI_Init or after MPI_Finalize, or while rank 0
+    holds back and the others wait inside MPI_Init."""
+    key = {"pre-init": b"before MPI_Init", "post-finalize": b"after MPI_Finalize", "in-init": b"entering MPI_Init"}[a.at]
+    want = a.n - 1 if a.at == "in-init" else a.n
     errf = os.path.join(work, "launch-stderr")
     deadline = time.time() + left(60)
-    while open(errf, "rb").read().count(key) < a.n:
+    while open(errf, "rb").read().count(key) < want or (
+            a.at == "in-init" and b"holding MPI_Init back" not in open(errf, "rb").read()):
         if proc.poll() is not None:
             fail("checkpoint " + a.at, "the job ended (exit %s) before %d rank(s) said %r" % (proc.returncode, a.n, key))
         if time.time() > deadline:
@@ -477,9 +482,9 @@ def checkpoint_at(a, rng, port, ck, work, proc, prog0):
         time.sleep(0.02)
     time.sleep(rng.uniform(0, 1.0))  # inside the ranks' 3 s there
     checkpoint_cmd(a, port, ck, "checkpoint " + a.at, prog0)
-    if a.at == "pre-init" and b"past MPI_Init" in open(errf, "rb").read():
-        fail("checkpoint pre-init", "a rank was past MPI_Init when the checkpoint completed (a loaded machine?): "
-             "the test did not test a checkpoint before MPI_Init")
+    if a.at in ("pre-init", "in-init") and b"past MPI_Init" in open(errf, "rb").read():
+        fail("checkpoint " + a.at, "a rank was past MPI_Init when the checkpoint completed (a loaded machine?): "
+             "the test did not test a checkpoint before or inside MPI_Init")
     say("checkpoint %s: generation %d, every rank %s" % (a.at, max(generations(ck) or [0]), key.decode()))
 
 
@@ -511,7 +516,7 @@ def main():
                     help="for revive checkpoint (longer than the coordinator's phase timeout, to see its message)")
     ap.add_argument("--restart-timeout", type=float, default=120, help="for the restored job to finish")
     ap.add_argument("--native-only", action="store_true")
-    ap.add_argument("--at", choices=["pre-init", "post-finalize"], help="the first checkpoint there (see above)")
+    ap.add_argument("--at", choices=["pre-init", "in-init", "post-finalize"], help="the first checkpoint there (see above)")
     ap.add_argument("--ref-nosleep", action="store_true", help="the reference run with PROG's SLEEP_US (2nd argument) 0")
     ap.add_argument("--native-runs", type=int, default=2)
     ap.add_argument("--cross", help="with --native-only: the program built for the other MPI, same output wanted")
@@ -569,7 +574,8 @@ def main():
     env.update(REVIVE_INJECT_LIB=os.path.abspath(a.inject), REVIVE_RESTART_BIN=os.path.abspath(a.restart),
                REVIVE_LOG=a.log)
     if a.at:
-        env["MPI_CR_PRE_INIT_MS" if a.at == "pre-init" else "MPI_CR_POST_FINALIZE_MS"] = "3000"
+        env[{"pre-init": "MPI_CR_PRE_INIT_MS", "in-init": "MPI_CR_IN_INIT_MS",
+             "post-finalize": "MPI_CR_POST_FINALIZE_MS"}[a.at]] = "3000"
     launch = [os.path.abspath(a.revive), "launch", "--port", str(port), "--ckpt-dir", ck]
     if a.interval:
         launch += ["--interval", str(a.interval)]

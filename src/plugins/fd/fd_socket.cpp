@@ -37,6 +37,9 @@ constexpr Opt kOpts[kSockOpts] = {
 };
 
 bool applies(const Opt& o, int domain, int type) {
+  // Setting a TCP socket's buffer size turns the kernel's autotuning off for good: left to the kernel.
+  if ((o.name == SO_RCVBUF || o.name == SO_SNDBUF) && o.level == SOL_SOCKET)
+    return !((domain == AF_INET || domain == AF_INET6) && type == SOCK_STREAM);
   if (o.level == IPPROTO_TCP) return (domain == AF_INET || domain == AF_INET6) && type == SOCK_STREAM;
   if (o.level == IPPROTO_IPV6) return domain == AF_INET6;
   if (o.name == SO_REUSEADDR || o.name == SO_REUSEPORT || o.name == SO_BROADCAST || o.name == SO_KEEPALIVE)

@@ -48,11 +48,25 @@ static inline void nap(const char *name, const char *what) {
   while (ms > 0) { usleep(ms > 1000 ? 1000000 : (useconds_t)ms * 1000); ms -= 1000; }
 }
 
-/* MPI_Init, then the world's rank and size. */
+/* The rank the launcher gave this process (its environment: before MPI_Init), or -1. */
+static inline long launcher_rank(void) {
+  const char *v = getenv("OMPI_COMM_WORLD_RANK");
+  if (!v) v = getenv("PMI_RANK");
+  return v ? strtol(v, NULL, 10) : -1;
+}
+
+/* MPI_Init, then the world's rank and size. MPI_CR_IN_INIT_MS (mpi_cr.py --at in-init): rank 0 holds
+ * back before MPI_Init that long while the others wait for it inside MPI_Init (its PMI fence). */
 static inline void start(int *argc, char ***argv, int *rank, int *size) {
   nap("MPI_CR_PRE_INIT_MS", "before MPI_Init");
+  const int in_init = getenv("MPI_CR_IN_INIT_MS") != NULL;
+  if (in_init && launcher_rank() == 0) nap("MPI_CR_IN_INIT_MS", "holding MPI_Init back");
+  else if (in_init) {
+    fprintf(stderr, "mpi_cr: pid %ld entering MPI_Init\n", (long)getpid());
+    fflush(stderr);
+  }
   MPI_Init(argc, argv);
-  if (getenv("MPI_CR_PRE_INIT_MS")) {
+  if (getenv("MPI_CR_PRE_INIT_MS") || in_init) {
     fprintf(stderr, "mpi_cr: pid %ld past MPI_Init\n", (long)getpid());
     fflush(stderr);
   }
