@@ -434,7 +434,9 @@ void Server::HandleFrame(Conn* c, const FrameHeader& h, const Payload& p) {
         uint64_t died = 0;  // its sub saw it end without exit()
         if (p.get_u64("died", &died) && died == 1) {
           auto it = c->members.find(upid);
-          if (it != c->members.end() && !it->second.mpi_rank.empty()) NoteDeadRank(it->second);
+          if (it != c->members.end() && !it->second.mpi_rank.empty() &&
+              !RankHeldByOther(it->second.mpi_rank, c, upid))
+            NoteDeadRank(it->second);
           RemoveMember(c, upid, "ended without exit() (killed or crashed)");
           return;
         }

@@ -107,6 +107,12 @@ class Server {
   // c's process ended without exit() (killed, crashed; no BYE) on this host and no exec'd image of it is
   // here: for an MPI rank, the end of its job (see dead_ranks_).
   bool DiedWithoutExit(const Conn& c) const;
+  // Another live process of the computation has the same mpi_rank as member `upid` of `conn`: a process
+  // the rank started (system(), a helper: its environment names the rank too) rather than the rank.
+  bool RankHeldByOther(const std::string& rank, const Conn* conn, uint64_t upid) const;
+  // c's process is an MPI rank that ended without exit() (DiedWithoutExit), and no process that carries
+  // its rank is left (so it was the rank, not one of its helpers, that died).
+  bool DeadRank(const Conn& c) const;
   // A rank of an MPI job died (here or behind a sub-coordinator): see dead_ranks_.
   void NoteDeadRank(const Member& m);
   void StartPendingRestart();

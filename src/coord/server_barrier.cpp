@@ -275,8 +275,7 @@ void Server::OnPeerGone(Conn* c, const std::string& why) {
   if (c->timed_out)  // alive as far as we know, but no longer ours (see lost_live_)
     for (const auto& [u, m] : c->members) NoteLostLive(m, why);
   bool dead_rank = false;
-  if (c->role == Conn::Role::kProc && c->Self() != nullptr && !c->Self()->mpi_rank.empty() &&
-      DiedWithoutExit(*c)) {
+  if (DeadRank(*c)) {
     NoteDeadRank(*c->Self());
     dead_rank = true;
   }

@@ -89,6 +89,20 @@ bool Server::LostLiveStillRuns() const {
   return false;
 }
 
+bool Server::RankHeldByOther(const std::string& rank, const Conn* conn, uint64_t upid) const {
+  for (const auto& [id, other] : conns_)
+    if (!other->dead)
+      for (const auto& [u, om] : other->members)
+        if (u != 0 && om.mpi_rank == rank && !(other.get() == conn && u == upid)) return true;
+  return false;
+}
+
+bool Server::DeadRank(const Conn& c) const {
+  const Member* m = const_cast<Conn&>(c).Self();
+  return c.role == Conn::Role::kProc && m != nullptr && !m->mpi_rank.empty() && DiedWithoutExit(c) &&
+         !RankHeldByOther(m->mpi_rank, &c, m->upid);
+}
+
 bool Server::DiedWithoutExit(const Conn& c) const {
   if (c.said_bye || c.timed_out) return false;
   const Member* m = const_cast<Conn&>(c).Self();

@@ -125,7 +125,7 @@ void Server::SubPeerGone(Conn* c, const std::string& why) {
     uint8_t buf[512];
     FrameBuilder b(buf, sizeof buf, kBye, 0);
     b.add_u64("upid", upid).add_i64("status", c->said_bye ? 0 : -1);
-    if (DiedWithoutExit(*c)) b.add_u64("died", 1);  // the root refuses later checkpoints of an MPI job
+    if (DeadRank(*c)) b.add_u64("died", 1);  // the root refuses later checkpoints of its MPI job
     if (c->timed_out) b.add("lost", why.substr(0, 200).c_str());  // dropped alive: the root refuses from now on
     if (size_t n = b.finish()) SendUp(kBye, 0, (const char*)buf + kHeaderSize, n - kHeaderSize);
   }
@@ -139,8 +139,7 @@ void Server::SubPeerGone(Conn* c, const std::string& why) {
     const bool resumed = up_->phase == "resume" || up_->phase == "durable";
     bool fails = true, transient = false;
     if (up_->restart) fails = was_waiting;
-    else if (up_->phase == "suspend" && c->Self() != nullptr && !c->Self()->mpi_rank.empty() &&
-             DiedWithoutExit(*c))
+    else if (up_->phase == "suspend" && DeadRank(*c))
       transient = false;  // an MPI rank: its job is ending, no generation without it (the root refuses)
     else if (up_->phase == "suspend" && was_waiting && (c->said_bye || LeftOnItsOwn(*c))) fails = false;
     else if (up_->phase == "suspend") transient = was_waiting && !c->timed_out;  // see OnPeerGone

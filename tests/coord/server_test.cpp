@@ -365,8 +365,8 @@ TEST_F(ServerTest, SilentProcessTimesOut) {
 
 // An MPI rank that ends without exit() (killed or crashed: no BYE) ends its job: a generation taken
 // now would save a job that cannot finish, and would be the newest one a restart takes. Later
-// checkpoints are refused naming the rank; a rank that said BYE (exit) or a vanished process that is not
-// a rank changes nothing. One that dies while being suspended fails its generation for good.
+// checkpoints are refused naming the rank; a rank that said BYE (exit), a vanished process that is not
+// a rank, or one that carries a live rank's number (a helper it started) changes nothing. One that dies while being suspended fails its generation for good.
 TEST_F(ServerTest, DeadMpiRankRefusesLaterCheckpoints) {
   StartServer();
   pid_t dead = DeadPid();
@@ -383,6 +383,15 @@ TEST_F(ServerTest, DeadMpiRankRefusesLaterCheckpoints) {
   EXPECT_EQ(done["images"], "1");
 
   FakeProc r2(port_, secret_, "ring", false, 0, uint64_t(dead), "2");
+  // A helper the rank started (its environment names rank 2 too) killed while rank 2 lives: not the rank.
+  pid_t helper_pid = DeadPid();
+  ASSERT_GT(helper_pid, 0);
+  ASSERT_NE(helper_pid, dead);
+  { FakeProc helper(port_, secret_, "sh", false, 0, uint64_t(helper_pid), "2"); }
+  usleep(200000);
+  done = Checkpoint();
+  ASSERT_EQ(done["ok"], "1") << done["error"];
+  EXPECT_EQ(done["images"], "2");
   r2.ActAt("suspend", FakeProc::Act::kDisconnect);
   done = Checkpoint();
   EXPECT_EQ(done["ok"], "0");
@@ -393,7 +402,7 @@ TEST_F(ServerTest, DeadMpiRankRefusesLaterCheckpoints) {
   EXPECT_NE(done["error"].find("checkpoints of this job are refused: MPI rank 2"), std::string::npos)
       << done["error"];
   EXPECT_NE(done["error"].find("(ring, pid " + std::to_string(dead)), std::string::npos) << done["error"];
-  EXPECT_FALSE(std::ifstream(GenerationDir(dir_.path, 2) + "/MANIFEST.json").good());
+  EXPECT_FALSE(std::ifstream(GenerationDir(dir_.path, 3) + "/MANIFEST.json").good());
 }
 
 // Killed between checkpoints: the next one is refused.
