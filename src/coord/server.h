@@ -104,6 +104,13 @@ class Server {
   void AbortLookups(const std::set<uint64_t>& conn_ids);
   bool LeftOnItsOwn(const Conn& c) const;
   bool ExecdImageConnected(const Conn& c, const Member& m) const;
+  struct HereState {
+    bool exists = false;
+    char state = 0;           // R, S, D, T, Z, X...
+    unsigned long flags = 0;  // PF_* flags
+    std::string comm;
+  };
+  bool ReadHere(const Member& m, HereState* h) const;
   // c's process ended without exit() (killed, crashed; no BYE) on this host and no exec'd image of it is
   // here: for an MPI rank, the end of its job (see dead_ranks_).
   bool DiedWithoutExit(const Conn& c) const;

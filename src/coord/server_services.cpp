@@ -62,6 +62,25 @@ void Server::AbortLookups(const std::set<uint64_t>& conn_ids) {
   }
 }
 
+// m's process as /proc/<pid>/stat shows it, if m runs on this host (false: elsewhere, not ours to look
+// at). h->exists is false when it is gone (and reaped).
+bool Server::ReadHere(const Member& m, HereState* h) const {
+  char host[256] = "";
+  if (m.pid == 0 || gethostname(host, sizeof host - 1) != 0 || m.host != host) return false;
+  *h = HereState{};
+  std::string stat;
+  std::ifstream f("/proc/" + std::to_string(m.pid) + "/stat");
+  if (!f || !std::getline(f, stat)) return true;
+  size_t lp = stat.find('('), rp = stat.rfind(')');
+  if (lp == std::string::npos || rp == std::string::npos || rp + 2 >= stat.size()) return true;
+  h->exists = true;
+  h->comm = stat.substr(lp + 1, rp - lp - 1);
+  std::istringstream in(stat.substr(rp + 2));
+  long ppid, pgrp, session, tty, tpgid;
+  in >> h->state >> ppid >> pgrp >> session >> tty >> tpgid >> h->flags;
+  return true;
+}
+
 // Another connection stands for c's process now: its exec'd image (same pid, same host).
 bool Server::ExecdImageConnected(const Conn& c, const Member& m) const {
   for (const auto& [id, other] : conns_)
@@ -72,19 +91,11 @@ bool Server::ExecdImageConnected(const Conn& c, const Member& m) const {
 }
 
 bool Server::LostLiveStillRuns() const {
-  char host[256] = "";
-  if (gethostname(host, sizeof host - 1) != 0) return false;
   for (const Member& m : lost_live_procs_) {
-    if (m.host != host || m.pid == 0) continue;  // elsewhere: its sub-coordinator's business
-    std::string stat;
-    std::ifstream f("/proc/" + std::to_string(m.pid) + "/stat");
-    if (!f || !std::getline(f, stat)) continue;
-    size_t lp = stat.find('('), rp = stat.rfind(')');
-    if (lp == std::string::npos || rp == std::string::npos || rp + 2 >= stat.size()) continue;
-    const char state = stat[rp + 2];
-    // Its pid taken by another program (the name differs) is not it.
-    const std::string comm = stat.substr(lp + 1, rp - lp - 1);
-    if (state != 'Z' && state != 'X' && m.prog.compare(0, comm.size(), comm) == 0) return true;
+    HereState h;
+    // Alive, and not another program that took its pid since (the name differs).
+    if (ReadHere(m, &h) && h.exists && h.state != 'Z' && h.state != 'X' && m.prog.compare(0, h.comm.size(), h.comm) == 0)
+      return true;
   }
   return false;
 }
@@ -117,23 +128,10 @@ bool Server::LeftOnItsOwn(const Conn& c) const {
   const Member* m = const_cast<Conn&>(c).Self();
   if (m == nullptr || m->pid == 0) return false;
   if (ExecdImageConnected(c, *m)) return true;
-  char host[256] = "";
-  if (gethostname(host, sizeof host - 1) != 0 || m->host != host) return false;
-  std::string stat;
-  {
-    std::ifstream f("/proc/" + std::to_string(m->pid) + "/stat");
-    if (!f) return true;  // gone (and reaped)
-    std::getline(f, stat);
-  }
-  size_t rp = stat.rfind(')');
-  if (rp == std::string::npos) return true;
-  std::istringstream in(stat.substr(rp + 2));
-  char state = 0;
-  long ppid, pgrp, session, tty, tpgid;
-  unsigned long flags = 0;
-  in >> state >> ppid >> pgrp >> session >> tty >> tpgid >> flags;
+  HereState h;
+  if (!ReadHere(*m, &h)) return false;
   constexpr unsigned long kPfExiting = 0x4;  // PF_EXITING: in exit, files (our socket) already closed
-  return state == 'Z' || state == 'X' || (flags & kPfExiting) != 0;
+  return !h.exists || h.state == 'Z' || h.state == 'X' || (h.flags & kPfExiting) != 0;
 }
 
 void Server::HandleLookup(Conn* c, const FrameHeader& h, const Payload& p) {

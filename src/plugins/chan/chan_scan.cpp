@@ -17,6 +17,7 @@
 #include "plugins/chan/chan.h"
 #include "plugins/common/msg.h"
 #include "plugins/common/proc_fds.h"
+#include "plugins/common/sockopt.h"
 #include "plugins/plugins.h"
 
 namespace revive::chan {
@@ -98,11 +99,7 @@ void make_keys(Chan& c, const uint8_t* a, size_t la, const uint8_t* b, size_t lb
 
 namespace {
 
-int int_opt(int fd, int level, int name) {
-  int v = 0;
-  socklen_t l = sizeof v;
-  return getsockopt(fd, level, name, &v, &l) == 0 ? v : -1;
-}
+using plugins::int_opt;
 
 // One descriptor: a stream socket goes into the table (slot reused: the buffers stay mapped across
 // checkpoints), anything else is the fd plugin's.

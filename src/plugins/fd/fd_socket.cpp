@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "plugins/common/msg.h"
+#include "plugins/common/sockopt.h"
 #include "plugins/fd/fd_internal.h"
 #include "plugins/plugins.h"
 
@@ -45,12 +46,6 @@ bool applies(const Opt& o, int domain, int type) {
   if (o.name == SO_REUSEADDR || o.name == SO_REUSEPORT || o.name == SO_BROADCAST || o.name == SO_KEEPALIVE)
     return domain == AF_INET || domain == AF_INET6;
   return true;
-}
-
-int int_opt(int fd, int level, int name) {
-  int v = 0;
-  socklen_t l = sizeof v;
-  return getsockopt(fd, level, name, &v, &l) == 0 ? v : -1;
 }
 
 bool inet(int domain) { return domain == AF_INET || domain == AF_INET6; }
