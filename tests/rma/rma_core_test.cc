@@ -1,0 +1,152 @@
+// The MPI-free parts of librevive_rma: checksum-group placement over failure domains, the XOR parity's
+// ability to rebuild any one member, and the log records' format and replay order.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <set>
+
+#include "rma/access_log.h"
+#include "rma/placement.h"
+#include "rma/xor_code.h"
+
+using namespace revive::rma;
+
+TEST(Placement, NoGroupHasTwoMembersOnOneHost) {
+  // 8 ranks, 2 per host on 4 hosts, groups of 4: each group takes one rank of each host.
+  std::vector<std::string> d = {"r1/a", "r1/a", "r1/b", "r1/b", "r2/c", "r2/c", "r2/d", "r2/d"};
+  Placement p = PlaceGroups(d, 4, 0);
+  ASSERT_EQ(p.groups.size(), 2u);
+  EXPECT_TRUE(p.warning.empty()) << p.warning;
+  for (auto& g : p.groups) {
+    std::set<std::string> hosts;
+    for (int r : g) hosts.insert(d[r]);
+    EXPECT_EQ(hosts.size(), g.size());
+  }
+  for (int r = 0; r < 8; ++r) EXPECT_GE(p.group_of[r], 0);
+}
+
+TEST(Placement, RackLevelSpreadsOverRacks) {
+  std::vector<std::string> d = {"r1/a", "r1/b", "r2/c", "r2/d"};
+  Placement p = PlaceGroups(d, 2, 1);
+  ASSERT_EQ(p.groups.size(), 2u);
+  EXPECT_TRUE(p.warning.empty()) << p.warning;
+  for (auto& g : p.groups) EXPECT_NE(d[g[0]].substr(0, 2), d[g[1]].substr(0, 2));
+}
+
+TEST(Placement, OneHostStillGetsGroupsAndAWarning) {
+  std::vector<std::string> d = {"vm/vm", "vm/vm", "vm/vm", "vm/vm"};
+  Placement p = PlaceGroups(d, 2, 0);
+  ASSERT_EQ(p.groups.size(), 2u);
+  EXPECT_NE(p.warning.find("rank order"), std::string::npos) << p.warning;
+  for (int r = 0; r < 4; ++r) EXPECT_GE(p.group_of[r], 0);
+}
+
+TEST(Placement, EveryRankInExactlyOneGroupOfAtLeastTwo) {
+  for (int n = 2; n <= 13; ++n)
+    for (int size = 2; size <= 6; ++size)
+      for (int level : {-1, 0}) {
+        std::vector<std::string> d;
+        for (int r = 0; r < n; ++r) d.push_back("r/h" + std::to_string(r % 3));
+        Placement p = PlaceGroups(d, size, level);
+        std::vector<int> seen(n, 0);
+        for (auto& g : p.groups) {
+          EXPECT_GE(g.size(), 2u) << n << " " << size;
+          for (int r : g) seen[r]++;
+        }
+        for (int r = 0; r < n; ++r) EXPECT_EQ(seen[r], 1) << n << " " << size;
+      }
+}
+
+TEST(XorCode, AnyOneMemberIsRebuiltFromTheOthers) {
+  std::mt19937_64 rng(7);
+  for (int k = 2; k <= 6; ++k)
+    for (size_t bytes : {1ul, 7ul, 64ul, 1000ul, 4099ul}) {
+      const size_t c = ChunkBytes(bytes, k);
+      std::vector<std::vector<uint8_t>> data(k, std::vector<uint8_t>(bytes));
+      for (auto& d : data)
+        for (auto& b : d) b = static_cast<uint8_t>(rng());
+      // Reduce-scatter with XOR, done by hand.
+      std::vector<uint8_t> sum(k * c, 0), contrib(k * c);
+      for (int m = 0; m < k; ++m) {
+        ParityContribution(data[m].data(), bytes, k, m, contrib.data());
+        for (size_t i = 0; i < sum.size(); ++i) sum[i] ^= contrib[i];
+      }
+      std::vector<std::vector<uint8_t>> parity(k);
+      for (int j = 0; j < k; ++j) parity[j].assign(sum.begin() + j * c, sum.begin() + (j + 1) * c);
+      for (int f = 0; f < k; ++f) {
+        std::vector<uint8_t> rebuilt((k - 1) * c, 0), part((k - 1) * c);
+        for (int m = 0; m < k; ++m) {
+          if (m == f) continue;
+          RebuildContribution(data[m].data(), bytes, parity[m].data(), k, m, f, part.data());
+          for (size_t i = 0; i < rebuilt.size(); ++i) rebuilt[i] ^= part[i];
+        }
+        ASSERT_EQ(0, std::memcmp(rebuilt.data(), data[f].data(), bytes)) << "k=" << k << " bytes=" << bytes << " f=" << f;
+        // A damaged parity byte shows in the rebuild (the check can fail).
+        parity[(f + 1) % k][0] ^= 1;
+        std::vector<uint8_t> bad((k - 1) * c, 0);
+        for (int m = 0; m < k; ++m) {
+          if (m == f) continue;
+          RebuildContribution(data[m].data(), bytes, parity[m].data(), k, m, f, part.data());
+          for (size_t i = 0; i < bad.size(); ++i) bad[i] ^= part[i];
+        }
+        parity[(f + 1) % k][0] ^= 1;
+        EXPECT_NE(0, std::memcmp(bad.data(), data[f].data(), std::min(bytes, bad.size())));
+      }
+    }
+}
+
+TEST(AccessLog, RecordsRoundTripAndDamageIsNamed) {
+  LogBuffer log;
+  for (int i = 0; i < 5; ++i) {
+    Determinant d;
+    d.kind = static_cast<uint8_t>(i % 2 ? Kind::kAcc : Kind::kPut);
+    d.origin = i;
+    d.len = 3 + i;
+    d.gnc = 5 - i;
+    d.seq = i;
+    uint8_t* p = log.Append(d);
+    std::memset(p, 'a' + i, d.len);
+  }
+  std::vector<RecordView> recs;
+  std::string err;
+  ASSERT_TRUE(ParseRecords(log.raw().data(), log.bytes(), &recs, &err)) << err;
+  ASSERT_EQ(recs.size(), 5u);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(recs[i].det.len, 3u + i);
+    EXPECT_EQ(recs[i].data[0], 'a' + i);
+  }
+  SortForReplay(&recs);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(recs[i].det.gnc, static_cast<uint64_t>(i + 1));
+  // Truncated: the parse stops and says where.
+  recs.clear();
+  EXPECT_FALSE(ParseRecords(log.raw().data(), log.bytes() - 3, &recs, &err));
+  EXPECT_NE(err.find("claims"), std::string::npos) << err;
+  // Garbage.
+  std::vector<uint8_t> junk(200, 0xee);
+  recs.clear();
+  EXPECT_FALSE(ParseRecords(junk.data(), junk.size(), &recs, &err));
+  EXPECT_NE(err.find("not a record"), std::string::npos) << err;
+}
+
+TEST(AccessLog, ReplayOrderKeepsEachOriginsEpochsAndLockOrder) {
+  std::vector<RecordView> recs;
+  auto add = [&](int origin, uint64_t gnc, uint64_t sc, uint64_t ec, uint64_t seq) {
+    RecordView v;
+    v.det.origin = origin;
+    v.det.gnc = gnc;
+    v.det.sc = sc;
+    v.det.ec = ec;
+    v.det.seq = seq;
+    recs.push_back(v);
+  };
+  add(1, 0, 2, 9, 9);  // origin 1's second lock epoch at the target
+  add(0, 0, 1, 3, 4);  // origin 0's lock epoch came first (SC 1)
+  add(0, 0, 1, 3, 2);
+  add(2, 1, 0, 0, 1);  // after the next gsync
+  SortForReplay(&recs);
+  EXPECT_EQ(recs[0].det.seq, 2u);
+  EXPECT_EQ(recs[1].det.seq, 4u);
+  EXPECT_EQ(recs[2].det.origin, 1);
+  EXPECT_EQ(recs[3].det.origin, 2);
+}
