@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,20 +44,28 @@ static_assert(sizeof(Determinant) == 72, "a record header is 72 bytes on every r
 inline size_t DataBytes(const Determinant& d) { return d.kind == static_cast<uint8_t>(Kind::kCas) ? 2 * d.len : d.len; }
 inline size_t RecordBytes(const Determinant& d) { return (sizeof(Determinant) + DataBytes(d) + 7) & ~size_t{7}; }
 
-// A sequence of records in one buffer.
+// A sequence of records in blocks of at least 1 MiB that are kept when the log is cleared: a log grows
+// and is trimmed at every checkpoint, and reusing its memory keeps page faults and zero-filling out of
+// the put path (a growing std::vector cost an FFT-like transpose half its run time in copies and faults).
+// A record never straddles two blocks.
 class LogBuffer {
  public:
   // Appends a record; returns a pointer to its data (DataBytes(d) bytes) for the caller to fill.
   uint8_t* Append(const Determinant& d);
-  void Clear() { bytes_.clear(); count_ = 0; }
-  size_t bytes() const { return bytes_.size(); }
+  void Clear();
+  size_t bytes() const { return bytes_; }
   size_t count() const { return count_; }
-  const std::vector<uint8_t>& raw() const { return bytes_; }
-  void Swap(std::vector<uint8_t>& other, size_t count) { bytes_.swap(other); count_ = count; }
+  // The records, contiguous (for shipping a log to the process that replays it, and for tests).
+  std::vector<uint8_t> Contiguous() const;
 
  private:
-  std::vector<uint8_t> bytes_;
-  size_t count_ = 0;
+  struct Block {
+    std::unique_ptr<uint8_t[]> mem;
+    size_t used = 0, cap = 0;
+  };
+  std::vector<Block> blocks_;
+  size_t cur_ = 0;  // the block being filled
+  size_t bytes_ = 0, count_ = 0;
 };
 
 struct RecordView {
@@ -64,7 +73,7 @@ struct RecordView {
   const uint8_t* data = nullptr;
 };
 
-// Parses `n` bytes of records. A truncated or inconsistent record stops the parse with an error that
+// Parses `n` bytes of records, up to an 8-byte zero word (the end of a log slice) or n. A truncated or inconsistent record stops the parse with an error that
 // says where (never reads past n).
 bool ParseRecords(const uint8_t* p, size_t n, std::vector<RecordView>* out, std::string* error);
 

@@ -110,7 +110,9 @@ TEST(AccessLog, RecordsRoundTripAndDamageIsNamed) {
   }
   std::vector<RecordView> recs;
   std::string err;
-  ASSERT_TRUE(ParseRecords(log.raw().data(), log.bytes(), &recs, &err)) << err;
+  const std::vector<uint8_t> raw = log.Contiguous();
+  ASSERT_EQ(raw.size(), log.bytes());
+  ASSERT_TRUE(ParseRecords(raw.data(), raw.size(), &recs, &err)) << err;
   ASSERT_EQ(recs.size(), 5u);
   for (int i = 0; i < 5; ++i) {
     EXPECT_EQ(recs[i].det.len, 3u + i);
@@ -120,13 +122,41 @@ TEST(AccessLog, RecordsRoundTripAndDamageIsNamed) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ(recs[i].det.gnc, static_cast<uint64_t>(i + 1));
   // Truncated: the parse stops and says where.
   recs.clear();
-  EXPECT_FALSE(ParseRecords(log.raw().data(), log.bytes() - 3, &recs, &err));
+  EXPECT_FALSE(ParseRecords(raw.data(), raw.size() - 3, &recs, &err));
   EXPECT_NE(err.find("claims"), std::string::npos) << err;
+  // A zero word ends a log slice: what follows it is not read.
+  std::vector<uint8_t> slice = raw;
+  slice.resize(raw.size() + 8 + 100, 0xee);
+  std::fill(slice.begin() + raw.size(), slice.begin() + raw.size() + 8, 0);
+  recs.clear();
+  ASSERT_TRUE(ParseRecords(slice.data(), slice.size(), &recs, &err)) << err;
+  EXPECT_EQ(recs.size(), 5u);
   // Garbage.
   std::vector<uint8_t> junk(200, 0xee);
   recs.clear();
   EXPECT_FALSE(ParseRecords(junk.data(), junk.size(), &recs, &err));
   EXPECT_NE(err.find("not a record"), std::string::npos) << err;
+}
+
+TEST(AccessLog, BlocksAreReusedAfterClearAndBigRecordsFit) {
+  LogBuffer log;
+  Determinant d;
+  d.kind = static_cast<uint8_t>(Kind::kPut);
+  for (int round = 0; round < 3; ++round) {
+    d.len = 700 * 1024;  // two of these do not fit in one 1 MiB block
+    for (int i = 0; i < 5; ++i) std::memset(log.Append(d), 'a' + i, d.len);
+    d.len = 3 << 20;  // bigger than a block
+    std::memset(log.Append(d), 'z', d.len);
+    std::vector<RecordView> recs;
+    std::string err;
+    const auto raw = log.Contiguous();
+    ASSERT_TRUE(ParseRecords(raw.data(), raw.size(), &recs, &err)) << err;
+    ASSERT_EQ(recs.size(), 6u);
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(recs[i].data[700 * 1024 - 1], 'a' + i);
+    EXPECT_EQ(recs[5].data[(3 << 20) - 1], 'z');
+    log.Clear();
+    EXPECT_EQ(log.bytes(), 0u);
+  }
 }
 
 TEST(AccessLog, ReplayOrderKeepsEachOriginsEpochsAndLockOrder) {
