@@ -444,9 +444,13 @@ void Server::HandleFrame(Conn* c, const FrameHeader& h, const Payload& p) {
         return;
       }
       if (c->role == Conn::Role::kProc) {
+        // An exit() in progress, not the end: the process stays a member until its connection closes
+        // (the kernel's exit). It still answers checkpoints meanwhile, and it must: its parent has not
+        // waited for it, so a generation without it would restore a parent whose wait fails with ECHILD
+        // (files.make: gcc's child, stopped in exit() on a full pipe). BYE only marks the later loss
+        // as an exit rather than a kill (Dead MPI ranks, docs/protocol.md).
         c->said_bye = true;
         Log(2, "%s said BYE", c->Describe().c_str());
-        Drop(c, "exited");
         return;
       }
       break;

@@ -106,8 +106,7 @@ void Server::SubHandleFrame(Conn* c, const FrameHeader& h, const Payload& p) {
       break;
     case kBye:
       if (c->role == Conn::Role::kProc) {
-        c->said_bye = true;
-        Drop(c, "exited");  // SubPeerGone tells the root
+        c->said_bye = true;  // a member until its connection closes, as at the root (Server::Handle)
         return;
       }
       break;

@@ -200,16 +200,15 @@ void coord_exit_report() {
   if (!g_client.send(b)) sys::log(0, "coordinator: ", g_client.error());
 }
 
-void coord_say_bye() {
+void coord_say_bye(int status) {
   if (!g_client.connected() || g_client_pid != int(sys::getpid())) return;
   coord::FrameBuilder b(g_client.tx_buffer(), coord::Client::kTxCap, coord::kBye, 0);
-  b.add("how", "exit");
+  // status is required by the wire: without it the coordinator answered a protocol error and dropped
+  // the process as if it had died (unseen while the client closed right after its BYE).
+  b.add("how", "exit").add_i64("status", status);
   if (!g_client.send(b)) sys::log(1, "coordinator: ", g_client.error());
-  // Gone for the coordinator: no checkpoint may start in this process any more (it would wait for a
-  // coordinator that has dropped us), and losing the socket is no news to log.
-  g.ready = false;
-  g_client.close();
-  g.coord_fd = -1;
+  // The connection stays open until the kernel closes it at the end of the exit: until then this process
+  // is still a member and still takes part in checkpoints (its parent may not have waited for it yet).
 }
 
 bool coord_publish(const char* key, const char* value) {

@@ -228,7 +228,7 @@ bool coord_durable_ready();
 void coord_exit_report();
 // At exit, last: tell the coordinator this process leaves by exit() (BYE), so that it is not taken for
 // one that was killed or crashed, then forget the connection. Same conditions as coord_exit_report.
-void coord_say_bye();
+void coord_say_bye(int status);  // BYE how=exit status=<exit status>
 // The program's dup2/dup3 onto the coordinator socket's number moved it to fd (fd_guard.cpp).
 void coord_moved(int fd);
 // Restored process, after after_restore(): reconnect (threads then wait for resume) or release at once.

@@ -284,7 +284,7 @@ bool work_pending() {
 // job. Registered first, so it runs after the program's own handlers. The serving flag makes it the only
 // engine work in the process; signals are blocked only while holding it, so that meanwhile a checkpoint
 // can still park this thread (the serving thread would otherwise wait for it forever).
-void at_exit() {
+void at_exit(int status, void*) {
   if (!g.ready || !coord_connected()) return;
   uint64_t all = ~uint64_t{0}, old = 0;
   for (;;) {
@@ -296,7 +296,7 @@ void at_exit() {
     sys::sc(SYS_nanosleep, &ms, nullptr);
   }
   coord_exit_report();
-  coord_say_bye();
+  coord_say_bye(status);
   __atomic_store_n(&g.serving, 0u, __ATOMIC_RELEASE);
   sys::sc(SYS_rt_sigprocmask, SIG_SETMASK, &old, nullptr, 8);
 }
@@ -442,7 +442,7 @@ __attribute__((constructor)) void revive_init() {
   else g.ready = g.cstack != nullptr;
   if (!g.ready) return;
   if (coord_configured()) {
-    atexit(at_exit);
+    on_exit(at_exit, nullptr);  // on_exit, not atexit: the handler learns the exit status for its BYE
     coord_start();
     // An exec'd image connects from plugins_init (proctree adopts its predecessor's place), before
     // g.ready: a PHASE that arrived then (it joined a checkpoint's suspend) raised a wake-up the handler
