@@ -131,15 +131,56 @@ uint16_t OpIndex(MPI_Op op) {
   return 0xffff;
 }
 
-// Bytes of `count` elements of `t`, and whether they lie dense from offset 0 (so a byte range describes
-// the target memory an access touches).
-bool DenseBytes(int count, MPI_Datatype t, size_t* bytes) {
+// What logging needs to know of a datatype: its size, whether `count` of it lie dense from offset 0 (so a
+// byte range describes the memory an access touches), and its element type.
+struct TypeInfo {
+  size_t size = 0;
+  bool dense = false;
+  uint8_t basic = kUnknownType;
+};
+
+TypeInfo SlowInfo(MPI_Datatype t) {
+  TypeInfo i;
   int size = 0;
   MPI_Aint lb = 0, extent = 0;
   PMPI_Type_size(t, &size);
   PMPI_Type_get_true_extent(t, &lb, &extent);
-  *bytes = static_cast<size_t>(size) * static_cast<size_t>(count);
-  return lb == 0 && extent == size;
+  i.size = static_cast<size_t>(size);
+  i.dense = lb == 0 && extent == size;
+  i.basic = BasicOf(t);
+  return i;
+}
+
+// Predefined types are looked up in a table made once (their handles never change): three MPI queries
+// and a scan per access were a third of what logging cost a hash table doing millions of small atomics.
+// Derived types are asked each time (a freed handle can come back as another type).
+struct TypeCache {
+  std::vector<MPI_Datatype> types;
+  std::vector<TypeInfo> info;
+  size_t last = 0;
+};
+TypeCache* g_types = nullptr;
+
+TypeInfo Info(MPI_Datatype t) {
+  if (!g_types) {
+    g_types = new TypeCache;
+    g_types->types = BasicTypes();
+    for (MPI_Datatype b : g_types->types) g_types->info.push_back(SlowInfo(b));
+  }
+  TypeCache& c = *g_types;
+  if (c.types[c.last] == t) return c.info[c.last];
+  for (size_t i = 0; i < c.types.size(); ++i)
+    if (c.types[i] == t) {
+      c.last = i;
+      return c.info[i];
+    }
+  return SlowInfo(t);
+}
+
+bool DenseBytes(int count, MPI_Datatype t, size_t* bytes) {
+  const TypeInfo i = Info(t);
+  *bytes = i.size * static_cast<size_t>(count);
+  return i.dense;
 }
 
 // Copies count×t from `buf` (the origin's layout) into out (packed).
@@ -188,6 +229,9 @@ struct Win {
   std::vector<uint64_t> sc;   // SC taken at each target in the current lock epoch (0: not taken)
   std::vector<LogBuffer> lp;  // LP_p[q], by comm rank q
   std::vector<PendingGet> q;  // Q_p
+  std::vector<PendingGet> q_keep;                // scratch of FlushGets, kept to spare allocations
+  std::vector<std::vector<uint8_t>> blobs;       // scratch: records per target
+  std::vector<uint64_t> nrec;                    // scratch: record count per target
   std::vector<uint8_t> n_set; // N_q[p] set in this epoch, by target
   // Checkpoint
   std::vector<uint8_t> copy, parity;
@@ -336,9 +380,11 @@ void LogPut(Win* w, Kind k, const void* obuf, int ocount, MPI_Datatype otype, in
   if (target == w->comm_rank || target < 0 || target >= w->comm_size) return;  // our own window: redone by us
   TakeSc(w, target);
   size_t tbytes = 0, obytes = 0;
-  const bool dense = DenseBytes(tcount, ttype, &tbytes);
+  const TypeInfo ti = Info(ttype);
+  const bool dense = ti.dense;
+  tbytes = ti.size * static_cast<size_t>(tcount);
   DenseBytes(ocount, otype, &obytes);
-  uint8_t basic = BasicOf(ttype);
+  uint8_t basic = ti.basic;
   if (!dense) {
     basic = kUnknownType;
     if (g->st.unknown_layout++ == 0)
@@ -363,9 +409,9 @@ void LogGetIssue(Win* w, void* buf, int count, MPI_Datatype type, int target, MP
     PMPI_Accumulate(&one, 1, MPI_BYTE, w->to_world[target], kNOff + g->rank, 1, MPI_BYTE, MPI_REPLACE, g->logwin);
     w->n_set[target] = 1;
   }
-  size_t bytes = 0;
-  DenseBytes(count, type, &bytes);
-  w->q.push_back(PendingGet{MakeDet(w, Kind::kGet, target, disp, bytes, BasicOf(type), 0), buf, count, type});
+  const TypeInfo ti = Info(type);
+  w->q.push_back(PendingGet{MakeDet(w, Kind::kGet, target, disp, ti.size * static_cast<size_t>(count), ti.basic, 0),
+                            buf, count, type});
 }
 
 // Phase 2 (lines 4-8), once the epoch of the gets to `target` (-1: every target) has closed: the records
@@ -381,9 +427,13 @@ void FlushTargets(Win* w, const std::vector<std::vector<uint8_t>>& blobs) {
 
 void FlushGets(Win* w, int target) {
   if (w->q.empty()) return;
-  std::vector<std::vector<uint8_t>> blobs(w->comm_size);
-  std::vector<uint64_t> nrec(w->comm_size, 0);
-  std::vector<PendingGet> keep;
+  auto& blobs = w->blobs;
+  auto& nrec = w->nrec;
+  auto& keep = w->q_keep;
+  blobs.resize(w->comm_size);
+  for (auto& b : blobs) b.clear();
+  nrec.assign(w->comm_size, 0);
+  keep.clear();
   for (auto& pg : w->q) {
     if (target >= 0 && pg.det.target != target) {
       keep.push_back(pg);
