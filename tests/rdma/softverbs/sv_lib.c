@@ -36,6 +36,7 @@ extern char **environ;
 struct svc_ctx {
 	struct verbs_context vctx; /* vctx.context is the public ibv_context */
 	int sock;                  /* the connection to the daemon (also cmd_fd, like /dev/infiniband/uverbsN) */
+	int fatal_sent;            /* the daemon went away: IBV_EVENT_DEVICE_FATAL was handed out */
 	pthread_mutex_t call_lock;
 	pthread_mutex_t map_lock;
 	struct sv_htab objs; /* handle -> object, to hand out events */
@@ -769,6 +770,13 @@ int ibv_get_async_event(struct ibv_context *context, struct ibv_async_event *eve
 	for (;;) {
 		struct svp_async a;
 		ssize_t r = read(context->async_fd, &a, sizeof a);
+		if (r == 0 && !__atomic_exchange_n(&c->fatal_sent, 1, __ATOMIC_SEQ_CST)) {
+			/* the daemon (the "HCA") is gone: its end of the pipe closed */
+			memset(event, 0, sizeof *event);
+			event->event_type = IBV_EVENT_DEVICE_FATAL;
+			event->element.port_num = 0;
+			return 0;
+		}
 		if (r != (ssize_t)sizeof a)
 			return -1;
 		enum ibv_event_type t = (enum ibv_event_type)a.type;
