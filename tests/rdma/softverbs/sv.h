@@ -1,5 +1,5 @@
-/* softverbs: a software InfiniBand verbs device, loaded instead of rdma-core's libibverbs.so.1.
- * Internal declarations shared by the sv_*.c files. See README.md for what is (not) modelled. */
+/* softverbs: a software InfiniBand verbs device. Internal declarations of the daemon, softverbsd (the
+ * "HCA": sv_net.c, sv_qp.c, sv_dev.c, softverbsd.c). See README.md for what is (not) modelled. */
 #ifndef SOFTVERBS_SV_H
 #define SOFTVERBS_SV_H
 
@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+
+#include "sv_proto.h"
 
 /* ---- device limits (reported by ibv_query_device and enforced) ---- */
 #define SV_MAX_QP 65536
@@ -173,6 +175,9 @@ struct sv_engine {
 	struct sv_conn *conns;
 	struct sv_peer *peers;
 	struct sv_peer *self;
+	struct sv_context *clients; /* connected programs (one per open device context) */
+	int nclients;
+	uint64_t nconnects;
 	char regpath[PATH_MAX + 32];
 	char regdir[PATH_MAX];
 	uint32_t qkey_viol;
@@ -180,17 +185,16 @@ struct sv_engine {
 };
 
 /* ---- objects ---- */
-struct sv_async {
-	struct ibv_async_event ev;
-	struct sv_async *next;
-};
-
+/* one connected program context (the daemon-side ibv_context: objects point at vctx.context) */
 struct sv_context {
-	struct verbs_context vctx; /* vctx.context is the public ibv_context */
+	struct verbs_context vctx;
 	struct sv_engine *eng;
-	int async_wfd;
-	struct sv_async *aq_head, *aq_tail;
-	int cmd_fd;
+	int fd;        /* the Unix connection to the program */
+	pid_t pid;     /* the program, whose registered memory the daemon reads and writes */
+	int async_wfd; /* write end of the program's async event pipe */
+	int opened;
+	pthread_t thread;
+	struct sv_context *next;
 };
 
 struct sv_pd {
@@ -203,32 +207,26 @@ struct sv_mr {
 	struct sv_pd *pd;
 	unsigned int access;
 	uint64_t iova;
-	uint8_t *host;
+	uint64_t haddr; /* address in the owning program */
 	size_t len;
 };
 
 struct sv_channel {
-	struct ibv_comp_channel ch;
-	int wfd;
+	struct sv_context *ctx;
+	uint32_t handle;
+	int refs;
+	int wfd; /* write end of the program's channel pipe */
 };
 
 struct sv_cq {
-	union {
-		struct ibv_cq cq;   /* the classic view */
-		struct ibv_cq_ex x; /* the extended view (ibv_create_cq_ex); starts with the same fields */
-	};
+	struct ibv_cq cq;
 	struct sv_context *ctx;
 	struct sv_channel *chan;
-	struct ibv_wc *ring;
-	uint32_t cap, head, count;
-	int armed; /* 0, 1 = next completion, 2 = next solicited completion */
+	struct svp_cqring *ring; /* shared with the program */
+	size_t ring_len;
+	int memfd;
+	int with_ts;
 	int refs;
-	uint32_t events_read;
-	uint32_t async_reported;
-	uint32_t empty_polls; /* racy counter, only used to pace sched_yield() */
-	uint64_t *ts;         /* completion timestamps (CLOCK_MONOTONIC ns) parallel to ring, if requested */
-	struct ibv_wc cur;    /* the entry the ibv_cq_ex poll API is positioned on */
-	uint64_t cur_ts;
 };
 
 /* a posted receive WR */
@@ -300,16 +298,6 @@ struct sv_msg {
 	uint8_t data[];
 };
 
-/* builder for the ibv_qp_ex "new post send" API */
-struct sv_wrb {
-	struct ibv_send_wr *wrs;
-	struct ibv_sge *sges; /* one per WR (set_sge) or a list (stored separately) */
-	struct ibv_sge **lists;
-	uint8_t **inl;
-	size_t n, cap;
-	int err;
-};
-
 struct sv_qp {
 	struct ibv_qp_ex ex; /* ex.qp_base is the public ibv_qp */
 	struct sv_context *ctx;
@@ -359,7 +347,6 @@ struct sv_qp {
 	int sqd_notify;
 	uint32_t events_reported;
 	struct sv_qp *next_all;
-	struct sv_wrb wrb;
 };
 
 /* ---- helpers ---- */
@@ -380,23 +367,38 @@ uint32_t sv_rand32(void);
 uint64_t sv_now_ns(void);
 void sv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 extern int sv_debug;
-uint32_t sv_new_handle(struct sv_engine *e);
+/* every object is in e->hnds: handle -> struct sv_obj */
+enum { SVO_PD = 1, SVO_MR, SVO_CH, SVO_CQ, SVO_SRQ, SVO_AH, SVO_QP };
+struct sv_obj {
+	int type;
+	struct sv_context *ctx;
+	void *p;
+};
+uint32_t sv_new_handle(struct sv_engine *e, struct sv_context *ctx, int type, void *p);
+void *sv_obj_get(struct sv_context *ctx, int type, uint32_t handle);
+void sv_obj_del(struct sv_engine *e, uint32_t handle);
+/* the program's memory (process_vm_readv/writev); 0 = done, -1 = fault or program gone */
+int sv_mem_read(pid_t pid, uint64_t addr, void *buf, size_t len);
+int sv_mem_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
+/* set by sv_mem_* when the program has exited (ESRCH): its QPs are about to be destroyed, and a request
+ * that needed its memory is dropped without a response, as at a dead host (e->lock held) */
+extern int sv_mem_gone;
 uint32_t sv_mtu_bytes(enum ibv_mtu m);
 uint64_t sv_rnr_timer_ns(uint8_t code);
 uint64_t sv_transport_timeout_ns(uint8_t timeout, uint8_t retry_cnt);
 extern uint64_t sv_min_timeout_ns;
 long sv_env_long(const char *name, long def);
+const char *sv_dir(void);                /* $SOFTVERBS_DIR: LID registry and daemon sockets */
+int sv_sock_path(char *buf, size_t len); /* the daemon socket of this network namespace */
 
 /* sv_net.c */
 struct sv_engine *sv_engine_get(void); /* start (or reference) the process' engine */
 void sv_engine_put(struct sv_engine *e);
-void sv_engine_fork_child(void);
 void sv_wake(struct sv_engine *e);
 int sv_peer_send(struct sv_engine *e, struct sv_peer *p, struct sv_wire *h, const struct iovec *iov, int iovcnt);
 /* Blocking (connects); call without e->lock. NULL = unreachable. Peers live until the engine stops. */
 struct sv_peer *sv_resolve(struct sv_engine *e, const struct ibv_ah_attr *ah);
 void sv_make_gid(struct sv_engine *e, union ibv_gid *gid);
-uint64_t sv_device_guid(void);
 
 /* sv_qp.c (called by the progress thread with e->lock held) */
 void sv_dispatch(struct sv_engine *e, struct sv_conn *c, struct sv_wire *h, uint8_t *data);
@@ -404,27 +406,32 @@ void sv_dispatch(struct sv_engine *e, struct sv_conn *c, struct sv_wire *h, uint
 uint64_t sv_timers(struct sv_engine *e, uint64_t now, int fire);
 void sv_qp_peer_dead(struct sv_engine *e, struct sv_peer *p);
 
-/* sv_verbs.c */
+/* sv_dev.c */
 void sv_cq_push(struct sv_cq *cq, const struct ibv_wc *wc, int solicited);
 void sv_async_qp(struct sv_qp *q, enum ibv_event_type t);
 void sv_async_srq(struct sv_srq *s, enum ibv_event_type t);
 void sv_async_cq(struct sv_cq *cq, enum ibv_event_type t);
-void sv_async_forget(struct sv_context *ctx, void *obj);
 struct sv_mr *sv_mr_find(struct sv_engine *e, uint32_t key);
 int sv_rq_post(struct sv_rq *rq, const struct ibv_recv_wr *wr);
 struct sv_rwr *sv_rq_peek(struct sv_rq *rq);
 void sv_rq_pop(struct sv_rq *rq);
 int sv_rq_init(struct sv_rq *rq, uint32_t cap, uint32_t max_sge);
-void sv_srq_after_post(struct sv_srq *s);
 int sv_srq_consumed(struct sv_srq *s);
+/* the calls of the protocol (sv_proto.h); with e->lock held unless noted. out: reply body; *ofd: a
+ * descriptor to pass back; return 0 or an errno */
+int svd_call(struct sv_context *ctx, uint32_t op, const void *in, size_t inlen, int infd, void *out,
+	     size_t *outlen, int *ofd, uint32_t *idx); /* takes e->lock itself */
+void svd_client_gone(struct sv_context *ctx);        /* destroys all of the context's objects */
 
-/* sv_qp.c entry points used by the context ops table */
+/* sv_qp.c (with e->lock held) */
 int sv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 int sv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 int sv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
-int sv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
-int sv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
-struct ibv_qp *sv_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr);
+struct ibv_qp *sv_create_qp(struct sv_context *ctx, struct ibv_qp_init_attr_ex *attr, int is_ex);
+int sv_destroy_qp(struct sv_qp *q);
+int sv_modify_qp_check(struct sv_qp *q, struct ibv_qp_attr *attr, int mask);
+int sv_modify_qp(struct sv_qp *q, struct ibv_qp_attr *attr, int mask, struct sv_peer *peer);
+void sv_query_qp(struct sv_qp *q, struct ibv_qp_attr *attr);
 void sv_srq_drain(struct sv_srq *s);
 
 #endif

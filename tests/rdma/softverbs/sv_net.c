@@ -1,6 +1,6 @@
-/* softverbs: the "HCA" engine. One per process while a device context is open: a TCP listening socket,
- * a registry entry (lid -> ip:port), a progress thread that plays the remote side of RDMA operations,
- * and one ordered byte stream per peer engine. */
+/* softverbs: the "HCA" engine of the daemon softverbsd (one per host / network namespace): a TCP listening
+ * socket, a registry entry (lid -> ip:port), a progress thread that plays the remote side of RDMA
+ * operations, and one ordered byte stream per peer engine (daemon). */
 #include "sv.h"
 
 #include <arpa/inet.h>
@@ -22,20 +22,6 @@
 
 static pthread_mutex_t g_eng_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sv_engine *g_eng;
-static pthread_mutex_t g_guid_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t g_guid;
-/* a port keeps its LID (and, if the TCP port is still free, its GID) when the device is reopened */
-static uint16_t g_last_lid, g_last_port;
-
-uint64_t sv_device_guid(void)
-{
-	pthread_mutex_lock(&g_guid_lock);
-	while (!g_guid)
-		g_guid = sv_rand64();
-	uint64_t g = g_guid;
-	pthread_mutex_unlock(&g_guid_lock);
-	return g;
-}
 
 void sv_wake(struct sv_engine *e)
 {
@@ -471,15 +457,10 @@ static void sv_collect_ips(struct sv_engine *e)
 		e->ips[e->nips++] = htonl(INADDR_LOOPBACK);
 }
 
-static const char *sv_regdir(void)
-{
-	const char *d = getenv("SOFTVERBS_DIR");
-	return d && *d ? d : "/tmp/softverbs";
-}
 
 static void sv_register(struct sv_engine *e)
 {
-	snprintf(e->regdir, sizeof e->regdir, "%s", sv_regdir());
+	snprintf(e->regdir, sizeof e->regdir, "%s", sv_dir());
 	if (mkdir(e->regdir, 01777) == 0)
 		chmod(e->regdir, 01777);
 	char tmp[PATH_MAX + 64];
@@ -504,8 +485,6 @@ static void sv_register(struct sv_engine *e)
 	}
 	for (int tries = 0; tries < 4096; tries++) {
 		e->lid = (uint16_t)(1 + sv_rand32() % 0xbfffu); /* unicast LID range 0x0001-0xbfff */
-		if (tries == 0 && g_last_lid)
-			e->lid = g_last_lid;
 		if (!have_tmp)
 			break;
 		snprintf(e->regpath, sizeof e->regpath, "%s/lid-%04x", e->regdir, e->lid);
@@ -558,7 +537,8 @@ static struct sv_engine *sv_engine_start(void)
 	sv_min_timeout_ns = (uint64_t)sv_env_long("SOFTVERBS_MIN_TIMEOUT_MS", 2000) * 1000000ull;
 	pthread_mutex_init(&e->lock, NULL);
 	e->pid = getpid();
-	e->guid = sv_device_guid();
+	while (!e->guid)
+		e->guid = sv_rand64(); /* node GUID: random per daemon (per "host" boot) */
 	e->listen_fd = e->wake_fd = -1;
 	sv_ht_init(&e->qps);
 	sv_ht_init(&e->mrs);
@@ -570,12 +550,9 @@ static struct sv_engine *sv_engine_start(void)
 		goto fail;
 	int one = 1;
 	setsockopt(e->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY), .sin_port = htons(g_last_port)};
-	if (bind(e->listen_fd, (struct sockaddr *)&sa, sizeof sa)) {
-		sa.sin_port = 0;
-		if (bind(e->listen_fd, (struct sockaddr *)&sa, sizeof sa))
-			goto fail;
-	}
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY), .sin_port = 0};
+	if (bind(e->listen_fd, (struct sockaddr *)&sa, sizeof sa))
+		goto fail;
 	if (listen(e->listen_fd, 128))
 		goto fail;
 	socklen_t sl = sizeof sa;
@@ -607,8 +584,6 @@ static struct sv_engine *sv_engine_start(void)
 
 	if (pthread_create(&e->thread, NULL, sv_progress, e))
 		goto fail;
-	g_last_lid = e->lid;
-	g_last_port = e->port;
 	char ip[INET_ADDRSTRLEN];
 	inet_ntop(AF_INET, &e->ips[0], ip, sizeof ip);
 	sv_log("engine up: lid 0x%04x guid %016llx %s:%u registry %s", e->lid, (unsigned long long)e->guid, ip,
@@ -708,23 +683,6 @@ void sv_engine_put(struct sv_engine *e)
 	pthread_mutex_destroy(&e->lock);
 	sv_log("engine down: lid 0x%04x", e->lid);
 	free(e);
-}
-
-/* A forked child has no progress thread: it forgets the parent's device and can open its own. */
-void sv_engine_fork_child(void)
-{
-	pthread_mutex_init(&g_eng_lock, NULL);
-	pthread_mutex_init(&g_guid_lock, NULL);
-	g_eng = NULL;
-	g_guid = 0;
-	g_last_lid = g_last_port = 0;
-}
-
-__attribute__((destructor)) static void sv_fini(void)
-{
-	struct sv_engine *e = g_eng;
-	if (e && e->pid == getpid() && e->regpath[0])
-		unlink(e->regpath);
 }
 
 /* ---- connecting to a peer engine (blocking, without e->lock) ---- */
@@ -868,7 +826,7 @@ struct sv_peer *sv_resolve(struct sv_engine *e, const struct ibv_ah_attr *ah)
 	if (p)
 		return p;
 	char path[PATH_MAX + 16];
-	snprintf(path, sizeof path, "%s/lid-%04x", sv_regdir(), lid);
+	snprintf(path, sizeof path, "%s/lid-%04x", sv_dir(), lid);
 	FILE *f = fopen(path, "re");
 	if (!f) {
 		sv_log("lid 0x%04x: no registry entry %s", lid, path);

@@ -1,5 +1,6 @@
-/* softverbs: queue pairs. State machine, posting, the requester side (transmit, ACKs, timeouts, completion
- * order) and the responder side (PSN check, receive WR matching, RNR waits, RDMA write/read, atomics, UD). */
+/* softverbs (daemon): queue pairs. State machine, posting, the requester side (transmit, ACKs, timeouts,
+ * completion order) and the responder side (PSN check, receive WR matching, RNR waits, RDMA write/read,
+ * atomics, UD). The program's memory is read and written with process_vm_readv/writev (sv_mem_*). */
 #include "sv.h"
 
 #include <endian.h>
@@ -149,44 +150,64 @@ static void sv_sq_complete(struct sv_qp *q)
 /* ---------------------------------------------------------------------------------------------------- */
 /* requester: transmit                                                                                   */
 
-/* resolve a local SGE (lkey) to host memory; NULL = protection error */
-static uint8_t *sv_local(struct sv_engine *e, struct sv_pd *pd, const struct ibv_sge *s, int need_write)
+static pid_t sv_mr_pid(struct sv_mr *mr)
+{
+	return sv_ctx(mr->mr.context)->pid;
+}
+
+/* resolve a local SGE (lkey) to the program's memory; -1 = protection error */
+static int sv_local(struct sv_engine *e, struct sv_pd *pd, const struct ibv_sge *s, int need_write, pid_t *pid,
+		    uint64_t *addr)
 {
 	struct sv_mr *mr = sv_mr_find(e, s->lkey);
 	if (!mr || mr->pd != pd)
-		return NULL;
+		return -1;
 	if (need_write && !(mr->access & IBV_ACCESS_LOCAL_WRITE))
-		return NULL;
+		return -1;
 	if (s->addr < mr->iova || s->addr - mr->iova > mr->len || mr->len - (s->addr - mr->iova) < s->length)
-		return NULL;
-	return mr->host + (s->addr - mr->iova);
+		return -1;
+	*pid = sv_mr_pid(mr);
+	*addr = mr->haddr + (s->addr - mr->iova);
+	return 0;
 }
 
 static void sv_transmit(struct sv_qp *q, struct sv_swr *w)
 {
 	struct sv_engine *e = q->eng;
-	struct iovec iov[SV_MAX_SGE + 1];
+	struct iovec iov[1];
 	int n = 0;
 	uint64_t len = 0;
 	enum ibv_wc_status lerr = IBV_WC_SUCCESS;
+	uint8_t *gather = NULL;
 
 	if (w->inl) {
 		iov[n].iov_base = w->inl;
 		iov[n++].iov_len = w->inl_len;
 		len = w->inl_len;
 	} else {
+		/* gather now (the "DMA read" of the source buffers), from the program's memory */
 		int need_write = w->is_rd;
-		for (int i = 0; i < w->nsge; i++) {
+		for (int i = 0; i < w->nsge; i++)
+			len += w->sge[i].length;
+		int payload = !w->is_rd;
+		if (payload && len && len <= SV_MAX_MSG && !(gather = malloc(len)))
+			lerr = IBV_WC_LOC_LEN_ERR;
+		uint64_t off = 0;
+		for (int i = 0; i < w->nsge && !lerr; i++) {
 			if (!w->sge[i].length)
 				continue;
-			uint8_t *p = sv_local(e, q->pd, &w->sge[i], need_write);
-			if (!p) {
+			pid_t pid;
+			uint64_t a;
+			if (sv_local(e, q->pd, &w->sge[i], need_write, &pid, &a) ||
+			    (gather && sv_mem_read(pid, a, gather + off, w->sge[i].length))) {
 				lerr = IBV_WC_LOC_PROT_ERR;
 				break;
 			}
-			iov[n].iov_base = p;
-			iov[n++].iov_len = w->sge[i].length;
-			len += w->sge[i].length;
+			off += w->sge[i].length;
+		}
+		if (gather) {
+			iov[n].iov_base = gather;
+			iov[n++].iov_len = len;
 		}
 	}
 	if (!lerr && len > SV_MAX_MSG)
@@ -202,6 +223,7 @@ static void sv_transmit(struct sv_qp *q, struct sv_swr *w)
 		w->state = SWR_DONE;
 		w->status = lerr;
 		q->sq_blocked = 1;
+		free(gather);
 		return;
 	}
 
@@ -260,6 +282,7 @@ static void sv_transmit(struct sv_qp *q, struct sv_swr *w)
 		q->sq_psn = (q->sq_psn + sv_npkts(len, q->path_mtu)) & 0xffffff;
 	}
 	int rc = sv_peer_send(e, peer, &h, iov, payload ? n : 0);
+	free(gather);
 	if (rc)
 		sv_log("qp 0x%06x: no path to the destination, wr_id %llu %s", q->ex.qp_base.qp_num,
 		       (unsigned long long)w->wr_id, q->type == IBV_QPT_RC ? "will time out" : "is lost");
@@ -378,9 +401,7 @@ static int sv_sq_post_one(struct sv_qp *q, struct ibv_send_wr *wr)
 int sv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
 	struct sv_qp *q = sv_qp_of(ibqp);
-	struct sv_engine *e = q->eng;
 	int err = 0;
-	pthread_mutex_lock(&e->lock);
 	for (; wr; wr = wr->next) {
 		err = sv_sq_post_one(q, wr);
 		if (err) {
@@ -389,7 +410,6 @@ int sv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr
 		}
 	}
 	sv_sq_kick(q);
-	pthread_mutex_unlock(&e->lock);
 	return err;
 }
 
@@ -402,12 +422,12 @@ static void sv_scatter_resp(struct sv_qp *q, struct sv_swr *w, const uint8_t *da
 		size_t n = w->sge[i].length < len ? w->sge[i].length : len;
 		if (!n)
 			continue;
-		uint8_t *p = sv_local(q->eng, q->pd, &w->sge[i], 1);
-		if (!p) { /* MR deregistered while the read was outstanding */
-			w->status = IBV_WC_LOC_PROT_ERR;
+		pid_t pid;
+		uint64_t a;
+		if (sv_local(q->eng, q->pd, &w->sge[i], 1, &pid, &a) || sv_mem_write(pid, a, data, n)) {
+			w->status = IBV_WC_LOC_PROT_ERR; /* MR deregistered (or unmapped) while the read was outstanding */
 			return;
 		}
-		memcpy(p, data, n);
 		data += n;
 		len -= n;
 	}
@@ -475,17 +495,39 @@ static void sv_respond(struct sv_qp *q, const struct sv_wire *req, uint8_t op, u
 	sv_respond_v(q, req, op, syndrome, iov, n, 0);
 }
 
-/* remote access check; returns host memory, or NULL on a violation */
-static uint8_t *sv_remote(struct sv_qp *q, uint32_t rkey, uint64_t raddr, uint64_t len, unsigned need)
+/* remote access check: the program's memory (pid, address), or -1 on a violation */
+static int sv_remote(struct sv_qp *q, uint32_t rkey, uint64_t raddr, uint64_t len, unsigned need, pid_t *pid,
+		     uint64_t *addr)
 {
 	if (!(q->access & need))
-		return NULL;
+		return -1;
 	struct sv_mr *mr = sv_mr_find(q->eng, rkey);
 	if (!mr || mr->pd != q->pd || !(mr->access & need))
-		return NULL;
+		return -1;
 	if (raddr < mr->iova || raddr - mr->iova > mr->len || mr->len - (raddr - mr->iova) < len)
-		return NULL;
-	return mr->host + (raddr - mr->iova);
+		return -1;
+	*pid = sv_mr_pid(mr);
+	*addr = mr->haddr + (raddr - mr->iova);
+	return 0;
+}
+
+/* an RDMA read's data, from the program's memory; -1 = violation or fault */
+static int sv_read_remote(struct sv_qp *q, const struct sv_wire *h, uint64_t len, uint8_t **buf)
+{
+	pid_t pid;
+	uint64_t a;
+	*buf = NULL;
+	if (!len)
+		return 0;
+	if (sv_remote(q, h->rkey, h->raddr, len, IBV_ACCESS_REMOTE_READ, &pid, &a))
+		return -1;
+	*buf = malloc(len);
+	if (!*buf || sv_mem_read(pid, a, *buf, len)) {
+		free(*buf);
+		*buf = NULL;
+		return -1;
+	}
+	return 0;
 }
 
 /* scatter into a receive WR starting at byte offset off; returns a completion status */
@@ -499,10 +541,10 @@ static enum ibv_wc_status sv_scatter(struct sv_qp *q, struct sv_rwr *r, size_t o
 			continue;
 		}
 		size_t n = sl - off < len ? sl - off : len;
-		uint8_t *p = sv_local(q->eng, pd, &r->sge[i], 1);
-		if (!p)
+		pid_t pid;
+		uint64_t a;
+		if (sv_local(q->eng, pd, &r->sge[i], 1, &pid, &a) || sv_mem_write(pid, a + off, data, n))
 			return IBV_WC_LOC_PROT_ERR;
-		memcpy(p + off, data, n);
 		data += n;
 		len -= n;
 		off = 0;
@@ -574,6 +616,16 @@ static void sv_resp_fatal(struct sv_qp *q, const struct sv_wire *h, uint8_t synd
 	sv_sq_complete(q);
 }
 
+/* the responder's program has exited and its memory is gone (its QPs are being destroyed): the QP drops
+ * this and every later request, like a dead host; the requester runs into its transport timeout */
+static int sv_resp_gone(struct sv_qp *q)
+{
+	sv_log("qp 0x%06x: the program is gone, request dropped", q->ex.qp_base.qp_num);
+	sv_qp_to_err(q);
+	sv_sq_complete(q);
+	return SV_DONE;
+}
+
 /* process one request in order; SV_BLOCKED = needs a receive WR that is not there yet */
 static int sv_resp_one(struct sv_qp *q, const struct sv_wire *h, uint8_t *data)
 {
@@ -581,6 +633,7 @@ static int sv_resp_one(struct sv_qp *q, const struct sv_wire *h, uint8_t *data)
 	uint64_t plen = h->len - sizeof *h;
 	uint64_t len = h->op == SV_OP_READ ? h->rlen : (h->op == SV_OP_CMP_SWP || h->op == SV_OP_FETCH_ADD) ? 8 : plen;
 	uint32_t npk = sv_npkts(len, q->path_mtu);
+	sv_mem_gone = 0;
 
 	int32_t d = sv_psn_diff(h->psn, q->epsn);
 	if (d != 0) {
@@ -591,11 +644,12 @@ static int sv_resp_one(struct sv_qp *q, const struct sv_wire *h, uint8_t *data)
 		}
 		if (d < 0) { /* duplicate: acknowledge again, re-execute reads, no new side effects */
 			if (h->op == SV_OP_READ) {
-				uint8_t *p = len ? sv_remote(q, h->rkey, h->raddr, len, IBV_ACCESS_REMOTE_READ) : NULL;
-				if (len && !p)
+				uint8_t *p;
+				if (sv_read_remote(q, h, len, &p))
 					return SV_DONE;
 				struct iovec v = {.iov_base = p, .iov_len = len};
 				sv_respond(q, h, SV_OP_READ_RESP, 0, &v, len ? 1 : 0);
+				free(p);
 			} else {
 				sv_respond(q, h, SV_OP_ACK, 0, NULL, 0);
 			}
@@ -623,6 +677,8 @@ static int sv_resp_one(struct sv_qp *q, const struct sv_wire *h, uint8_t *data)
 	switch (h->op) {
 	case SV_OP_SEND: {
 		enum ibv_wc_status st = sv_rwr_capacity(r) < plen ? IBV_WC_LOC_LEN_ERR : sv_scatter(q, r, 0, data, plen);
+		if (sv_mem_gone)
+			return sv_resp_gone(q);
 		wc.wr_id = r->wr_id;
 		wc.opcode = IBV_WC_RECV;
 		wc.byte_len = (uint32_t)plen;
@@ -645,10 +701,13 @@ static int sv_resp_one(struct sv_qp *q, const struct sv_wire *h, uint8_t *data)
 		return SV_DONE;
 	}
 	case SV_OP_WRITE: {
-		uint8_t *p = NULL;
 		if (len) {
-			p = sv_remote(q, h->rkey, h->raddr, len, IBV_ACCESS_REMOTE_WRITE);
-			if (!p) {
+			pid_t pid;
+			uint64_t a;
+			if (sv_remote(q, h->rkey, h->raddr, len, IBV_ACCESS_REMOTE_WRITE, &pid, &a) ||
+			    sv_mem_write(pid, a, data, len)) {
+				if (sv_mem_gone)
+					return sv_resp_gone(q);
 				sv_log("qp 0x%06x: RDMA write rkey 0x%08x addr 0x%llx len %llu: access violation",
 				       q->ex.qp_base.qp_num, h->rkey, (unsigned long long)h->raddr, (unsigned long long)len);
 				if (!rc_qp) { /* UC: dropped */
@@ -658,7 +717,6 @@ static int sv_resp_one(struct sv_qp *q, const struct sv_wire *h, uint8_t *data)
 				sv_resp_fatal(q, h, SV_NAK_REM_ACCESS);
 				return SV_DONE;
 			}
-			memcpy(p, data, len);
 		}
 		q->epsn = (q->epsn + npk) & 0xffffff;
 		if (rc_qp)
@@ -675,18 +733,18 @@ static int sv_resp_one(struct sv_qp *q, const struct sv_wire *h, uint8_t *data)
 		return SV_DONE;
 	}
 	case SV_OP_READ: {
-		uint8_t *p = NULL;
-		if (len) {
-			p = sv_remote(q, h->rkey, h->raddr, len, IBV_ACCESS_REMOTE_READ);
-			if (!p) {
-				sv_log("qp 0x%06x: RDMA read rkey 0x%08x: access violation", q->ex.qp_base.qp_num, h->rkey);
-				sv_resp_fatal(q, h, SV_NAK_REM_ACCESS);
-				return SV_DONE;
-			}
+		uint8_t *p;
+		if (sv_read_remote(q, h, len, &p)) {
+			if (sv_mem_gone)
+				return sv_resp_gone(q);
+			sv_log("qp 0x%06x: RDMA read rkey 0x%08x: access violation", q->ex.qp_base.qp_num, h->rkey);
+			sv_resp_fatal(q, h, SV_NAK_REM_ACCESS);
+			return SV_DONE;
 		}
 		q->epsn = (q->epsn + npk) & 0xffffff;
 		struct iovec v = {.iov_base = p, .iov_len = len};
 		sv_respond(q, h, SV_OP_READ_RESP, 0, &v, len ? 1 : 0);
+		free(p);
 		return SV_DONE;
 	}
 	case SV_OP_CMP_SWP:
@@ -695,17 +753,23 @@ static int sv_resp_one(struct sv_qp *q, const struct sv_wire *h, uint8_t *data)
 			sv_resp_fatal(q, h, SV_NAK_INV_REQ);
 			return SV_DONE;
 		}
-		uint64_t *p = (uint64_t *)sv_remote(q, h->rkey, h->raddr, 8, IBV_ACCESS_REMOTE_ATOMIC);
-		if (!p) {
+		/* read-modify-write of the program's memory: atomic with respect to every other atomic of this
+		 * device (the daemon executes them one at a time under its lock), not to the program's CPU accesses:
+		 * exactly IBV_ATOMIC_HCA */
+		pid_t pid;
+		uint64_t a, orig;
+		if (sv_remote(q, h->rkey, h->raddr, 8, IBV_ACCESS_REMOTE_ATOMIC, &pid, &a) || sv_mem_read(pid, a, &orig, 8)) {
+			if (sv_mem_gone)
+				return sv_resp_gone(q);
 			sv_resp_fatal(q, h, SV_NAK_REM_ACCESS);
 			return SV_DONE;
 		}
-		uint64_t orig;
-		if (h->op == SV_OP_CMP_SWP) {
-			orig = h->cmp_add;
-			__atomic_compare_exchange_n(p, &orig, h->swap, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-		} else {
-			orig = __atomic_fetch_add(p, h->cmp_add, __ATOMIC_SEQ_CST);
+		uint64_t nv = h->op == SV_OP_CMP_SWP ? (orig == h->cmp_add ? h->swap : orig) : orig + h->cmp_add;
+		if (nv != orig && sv_mem_write(pid, a, &nv, 8)) {
+			if (sv_mem_gone)
+				return sv_resp_gone(q);
+			sv_resp_fatal(q, h, SV_NAK_REM_ACCESS);
+			return SV_DONE;
 		}
 		q->epsn = (q->epsn + 1) & 0xffffff;
 		sv_respond_v(q, h, SV_OP_ATOMIC_RESP, 0, NULL, 0, orig);
@@ -826,6 +890,7 @@ static void sv_ud_receive(struct sv_engine *e, struct sv_wire *h, uint8_t *data)
 	struct sv_rwr *r = sv_recv_peek(q);
 	if (!r)
 		return; /* unreliable datagram: no receive WR, no delivery */
+	sv_mem_gone = 0;
 	uint64_t plen = h->len - sizeof *h;
 	struct ibv_wc wc = {.wr_id = r->wr_id,
 			    .opcode = IBV_WC_RECV,
@@ -858,6 +923,8 @@ static void sv_ud_receive(struct sv_engine *e, struct sv_wire *h, uint8_t *data)
 		if (st == IBV_WC_SUCCESS)
 			st = sv_scatter(q, r, 40, data, plen);
 	}
+	if (sv_mem_gone)
+		return; /* the receiving program is gone */
 	wc.status = st;
 	if (st != IBV_WC_SUCCESS)
 		wc.vendor_err = 0xf0 + (uint32_t)st;
@@ -934,12 +1001,9 @@ void sv_qp_peer_dead(struct sv_engine *e, struct sv_peer *p)
 int sv_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
 	struct sv_qp *q = sv_qp_of(ibqp);
-	struct sv_engine *e = q->eng;
 	int err = 0;
-	pthread_mutex_lock(&e->lock);
 	if (q->srq || q->state == IBV_QPS_RESET) {
 		*bad = wr;
-		pthread_mutex_unlock(&e->lock);
 		return EINVAL;
 	}
 	for (; wr; wr = wr->next) {
@@ -954,292 +1018,17 @@ int sv_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr
 	} else {
 		sv_resp_drain(q);
 	}
-	pthread_mutex_unlock(&e->lock);
 	return err;
-}
-
-/* ---------------------------------------------------------------------------------------------------- */
-/* the ibv_qp_ex "new post send" interface                                                               */
-
-static struct sv_qp *sv_qx(struct ibv_qp_ex *qx)
-{
-	return (struct sv_qp *)qx;
-}
-
-static void sv_wrb_clear(struct sv_wrb *b)
-{
-	for (size_t i = 0; i < b->n; i++) {
-		free(b->lists[i]);
-		free(b->inl[i]);
-		b->lists[i] = NULL;
-		b->inl[i] = NULL;
-	}
-	b->n = 0;
-	b->err = 0;
-}
-
-static struct ibv_send_wr *sv_wrb_new(struct ibv_qp_ex *qx, enum ibv_wr_opcode op)
-{
-	struct sv_wrb *b = &sv_qx(qx)->wrb;
-	if (b->n == b->cap) {
-		size_t nc = b->cap ? b->cap * 2 : 16;
-		struct ibv_send_wr *w = realloc(b->wrs, nc * sizeof *w);
-		struct ibv_sge *s = w ? realloc(b->sges, nc * sizeof *s) : NULL;
-		struct ibv_sge **l = s ? realloc(b->lists, nc * sizeof *l) : NULL;
-		uint8_t **in = l ? realloc(b->inl, nc * sizeof *in) : NULL;
-		if (w)
-			b->wrs = w;
-		if (s)
-			b->sges = s;
-		if (l)
-			b->lists = l;
-		if (!in) {
-			b->err = ENOMEM;
-			return NULL;
-		}
-		b->inl = in;
-		for (size_t i = b->cap; i < nc; i++)
-			b->lists[i] = NULL, b->inl[i] = NULL;
-		b->cap = nc;
-	}
-	struct ibv_send_wr *w = &b->wrs[b->n];
-	memset(w, 0, sizeof *w);
-	memset(&b->sges[b->n], 0, sizeof b->sges[b->n]);
-	w->wr_id = qx->wr_id;
-	w->send_flags = qx->wr_flags;
-	w->opcode = op;
-	b->n++;
-	return w;
-}
-
-static struct ibv_send_wr *sv_wrb_cur(struct ibv_qp_ex *qx)
-{
-	struct sv_wrb *b = &sv_qx(qx)->wrb;
-	if (!b->n) {
-		b->err = EINVAL;
-		return NULL;
-	}
-	return &b->wrs[b->n - 1];
-}
-
-static void sv_wr_start(struct ibv_qp_ex *qx)
-{
-	sv_wrb_clear(&sv_qx(qx)->wrb);
-}
-
-static void sv_wr_abort(struct ibv_qp_ex *qx)
-{
-	sv_wrb_clear(&sv_qx(qx)->wrb);
-}
-
-static int sv_wr_complete(struct ibv_qp_ex *qx)
-{
-	struct sv_qp *q = sv_qx(qx);
-	struct sv_wrb *b = &q->wrb;
-	int err = b->err;
-	if (!err && b->n) {
-		for (size_t i = 0; i < b->n; i++) {
-			struct ibv_send_wr *w = &b->wrs[i];
-			w->next = i + 1 < b->n ? &b->wrs[i + 1] : NULL;
-			if (b->lists[i])
-				w->sg_list = b->lists[i];
-			else
-				w->sg_list = &b->sges[i];
-		}
-		struct ibv_send_wr *bad;
-		err = sv_post_send(&q->ex.qp_base, b->wrs, &bad);
-	}
-	sv_wrb_clear(b);
-	return err;
-}
-
-static void sv_wr_send(struct ibv_qp_ex *qx)
-{
-	sv_wrb_new(qx, IBV_WR_SEND);
-}
-
-static void sv_wr_send_imm(struct ibv_qp_ex *qx, __be32 imm)
-{
-	struct ibv_send_wr *w = sv_wrb_new(qx, IBV_WR_SEND_WITH_IMM);
-	if (w)
-		w->imm_data = imm;
-}
-
-static void sv_wr_rdma_write(struct ibv_qp_ex *qx, uint32_t rkey, uint64_t raddr)
-{
-	struct ibv_send_wr *w = sv_wrb_new(qx, IBV_WR_RDMA_WRITE);
-	if (w)
-		w->wr.rdma.rkey = rkey, w->wr.rdma.remote_addr = raddr;
-}
-
-static void sv_wr_rdma_write_imm(struct ibv_qp_ex *qx, uint32_t rkey, uint64_t raddr, __be32 imm)
-{
-	struct ibv_send_wr *w = sv_wrb_new(qx, IBV_WR_RDMA_WRITE_WITH_IMM);
-	if (w)
-		w->wr.rdma.rkey = rkey, w->wr.rdma.remote_addr = raddr, w->imm_data = imm;
-}
-
-static void sv_wr_rdma_read(struct ibv_qp_ex *qx, uint32_t rkey, uint64_t raddr)
-{
-	struct ibv_send_wr *w = sv_wrb_new(qx, IBV_WR_RDMA_READ);
-	if (w)
-		w->wr.rdma.rkey = rkey, w->wr.rdma.remote_addr = raddr;
-}
-
-static void sv_wr_cmp_swp(struct ibv_qp_ex *qx, uint32_t rkey, uint64_t raddr, uint64_t cmp, uint64_t swap)
-{
-	struct ibv_send_wr *w = sv_wrb_new(qx, IBV_WR_ATOMIC_CMP_AND_SWP);
-	if (w) {
-		w->wr.atomic.rkey = rkey;
-		w->wr.atomic.remote_addr = raddr;
-		w->wr.atomic.compare_add = cmp;
-		w->wr.atomic.swap = swap;
-	}
-}
-
-static void sv_wr_fetch_add(struct ibv_qp_ex *qx, uint32_t rkey, uint64_t raddr, uint64_t add)
-{
-	struct ibv_send_wr *w = sv_wrb_new(qx, IBV_WR_ATOMIC_FETCH_AND_ADD);
-	if (w) {
-		w->wr.atomic.rkey = rkey;
-		w->wr.atomic.remote_addr = raddr;
-		w->wr.atomic.compare_add = add;
-	}
-}
-
-static void sv_wr_set_ud_addr(struct ibv_qp_ex *qx, struct ibv_ah *ah, uint32_t qpn, uint32_t qkey)
-{
-	struct ibv_send_wr *w = sv_wrb_cur(qx);
-	if (w)
-		w->wr.ud.ah = ah, w->wr.ud.remote_qpn = qpn, w->wr.ud.remote_qkey = qkey;
-}
-
-static void sv_wr_set_sge(struct ibv_qp_ex *qx, uint32_t lkey, uint64_t addr, uint32_t length)
-{
-	struct sv_wrb *b = &sv_qx(qx)->wrb;
-	struct ibv_send_wr *w = sv_wrb_cur(qx);
-	if (!w)
-		return;
-	b->sges[b->n - 1] = (struct ibv_sge){.addr = addr, .length = length, .lkey = lkey};
-	w->num_sge = 1;
-}
-
-static void sv_wr_set_sge_list(struct ibv_qp_ex *qx, size_t num, const struct ibv_sge *list)
-{
-	struct sv_wrb *b = &sv_qx(qx)->wrb;
-	struct ibv_send_wr *w = sv_wrb_cur(qx);
-	if (!w)
-		return;
-	if (num > SV_MAX_SGE) {
-		b->err = EINVAL;
-		return;
-	}
-	struct ibv_sge *l = malloc((num ? num : 1) * sizeof *l);
-	if (!l) {
-		b->err = ENOMEM;
-		return;
-	}
-	memcpy(l, list, num * sizeof *l);
-	free(b->lists[b->n - 1]);
-	b->lists[b->n - 1] = l;
-	w->num_sge = (int)num;
-}
-
-static void sv_wr_set_inline_list(struct ibv_qp_ex *qx, size_t num, const struct ibv_data_buf *bufs)
-{
-	struct sv_wrb *b = &sv_qx(qx)->wrb;
-	struct ibv_send_wr *w = sv_wrb_cur(qx);
-	if (!w)
-		return;
-	size_t total = 0;
-	for (size_t i = 0; i < num; i++)
-		total += bufs[i].length;
-	uint8_t *d = malloc(total ? total : 1);
-	if (!d) {
-		b->err = ENOMEM;
-		return;
-	}
-	size_t off = 0;
-	for (size_t i = 0; i < num; i++) {
-		memcpy(d + off, bufs[i].addr, bufs[i].length);
-		off += bufs[i].length;
-	}
-	free(b->inl[b->n - 1]);
-	b->inl[b->n - 1] = d;
-	b->sges[b->n - 1] = (struct ibv_sge){.addr = (uintptr_t)d, .length = (uint32_t)total, .lkey = 0};
-	w->num_sge = 1;
-	w->send_flags |= IBV_SEND_INLINE;
-}
-
-static void sv_wr_set_inline(struct ibv_qp_ex *qx, void *addr, size_t length)
-{
-	struct ibv_data_buf b = {.addr = addr, .length = length};
-	sv_wr_set_inline_list(qx, 1, &b);
-}
-
-static void sv_wr_unsupported_mw(struct ibv_qp_ex *qx, struct ibv_mw *mw, uint32_t rkey,
-				 const struct ibv_mw_bind_info *info)
-{
-	(void)mw, (void)rkey, (void)info;
-	sv_qx(qx)->wrb.err = EOPNOTSUPP;
-}
-
-static void sv_wr_unsupported_u32(struct ibv_qp_ex *qx, uint32_t v)
-{
-	(void)v;
-	sv_qx(qx)->wrb.err = EOPNOTSUPP;
-}
-
-static void sv_wr_unsupported_tso(struct ibv_qp_ex *qx, void *hdr, uint16_t hdr_sz, uint16_t mss)
-{
-	(void)hdr, (void)hdr_sz, (void)mss;
-	sv_qx(qx)->wrb.err = EOPNOTSUPP;
-}
-
-static void sv_wr_unsupported_aw(struct ibv_qp_ex *qx, uint32_t rkey, uint64_t raddr, const void *wr)
-{
-	(void)rkey, (void)raddr, (void)wr;
-	sv_qx(qx)->wrb.err = EOPNOTSUPP;
-}
-
-static void sv_qp_ex_init(struct sv_qp *q)
-{
-	struct ibv_qp_ex *x = &q->ex;
-	x->wr_atomic_cmp_swp = sv_wr_cmp_swp;
-	x->wr_atomic_fetch_add = sv_wr_fetch_add;
-	x->wr_bind_mw = sv_wr_unsupported_mw;
-	x->wr_local_inv = sv_wr_unsupported_u32;
-	x->wr_rdma_read = sv_wr_rdma_read;
-	x->wr_rdma_write = sv_wr_rdma_write;
-	x->wr_rdma_write_imm = sv_wr_rdma_write_imm;
-	x->wr_send = sv_wr_send;
-	x->wr_send_imm = sv_wr_send_imm;
-	x->wr_send_inv = sv_wr_unsupported_u32;
-	x->wr_send_tso = sv_wr_unsupported_tso;
-	x->wr_set_ud_addr = sv_wr_set_ud_addr;
-	x->wr_set_xrc_srqn = sv_wr_unsupported_u32;
-	x->wr_set_inline_data = sv_wr_set_inline;
-	x->wr_set_inline_data_list = sv_wr_set_inline_list;
-	x->wr_set_sge = sv_wr_set_sge;
-	x->wr_set_sge_list = sv_wr_set_sge_list;
-	x->wr_start = sv_wr_start;
-	x->wr_complete = sv_wr_complete;
-	x->wr_abort = sv_wr_abort;
-	x->wr_atomic_write = sv_wr_unsupported_aw;
-}
-
-struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)
-{
-	struct sv_qp *q = sv_qp_of(qp);
-	return q->is_ex ? &q->ex : NULL;
 }
 
 /* ---------------------------------------------------------------------------------------------------- */
 /* create / destroy / query / modify                                                                     */
 
-static struct ibv_qp *sv_create_qp_common(struct ibv_context *c, struct ibv_qp_init_attr_ex *a, int is_ex)
+/* create a QP of ctx; the caller checked type and comp_mask and resolved pd/cq/srq handles to daemon objects.
+ * errno on failure. */
+struct ibv_qp *sv_create_qp(struct sv_context *ctx, struct ibv_qp_init_attr_ex *a, int is_ex)
 {
-	struct sv_context *ctx = sv_ctx(c);
+	struct ibv_context *c = &ctx->vctx.context;
 	struct sv_engine *e = ctx->eng;
 	struct ibv_qp_cap *cap = &a->cap;
 	if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC && a->qp_type != IBV_QPT_UD) {
@@ -1292,25 +1081,19 @@ static struct ibv_qp *sv_create_qp_common(struct ibv_context *c, struct ibv_qp_i
 		q->rq.max_sge = cap->max_recv_sge;
 	struct ibv_qp *qp = &q->ex.qp_base;
 	qp->context = c;
-	qp->qp_context = a->qp_context;
 	qp->pd = a->pd;
 	qp->send_cq = a->send_cq;
 	qp->recv_cq = a->recv_cq;
 	qp->srq = a->srq;
 	qp->state = IBV_QPS_RESET;
 	qp->qp_type = a->qp_type;
-	pthread_mutex_init(&qp->mutex, NULL);
-	pthread_cond_init(&qp->cond, NULL);
-	if (is_ex)
-		sv_qp_ex_init(q);
 
-	pthread_mutex_lock(&e->lock);
 	uint32_t qpn;
-	do
+	do /* QP numbers are random per QP: a re-created QP (a restarted program) gets a new one */
 		qpn = sv_rand32() & 0xffffff;
 	while (qpn < 2 || sv_ht_get(&e->qps, qpn)); /* QP0/QP1 are the special management QPs */
 	qp->qp_num = qpn;
-	qp->handle = sv_new_handle(e);
+	qp->handle = sv_new_handle(e, ctx, SVO_QP, q);
 	sv_ht_put(&e->qps, qpn, q);
 	q->next_all = e->qp_list;
 	e->qp_list = q;
@@ -1319,50 +1102,9 @@ static struct ibv_qp *sv_create_qp_common(struct ibv_context *c, struct ibv_qp_i
 	q->rcq->refs++;
 	if (q->srq)
 		q->srq->refs++;
-	pthread_mutex_unlock(&e->lock);
-	sv_log("created %s qp 0x%06x", q->type == IBV_QPT_RC ? "RC" : q->type == IBV_QPT_UC ? "UC" : "UD", qpn);
+	sv_log("created %s qp 0x%06x for pid %d", q->type == IBV_QPT_RC ? "RC" : q->type == IBV_QPT_UC ? "UC" : "UD", qpn,
+	       (int)ctx->pid);
 	return qp;
-}
-
-struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
-{
-	struct ibv_qp_init_attr_ex a;
-	memset(&a, 0, sizeof a);
-	memcpy(&a, init, sizeof *init);
-	a.comp_mask = IBV_QP_INIT_ATTR_PD;
-	a.pd = pd;
-	struct ibv_qp *qp = sv_create_qp_common(pd->context, &a, 0);
-	if (qp)
-		init->cap = a.cap;
-	return qp;
-}
-
-struct ibv_qp *sv_create_qp_ex(struct ibv_context *c, struct ibv_qp_init_attr_ex *a)
-{
-	uint32_t supported = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
-	if ((a->comp_mask & ~supported) || ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags)) {
-		errno = EOPNOTSUPP;
-		return NULL;
-	}
-	if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD)) {
-		errno = EINVAL;
-		return NULL;
-	}
-	int is_ex = 0;
-	if (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
-		uint64_t ok = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
-		if (a->qp_type != IBV_QPT_UD)
-			ok |= IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
-		if (a->qp_type == IBV_QPT_RC)
-			ok |= IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-			      IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
-		if (a->send_ops_flags & ~ok) {
-			errno = EOPNOTSUPP;
-			return NULL;
-		}
-		is_ex = 1;
-	}
-	return sv_create_qp_common(c, a, is_ex);
 }
 
 static void sv_qp_reset(struct sv_qp *q)
@@ -1387,48 +1129,32 @@ static void sv_qp_reset(struct sv_qp *q)
 	q->max_rd_atomic = q->max_dest_rd_atomic = 0;
 }
 
-int ibv_destroy_qp(struct ibv_qp *ibqp)
+int sv_destroy_qp(struct sv_qp *q)
 {
-	struct sv_qp *q = sv_qp_of(ibqp);
 	struct sv_engine *e = q->eng;
-	pthread_mutex_lock(&e->lock);
+	struct ibv_qp *ibqp = &q->ex.qp_base;
 	sv_ht_del(&e->qps, ibqp->qp_num);
-	sv_ht_del(&e->hnds, ibqp->handle);
+	sv_obj_del(e, ibqp->handle);
 	for (struct sv_qp **pp = &e->qp_list; *pp; pp = &(*pp)->next_all)
 		if (*pp == q) {
 			*pp = q->next_all;
 			break;
 		}
 	sv_qp_reset(q);
+	sv_srq_unwait(q);
 	q->pd->refs--;
 	q->scq->refs--;
 	q->rcq->refs--;
 	if (q->srq)
 		q->srq->refs--;
-	sv_async_forget(q->ctx, ibqp);
-	uint32_t want = q->events_reported;
-	pthread_mutex_unlock(&e->lock);
-	pthread_mutex_lock(&ibqp->mutex);
-	while (ibqp->events_completed != want)
-		pthread_cond_wait(&ibqp->cond, &ibqp->mutex);
-	pthread_mutex_unlock(&ibqp->mutex);
-	sv_wrb_clear(&q->wrb);
-	free(q->wrb.wrs);
-	free(q->wrb.sges);
-	free(q->wrb.lists);
-	free(q->wrb.inl);
 	free(q->rq.slots);
 	free(q->sq);
 	free(q);
 	return 0;
 }
 
-int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask, struct ibv_qp_init_attr *init)
+void sv_query_qp(struct sv_qp *q, struct ibv_qp_attr *attr)
 {
-	(void)attr_mask; /* everything is cheap to report */
-	struct sv_qp *q = sv_qp_of(ibqp);
-	struct sv_engine *e = q->eng;
-	pthread_mutex_lock(&e->lock);
 	memset(attr, 0, sizeof *attr);
 	attr->qp_state = q->state;
 	attr->cur_qp_state = q->state;
@@ -1451,18 +1177,6 @@ int ibv_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask, s
 	attr->timeout = q->timeout;
 	attr->retry_cnt = q->retry_cnt;
 	attr->rnr_retry = q->rnr_retry;
-	if (init) {
-		memset(init, 0, sizeof *init);
-		init->qp_context = ibqp->qp_context;
-		init->send_cq = ibqp->send_cq;
-		init->recv_cq = ibqp->recv_cq;
-		init->srq = ibqp->srq;
-		init->cap = q->cap;
-		init->qp_type = q->type;
-		init->sq_sig_all = q->sq_sig_all;
-	}
-	pthread_mutex_unlock(&e->lock);
-	return 0;
 }
 
 /* IBA 10.3.1 / the kernel's ib_modify_qp_is_ok(): required and optional attributes per transition */
@@ -1622,29 +1336,18 @@ static int sv_modify_check(struct sv_qp *q, const struct ibv_qp_attr *a, int mas
 	return 0;
 }
 
-int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
+int sv_modify_qp_check(struct sv_qp *q, struct ibv_qp_attr *attr, int mask)
 {
-	struct sv_qp *q = sv_qp_of(ibqp);
-	struct sv_engine *e = q->eng;
-	struct sv_peer *peer = NULL;
-	int err;
+	return sv_modify_check(q, attr, mask);
+}
+
+/* peer: the resolved path when mask has IBV_QP_AV (resolved by the caller without e->lock) */
+int sv_modify_qp(struct sv_qp *q, struct ibv_qp_attr *attr, int mask, struct sv_peer *peer)
+{
 	int want_path = (mask & IBV_QP_AV) && q->type != IBV_QPT_UD;
-	if (want_path) {
-		pthread_mutex_lock(&e->lock);
-		err = sv_modify_check(q, attr, mask);
-		pthread_mutex_unlock(&e->lock);
-		if (err)
-			return err;
-		peer = sv_resolve(e, &attr->ah_attr); /* may connect: outside the lock */
-		if (!peer)
-			sv_log("qp 0x%06x: destination lid 0x%04x unreachable", ibqp->qp_num, attr->ah_attr.dlid);
-	}
-	pthread_mutex_lock(&e->lock);
-	err = sv_modify_check(q, attr, mask);
-	if (err) {
-		pthread_mutex_unlock(&e->lock);
+	int err = sv_modify_check(q, attr, mask);
+	if (err)
 		return err;
-	}
 	enum ibv_qp_state cur = q->state;
 	enum ibv_qp_state nxt = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
 	if (mask & IBV_QP_ACCESS_FLAGS)
@@ -1706,31 +1409,8 @@ int ibv_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 		default: q->state = nxt; break;
 		}
 	}
-	pthread_mutex_unlock(&e->lock);
 	if (mask & IBV_QP_STATE)
-		ibqp->state = attr->qp_state;
+		q->ex.qp_base.state = attr->qp_state;
 	return 0;
 }
 
-int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_t flags)
-{
-	(void)op;
-	if (flags)
-		return 0;
-	/* the responder writes each message with one memcpy, in order, before acknowledging it */
-	return qp->qp_type == IBV_QPT_RC || qp->qp_type == IBV_QPT_UC;
-}
-
-int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)
-{
-	(void)qp, (void)ece;
-	errno = EOPNOTSUPP;
-	return EOPNOTSUPP;
-}
-
-int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece)
-{
-	(void)qp, (void)ece;
-	errno = EOPNOTSUPP;
-	return EOPNOTSUPP;
-}

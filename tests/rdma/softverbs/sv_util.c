@@ -1,4 +1,5 @@
-/* softverbs: utilities and the small exported helpers of the verbs API (strings, rates, fork, sysfs). */
+/* softverbs: utilities (library and daemon) and the small exported helpers of the verbs API (strings, rates,
+ * fork, sysfs). */
 #include "sv.h"
 
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -81,6 +83,34 @@ void sv_log(const char *fmt, ...)
 	fprintf(stderr, "softverbs[%d]: %s\n", (int)getpid(), buf);
 }
 
+/* the daemon's socket: $SOFTVERBS_SOCK, else $SOFTVERBS_DIR (default /tmp/softverbs)/netns-<inode of this
+ * network namespace>.sock: one daemon ("host") per network namespace */
+int sv_sock_path(char *buf, size_t len)
+{
+	const char *s = getenv("SOFTVERBS_SOCK");
+	int n;
+	if (s && *s) {
+		n = snprintf(buf, len, "%s", s);
+	} else {
+		struct stat st;
+		const char *d = sv_dir();
+		if (stat("/proc/self/ns/net", &st) == 0) {
+			n = snprintf(buf, len, "%s/netns-%llu.sock", d, (unsigned long long)st.st_ino);
+		} else {
+			char h[128] = "localhost";
+			gethostname(h, sizeof h - 1);
+			n = snprintf(buf, len, "%s/host-%s.sock", d, h);
+		}
+	}
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+const char *sv_dir(void)
+{
+	const char *d = getenv("SOFTVERBS_DIR");
+	return d && *d ? d : "/tmp/softverbs";
+}
+
 long sv_env_long(const char *name, long def)
 {
 	const char *s = getenv(name);
@@ -89,18 +119,6 @@ long sv_env_long(const char *name, long def)
 	char *end;
 	long v = strtol(s, &end, 0);
 	return *end ? def : v;
-}
-
-/* handles: random, unique within the engine (they are visible to programs as ->handle) */
-uint32_t sv_new_handle(struct sv_engine *e)
-{
-	for (;;) {
-		uint32_t h = sv_rand32();
-		if (h && !sv_ht_get(&e->hnds, h)) {
-			sv_ht_put(&e->hnds, h, (void *)1);
-			return h;
-		}
-	}
 }
 
 uint32_t sv_mtu_bytes(enum ibv_mtu m)
