@@ -210,7 +210,6 @@ struct PendingGet {
   void* buf;
   int count;
   MPI_Datatype type;
-  const void* compare = nullptr;  // unused for gets; kept for symmetry
 };
 
 struct Win {
@@ -568,7 +567,7 @@ void Checkpoint(Win* w) {
 // the limit) and how often to ask next time.
 constexpr double kCheckPeriod = 0.1;  // seconds between two questions at fences
 
-bool SyncPoint(Win* fw, bool barrier_semantics) {
+bool SyncPoint(Win* fw) {
   if (!g->cfg.checkpoints) return false;  // log only: nothing to decide
   const double now = Now();
   const bool demand = LogBytes() > g->cfg.log_limit || g->st.lg_overflow > 0;
@@ -614,7 +613,6 @@ bool SyncPoint(Win* fw, bool barrier_semantics) {
   if (out[1] && !out[0]) g->st.demand++;
   (fw ? g->st.gsync : g->st.locks)++;
   g->st.lg_overflow = 0;
-  (void)barrier_semantics;
   return true;
 }
 
@@ -814,7 +812,7 @@ int MPI_Win_fence(int assert_, MPI_Win win) {
   w->gnc++;
   CloseEpoch(w, -1);
   if (w->protect && --w->fences_to_check == 0) {
-    SyncPoint(w, false);
+    SyncPoint(w);
     w->fences_to_check = w->check_every;
   }
   return rc;
@@ -934,7 +932,7 @@ int MPI_Barrier(MPI_Comm comm) {
     }
   }
   int rc = PMPI_Barrier(comm);  // keeps the program's own barrier: it may order more than our windows
-  if (rc == MPI_SUCCESS) SyncPoint(nullptr, true);
+  if (rc == MPI_SUCCESS) SyncPoint(nullptr);
   return rc;
 }
 
