@@ -403,6 +403,7 @@ void coord_serve() {
       reply(h.seq, name, rc == 0, err, rc == 0 && !g.cfg.fork ? path : nullptr, bytes, rc != 0 && g.save_again);
     } else if (eq(name, "resume")) {
       if (g_st.restored_parked) {
+        plugins_restored(gen);
         release_all();
         after_restore_done();
         g_st.restored_parked = false;

@@ -165,6 +165,8 @@ long write_image(const char* dir, const char* path, uint64_t gen, bool forked, c
 bool plugins_init();
 bool plugins_save(char* err, size_t err_len);
 void plugins_resume(bool ok);
+// Restored process: the coordinator's resume arrived (every peer refilled); before user threads run.
+void plugins_restored(uint64_t gen);
 void plugins_free_output();
 // PHASE drain/reconnect/refill: that event of every plugin, in list order; false at the first failure.
 bool plugins_phase(const char* name, uint64_t gen, char* err, size_t err_len);

@@ -48,6 +48,9 @@ bool move_reserved(int fd) {
 }
 
 }  // namespace
+
+bool fd_move_reserved(int fd) { return move_reserved(fd); }
+
 }  // namespace revive::inject
 
 using namespace revive::inject;

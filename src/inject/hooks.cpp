@@ -32,6 +32,13 @@ struct HookState {
 };
 HookState h;
 
+// The engine's own block of critical sections, for plugins whose wrappers call into a library that must
+// not be stopped half-way (the verbs plugin: a thread stopped inside the device library would resume in
+// it against objects the restart re-created). Same protocol as the hooks library's block (only `inside`,
+// `gate` and `want_wake` are used); a checkpoint waits for both. Zero until a plugin uses it.
+revive_hooks_shared g_internal;
+bool internal_used() { return __atomic_load_n(&g_internal.abi, __ATOMIC_SEQ_CST) != 0; }
+
 uint32_t load(volatile uint32_t* p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
 void store(volatile uint32_t* p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
 
@@ -59,10 +66,10 @@ void arm(uint64_t at_ns) {
   sys::sc(SYS_timer_settime, h.timer, 1 /*TIMER_ABSTIME*/, &its, nullptr);
 }
 
-void open_gate() {
-  store(&h.sh->want_wake, 0);
-  store(&h.sh->gate, 0);
-  sys::futex_wake(&h.sh->gate);
+void open_gate(revive_hooks_shared* b) {
+  store(&b->want_wake, 0);
+  store(&b->gate, 0);
+  sys::futex_wake(&b->gate);
 }
 
 void append_seconds(char* buf, size_t cap, uint64_t ns) {
@@ -119,12 +126,20 @@ constexpr revive_hooks_engine kEngine = {REVIVE_HOOKS_ABI, attach, notify};
 
 }  // namespace
 
+revive_hooks_shared* internal_sections() {
+  __atomic_store_n(&g_internal.abi, uint32_t(REVIVE_HOOKS_ABI), __ATOMIC_SEQ_CST);
+  return &g_internal;
+}
+
+void internal_sections_notify() { notify(); }
+
 int hooks_prepare(uint64_t hard_deadline_ns, char* err, size_t err_len) {
   revive_hooks_shared* const sh = h.sh;
-  if (!sh) return 1;
+  revive_hooks_shared* const in = internal_used() ? &g_internal : nullptr;
+  if (!sh && !in) return 1;
   if (h.stage == kTaking) return 1;  // already decided (a second request joins this one)
   if (h.stage == kIdle) {
-    if (load(&sh->thread)) {
+    if (sh && load(&sh->thread)) {
       h.stage = kCallbacks;
       h.cb_ns = now_ns();
       h.ckpt_req = wake_thread(&sh->ckpt_req);
@@ -133,7 +148,7 @@ int hooks_prepare(uint64_t hard_deadline_ns, char* err, size_t err_len) {
     }
     h.gate_ns = 0;
   }
-  if (h.stage == kCallbacks) {
+  if (h.stage == kCallbacks) {  // sh != nullptr here
     if (int32_t(load(&sh->ckpt_done) - h.ckpt_req) < 0) {  // notify() comes when they are done
       if (!hard_deadline_ns) return 0;
       const uint64_t now = now_ns();
@@ -157,14 +172,17 @@ int hooks_prepare(uint64_t hard_deadline_ns, char* err, size_t err_len) {
   const uint64_t now = now_ns();
   if (h.gate_ns == 0) {
     h.gate_ns = now;
-    uint64_t t = load(&sh->timeout_ms);
+    uint64_t t = sh ? load(&sh->timeout_ms) : 0;
     if (t == 0) t = 30000;
     h.deadline_ns = now + t * 1000000u;
-    store(&sh->gate, 1);
+    if (sh) store(&sh->gate, 1);
+    if (in) store(&in->gate, 1);
   }
-  store(&sh->want_wake, 1);
-  if (load(&sh->inside) == 0) {
-    store(&sh->want_wake, 0);
+  if (sh) store(&sh->want_wake, 1);
+  if (in) store(&in->want_wake, 1);
+  if ((!sh || load(&sh->inside) == 0) && (!in || load(&in->inside) == 0)) {
+    if (sh) store(&sh->want_wake, 0);
+    if (in) store(&in->want_wake, 0);
     if (h.have_timer) {  // it waited (REVIVE_LOG=2 says how long)
       char t[32] = "";
       append_seconds(t, sizeof t, now - h.gate_ns);
@@ -187,14 +205,16 @@ int hooks_prepare(uint64_t hard_deadline_ns, char* err, size_t err_len) {
 
 void hooks_poke_seen() { h.poke_seen = __atomic_load_n(&h.poke, __ATOMIC_SEQ_CST); }
 
-bool hooks_poked() { return h.sh && __atomic_load_n(&h.poke, __ATOMIC_SEQ_CST) != h.poke_seen; }
+bool hooks_poked() { return (h.sh || internal_used()) && __atomic_load_n(&h.poke, __ATOMIC_SEQ_CST) != h.poke_seen; }
 
 void hooks_finish(int outcome) {
   revive_hooks_shared* const sh = h.sh;
-  if (!sh || h.stage == kIdle) return;
+  if ((!sh && !internal_used()) || h.stage == kIdle) return;
   disarm();
   h.stage = kIdle;
-  open_gate();
+  if (internal_used()) open_gate(&g_internal);
+  if (!sh) return;
+  open_gate(sh);
   if (load(&sh->thread)) wake_thread(outcome == 1 ? &sh->restart_req : &sh->cont_req);
 }
 
@@ -203,6 +223,10 @@ void hooks_forked_child() {
   h.have_timer = false;
   h.stage = kIdle;
   h.poke = h.poke_seen = 0;
+  // Only the forking thread goes on in the child, and it was in no section of ours.
+  g_internal.inside = 0;
+  g_internal.gate = 0;
+  g_internal.want_wake = 0;
 }
 
 }  // namespace revive::inject

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct revive_hooks_shared;  // src/hooks/hooks_abi.h
+
 namespace revive::inject {
 
 // Append-only sink for a plugin's image section. Backed by mmap'ed memory, so usable while user threads
@@ -48,6 +50,10 @@ struct Plugin {
   int (*drain)(uint64_t generation, char* msg, size_t msg_len);
   int (*reconnect)(uint64_t generation, char* msg, size_t msg_len);
   int (*refill)(uint64_t generation, char* msg, size_t msg_len);
+  // Optional: restored process, when the coordinator's resume arrives (every process of the computation
+  // has refilled), just before user threads run again; same restrictions as save. The place for work
+  // that needs every peer ready (the verbs plugin re-posts the sends that were in flight).
+  void (*restored)(uint64_t generation);
 };
 
 // The coordinator's key/value table (PUBLISH/LOOKUP), for plugins during the phase events above.
@@ -62,6 +68,20 @@ long coord_count(const char* prefix, int timeout_ms);
 bool coord_configured();
 // The engine's socket to the coordinator (-1 when none): its local address is this host as peers reach it.
 int coord_socket();
+
+// Critical sections of plugins (the verbs plugin's wrappers): a block in the hooks ABI's layout
+// (src/hooks/hooks_abi.h: `inside`, `gate`, `want_wake`) that the engine gates like the program's own
+// sections: a checkpoint request closes the gate, waits until `inside` is 0 and opens it when the
+// checkpoint is over (in the restored process too). Enter: add 1 to inside; if gate is set, take it back
+// (notify if that made it 0 while want_wake is set) and futex-wait for gate 0, then retry. Leave: take 1
+// from inside; if it is 0 and want_wake is set, call internal_sections_notify(). Never block inside one.
+::revive_hooks_shared* internal_sections();
+void internal_sections_notify();
+
+// Moves the engine's own descriptor at `fd` (plugins.h fd_reserved: e.g. the coordinator socket a restored
+// process opened) to another number, so a plugin can put the program's descriptor back there. true when
+// fd is not (or no longer) the engine's.
+bool fd_move_reserved(int fd);
 
 // A plugin's save that fails says why here (the text replaces the generic "save failed" in the error the
 // coordinator reports to `revive checkpoint`); copied, no allocation. Weak default in the plugins.

@@ -100,6 +100,11 @@ void plugins_resume(bool ok) {
     if (kPlugins[i] && kPlugins[i]->resume) kPlugins[i]->resume(ok);
 }
 
+void plugins_restored(uint64_t gen) {
+  for (size_t i = 0; i < kPluginCount; ++i)
+    if (kPlugins[i] && kPlugins[i]->restored) kPlugins[i]->restored(gen);
+}
+
 bool plugins_phase(const char* name, uint64_t gen, char* err, size_t err_len) {
   for (size_t i = 0; i < kPluginCount; ++i) {
     const Plugin* p = kPlugins[i];

@@ -28,6 +28,13 @@ extern const Plugin kChanPlugin;
 // tests run) without the engine; the engine's strong definition replaces it.
 bool fd_reserved(int fd);
 
+// True for a descriptor that a plugin saves and re-creates itself (the verbs plugin: a device's command
+// socket, async and completion-channel pipes, whose other ends belong to the device, outside the
+// computation). list_fds() leaves them out, so the fd, files and chan plugins neither save nor refuse
+// them. A weak default returning false lives in plugins/common (proc_fds.cpp); the verbs plugin
+// defines the real one.
+bool fd_owned_by_plugin(int fd);
+
 // The signal plugin interposes sigaction() for the whole process, the engine's own calls included (they
 // bind to the exported wrapper). The engine installs its checkpoint-signal handler with this instead:
 // libc's real sigaction, untouched by the wrapper. Returns like sigaction(2).

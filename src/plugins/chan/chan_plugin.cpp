@@ -99,6 +99,7 @@ __attribute__((weak)) int coord_socket() { return -1; }
 __attribute__((weak)) bool coord_configured() { return false; }
 
 extern const Plugin kChanPlugin = {"chan",     1,           nullptr,          chan::save,     chan::resume,
-                                   chan::restore, chan::on_drain, chan::reconnect, chan::on_refill};
+                                   chan::restore, chan::on_drain, chan::reconnect, chan::on_refill,
+                                   nullptr};
 
 }  // namespace revive::inject

@@ -105,7 +105,8 @@ using plugins::int_opt;
 // checkpoints), anything else is the fd plugin's.
 bool consider(int fd) {
   struct stat st;
-  if (fstat(fd, &st) != 0 || inject::fd_reserved(fd) || g_nchans >= kMaxChans) return false;
+  if (fstat(fd, &st) != 0 || inject::fd_reserved(fd) || inject::fd_owned_by_plugin(fd) || g_nchans >= kMaxChans)
+    return false;
   if (S_ISFIFO(st.st_mode)) {
     Chan& c = g_chans[g_nchans];
     if (consider_fifo(fd, c)) ++g_nchans;

@@ -7,6 +7,12 @@
 #include <unistd.h>
 
 #include "plugins/common/msg.h"
+#include "plugins/plugins.h"
+
+namespace revive::inject {
+// Weak default (no plugin owns descriptors); the verbs plugin's definition replaces it.
+__attribute__((weak)) bool fd_owned_by_plugin(int) { return false; }
+}  // namespace revive::inject
 
 namespace revive::plugins {
 
@@ -33,7 +39,7 @@ int list_fds(uint32_t pid, int* fds, int cap) {
       if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
       int fd = 0;
       for (const char* c = d->d_name; *c; ++c) fd = fd * 10 + (*c - '0');
-      if (pid == 0 && fd == dir) continue;
+      if (pid == 0 && (fd == dir || inject::fd_owned_by_plugin(fd))) continue;
       if (n == cap) {
         close(dir);
         return -EMFILE;

@@ -7,7 +7,7 @@
 namespace revive::plugins {
 
 // Collects the open descriptor numbers (ascending) of /proc/<pid>/fd (pid 0: ourselves, without the
-// descriptor listing them) into fds; returns the count, -EMFILE when more than cap, or -errno.
+// descriptor listing them, and without descriptors a plugin owns: inject::fd_owned_by_plugin) into fds; returns the count, -EMFILE when more than cap, or -errno.
 int list_fds(uint32_t pid, int* fds, int cap);
 
 // One record of getdents64 (glibc declares no such type): for listing /proc directories without opendir.

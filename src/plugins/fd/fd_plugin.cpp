@@ -45,6 +45,6 @@ __attribute__((weak)) bool fd_reserved(int) { return false; }
 __attribute__((weak)) void plugin_refusal(const char*) {}
 
 const Plugin kFdPlugin = {
-    "fd", plugins::kFdVersion, plugins::fd_init, plugins::fd_save, [](bool) {}, plugins::fd_restore, nullptr, nullptr, nullptr};
+    "fd", plugins::kFdVersion, plugins::fd_init, plugins::fd_save, [](bool) {}, plugins::fd_restore, nullptr, nullptr, nullptr, nullptr};
 
 }  // namespace revive::inject

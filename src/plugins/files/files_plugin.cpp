@@ -98,6 +98,6 @@ namespace revive::inject {
 __attribute__((weak)) const char* checkpoint_dir() { return ""; }
 
 const Plugin kFilesPlugin = {"files", plugins::kFilesVersion, plugins::files_init, plugins::files_save,
-                             [](bool) {}, plugins::files_restore, nullptr, nullptr, nullptr};
+                             [](bool) {}, plugins::files_restore, nullptr, nullptr, nullptr, nullptr};
 
 }  // namespace revive::inject

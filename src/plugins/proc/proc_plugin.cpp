@@ -173,5 +173,5 @@ int restore(inject::SectionReader& r, char* msg, size_t cap) {
 
 namespace revive::inject {
 // Version 2: the threads' names follow the umask.
-const Plugin kProcPlugin = {"proc", 2, plugins::init, plugins::save, plugins::resume, plugins::restore, nullptr, nullptr, nullptr};
+const Plugin kProcPlugin = {"proc", 2, plugins::init, plugins::save, plugins::resume, plugins::restore, nullptr, nullptr, nullptr, nullptr};
 }

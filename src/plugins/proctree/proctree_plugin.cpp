@@ -281,5 +281,6 @@ extern const Plugin kProcTreePlugin = {.name = "proctree",
                                        .restore = proctree::restore,
                                        .drain = proctree::drain,
                                        .reconnect = nullptr,
-                                       .refill = nullptr};
+                                       .refill = nullptr,
+                                       .restored = nullptr};
 }  // namespace revive::inject

@@ -77,5 +77,5 @@ int restore(inject::SectionReader& r, char* msg, size_t cap) {
 }  // namespace revive::plugins
 
 namespace revive::inject {
-const Plugin kTimerPlugin = {"timer", 1, plugins::init, plugins::save, plugins::resume, plugins::restore, nullptr, nullptr, nullptr};
+const Plugin kTimerPlugin = {"timer", 1, plugins::init, plugins::save, plugins::resume, plugins::restore, nullptr, nullptr, nullptr, nullptr};
 }
