@@ -18,7 +18,9 @@ Modes:
   netns   server and client on two network-namespace hosts, each with its own device, launched
           separately into one computation, restarted with the hosts swapped (the pingpong's client
           reaches the server's address on host 1 only for the exchange before the checkpoint).
---chain C checkpoints and kills the restored job C times more. Every failure prints FAIL with the logs.
+--chain C checkpoints and kills the restored job C times more. --refused TEXT (KIND pingpong, same host):
+the program holds an object the plugin cannot make again; the checkpoint must fail with TEXT and the job
+finish unharmed. Every failure prints FAIL with the logs.
 """
 import argparse, os, random, re, shutil, signal, subprocess, sys, time
 
@@ -127,6 +129,27 @@ def check_pingpong(outs, n, phase):
     print("[%s] both sides did %d iterations; addresses %s" % (phase, n, addr["srv"][0][0]), flush=True)
 
 
+def refused(port, ck, job, rd, n):
+    """The program holds an object the plugin cannot make again: the checkpoint must fail naming it,
+    and the program must go on and finish as if nothing had happened."""
+    time.sleep(0.5)
+    r = run([A.revive, "checkpoint", "--port", str(port), "--ckpt-dir", ck], env=ENV, timeout=120)
+    if r.returncode == 0:
+        logs_and_fail("[refuse] the checkpoint succeeded (%s); it must be refused" % r.stdout.strip())
+    if A.refused not in r.stderr:
+        logs_and_fail("[refuse] the checkpoint failed without naming %r: %s" % (A.refused, r.stderr.strip()))
+    print("[refuse] checkpoint refused: %s" % r.stderr.strip(), flush=True)
+    if job.wait(timeout=A.timeout) != 0:
+        logs_and_fail("[refuse] the job exited %d after the refused checkpoint" % job.returncode)
+    sp = os.path.join(rd, "status.out")
+    st = open(sp).read().strip() if os.path.exists(sp) else ""
+    if st != "server 0 client 0":
+        logs_and_fail("[refuse] exit statuses: %r, want 'server 0 client 0'" % st)
+    check_pingpong([os.path.join(rd, "srv.out"), os.path.join(rd, "cli.out")], n, "refuse")
+    stop_daemon()
+    print("OK", flush=True)
+
+
 def one_host(rng):
     """Modes same and newdev."""
     kind, argv = A.argv[0], A.argv[1:]
@@ -155,6 +178,9 @@ def one_host(rng):
                            stderr=err, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
     pg = [job.pid]
     wait_running(port, ck, nprocs, "launch")
+    if A.refused:
+        refused(port, ck, job, rd, n)
+        return
     for c in range(A.chain + 1):
         phase = "run %d" % c
         for k in range(A.ckpts):
@@ -304,6 +330,7 @@ def main():
     ap.add_argument("--delay", type=float, nargs=2, default=[0.4, 1.2])
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("--seed", type=int)
+    ap.add_argument("--refused", help="the checkpoint must fail with this text; the job must finish unharmed")
     ap.add_argument("argv", nargs="+")
     A = ap.parse_args()
     for k in ("revive", "inject", "restart", "sv_lib", "daemon", "workdir"):

@@ -59,8 +59,11 @@ bool resolve();  // false: no verbs library behind us (errno ENOSYS)
 constexpr int kPorts = 2;    // ports 1..2 are virtualised (lid, gid indexes below)
 constexpr int kGids = 4;
 
+// Allocated behind a verbs_context prefix (ctx_prefix(): the extended ops the inline helpers find in front
+// of an ibv_context): they forward to the device and mark the process as holding an object the plugin
+// cannot restart (State::unsupported).
 struct VCtx {
-  ibv_context sh;  // the program's context: ops are ours, abi_compat NULL (no extended verbs)
+  ibv_context sh;  // the program's context: ops are ours, abi_compat extended
   ibv_context* real;
   char devname[64];
   uint16_t vlid[kPorts + 1], rlid[kPorts + 1];  // per port, 0 = not seen
@@ -186,6 +189,7 @@ struct State {
   bool remapped;     // a restart happened: ids must be translated
   bool restored;     // set by restore, cleared once the objects are made again
   bool drain_busy;   // the drain could not finish: refuse this checkpoint (save says so)
+  char unsupported[200];  // the first object the plugin cannot make again (extended verbs): no checkpoint
   // Loopback QPs a restart made to raise a completion event the program was owed (verbs_ckpt.cpp kick);
   // their completions are never the program's. Destroyed at the next drain.
   static constexpr int kMaxKicks = 64;
@@ -211,6 +215,10 @@ struct Section {
   Section();
   ~Section();
 };
+
+inline verbs_context* ctx_prefix(VCtx* c) {
+  return reinterpret_cast<verbs_context*>(reinterpret_cast<char*>(&c->sh) - offsetof(verbs_context, context));
+}
 
 // ids (verbs_ids.cpp): translation tables, filled at a restart from the peers' publications
 uint16_t lid_to_real(uint16_t vlid);

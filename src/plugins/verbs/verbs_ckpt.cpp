@@ -72,7 +72,7 @@ int init() {
 
 void busy(const char* why) {
   st.drain_busy = true;
-  Msg(st.busy_why, sizeof st.busy_why).s("verbs: ").s(why);
+  Msg(st.busy_why, sizeof st.busy_why).s(why);
 }
 
 // Moves what the device has completed into the CQ's virtual queue. Returns how many.
@@ -149,7 +149,7 @@ int drain(uint64_t, char* msg, size_t cap) {
     ibv_qp_init_attr ia;
     memset(&a, 0, sizeof a);
     if (real.query_qp(q->real, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_RQ_PSN, &ia) != 0) {
-      Msg(msg, cap).s("verbs: cannot query QP ").u(q->sh.qp_num);
+      Msg(msg, cap).s("cannot query QP ").u(q->sh.qp_num);
       return -EIO;
     }
     q->ckpt_state = a.qp_state;
@@ -160,8 +160,12 @@ int drain(uint64_t, char* msg, size_t cap) {
 }
 
 int save(inject::SectionWriter& w) {
+  if (st.unsupported[0]) {
+    inject::plugin_refusal(st.unsupported);
+    return -ENOTSUP;
+  }
   if (st.ctxs && !inject::coord_configured()) {
-    inject::plugin_refusal("verbs: a program with open verbs devices is checkpointed only under a coordinator (revive launch)");
+    inject::plugin_refusal("a program with open verbs devices is checkpointed only under a coordinator (revive launch)");
     return -ENOTSUP;
   }
   // Every process has drained now (the write phase follows the drain phase's barrier): what peers sent
@@ -272,7 +276,7 @@ void k_tab(char* k, size_t n, uint64_t token) {
 bool lookup(const char* key, char* val, size_t cap, char* msg, size_t mcap, const char* what) {
   int rc = inject::coord_lookup(key, true, int(g_lookup_ms), val, cap);
   if (rc == 1) return true;
-  Msg(msg, mcap).s("verbs: ").s(what).s(" (").s(key).s(rc == 0 ? ") was not published: that peer is not part of the restarted computation" : ") cannot be looked up: no coordinator");
+  Msg(msg, mcap).s(what).s(" (").s(key).s(rc == 0 ? ") was not published: that peer is not part of the restarted computation" : ") cannot be looked up: no coordinator");
   return false;
 }
 
@@ -292,12 +296,12 @@ bool hold_fd(int want, char* msg, size_t cap) {
     Msg(link, sizeof link).s("/proc/self/fd/").i(want);
     ssize_t n = readlink(link, target, sizeof target - 1);
     target[n > 0 ? n : 0] = 0;
-    Msg(msg, cap).s("verbs: the device's descriptor ").i(want).s(" cannot come back: the number is taken (by ").s(target).s(")");
+    Msg(msg, cap).s("the device's descriptor ").i(want).s(" cannot come back: the number is taken (by ").s(target).s(")");
     return false;
   }
   int z = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (z < 0 || g_nheld == kMaxHeld || (z != want && dup3(z, want, O_CLOEXEC) < 0)) {
-    Msg(msg, cap).s("verbs: cannot hold descriptor ").i(want).s(": ").err(errno);
+    Msg(msg, cap).s("cannot hold descriptor ").i(want).s(": ").err(errno);
     if (z >= 0) close(z);
     return false;
   }
@@ -333,7 +337,7 @@ bool hold_fds(char* msg, size_t cap) {
 bool place_fd(int realfd, int want, char* msg, size_t cap, const char* what) {
   if (want < 0 || !held(want)) return true;  // not held: already placed (the same number twice)
   if (dup3(realfd, want, O_CLOEXEC) < 0) {
-    Msg(msg, cap).s("verbs: the device's ").s(what).s(": dup3 to fd ").i(want).s(": ").err(errno);
+    Msg(msg, cap).s("the device's ").s(what).s(": dup3 to fd ").i(want).s(": ").err(errno);
     return false;
   }
   return true;
@@ -352,7 +356,7 @@ bool reopen(VCtx* c, char* msg, size_t cap) {
   ibv_context* r = dev ? real.open_device(dev) : nullptr;
   if (devs) real.free_device_list(devs);
   if (!r) {
-    Msg(msg, cap).s("verbs: device ").s(c->devname).s(dev ? " cannot be opened: " : " is not on this host").err(dev ? errno : ENODEV);
+    Msg(msg, cap).s("device ").s(c->devname).s(dev ? " cannot be opened: " : " is not on this host").err(dev ? errno : ENODEV);
     return false;
   }
   c->real = r;
@@ -365,7 +369,7 @@ bool reopen(VCtx* c, char* msg, size_t cap) {
     ibv_port_attr a;
     memset(&a, 0, sizeof a);
     if (real.query_port(r, uint8_t(p), reinterpret_cast<_compat_ibv_port_attr*>(&a)) != 0) {
-      Msg(msg, cap).s("verbs: device ").s(c->devname).s(" has no port ").i(p).s(" any more");
+      Msg(msg, cap).s("device ").s(c->devname).s(" has no port ").i(p).s(" any more");
       return false;
     }
     c->rlid[p] = a.lid;
@@ -406,7 +410,7 @@ int to_init(VQp* q, char* msg, size_t cap) {
     mask |= IBV_QP_ACCESS_FLAGS;
   }
   if (real.modify_qp(q->real, &a, mask) != 0) {
-    Msg(msg, cap).s("verbs: QP ").u(q->sh.qp_num).s(": INIT failed: ").err(errno);
+    Msg(msg, cap).s("QP ").u(q->sh.qp_num).s(": INIT failed: ").err(errno);
     return -EIO;
   }
   return 0;
@@ -426,7 +430,7 @@ int make_again(char* msg, size_t cap) {
     if (!reopen(c, msg, cap)) return -EIO;
   for (VPd* p = st.pds; p; p = p->next)
     if (!(p->real = real.alloc_pd(p->ctx->real))) {
-      Msg(msg, cap).s("verbs: cannot allocate a protection domain: ").err(errno);
+      Msg(msg, cap).s("cannot allocate a protection domain: ").err(errno);
       return -EIO;
     }
   // Each process's memory regions: virtual rkey -> new rkey, as one value under the process's token.
@@ -434,7 +438,7 @@ int make_again(char* msg, size_t cap) {
   for (VMr* m = st.mrs; m; m = m->next) tab_cap += 40;
   char* tab = static_cast<char*>(mmap(nullptr, tab_cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   if (tab == MAP_FAILED) {
-    Msg(msg, cap).s("verbs: no memory");
+    Msg(msg, cap).s("no memory");
     return -ENOMEM;
   }
   Msg tm(tab, tab_cap);
@@ -442,7 +446,7 @@ int make_again(char* msg, size_t cap) {
     ibv_mr* r = m->iova2 ? real.reg_mr_iova2(m->pd->real, m->sh.addr, m->sh.length, m->iova, unsigned(m->access))
                          : real.reg_mr(m->pd->real, m->sh.addr, m->sh.length, m->access);
     if (!r) {
-      Msg(msg, cap).s("verbs: cannot register memory at ").u(uintptr_t(m->sh.addr)).s(" (").u(m->sh.length).s(" bytes): ").err(errno);
+      Msg(msg, cap).s("cannot register memory at ").u(uintptr_t(m->sh.addr)).s(" (").u(m->sh.length).s(" bytes): ").err(errno);
       munmap(tab, tab_cap);
       return -EIO;
     }
@@ -458,7 +462,7 @@ int make_again(char* msg, size_t cap) {
   munmap(tab, tab_cap);
   for (VChan* ch = st.chans; ch; ch = ch->next) {
     if (!(ch->real = real.create_comp_channel(ch->ctx->real))) {
-      Msg(msg, cap).s("verbs: cannot create a completion channel: ").err(errno);
+      Msg(msg, cap).s("cannot create a completion channel: ").err(errno);
       return -EIO;
     }
     if (!place_fd(ch->real->fd, ch->sh.fd, msg, cap, "completion channel")) return -EIO;
@@ -466,7 +470,7 @@ int make_again(char* msg, size_t cap) {
   for (VCq* q = st.cqs; q; q = q->next) {
     q->real = real.create_cq(q->ctx->real, q->cqe_asked, q, q->chan ? q->chan->real : nullptr, q->comp_vector);
     if (!q->real) {
-      Msg(msg, cap).s("verbs: cannot create a completion queue of ").i(q->cqe_asked).s(" entries: ").err(errno);
+      Msg(msg, cap).s("cannot create a completion queue of ").i(q->cqe_asked).s(" entries: ").err(errno);
       return -EIO;
     }
     q->events_before += q->events_real;
@@ -478,12 +482,12 @@ int make_again(char* msg, size_t cap) {
     a.srq_context = s;
     a.attr.srq_limit = 0;
     if (!(s->real = real.create_srq(s->pd->real, &a))) {
-      Msg(msg, cap).s("verbs: cannot create a shared receive queue: ").err(errno);
+      Msg(msg, cap).s("cannot create a shared receive queue: ").err(errno);
       return -EIO;
     }
     for (uint32_t i = 0; i < s->recvs.n; ++i)
       if (repost_recv(nullptr, s, s->recvs.at(i)) != 0) {
-        Msg(msg, cap).s("verbs: cannot post a receive to a shared receive queue again");
+        Msg(msg, cap).s("cannot post a receive to a shared receive queue again");
         return -EIO;
       }
     if (s->init.attr.srq_limit) {
@@ -498,7 +502,7 @@ int make_again(char* msg, size_t cap) {
     a.recv_cq = q->rcq ? q->rcq->real : nullptr;
     a.srq = q->srq ? q->srq->real : nullptr;
     if (!(q->real = real.create_qp(q->pd->real, &a))) {
-      Msg(msg, cap).s("verbs: cannot create QP ").u(q->sh.qp_num).s(" again: ").err(errno);
+      Msg(msg, cap).s("cannot create QP ").u(q->sh.qp_num).s(" again: ").err(errno);
       return -EIO;
     }
     if (q->ckpt_state == IBV_QPS_RESET) continue;
@@ -506,7 +510,7 @@ int make_again(char* msg, size_t cap) {
     if (!q->srq)
       for (uint32_t i = 0; i < q->recvs.n; ++i)
         if (repost_recv(q, nullptr, q->recvs.at(i)) != 0) {
-          Msg(msg, cap).s("verbs: QP ").u(q->sh.qp_num).s(": cannot post a receive again");
+          Msg(msg, cap).s("QP ").u(q->sh.qp_num).s(": cannot post a receive again");
           return -EIO;
         }
     const uint16_t vl = ctx_vlid(q->pd->ctx, q->attr.port_num);
@@ -543,7 +547,7 @@ int learn_peer(const ibv_ah_attr& ah, uint32_t vqpn, uint16_t* vl_out, uint32_t*
     vl = uint16_t(parse_u(p, 10));
     ibv_gid rg;
     if (*p != ' ' || !unhex(p + 1, &rg, sizeof rg)) {
-      Msg(msg, cap).s("verbs: malformed value of ").s(key);
+      Msg(msg, cap).s("malformed value of ").s(key);
       return -EPROTO;
     }
     ids_put_gid(ah.grh.dgid, rg, vl);
@@ -576,7 +580,7 @@ int learn_peer(const ibv_ah_attr& ah, uint32_t vqpn, uint16_t* vl_out, uint32_t*
     if (*p++ != ':') break;
     uint32_t rk = uint32_t(parse_u(p, 16));
     if (!ids_put_rkey(vl, vk, rk)) {
-      Msg(msg, cap).s("verbs: too many memory keys");
+      Msg(msg, cap).s("too many memory keys");
       return -ENOMEM;
     }
     if (*p == ',') ++p;
@@ -616,7 +620,7 @@ int refill(uint64_t gen, char* msg, size_t cap) {
       }
     }
     if (real.modify_qp(q->real, &a, mask) != 0) {
-      Msg(msg, cap).s("verbs: QP ").u(q->sh.qp_num).s(": RTR failed: ").err(errno);
+      Msg(msg, cap).s("QP ").u(q->sh.qp_num).s(": RTR failed: ").err(errno);
       return -EIO;
     }
     if (q->ckpt_state == IBV_QPS_RTR) continue;
@@ -632,7 +636,7 @@ int refill(uint64_t gen, char* msg, size_t cap) {
       mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
     }
     if (real.modify_qp(q->real, &a, mask) != 0) {
-      Msg(msg, cap).s("verbs: QP ").u(q->sh.qp_num).s(": RTS failed: ").err(errno);
+      Msg(msg, cap).s("QP ").u(q->sh.qp_num).s(": RTS failed: ").err(errno);
       return -EIO;
     }
     if (q->ckpt_state == IBV_QPS_ERR || q->ckpt_state == IBV_QPS_SQE) {
@@ -650,7 +654,7 @@ int refill(uint64_t gen, char* msg, size_t cap) {
     if (a.is_global) gid_to_real(h->attr.grh.dgid, &a.grh.dgid);
     if (a.dlid) a.dlid = lid_to_real(a.dlid);
     if (!(h->real = real.create_ah(h->pd->real, &a))) {
-      Msg(msg, cap).s("verbs: cannot create an address handle for lid ").u(vl).s(": ").err(errno);
+      Msg(msg, cap).s("cannot create an address handle for lid ").u(vl).s(": ").err(errno);
       return -EIO;
     }
   }

@@ -148,6 +148,47 @@ VQp* QP(ibv_qp* q) { return reinterpret_cast<VQp*>(q); }
 VSrq* S(ibv_srq* s) { return reinterpret_cast<VSrq*>(s); }
 VChan* CH(ibv_comp_channel* c) { return reinterpret_cast<VChan*>(c); }
 
+// Whether p is one of our shadows (else the device's own object, made through the extended verbs the
+// shadows forward: it goes to the device untouched).
+template <typename V>
+bool ours(V* head, const void* p) {
+  if (!p) return false;
+  lock(&st.list_lock);
+  V* v = head;
+  while (v && static_cast<const void*>(&v->sh) != p) v = v->next;
+  unlock(&st.list_lock);
+  return v != nullptr;
+}
+
+// The shadow whose device object is r, or nullptr.
+template <typename V, typename R>
+V* by_real(V* head, const R* r) {
+  lock(&st.list_lock);
+  V* v = head;
+  while (v && v->real != r) v = v->next;
+  unlock(&st.list_lock);
+  return v;
+}
+
+template <typename R, typename V>
+R* to_real(V* head, R* p) {  // a shadow's device object, or p itself when it is the device's
+  return ours(head, p) ? reinterpret_cast<V*>(p)->real : p;
+}
+
+void mark_unsupported(const char* what) {
+  lock(&st.list_lock);
+  if (!st.unsupported[0]) {
+    const char pre[] = "the program holds ";
+    const char post[] = ", which the verbs plugin cannot make again (extended verbs, docs/verbs.md)";
+    const char* parts[3] = {pre, what, post};
+    size_t n = 0;
+    for (const char* t : parts)
+      for (; *t && n + 1 < sizeof st.unsupported; ++t) st.unsupported[n++] = *t;
+    st.unsupported[n] = 0;
+  }
+  unlock(&st.list_lock);
+}
+
 // The program's view of a port: virtual lid (the first one seen), and sm_lid likewise.
 void virtual_port(VCtx* c, uint8_t port, ibv_port_attr* a) {
   if (port < 1 || port > kPorts) return;
@@ -260,6 +301,112 @@ int op_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   return post_recvs(nullptr, q, &q->recvs, &q->lock, wr, bad);
 }
 
+// ---- extended verbs: forwarded to the device; the objects they make are the device's, not ours ----
+
+namespace {
+
+template <typename F>
+F dev_op(ibv_context* ctx, size_t off) {  // the device context's extended op at offset off, or nullptr
+  verbs_context* v = verbs_get_ctx(C(ctx)->real);
+  if (!v || v->sz < sizeof(verbs_context) - off) return nullptr;
+  F f;
+  memcpy(&f, reinterpret_cast<char*>(v) + off, sizeof f);
+  return f;
+}
+#define DEV_OP(ctx, op) dev_op<decltype(verbs_context::op)>(ctx, offsetof(verbs_context, op))
+
+int fx_query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* in, ibv_device_attr_ex* a, size_t len) {
+  auto f = DEV_OP(ctx, query_device_ex);
+  Section s;
+  return f ? f(C(ctx)->real, in, a, len) : EOPNOTSUPP;
+}
+
+int fx_query_rt_values(ibv_context* ctx, ibv_values_ex* v) {
+  auto f = DEV_OP(ctx, query_rt_values);
+  Section s;
+  return f ? f(C(ctx)->real, v) : EOPNOTSUPP;
+}
+
+// Calls the device's extended op f (nullptr: the device has none) with the device's context; what it
+// makes is the device's, and the process can no longer be checkpointed (`what` says why).
+template <typename Ret, typename Attr>
+Ret* forward_make(Ret* (*f)(ibv_context*, Attr*), ibv_context* ctx, Attr* a, const char* what) {
+  if (!f) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  Section s;
+  Ret* r = f(C(ctx)->real, a);
+  if (r) mark_unsupported(what);
+  return r;
+}
+
+ibv_cq_ex* fx_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* a) {
+  ibv_cq_init_attr_ex r = *a;
+  r.channel = to_real(st.chans, a->channel);
+  if (r.comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) r.parent_domain = to_real(st.pds, a->parent_domain);
+  return forward_make(DEV_OP(ctx, create_cq_ex), ctx, &r, "a CQ made with ibv_create_cq_ex");
+}
+
+ibv_qp* fx_create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* a) {
+  ibv_qp_init_attr_ex r = *a;
+  r.send_cq = to_real(st.cqs, a->send_cq);
+  r.recv_cq = to_real(st.cqs, a->recv_cq);
+  r.srq = to_real(st.srqs, a->srq);
+  if (r.comp_mask & IBV_QP_INIT_ATTR_PD) r.pd = to_real(st.pds, a->pd);
+  ibv_qp* qp = forward_make(DEV_OP(ctx, create_qp_ex), ctx, &r, "a QP made with ibv_create_qp_ex");
+  if (qp) a->cap = r.cap;
+  return qp;
+}
+
+ibv_srq* fx_create_srq_ex(ibv_context* ctx, ibv_srq_init_attr_ex* a) {
+  ibv_srq_init_attr_ex r = *a;
+  r.pd = to_real(st.pds, a->pd);
+  r.cq = to_real(st.cqs, a->cq);
+  return forward_make(DEV_OP(ctx, create_srq_ex), ctx, &r, "an SRQ made with ibv_create_srq_ex (XRC or tag matching)");
+}
+
+ibv_dm* fx_alloc_dm(ibv_context* ctx, ibv_alloc_dm_attr* a) {
+  return forward_make(DEV_OP(ctx, alloc_dm), ctx, a, "device memory (ibv_alloc_dm)");
+}
+
+ibv_xrcd* fx_open_xrcd(ibv_context* ctx, ibv_xrcd_init_attr* a) {
+  return forward_make(DEV_OP(ctx, open_xrcd), ctx, a, "an XRC domain (ibv_open_xrcd)");
+}
+
+ibv_td* fx_alloc_td(ibv_context* ctx, ibv_td_init_attr* a) {
+  return forward_make(DEV_OP(ctx, alloc_td), ctx, a, "a thread domain (ibv_alloc_td)");
+}
+
+ibv_pd* fx_alloc_parent_domain(ibv_context* ctx, ibv_parent_domain_init_attr* a) {
+  ibv_parent_domain_init_attr r = *a;
+  r.pd = to_real(st.pds, a->pd);
+  return forward_make(DEV_OP(ctx, alloc_parent_domain), ctx, &r, "a parent domain (ibv_alloc_parent_domain)");
+}
+
+// A context shadow behind its verbs_context prefix, with the forwarders above as its extended ops.
+VCtx* new_ctx() {
+  const size_t off = offsetof(verbs_context, context);
+  auto* block = static_cast<char*>(calloc(1, off + sizeof(VCtx)));
+  if (!block) return nullptr;
+  auto* c = reinterpret_cast<VCtx*>(block + off);
+  verbs_context* v = ctx_prefix(c);
+  v->sz = sizeof(verbs_context);
+  v->query_device_ex = fx_query_device_ex;
+  v->query_rt_values = fx_query_rt_values;
+  v->create_cq_ex = fx_create_cq_ex;
+  v->create_qp_ex = fx_create_qp_ex;
+  v->create_srq_ex = fx_create_srq_ex;
+  v->alloc_dm = fx_alloc_dm;
+  v->open_xrcd = fx_open_xrcd;
+  v->alloc_td = fx_alloc_td;
+  v->alloc_parent_domain = fx_alloc_parent_domain;
+  return c;
+}
+
+void free_ctx(VCtx* c) { free(ctx_prefix(c)); }
+
+}  // namespace
 }  // namespace revive::verbs
 
 using namespace revive::verbs;
@@ -270,8 +417,13 @@ REVIVE_EXPORT ibv_context* ibv_open_device(ibv_device* dev) {
   if (!resolve()) return nullptr;
   Section s;
   ibv_context* r = real.open_device(dev);
-  auto* c = r ? shadow_for<VCtx>(r, real.close_device) : nullptr;
-  if (!c) return nullptr;
+  if (!r) return nullptr;
+  VCtx* c = new_ctx();
+  if (!c) {
+    real.close_device(r);
+    errno = ENOMEM;
+    return nullptr;
+  }
   c->real = r;
   const char* name = real.get_device_name(dev);
   strncpy(c->devname, name ? name : "", sizeof c->devname - 1);
@@ -280,7 +432,7 @@ REVIVE_EXPORT ibv_context* ibv_open_device(ibv_device* dev) {
   c->sh.async_fd = r->async_fd;
   c->sh.num_comp_vectors = r->num_comp_vectors;
   pthread_mutex_init(&c->sh.mutex, nullptr);
-  c->sh.abi_compat = nullptr;  // no extended verbs: the inline helpers fall back to the symbols below
+  c->sh.abi_compat = __VERBS_ABI_IS_EXTENDED;  // the inline helpers find ctx_prefix(c)
   c->sh.ops.poll_cq = op_poll_cq;
   c->sh.ops.req_notify_cq = op_req_notify_cq;
   c->sh.ops.post_send = op_post_send;
@@ -315,7 +467,7 @@ REVIVE_EXPORT int ibv_close_device(ibv_context* ctx) {
   if (c->sh.cmd_fd >= 0 && c->sh.cmd_fd != cmd) close(c->sh.cmd_fd);
   if (c->sh.async_fd >= 0 && c->sh.async_fd != async) close(c->sh.async_fd);
   unlink(&st.ctxs, c);
-  free(c);
+  free_ctx(c);
   return 0;
 }
 
@@ -364,13 +516,13 @@ REVIVE_EXPORT int ibv_get_async_event(ibv_context* ctx, ibv_async_event* ev) {
   Section s;
   int rc = real.get_async_event(c->real, ev);
   if (rc) return rc;
-  switch (ev->event_type) {
+  switch (ev->event_type) {  // the device's objects made through extended verbs stay as they are
     case IBV_EVENT_CQ_ERR:
-      ev->element.cq = static_cast<ibv_cq*>(ev->element.cq->cq_context);
+      if (VCq* q = by_real(st.cqs, ev->element.cq)) ev->element.cq = &q->sh;
       break;
     case IBV_EVENT_SRQ_ERR:
     case IBV_EVENT_SRQ_LIMIT_REACHED:
-      ev->element.srq = static_cast<ibv_srq*>(ev->element.srq->srq_context);
+      if (VSrq* q = by_real(st.srqs, ev->element.srq)) ev->element.srq = &q->sh;
       break;
     case IBV_EVENT_QP_FATAL:
     case IBV_EVENT_QP_REQ_ERR:
@@ -380,7 +532,7 @@ REVIVE_EXPORT int ibv_get_async_event(ibv_context* ctx, ibv_async_event* ev) {
     case IBV_EVENT_PATH_MIG:
     case IBV_EVENT_PATH_MIG_ERR:
     case IBV_EVENT_QP_LAST_WQE_REACHED:
-      ev->element.qp = static_cast<ibv_qp*>(ev->element.qp->qp_context);
+      if (VQp* q = by_real(st.qps, ev->element.qp)) ev->element.qp = &q->sh;
       break;
     default:
       break;
@@ -393,11 +545,11 @@ REVIVE_EXPORT void ibv_ack_async_event(ibv_async_event* ev) {
   ibv_async_event r = *ev;
   switch (ev->event_type) {
     case IBV_EVENT_CQ_ERR:
-      r.element.cq = Q(ev->element.cq)->real;
+      r.element.cq = to_real(st.cqs, ev->element.cq);
       break;
     case IBV_EVENT_SRQ_ERR:
     case IBV_EVENT_SRQ_LIMIT_REACHED:
-      r.element.srq = S(ev->element.srq)->real;
+      r.element.srq = to_real(st.srqs, ev->element.srq);
       break;
     case IBV_EVENT_QP_FATAL:
     case IBV_EVENT_QP_REQ_ERR:
@@ -407,7 +559,7 @@ REVIVE_EXPORT void ibv_ack_async_event(ibv_async_event* ev) {
     case IBV_EVENT_PATH_MIG:
     case IBV_EVENT_PATH_MIG_ERR:
     case IBV_EVENT_QP_LAST_WQE_REACHED:
-      r.element.qp = QP(ev->element.qp)->real;
+      r.element.qp = to_real(st.qps, ev->element.qp);
       break;
     default:
       break;
@@ -433,6 +585,7 @@ REVIVE_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* ctx) {
 
 REVIVE_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
   Section s;
+  if (!ours(st.pds, pd)) return real.dealloc_pd(pd);  // a parent domain (extended verbs)
   return destroy_shadow(P(pd), &st.pds, real.dealloc_pd);
 }
 
@@ -441,6 +594,8 @@ namespace {
 ibv_mr* reg(ibv_pd* pd, void* addr, size_t len, uint64_t iova, int access, bool iova2) {
   VPd* p = P(pd);
   Section s;
+  if (!ours(st.pds, pd))  // a parent domain: the device's
+    return iova2 ? real.reg_mr_iova2(pd, addr, len, iova, unsigned(access)) : real.reg_mr(pd, addr, len, access);
   ibv_mr* r = iova2 ? real.reg_mr_iova2(p->real, addr, len, iova, unsigned(access)) : real.reg_mr(p->real, addr, len, access);
   auto* m = r ? shadow_for<VMr>(r, real.dereg_mr) : nullptr;
   if (!m) return nullptr;
@@ -472,6 +627,7 @@ REVIVE_EXPORT ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t len, uint64
 
 REVIVE_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   Section s;
+  if (!ours(st.mrs, mr)) return real.dereg_mr(mr);
   return destroy_shadow(reinterpret_cast<VMr*>(mr), &st.mrs, real.dereg_mr);
 }
 
@@ -535,6 +691,7 @@ REVIVE_EXPORT ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context,
 REVIVE_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
   VCq* q = Q(cq);
   Section s;
+  if (!ours(st.cqs, cq)) return real.destroy_cq(cq);  // made with ibv_create_cq_ex
   lock(&st.list_lock);
   drop_kicks(q, nullptr);  // a restart's loopback QP on it would keep it busy
   unlock(&st.list_lock);
@@ -559,7 +716,12 @@ REVIVE_EXPORT int ibv_get_cq_event(ibv_comp_channel* chan, ibv_cq** cq, void** c
   void* rc_ctx = nullptr;
   int rc = real.get_cq_event(ch->real, &r, &rc_ctx);
   if (rc) return rc;
-  VCq* q = static_cast<VCq*>(rc_ctx);
+  VCq* q = by_real(st.cqs, r);
+  if (!q) {  // a CQ made with ibv_create_cq_ex: the device's own
+    *cq = r;
+    *cq_context = rc_ctx;
+    return 0;
+  }
   q->armed = false;
   ++q->events_real;
   *cq = &q->sh;
@@ -570,6 +732,7 @@ REVIVE_EXPORT int ibv_get_cq_event(ibv_comp_channel* chan, ibv_cq** cq, void** c
 REVIVE_EXPORT void ibv_ack_cq_events(ibv_cq* cq, unsigned n) {
   VCq* q = Q(cq);
   Section s;
+  if (!ours(st.cqs, cq)) return real.ack_cq_events(cq, n);
   unsigned old = n < q->events_before ? n : q->events_before;
   q->events_before -= old;
   n -= old;
@@ -583,6 +746,7 @@ REVIVE_EXPORT void ibv_ack_cq_events(ibv_cq* cq, unsigned n) {
 REVIVE_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
   VPd* p = P(pd);
   Section s;
+  if (!ours(st.pds, pd)) return real.create_srq(pd, attr);  // on a parent domain
   auto* q = static_cast<VSrq*>(calloc(1, sizeof(VSrq)));
   if (!q) {
     errno = ENOMEM;
@@ -619,6 +783,7 @@ REVIVE_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
 REVIVE_EXPORT int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
   VSrq* q = S(srq);
   Section s;
+  if (!ours(st.srqs, srq)) return real.modify_srq(srq, attr, mask);
   int rc = real.modify_srq(q->real, attr, mask);
   if (rc == 0 && (mask & IBV_SRQ_LIMIT)) q->init.attr.srq_limit = attr->srq_limit;
   return rc;
@@ -626,11 +791,12 @@ REVIVE_EXPORT int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
 
 REVIVE_EXPORT int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
   Section s;
-  return real.query_srq(S(srq)->real, attr);
+  return real.query_srq(to_real(st.srqs, srq), attr);
 }
 
 REVIVE_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
   Section s;
+  if (!ours(st.srqs, srq)) return real.destroy_srq(srq);
   return destroy_shadow(S(srq), &st.srqs, real.destroy_srq);
 }
 
@@ -639,6 +805,20 @@ REVIVE_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
 REVIVE_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   VPd* p = P(pd);
   Section s;
+  if (!ours(st.pds, pd) || (attr->send_cq && !ours(st.cqs, attr->send_cq)) ||
+      (attr->recv_cq && !ours(st.cqs, attr->recv_cq)) || (attr->srq && !ours(st.srqs, attr->srq))) {
+    // On an object the device made through extended verbs: the device's QP, and no checkpoint.
+    ibv_qp_init_attr a = *attr;
+    a.send_cq = to_real(st.cqs, attr->send_cq);
+    a.recv_cq = to_real(st.cqs, attr->recv_cq);
+    a.srq = to_real(st.srqs, attr->srq);
+    ibv_qp* r = real.create_qp(to_real(st.pds, pd), &a);
+    if (r) {
+      attr->cap = a.cap;
+      mark_unsupported("a QP on a CQ, SRQ or domain made with extended verbs");
+    }
+    return r;
+  }
   auto* q = static_cast<VQp*>(calloc(1, sizeof(VQp)));
   if (!q) {
     errno = ENOMEM;
@@ -690,6 +870,7 @@ REVIVE_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
 REVIVE_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   VQp* q = QP(qp);
   Section s;
+  if (!ours(st.qps, qp)) return real.modify_qp(qp, attr, mask);
   ibv_qp_attr a = *attr;
   if (mask & IBV_QP_AV) real_ah_attr(attr->ah_attr, &a.ah_attr);
   if ((mask & IBV_QP_DEST_QPN) && st.remapped)
@@ -729,6 +910,7 @@ REVIVE_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
 REVIVE_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init) {
   VQp* q = QP(qp);
   Section s;
+  if (!ours(st.qps, qp)) return real.query_qp(qp, attr, mask, init);
   int rc = real.query_qp(q->real, attr, mask, init);
   if (rc) return rc;
   // The program sees its own (virtual) ids and objects.
@@ -744,6 +926,7 @@ REVIVE_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask, ibv_qp_i
 
 REVIVE_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   Section s;
+  if (!ours(st.qps, qp)) return real.destroy_qp(qp);
   return destroy_shadow(QP(qp), &st.qps, real.destroy_qp);
 }
 
@@ -752,6 +935,7 @@ REVIVE_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
 REVIVE_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   VPd* p = P(pd);
   Section s;
+  if (!ours(st.pds, pd)) return real.create_ah(pd, attr);
   ibv_ah_attr a;
   real_ah_attr(*attr, &a);
   ibv_ah* r = real.create_ah(p->real, &a);
@@ -770,6 +954,7 @@ REVIVE_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
 
 REVIVE_EXPORT int ibv_destroy_ah(ibv_ah* ah) {
   Section s;
+  if (!ours(st.ahs, ah)) return real.destroy_ah(ah);
   return destroy_shadow(reinterpret_cast<VAh*>(ah), &st.ahs, real.destroy_ah);
 }
 
@@ -806,6 +991,7 @@ REVIVE_EXPORT int ibv_resize_cq(ibv_cq* cq, int cqe) {
   if (!f && !(f = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "ibv_resize_cq")))) return ENOSYS;
   VCq* q = Q(cq);
   Section s;
+  if (!ours(st.cqs, cq)) return f(cq, cqe);
   int rc = f(q->real, cqe);
   if (rc == 0) {
     q->cqe_asked = cqe;
@@ -821,7 +1007,13 @@ REVIVE_EXPORT int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
 }
 REVIVE_EXPORT int ibv_attach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return EOPNOTSUPP; }
 REVIVE_EXPORT int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return EOPNOTSUPP; }
-REVIVE_EXPORT ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp*) {
-  errno = EOPNOTSUPP;
-  return nullptr;
+// Our QPs have no extended form; a QP made with ibv_create_qp_ex is the device's.
+REVIVE_EXPORT ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
+  using Fn = ibv_qp_ex* (*)(ibv_qp*);
+  static Fn f;
+  if (ours(st.qps, qp) || (!f && !(f = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "ibv_qp_to_qp_ex"))))) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  return f(qp);
 }
