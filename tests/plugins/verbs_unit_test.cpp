@@ -50,6 +50,7 @@ class Verbs : public ::testing::Test {
   VQp q{};
   VPd pd{};
   VCtx ctx{};
+  VCq cq{};
 
   void SetUp() override {
     st = State{};
@@ -64,15 +65,20 @@ class Verbs : public ::testing::Test {
     q.sh.qp_type = IBV_QPT_RC;
     q.pd = &pd;
     pd.ctx = &ctx;
+    ctx.ordinal = 1;
+    cq.ctx = &ctx;
     q.max_inline = 64;
     ASSERT_TRUE(ring_init(&q.sends, 16, send_entry_size(4, q.max_inline)));
     ASSERT_TRUE(ring_init(&q.recvs, 16, recv_entry_size(4)));
     st.qps = &q;
+    ASSERT_TRUE(index_put(&st.qp_by_rqpn, index_key(&ctx, rqp.qp_num), &q));
     ids_clear();
   }
   void TearDown() override {
     free(q.sends.mem);
     free(q.recvs.mem);
+    index_free(&st.qp_by_rqpn);
+    index_free(&st.mr_by_lkey);
   }
 
   void send(uint64_t id, bool signaled, int opcode = IBV_WR_SEND) {
@@ -101,7 +107,7 @@ TEST_F(Verbs, SignaledCompletionCoversEarlierUnsignaledSends) {
   send(3, true);
   send(4, false);
   ibv_wc w = wc(3);
-  ASSERT_EQ(account(nullptr, &w, 1), 1);
+  ASSERT_EQ(account(&cq, &w, 1), 1);
   EXPECT_EQ(w.qp_num, 0x1111u) << "the program sees its virtual QP number";
   EXPECT_EQ(q.sends.n, 1u) << "sends 1-3 are done, 4 is not";
   EXPECT_EQ(static_cast<SendRec*>(q.sends.at(0))->wr_id, 4u);
@@ -111,7 +117,7 @@ TEST_F(Verbs, ErrorCompletionCoversExactlyOne) {
   send(1, false);
   send(2, false);
   ibv_wc w = wc(1, IBV_WC_SEND, IBV_WC_WR_FLUSH_ERR);
-  ASSERT_EQ(account(nullptr, &w, 1), 1);
+  ASSERT_EQ(account(&cq, &w, 1), 1);
   EXPECT_EQ(q.sends.n, 1u);
 }
 
@@ -123,14 +129,14 @@ TEST_F(Verbs, TheFenceCompletionIsNotTheProgramsAndSendsAllSignaledCountEach) {
   fence.send_flags = IBV_SEND_SIGNALED;
   record_send(&q, &fence, true);
   ibv_wc w[2] = {wc(0x72767666656e6365ull, IBV_WC_RDMA_WRITE), wc(7, IBV_WC_RECV)};
-  EXPECT_EQ(account(nullptr, w, 2), 1) << "the fence's completion is dropped, the receive kept";
+  EXPECT_EQ(account(&cq, w, 2), 1) << "the fence's completion is dropped, the receive kept";
   EXPECT_EQ(w[0].wr_id, 7u);
   EXPECT_EQ(q.sends.n, 0u);
   q.init.sq_sig_all = 1;
   send(5, false);
   send(6, false);
   ibv_wc a = wc(5);
-  account(nullptr, &a, 1);
+  account(&cq, &a, 1);
   EXPECT_EQ(q.sends.n, 1u) << "with sq_sig_all every send reports its own completion";
 }
 
@@ -144,7 +150,7 @@ TEST_F(Verbs, ReceivesAreTakenByWrIdAndPostedAgainInOrder) {
     record_recv(&q.recvs, &r);
   }
   ibv_wc w[2] = {wc(10, IBV_WC_RECV), wc(12, IBV_WC_RECV)};  // 12 before 11: an SRQ shared by QPs
-  ASSERT_EQ(account(nullptr, w, 2), 2);
+  ASSERT_EQ(account(&cq, w, 2), 2);
   ASSERT_EQ(q.recvs.n, 2u);
   for (uint32_t i = 0; i < q.recvs.n; ++i) ASSERT_EQ(repost_recv(&q, nullptr, q.recvs.at(i)), 0);
   ASSERT_EQ(g_recvd.size(), 2u);
@@ -175,7 +181,9 @@ TEST_F(Verbs, AfterARestartKeysAndIdsAreTranslatedBothWays) {
   mr.sh.lkey = 0x11;
   rmr.lkey = 0x22;
   mr.real = &rmr;
+  mr.pd = &pd;
   st.mrs = &mr;
+  ASSERT_TRUE(index_put(&st.mr_by_lkey, index_key(&ctx, mr.sh.lkey), &mr));
   st.remapped = true;
   q.rvlid = 5;
   ASSERT_TRUE(ids_put_lid(5, 9));
@@ -217,7 +225,7 @@ TEST_F(Verbs, AfterARestartKeysAndIdsAreTranslatedBothWays) {
   ibv_wc r = wc(1, IBV_WC_RECV);
   r.slid = 9;
   r.src_qp = 0x200;
-  account(nullptr, &r, 1);
+  account(&cq, &r, 1);
   EXPECT_EQ(r.slid, 5);
   EXPECT_EQ(r.src_qp, 0x100u);
 }
@@ -241,6 +249,25 @@ TEST_F(Verbs, TablesRefuseRatherThanOverflow) {
   EXPECT_GT(put, 30000);
   EXPECT_LT(put, 70000) << "a full table says so (the restart fails naming it)";
   EXPECT_EQ(rkey_to_real(1, 5), 6u);
+}
+
+TEST_F(Verbs, IndexGrowsKeepsOldTablesAndRefillsInPlace) {
+  Index x{};
+  std::vector<int> vals(5000);
+  for (uint32_t i = 0; i < vals.size(); ++i) ASSERT_TRUE(index_put(&x, index_key(&ctx, i + 1), &vals[i]));
+  for (uint32_t i = 0; i < vals.size(); ++i) ASSERT_EQ(index_get(x, index_key(&ctx, i + 1)), &vals[i]);
+  EXPECT_EQ(index_get(x, index_key(nullptr, 1)), nullptr) << "another context's id is another key";
+  index_del(&x, index_key(&ctx, 7));
+  EXPECT_EQ(index_get(x, index_key(&ctx, 7)), nullptr);
+  EXPECT_EQ(index_get(x, index_key(&ctx, 8)), &vals[7]) << "found past the tombstone";
+  const IdTable* before = x.t;
+  index_clear(&x);
+  for (uint32_t i = 0; i < 100; ++i) ASSERT_TRUE(index_refill(&x, index_key(&ctx, 9000 + i), &vals[i]));
+  EXPECT_EQ(x.t, before) << "a restart refills the table it has";
+  EXPECT_EQ(index_get(x, index_key(&ctx, 9050)), &vals[50]);
+  EXPECT_EQ(index_get(x, index_key(&ctx, 50)), nullptr);
+  EXPECT_NE(before->older, nullptr) << "the tables it grew out of are kept";
+  index_free(&x);
 }
 
 }  // namespace

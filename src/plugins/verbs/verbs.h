@@ -65,6 +65,7 @@ constexpr int kGids = 4;
 struct VCtx {
   ibv_context sh;  // the program's context: ops are ours, abi_compat extended
   ibv_context* real;
+  uint32_t ordinal;  // 1, 2...: this process's contexts, the high half of the index keys
   char devname[64];
   uint16_t vlid[kPorts + 1], rlid[kPorts + 1];  // per port, 0 = not seen
   ibv_gid vgid[kPorts + 1][kGids], rgid[kPorts + 1][kGids];
@@ -175,6 +176,27 @@ struct VAh {
   VAh* next;
 };
 
+// u64 -> pointer, read without a lock (verbs_index.cpp). Key 0 is never used.
+struct IdTable {
+  IdTable* older;  // the table this one replaced (kept: a reader may still be in it)
+  uint32_t cap, pad;
+  struct Slot {
+    uint64_t key;
+    void* val;
+  } s[];
+};
+struct Index {
+  IdTable* t;
+  uint32_t used;  // live entries + tombstones
+};
+void* index_get(const Index& x, uint64_t key);
+bool index_put(Index* x, uint64_t key, void* val);  // user threads only (may allocate)
+void index_del(Index* x, uint64_t key);
+void index_clear(Index* x);                          // keeps the table: for index_refill
+bool index_refill(Index* x, uint64_t key, void* val); // no allocation; false when it would need to grow
+void index_free(Index* x);                           // every table (no reader may be left: tests)
+inline uint64_t index_key(const VCtx* c, uint32_t id) { return (uint64_t(c ? c->ordinal : 0) << 32) | id; }
+
 struct State {
   VCtx* ctxs;
   VPd* pds;
@@ -185,6 +207,9 @@ struct State {
   VQp* qps;
   VAh* ahs;
   volatile int list_lock;
+  Index qp_by_rqpn;  // (context, device QP number) -> VQp
+  Index mr_by_lkey;  // (context, program's lkey) -> VMr
+  uint32_t ctx_ordinals;
   uint64_t token;    // this process's name in the coordinator's table (random, kept across restarts)
   bool remapped;     // a restart happened: ids must be translated
   bool restored;     // set by restore, cleared once the objects are made again
@@ -244,7 +269,7 @@ void record_recv(Ring* r, const ibv_recv_wr* wr);
 // Accounts completions taken from the device (pops the rings), translates their ids; drops ours.
 // Returns the number kept (compacted in place).
 int account(VCq* c, ibv_wc* wc, int n);
-VQp* qp_by_real(uint32_t rqpn);
+VQp* qp_by_real(const VCtx* c, uint32_t rqpn);
 bool is_kick(uint32_t rqpn);
 // Destroys the kick QPs on CQ c (nullptr: on every CQ of context x; both nullptr: all).
 void drop_kicks(VCq* c, VCtx* x);

@@ -16,6 +16,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sys/random.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -63,7 +65,16 @@ int post_fence(ibv_qp* qp, ibv_send_wr* w) {
   return ibv_post_send(qp, w, &bad);
 }
 
+// A forked child holds none of its parent's device objects (the device library forgets them too, or
+// must not be used on them): it starts with no shadows and a token of its own. The engine's checkpoint
+// writer is made with a raw clone and runs no fork handlers.
+void forked_child() {
+  st = State{};
+  while (st.token == 0) (void)!getrandom(&st.token, sizeof st.token, 0);
+}
+
 int init() {
+  pthread_atfork(nullptr, nullptr, forked_child);
   if (const char* v = getenv("REVIVE_VERBS_DRAIN_MS")) g_drain_ms = atol(v);
   if (const char* v = getenv("REVIVE_VERBS_QUIET_MS")) g_quiet_ms = atol(v);
   if (const char* v = getenv("REVIVE_VERBS_LOOKUP_MS")) g_lookup_ms = atol(v);
@@ -524,6 +535,13 @@ int make_again(char* msg, size_t cap) {
     k_qp(key, sizeof key, vl, q->sh.qp_num);
     inject::coord_publish(key, val);
   }
+  // Completions name the new QP numbers now.
+  index_clear(&st.qp_by_rqpn);
+  for (VQp* q = st.qps; q; q = q->next)
+    if (!index_refill(&st.qp_by_rqpn, index_key(q->pd->ctx, q->real->qp_num), q)) {
+      Msg(msg, cap).s("the QP index is full");
+      return -ENOMEM;
+    }
   return 0;
 }
 

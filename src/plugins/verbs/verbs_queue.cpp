@@ -57,11 +57,10 @@ void ring_remove(Ring* r, uint32_t i) {
   ring_pop(r);
 }
 
-uint32_t lkey_real(uint32_t vkey) {
+uint32_t lkey_real(const VCtx* c, uint32_t vkey) {
   if (!st.remapped) return vkey;
-  for (VMr* m = st.mrs; m; m = m->next)
-    if (m->sh.lkey == vkey) return m->real->lkey;
-  return vkey;
+  auto* m = static_cast<VMr*>(index_get(st.mr_by_lkey, index_key(c, vkey)));
+  return m ? m->real->lkey : vkey;
 }
 
 }  // namespace
@@ -131,11 +130,7 @@ void record_recv(Ring* ring, const ibv_recv_wr* wr) {
   for (uint32_t i = 0; i < r->num_sge; ++i) recv_sges(r)[i] = wr->sg_list[i];
 }
 
-VQp* qp_by_real(uint32_t rqpn) {
-  for (VQp* q = st.qps; q; q = q->next)
-    if (q->real->qp_num == rqpn) return q;
-  return nullptr;
-}
+VQp* qp_by_real(const VCtx* c, uint32_t rqpn) { return static_cast<VQp*>(index_get(st.qp_by_rqpn, index_key(c, rqpn))); }
 
 namespace {
 
@@ -198,11 +193,10 @@ void drop_kicks(VCq* c, VCtx* x) {
 }
 
 int account(VCq* c, ibv_wc* wc, int n) {
-  (void)c;
   int kept = 0;
   for (int i = 0; i < n; ++i) {
     ibv_wc w = wc[i];
-    VQp* q = qp_by_real(w.qp_num);
+    VQp* q = qp_by_real(c->ctx, w.qp_num);
     if (!q && is_kick(w.qp_num)) continue;  // a restart's event kick
     if (q) {
       w.qp_num = q->sh.qp_num;
@@ -232,7 +226,7 @@ namespace {
 int post_one(VQp* q, ibv_send_wr* w, const ibv_sge* sg, int nsge, ibv_sge* tmp) {
   for (int i = 0; i < nsge; ++i) {
     tmp[i] = sg[i];
-    tmp[i].lkey = lkey_real(sg[i].lkey);
+    tmp[i].lkey = lkey_real(q->pd->ctx, sg[i].lkey);
   }
   w->sg_list = tmp;
   w->num_sge = nsge;
@@ -329,7 +323,7 @@ int post_recv_real(VQp* q, VSrq* s, const ibv_recv_wr* wr) {
   ibv_sge tmp[kMaxSge];
   for (int i = 0; i < wr->num_sge; ++i) {
     tmp[i] = wr->sg_list[i];
-    tmp[i].lkey = lkey_real(wr->sg_list[i].lkey);
+    tmp[i].lkey = lkey_real((q ? q->pd : s->pd)->ctx, wr->sg_list[i].lkey);
   }
   ibv_recv_wr w = *wr;
   w.sg_list = tmp;

@@ -27,17 +27,27 @@ State st;
 namespace {
 
 bool g_resolved;
+void* g_lib = RTLD_NEXT;  // where the device library's definitions are looked up
 
 template <typename F>
 bool sym(F* f, const char* name) {
-  *f = reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+  *f = reinterpret_cast<F>(dlsym(g_lib, name));
   return *f != nullptr;
+}
+
+// A library that loaded libibverbs with dlopen(RTLD_LOCAL) (UCX's IB transport does) still calls our
+// wrappers, which come first in the global scope; the definitions are then found through the library
+// already loaded, not through RTLD_NEXT.
+void find_library() {
+  if (dlsym(RTLD_NEXT, "ibv_open_device")) return;
+  if (void* h = dlopen("libibverbs.so.1", RTLD_LAZY | RTLD_NOLOAD)) g_lib = h;
 }
 
 }  // namespace
 
 bool resolve() {
   if (__atomic_load_n(&g_resolved, __ATOMIC_ACQUIRE)) return true;
+  find_library();
   bool ok = sym(&real.get_device_list, "ibv_get_device_list") && sym(&real.free_device_list, "ibv_free_device_list") &&
             sym(&real.get_device_name, "ibv_get_device_name") && sym(&real.open_device, "ibv_open_device") &&
             sym(&real.close_device, "ibv_close_device") && sym(&real.query_device, "ibv_query_device") &&
@@ -425,6 +435,7 @@ REVIVE_EXPORT ibv_context* ibv_open_device(ibv_device* dev) {
     return nullptr;
   }
   c->real = r;
+  c->ordinal = __atomic_add_fetch(&st.ctx_ordinals, 1, __ATOMIC_RELAXED);
   const char* name = real.get_device_name(dev);
   strncpy(c->devname, name ? name : "", sizeof c->devname - 1);
   c->sh.device = dev;
@@ -607,6 +618,15 @@ ibv_mr* reg(ibv_pd* pd, void* addr, size_t len, uint64_t iova, int access, bool 
   m->sh = *r;
   m->sh.context = &p->ctx->sh;
   m->sh.pd = pd;
+  lock(&st.list_lock);
+  const bool indexed = index_put(&st.mr_by_lkey, index_key(p->ctx, m->sh.lkey), m);
+  unlock(&st.list_lock);
+  if (!indexed) {
+    real.dereg_mr(r);
+    free(m);
+    errno = ENOMEM;
+    return nullptr;
+  }
   push(&st.mrs, m);
   return &m->sh;
 }
@@ -628,7 +648,15 @@ REVIVE_EXPORT ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t len, uint64
 REVIVE_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   Section s;
   if (!ours(st.mrs, mr)) return real.dereg_mr(mr);
-  return destroy_shadow(reinterpret_cast<VMr*>(mr), &st.mrs, real.dereg_mr);
+  auto* m = reinterpret_cast<VMr*>(mr);
+  const uint64_t key = index_key(m->pd->ctx, m->sh.lkey);
+  int rc = destroy_shadow(m, &st.mrs, real.dereg_mr);
+  if (rc == 0) {
+    lock(&st.list_lock);
+    index_del(&st.mr_by_lkey, key);
+    unlock(&st.list_lock);
+  }
+  return rc;
 }
 
 // ---- completion channels and queues ----
@@ -863,6 +891,17 @@ REVIVE_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   q->sh.qp_type = r->qp_type;
   pthread_mutex_init(&q->sh.mutex, nullptr);
   pthread_cond_init(&q->sh.cond, nullptr);
+  lock(&st.list_lock);
+  const bool indexed = index_put(&st.qp_by_rqpn, index_key(p->ctx, r->qp_num), q);
+  unlock(&st.list_lock);
+  if (!indexed) {
+    real.destroy_qp(r);
+    free(q->sends.mem);
+    free(q->recvs.mem);
+    free(q);
+    errno = ENOMEM;
+    return nullptr;
+  }
   push(&st.qps, q);
   return &q->sh;
 }
@@ -927,7 +966,15 @@ REVIVE_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask, ibv_qp_i
 REVIVE_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   Section s;
   if (!ours(st.qps, qp)) return real.destroy_qp(qp);
-  return destroy_shadow(QP(qp), &st.qps, real.destroy_qp);
+  VQp* q = QP(qp);
+  const uint64_t key = index_key(q->pd->ctx, q->real->qp_num);
+  int rc = destroy_shadow(q, &st.qps, real.destroy_qp);
+  if (rc == 0) {
+    lock(&st.list_lock);
+    index_del(&st.qp_by_rqpn, key);
+    unlock(&st.list_lock);
+  }
+  return rc;
 }
 
 // ---- address handles (UD) ----
@@ -961,7 +1008,7 @@ REVIVE_EXPORT int ibv_destroy_ah(ibv_ah* ah) {
 REVIVE_EXPORT int ibv_init_ah_from_wc(ibv_context* ctx, uint8_t port, ibv_wc* wc, ibv_grh* grh, ibv_ah_attr* attr) {
   using Fn = int (*)(ibv_context*, uint8_t, ibv_wc*, ibv_grh*, ibv_ah_attr*);
   static Fn f;
-  if (!f && !(f = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "ibv_init_ah_from_wc")))) {
+  if (!f && !(f = reinterpret_cast<Fn>(dlsym(g_lib, "ibv_init_ah_from_wc")))) {
     errno = ENOSYS;
     return -1;
   }
@@ -988,7 +1035,7 @@ REVIVE_EXPORT ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh
 REVIVE_EXPORT int ibv_resize_cq(ibv_cq* cq, int cqe) {
   using Fn = int (*)(ibv_cq*, int);
   static Fn f;
-  if (!f && !(f = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "ibv_resize_cq")))) return ENOSYS;
+  if (!f && !(f = reinterpret_cast<Fn>(dlsym(g_lib, "ibv_resize_cq")))) return ENOSYS;
   VCq* q = Q(cq);
   Section s;
   if (!ours(st.cqs, cq)) return f(cq, cqe);
@@ -1011,7 +1058,7 @@ REVIVE_EXPORT int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return E
 REVIVE_EXPORT ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
   using Fn = ibv_qp_ex* (*)(ibv_qp*);
   static Fn f;
-  if (ours(st.qps, qp) || (!f && !(f = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "ibv_qp_to_qp_ex"))))) {
+  if (ours(st.qps, qp) || (!f && !(f = reinterpret_cast<Fn>(dlsym(g_lib, "ibv_qp_to_qp_ex"))))) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
