@@ -55,6 +55,7 @@ struct Real {
 };
 extern Real real;
 bool resolve();  // false: no verbs library behind us (errno ENOSYS)
+void forked_child();  // pthread_atfork child handler (verbs_ckpt.cpp)
 
 constexpr int kPorts = 2;    // ports 1..2 are virtualised (lid, gid indexes below)
 constexpr int kGids = 4;

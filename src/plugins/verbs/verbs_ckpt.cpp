@@ -65,16 +65,7 @@ int post_fence(ibv_qp* qp, ibv_send_wr* w) {
   return ibv_post_send(qp, w, &bad);
 }
 
-// A forked child holds none of its parent's device objects (the device library forgets them too, or
-// must not be used on them): it starts with no shadows and a token of its own. The engine's checkpoint
-// writer is made with a raw clone and runs no fork handlers.
-void forked_child() {
-  st = State{};
-  while (st.token == 0) (void)!getrandom(&st.token, sizeof st.token, 0);
-}
-
 int init() {
-  pthread_atfork(nullptr, nullptr, forked_child);
   if (const char* v = getenv("REVIVE_VERBS_DRAIN_MS")) g_drain_ms = atol(v);
   if (const char* v = getenv("REVIVE_VERBS_QUIET_MS")) g_quiet_ms = atol(v);
   if (const char* v = getenv("REVIVE_VERBS_LOOKUP_MS")) g_lookup_ms = atol(v);
@@ -792,6 +783,16 @@ void restored(uint64_t) {
 }
 
 }  // namespace
+
+// A forked child holds none of its parent's device objects (the device library forgets them too, or
+// must not be used on them): it starts with no shadows and a token of its own. Registered by resolve(),
+// so only processes that opened a device pay for it at fork. The engine's checkpoint writer is made with
+// a raw clone and runs no fork handlers.
+void forked_child() {
+  st = State{};
+  while (st.token == 0) (void)!getrandom(&st.token, sizeof st.token, 0);
+}
+
 }  // namespace revive::verbs
 
 namespace revive::inject {

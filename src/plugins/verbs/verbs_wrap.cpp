@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -74,6 +75,7 @@ bool resolve() {
     while (t == 0) (void)!getrandom(&t, sizeof t, 0);
     st.token = t;
   }
+  pthread_atfork(nullptr, nullptr, forked_child);
   __atomic_store_n(&g_resolved, true, __ATOMIC_RELEASE);
   return true;
 }
