@@ -283,8 +283,12 @@ int save_one(Out& out, int fd, ShareKey share) {
     // Nothing is silently substituted: the checkpoint fails now, naming what, rather than the program's
     // data after a restart (it would read EOF from /dev/null where its inotify events were).
     char what[PATH_MAX + 80];
+    // A pidfd is mostly held for a moment (pidfd_open, pidfd_send_signal or poll, close): refused for
+    // now, so the coordinator takes the checkpoint again a little later; one held for good ends the
+    // attempts with this message.
+    const bool brief = strcmp(path, "anon_inode:[pidfd]") == 0;
     Msg(what, sizeof what).s("'").s(path).s("', a kind of descriptor revive cannot restore");
-    return refuse_fd(fd, what, -ENOTSUP);
+    return refuse_fd(fd, what, brief ? -EAGAIN : -ENOTSUP);
   }
   out.bytes(&rec, sizeof rec);
   out.str(path, static_cast<size_t>(plen));
