@@ -25,7 +25,9 @@ finish unharmed. Every failure prints FAIL with the logs.
 import argparse, os, random, re, shutil, signal, subprocess, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hosts"))
-from harness import clean_env, coordinator_gone, descendants, fail, free_port, run, with_namespaces  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "proctree"))
+from harness import clean_env, coordinator_gone, fail, free_port, run, with_namespaces  # noqa: E402
+from tree_driver import kill_tree  # noqa: E402  (stops the whole tree, then kills it, and waits)
 
 A = None
 DAEMONS = {}  # netns ("" = this one) -> Popen
@@ -88,20 +90,6 @@ def wait_running(port, ck, n, phase, timeout=60, env=None):
             return
         time.sleep(0.05)
     logs_and_fail("[%s] the coordinator never had %d idle processes: %s" % (phase, n, r.stdout + r.stderr if r else ""))
-
-
-def kill_session(roots, phase):
-    """SIGSTOP, then SIGKILL, the roots and everything below them (a restored job's processes are the
-    children of its `revive restart`; their process groups are the original run's)."""
-    pids = set()
-    for r in roots:
-        pids |= set(descendants(r))
-    for sig in (signal.SIGSTOP, signal.SIGKILL):
-        for p in pids:
-            try:
-                os.kill(p, sig)
-            except ProcessLookupError:
-                pass
 
 
 def pingpong_cmd(argv, port, n):
@@ -191,8 +179,7 @@ def one_host(rng):
         time.sleep(rng.uniform(0, 0.3))
         if job.poll() is not None:
             logs_and_fail("[%s] the job ended (status %s) before the kill: make it run longer" % (phase, job.returncode))
-        kill_session(pg, phase)
-        job.wait(timeout=30)
+        kill_tree(pg, reap=lambda: job.wait(timeout=30))
         if not coordinator_gone(A.revive, port, ck, ENV):
             logs_and_fail("[%s] the coordinator did not exit after its processes died" % phase)
         if A.mode == "newdev":
@@ -209,7 +196,7 @@ def one_host(rng):
     try:
         rc = job.wait(timeout=A.timeout)
     except subprocess.TimeoutExpired:
-        kill_session(pg, "end")
+        kill_tree(pg, reap=lambda: job.wait(timeout=30))
         logs_and_fail("[restart] the restored job did not finish within %d s" % A.timeout)
     if rc != 0:
         logs_and_fail("[restart] revive restart exited %d" % rc)
@@ -281,9 +268,7 @@ def two_hosts(rng, prefix, net):
                 logs_and_fail("[run] a side ended (status %s) before checkpoint %d: make it run longer" % (j.returncode, k + 1))
         checkpoint(port, ck, k + 1, "run", env)
     time.sleep(rng.uniform(0, 0.3))
-    kill_session([j.pid for j in jobs], "run")
-    for j in jobs:
-        j.wait(timeout=30)
+    kill_tree([j.pid for j in jobs], reap=lambda: [j.wait(timeout=30) for j in jobs])
     if not coordinator_gone(A.revive, port, ck, env):
         logs_and_fail("[run] the coordinator did not exit after its processes died")
     import json
@@ -297,7 +282,7 @@ def two_hosts(rng, prefix, net):
     try:
         rc = rp.wait(timeout=A.timeout)
     except subprocess.TimeoutExpired:
-        kill_session([rp.pid], "end")
+        kill_tree([rp.pid], reap=lambda: rp.wait(timeout=30))
         logs_and_fail("[restart] the restored pair did not finish within %d s" % A.timeout)
     if rc != 0:
         logs_and_fail("[restart] revive restart exited %d" % rc)

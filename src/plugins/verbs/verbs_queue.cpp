@@ -300,20 +300,13 @@ int repost_send(VQp* q, const SendRec* r) {
     w.wr.ud.remote_qkey = r->remote_qkey;
   }
   ibv_sge tmp[kMaxSge];
-  if (r->inline_len) {  // the bytes kept at the original post
+  if (r->inline_len) {  // the bytes kept at the original post (posted inline again: no key is read)
     const uint32_t max_sge = (q->sends.entry - sizeof(SendRec) - q->max_inline) / sizeof(ibv_sge);
     ibv_sge s;
     s.addr = uintptr_t(reinterpret_cast<const uint8_t*>(send_sges(r) + max_sge));
     s.length = r->inline_len;
     s.lkey = 0;
-    tmp[0] = s;
-    w.sg_list = tmp;
-    w.num_sge = 1;
-    w.next = nullptr;
-    ibv_send_wr w2 = w;
-    ibv_sge t2[1];
-    // inline data needs no key: post as is (post_one would translate lkey 0 harmlessly too)
-    return post_one(q, &w2, tmp, 1, t2);
+    return post_one(q, &w, &s, 1, tmp);
   }
   return post_one(q, &w, send_sges(r), int(r->num_sge), tmp);
 }
