@@ -29,6 +29,7 @@ namespace {
 struct RestartArgs {
   std::string port, what;
   bool lazy = false;
+  bool ib2tcp = false;      // --ib2tcp: verbs programs continue over TCP (REVIVE_IB2TCP=1, docs/verbs.md)
   HostOpts ho;              // placement (migration): docs/hosts.md
   std::string map;          // --map UPID=HOST,...: pins trees
   std::string only;         // --only UPID,...: this host's part of the manifest
@@ -220,6 +221,8 @@ Status PlanParts(const RestartArgs& a, const Plan& plan, std::vector<HostPart>* 
 }
 
 int Restart(const RestartArgs& a) {
+  // Every revive-restart below (and every host's part: hosts.cpp forwards it) hands it to its processes.
+  if (a.ib2tcp) setenv("REVIVE_IB2TCP", "1", 1);
   Plan plan;
   Status s = MakePlan(a.what, &plan);
   if (!s.ok()) return Fail(s.message());
@@ -347,6 +350,9 @@ void AddRestartCommand(CLI::App& app, int* rc) {
                 "SIG (e.g. USR1): that signal sent to revive asks for a checkpoint; default "
                 "REVIVE_CHECKPOINT_SIGNAL, else none");
   c->add_flag("--lazy", a->lazy, "Map image pages on demand instead of reading them (uncompressed images)");
+  c->add_flag("--ib2tcp", a->ib2tcp,
+              "Verbs (InfiniBand) programs continue over TCP sockets instead of a verbs device "
+              "(sets REVIVE_IB2TCP=1 for every process; docs/verbs.md)");
   c->add_option("--hosts", a->ho.hosts,
                 "Comma-separated hosts; process tree k (a root and its descendants, in manifest order of "
                 "their first process) goes to host k mod n; `slurm`: the nodes of SLURM_JOB_NODELIST, reached with "

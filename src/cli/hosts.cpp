@@ -153,7 +153,7 @@ int RunHostParts(const char* who, const HostOpts& o, const Target& root, const s
                                     "REVIVE_SECRET_FILE=" + root.secret_file, "REVIVE_CKPT_DIR=" + root.ckpt_dir};
     if (!parts[k].host.empty()) cmd.push_back("REVIVE_HOST_ID=" + parts[k].host);
     for (const char* v : {"REVIVE_LOG", "REVIVE_SIGNAL", "REVIVE_INJECT_LIB", "REVIVE_RESTART_BIN",
-                          "REVIVE_PHASE_TIMEOUT", "REVIVE_FAIL_FAST"})
+                          "REVIVE_PHASE_TIMEOUT", "REVIVE_FAIL_FAST", "REVIVE_IB2TCP"})
       if (const char* val = getenv(v)) cmd.push_back(std::string(v) + "=" + val);
     cmd.push_back(self);
     cmd.insert(cmd.end(), parts[k].args.begin(), parts[k].args.end());

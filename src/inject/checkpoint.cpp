@@ -286,6 +286,10 @@ void after_restore() {
   sys::log(1, "restored");
 }
 
+const char* restart_env(const char* key) {
+  return g_restart_info.magic == image::kRestartInfoMagic ? blob_env(g_restart_info, key) : nullptr;
+}
+
 void after_restore_done() {
   image::RestartInfo& ri = g_restart_info;
   if (ri.blob_addr) sys::sc(SYS_munmap, ri.blob_addr, ri.blob_len);

@@ -87,6 +87,11 @@ bool fd_move_reserved(int fd);
 // coordinator reports to `revive checkpoint`); copied, no allocation. Weak default in the plugins.
 void plugin_refusal(const char* text);
 
+// In a restored process, from its restore until the coordinator's resume: the value of a REVIVE_* variable
+// in the environment of the restart (revive-restart's), or nullptr. The program's own environment is the
+// one it was checkpointed with; this is how a restart tells plugins how to come back (REVIVE_IB2TCP).
+const char* restart_env(const char* key);
+
 // The checkpoint directory (absolute; "" when unknown). Plugins keep their own data out of it.
 const char* checkpoint_dir();
 

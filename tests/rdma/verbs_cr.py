@@ -18,6 +18,9 @@ Modes:
   netns   server and client on two network-namespace hosts, each with its own device, launched
           separately into one computation, restarted with the hosts swapped (the pingpong's client
           reaches the server's address on host 1 only for the exchange before the checkpoint).
+--ib2tcp (modes newdev and netns): the device is taken away after the kill (no daemon, and the job's
+  environment forbids starting one) and `revive restart --ib2tcp` brings the job back over TCP sockets;
+  a checkpoint of the restored job must then be refused (not supported over TCP) and the job go on.
 --chain C checkpoints and kills the restored job C times more. --refused TEXT (KIND pingpong, same host):
 the program holds an object the plugin cannot make again; the checkpoint must fail with TEXT and the job
 finish unharmed. Every failure prints FAIL with the logs.
@@ -138,6 +141,16 @@ def refused(port, ck, job, rd, n):
     print("OK", flush=True)
 
 
+def tcp_refusal(port, ck, env):
+    """A job restarted over TCP cannot be checkpointed again: the request must fail saying so."""
+    time.sleep(0.2)
+    r = run([A.revive, "checkpoint", "--port", str(port), "--ckpt-dir", ck], env=env, timeout=120)
+    if r.returncode == 0 or "over TCP since its restart" not in r.stderr:
+        logs_and_fail("[ib2tcp] a checkpoint of the job restarted over TCP: exit %d, %r; want it refused"
+                      % (r.returncode, r.stderr.strip()))
+    print("[ib2tcp] checkpoint refused as documented: %s" % r.stderr.strip()[:160], flush=True)
+
+
 def one_host(rng):
     """Modes same and newdev."""
     kind, argv = A.argv[0], A.argv[1:]
@@ -182,17 +195,24 @@ def one_host(rng):
         kill_tree(pg, reap=lambda: job.wait(timeout=30))
         if not coordinator_gone(A.revive, port, ck, ENV):
             logs_and_fail("[%s] the coordinator did not exit after its processes died" % phase)
-        if A.mode == "newdev":
+        if A.ib2tcp:
+            stop_daemon()
+            print("[%s] device removed: restarting over TCP" % phase, flush=True)
+        elif A.mode == "newdev":
             stop_daemon()
             lid = lid_of(start_daemon())
             print("[%s] device replaced: lid %s -> %s" % (phase, lid0, lid), flush=True)
             lid0 = lid
         rerr = open(os.path.join(rd, "restart-%d.err" % c), "wb")
-        job = subprocess.Popen([A.revive, "restart", "--port", str(port), ck], cwd=rd, stdout=rerr, stderr=rerr,
-                               stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        job = subprocess.Popen([A.revive, "restart", "--port", str(port)] + (["--ib2tcp"] if A.ib2tcp else []) + [ck],
+                               cwd=rd, stdout=rerr, stderr=rerr, stdin=subprocess.DEVNULL, env=env,
+                               start_new_session=True)
         pg = [job.pid]
         if c < A.chain:
             wait_running(port, ck, nprocs, "restart %d" % c)
+    if A.ib2tcp and kind == "prog":  # (a pingpong may be done before the request: it has no fixed length)
+        wait_running(port, ck, nprocs, "restart")
+        tcp_refusal(port, ck, ENV)
     try:
         rc = job.wait(timeout=A.timeout)
     except subprocess.TimeoutExpired:
@@ -276,8 +296,12 @@ def two_hosts(rng, prefix, net):
     m = json.load(open(os.path.join(ck, "ckpt-%d" % gens[-1], "MANIFEST.json")))
     swapped = [hosts[1] if p["host"] == hosts[0] else hosts[0] for p in m["processes"]]
     rerr = open(os.path.join(A.workdir, "restart.err"), "wb")
+    if A.ib2tcp:
+        for h in hosts:
+            stop_daemon(h)
+        print("[run] devices removed: restarting over TCP", flush=True)
     rp = subprocess.Popen([A.revive, "restart", "--port", str(port), "--hosts", ",".join(swapped), "--launcher",
-                           "netns", ck], cwd=A.workdir, stdout=rerr, stderr=rerr, stdin=subprocess.DEVNULL, env=env,
+                           "netns"] + (["--ib2tcp"] if A.ib2tcp else []) + [ck], cwd=A.workdir, stdout=rerr, stderr=rerr, stdin=subprocess.DEVNULL, env=env,
                           start_new_session=True)
     try:
         rc = rp.wait(timeout=A.timeout)
@@ -315,6 +339,7 @@ def main():
     ap.add_argument("--delay", type=float, nargs=2, default=[0.4, 1.2])
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("--seed", type=int)
+    ap.add_argument("--ib2tcp", action="store_true", help="restart over TCP, without the device")
     ap.add_argument("--refused", help="the checkpoint must fail with this text; the job must finish unharmed")
     ap.add_argument("argv", nargs="+")
     A = ap.parse_args()

@@ -280,6 +280,23 @@ int post_recv_real(VQp* q, VSrq* s, const ibv_recv_wr* wr);
 int repost_send(VQp* q, const SendRec* r);
 int repost_recv(VQp* q, VSrq* s, const void* rec);
 
+// ib2tcp (verbs_tcp.cpp): a device over TCP sockets that a restart uses instead of the HCA
+// (REVIVE_IB2TCP=1 in the restart's environment). Its objects take the ids the program knows: the plugin
+// names them in `next` before it makes each object again.
+namespace tcp {
+extern bool active;
+struct Next {
+  const VCtx* ctx;
+  uint32_t qpn, lkey, rkey;
+};
+extern Next next;
+void install(Real* r);                      // `real` is this device from now on
+bool address(char* out, size_t cap);        // "ip port" of this process's listener
+bool learn(uint16_t lid, uint32_t qpn, uint64_t token);  // QP (lid, qpn) belongs to process `token`
+bool peer_address(uint64_t token, const char* addr);     // where process `token` listens ("ip port")
+bool start();                               // the progress thread (when user threads may run again)
+}  // namespace tcp
+
 // ops on the shadow context (verbs_wrap.cpp)
 int op_poll_cq(ibv_cq* cq, int n, ibv_wc* wc);
 int op_req_notify_cq(ibv_cq* cq, int solicited_only);

@@ -118,10 +118,18 @@ bool sends_done() {
   return true;
 }
 
+constexpr char kTcpRefusal[] =
+    "this process runs its verbs over TCP since its restart (REVIVE_IB2TCP): it cannot be checkpointed again "
+    "(docs/verbs.md)";
+
 int drain(uint64_t, char* msg, size_t cap) {
   st.drain_busy = false;
   st.busy_why[0] = 0;
   if (!st.ctxs) return 0;
+  if (tcp::active) {
+    Msg(msg, cap).s(kTcpRefusal);
+    return -ENOTSUP;
+  }
   // Fence every connected send queue whose last request will never report its own completion.
   for (VQp* q = st.qps; q; q = q->next) {
     if ((q->sh.qp_type != IBV_QPT_RC && q->sh.qp_type != IBV_QPT_UC) || q->sh.state != IBV_QPS_RTS || !q->sends.n) continue;
@@ -162,6 +170,10 @@ int drain(uint64_t, char* msg, size_t cap) {
 }
 
 int save(inject::SectionWriter& w) {
+  if (st.ctxs && tcp::active) {
+    inject::plugin_refusal(kTcpRefusal);
+    return -ENOTSUP;
+  }
   if (st.unsupported[0]) {
     inject::plugin_refusal(st.unsupported);
     return -ENOTSUP;
@@ -208,6 +220,9 @@ int restore(inject::SectionReader& r, char* msg, size_t cap) {
   if (nctx) {
     st.restored = true;
     st.remapped = true;
+    // ib2tcp: the restart asks for TCP instead of the device (every process of the restart alike).
+    const char* v = inject::restart_env("REVIVE_IB2TCP");
+    if (v && *v == '1') tcp::install(&real);
   }
   return 0;
 }
@@ -272,6 +287,11 @@ void k_qp(char* k, size_t n, uint16_t vlid, uint32_t vqpn) { Msg(k, n).s("ibv.")
 void k_tab(char* k, size_t n, uint64_t token) {
   Msg m(k, n);
   m.s("ibv.").u(g_gen).s(".t.");
+  x64(m, token);
+}
+void k_addr(char* k, size_t n, uint64_t token) {  // ib2tcp: where the process listens
+  Msg m(k, n);
+  m.s("ibv.").u(g_gen).s(".a.");
   x64(m, token);
 }
 
@@ -353,9 +373,11 @@ bool reopen(VCtx* c, char* msg, size_t cap) {
   ibv_device* dev = nullptr;
   for (int i = 0; devs && i < n; ++i) {
     const char* name = real.get_device_name(devs[i]);
-    if (name && strcmp(name, c->devname) == 0) dev = devs[i];
+    if ((name && strcmp(name, c->devname) == 0) || tcp::active) dev = devs[i];
   }
+  tcp::next.ctx = c;
   ibv_context* r = dev ? real.open_device(dev) : nullptr;
+  tcp::next.ctx = nullptr;
   if (devs) real.free_device_list(devs);
   if (!r) {
     Msg(msg, cap).s("device ").s(c->devname).s(dev ? " cannot be opened: " : " is not on this host").err(dev ? errno : ENODEV);
@@ -445,8 +467,11 @@ int make_again(char* msg, size_t cap) {
   }
   Msg tm(tab, tab_cap);
   for (VMr* m = st.mrs; m; m = m->next) {
+    tcp::next.lkey = m->sh.lkey;
+    tcp::next.rkey = m->sh.rkey;
     ibv_mr* r = m->iova2 ? real.reg_mr_iova2(m->pd->real, m->sh.addr, m->sh.length, m->iova, unsigned(m->access))
                          : real.reg_mr(m->pd->real, m->sh.addr, m->sh.length, m->access);
+    tcp::next.lkey = tcp::next.rkey = 0;
     if (!r) {
       Msg(msg, cap).s("cannot register memory at ").u(uintptr_t(m->sh.addr)).s(" (").u(m->sh.length).s(" bytes): ").err(errno);
       munmap(tab, tab_cap);
@@ -462,6 +487,15 @@ int make_again(char* msg, size_t cap) {
   k_tab(key, sizeof key, st.token);
   inject::coord_publish(key, tab);
   munmap(tab, tab_cap);
+  if (tcp::active) {
+    char addr[64];
+    if (!tcp::address(addr, sizeof addr)) {
+      Msg(msg, cap).s("ib2tcp: cannot listen for the peers' connections");
+      return -EIO;
+    }
+    k_addr(key, sizeof key, st.token);
+    inject::coord_publish(key, addr);
+  }
   for (VChan* ch = st.chans; ch; ch = ch->next) {
     if (!(ch->real = real.create_comp_channel(ch->ctx->real))) {
       Msg(msg, cap).s("cannot create a completion channel: ").err(errno);
@@ -503,7 +537,10 @@ int make_again(char* msg, size_t cap) {
     a.send_cq = q->scq ? q->scq->real : nullptr;
     a.recv_cq = q->rcq ? q->rcq->real : nullptr;
     a.srq = q->srq ? q->srq->real : nullptr;
-    if (!(q->real = real.create_qp(q->pd->real, &a))) {
+    tcp::next.qpn = q->sh.qp_num;
+    q->real = real.create_qp(q->pd->real, &a);
+    tcp::next.qpn = 0;
+    if (!q->real) {
       Msg(msg, cap).s("cannot create QP ").u(q->sh.qp_num).s(" again: ").err(errno);
       return -EIO;
     }
@@ -523,6 +560,7 @@ int make_again(char* msg, size_t cap) {
     vm.u(rl).s(" ").u(q->real->qp_num).s(" ");
     x64(vm, st.token);
     vm.s(" ").u(q->ckpt_rq_psn);
+    if (tcp::active) vm.s(" t");  // over TCP: its peers must be too
     k_qp(key, sizeof key, vl, q->sh.qp_num);
     inject::coord_publish(key, val);
   }
@@ -578,10 +616,29 @@ int learn_peer(const ibv_ah_attr& ah, uint32_t vqpn, uint16_t* vl_out, uint32_t*
   if (*p++ != ' ') return -EPROTO;
   const uint32_t psn = uint32_t(parse_u(p, 10));
   if (psn_out) *psn_out = psn;
+  const bool peer_tcp = p[0] == ' ' && p[1] == 't';
+  if (peer_tcp != tcp::active) {
+    Msg(msg, cap).s("the peer's QP (").s(key).s(") was restarted ").s(peer_tcp ? "over TCP" : "on a verbs device")
+        .s(" and this process ").s(tcp::active ? "over TCP" : "on a verbs device")
+        .s(": every process of a restart must have REVIVE_IB2TCP alike");
+    return -EPROTO;
+  }
   ids_put_qpn(vl, vqpn, rl, rq);
+  if (tcp::active && !tcp::learn(rl, rq, token)) {
+    Msg(msg, cap).s("ib2tcp: too many peers");
+    return -ENOMEM;
+  }
   for (int i = 0; i < g_ntokens; ++i)
     if (g_tokens[i] == token) return 0;
   if (g_ntokens < kMaxTokens) g_tokens[g_ntokens++] = token;
+  if (tcp::active) {
+    k_addr(key, sizeof key, token);
+    if (!lookup(key, val, sizeof val, msg, cap, "the peer's TCP address (ib2tcp)")) return -EIO;
+    if (!tcp::peer_address(token, val)) {
+      Msg(msg, cap).s("malformed value of ").s(key).s(": ").s(val);
+      return -EPROTO;
+    }
+  }
   k_tab(key, sizeof key, token);
   if (!lookup(key, val, sizeof val, msg, cap, "the peer's memory keys")) return -EIO;
   for (p = val; *p;) {
@@ -761,6 +818,8 @@ void kick_owed() {
 void restored(uint64_t) {
   if (!st.restored) return;
   st.restored = false;
+  if (tcp::active && !tcp::start())
+    plugins::warn("verbs: ib2tcp: cannot start the progress thread; nothing will arrive over TCP");
   for (VQp* q = st.qps; q; q = q->next) {
     Ring& r = q->sends;
     uint32_t keep = 0;
@@ -798,6 +857,9 @@ void forked_child() {
 namespace revive::inject {
 
 using namespace revive::verbs;
+
+// The engine's (checkpoint.cpp); this default serves builds without it.
+__attribute__((weak)) const char* restart_env(const char*) { return nullptr; }
 
 bool fd_owned_by_plugin(int fd) {
   if (fd < 0) return false;
