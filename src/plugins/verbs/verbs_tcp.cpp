@@ -396,7 +396,7 @@ void push_cqe(TCq* c, const ibv_wc& wc) {
   pthread_mutex_lock(&c->mu);
   if (c->n < c->cap) {
     c->ring[(c->head + c->n) % c->cap] = wc;
-    ++c->n;
+    __atomic_store_n(&c->n, c->n + 1, __ATOMIC_RELEASE);  // t_poll_cq peeks at n without the lock
   }
   const bool notify = c->armed;
   c->armed = false;
@@ -452,7 +452,7 @@ void flush_qp(TQp* q) {
   }
   while (q->pend) {
     Pend* p = q->pend;
-    q->pend = p->next;
+    __atomic_store_n(&q->pend, p->next, __ATOMIC_RELEASE);  // t_post_srq_recv peeks
     free(p);
   }
   q->pend_tail = nullptr;
@@ -460,8 +460,7 @@ void flush_qp(TQp* q) {
 }
 
 void to_error(TQp* q) {
-  if (q->q.state == IBV_QPS_ERR) return;
-  q->q.state = IBV_QPS_ERR;
+  if (__atomic_exchange_n(&q->q.state, IBV_QPS_ERR, __ATOMIC_ACQ_REL) == IBV_QPS_ERR) return;
   flush_qp(q);
 }
 
@@ -567,7 +566,8 @@ ibv_wc recv_wc(const TQp* q, const RWqe& r, const Hdr& h, ibv_wc_opcode op, uint
 // One request for QP q (rmu held). pi: the peer it came from.
 int respond(TQp* q, int pi, const Hdr& h, const uint8_t* data) {
   const bool ud = q->q.qp_type == IBV_QPT_UD;
-  if (q->q.state != IBV_QPS_RTR && q->q.state != IBV_QPS_RTS && q->q.state != IBV_QPS_SQD) {
+  const ibv_qp_state state = __atomic_load_n(&q->q.state, __ATOMIC_ACQUIRE);
+  if (state != IBV_QPS_RTR && state != IBV_QPS_RTS && state != IBV_QPS_SQD) {
     if (!ud) answer(q, pi, h, kNak, IBV_WC_RETRY_EXC_ERR, nullptr, 0, 0);
     return kDone;
   }
@@ -655,7 +655,7 @@ void serve_pending(TQp* q) {
   while (q->pend) {
     Pend* p = q->pend;
     if (respond(q, q->peer, p->h, reinterpret_cast<uint8_t*>(p + 1)) == kNeedRecv) return;
-    q->pend = p->next;
+    __atomic_store_n(&q->pend, p->next, __ATOMIC_RELEASE);  // t_post_srq_recv peeks
     if (!q->pend) q->pend_tail = nullptr;
     free(p);
   }
@@ -700,7 +700,7 @@ void deliver(int pi, const Hdr& h, const uint8_t* data) {
       p->h = h;
       memcpy(p + 1, data, h.len);
       if (q->pend_tail) q->pend_tail->next = p;
-      else q->pend = p;
+      else __atomic_store_n(&q->pend, p, __ATOMIC_RELEASE);
       q->pend_tail = p;
     }
   }
@@ -1042,7 +1042,7 @@ int t_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
   while (got < n && c->n) {
     wc[got++] = c->ring[c->head];
     c->head = (c->head + 1) % c->cap;
-    --c->n;
+    __atomic_store_n(&c->n, c->n - 1, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&c->mu);
   return got;
@@ -1190,7 +1190,7 @@ int t_modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
         q->rq.n = q->rq.head = 0;
         pthread_mutex_unlock(&q->rmu);
       }
-      q->q.state = s;
+      __atomic_store_n(&q->q.state, s, __ATOMIC_RELEASE);
       if (s == IBV_QPS_RTS && q->peer >= 0) {  // connect now, not in the first post
         Peer& p = g.peers[q->peer];
         pthread_mutex_lock(&p.mu);
@@ -1209,7 +1209,7 @@ int t_modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
 int t_query_qp(ibv_qp* qp, ibv_qp_attr* a, int, ibv_qp_init_attr* ia) {
   TQp* q = reinterpret_cast<TQp*>(qp);
   memset(a, 0, sizeof *a);
-  a->qp_state = a->cur_qp_state = q->q.state;
+  a->qp_state = a->cur_qp_state = __atomic_load_n(&q->q.state, __ATOMIC_ACQUIRE);
   a->sq_psn = q->sq_psn;
   a->rq_psn = q->rq_psn;
   a->qkey = q->qkey;
@@ -1260,7 +1260,7 @@ void t_ack_async_event(ibv_async_event*) {}
 
 int post_one(TQp* q, ibv_send_wr* w) {
   const bool ud = q->q.qp_type == IBV_QPT_UD;
-  if (q->q.state != IBV_QPS_RTS) return EINVAL;
+  if (__atomic_load_n(&q->q.state, __ATOMIC_ACQUIRE) != IBV_QPS_RTS) return EINVAL;
   if (uint32_t(w->num_sge) > kMaxSge) return EINVAL;
   Hdr h = {};
   h.src_qpn = q->q.qp_num;
