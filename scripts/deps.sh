@@ -8,6 +8,7 @@ PKGS=(build-essential cmake pkg-config git gfortran python3 iproute2 procps psmi
       libgtest-dev libgmock-dev libbenchmark-dev
       libopenmpi-dev openmpi-bin mpich libmpich-dev
       libibverbs-dev ibverbs-utils  # tests/rdma: softverbs builds against the verbs headers, runs the utils
+      libfabric-dev libfabric-bin  # tests/rdma: fi_inflight (fi_* API), fi_pingpong; Open MPI's mtl ofi
       clang libclang-rt-dev  # clang: libFuzzer target of the coordinator wire decoder (tests/coord)
       slurm-wlm munge)  # tests/slurm: a private single-node Slurm (slurm_env.sh)
 missing=()

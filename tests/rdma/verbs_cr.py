@@ -8,8 +8,12 @@ KIND pingpong: ARGV is one of Debian's ibverbs-utils with its options; the job i
   server and its client (loopback TCP for the exchange of addresses, as a user runs them). Checked: both
   end with status 0 and the "N iters" line, and the addresses each printed (lid, QPN, PSN, gid: the
   program's virtual ids) are each other's.
-KIND prog: ARGV is verbs_inflight and its options; the reference is a native run with the same options,
+KIND fipingpong: ARGV is libfabric's fi_pingpong with its options (provider, endpoint type, size); the
+  job runs its server and client as for KIND pingpong. Checked: both end with status 0 and report every
+  message sent and acknowledged (-c: each message's data checked by the program itself).
+KIND prog: ARGV is verbs_inflight (or fi_inflight) and its options; the reference is a native run with the same options,
   and the restored job's stdout must equal it byte for byte.
+--fabric: a libfabric program (fi_inflight, fi_pingpong): no verbs device, no softverbs library.
 Modes:
   same    the job runs, is checkpointed K times at random moments, every process is SIGKILLed, and
           `revive restart` brings it back on the same device (the daemon keeps running: new QPNs and keys);
@@ -101,6 +105,23 @@ def pingpong_cmd(argv, port, n):
             " c=$?; wait $!; s=$?; echo \"server $s client $c\" > status.out" % (util, opts, port, n, util, opts, port, n))
 
 
+def fipingpong_cmd(argv, port, n):
+    util, opts = argv[0], " ".join(argv[1:])
+    return ("%s %s -B %d -I %d > srv.out 2> srv.err & sleep 0.3; %s %s -P %d -I %d 127.0.0.1 > cli.out 2> cli.err;"
+            " c=$?; wait $!; s=$?; echo \"server $s client $c\" > status.out" % (util, opts, port, n, util, opts, port, n))
+
+
+def check_fipingpong(outs, n, phase):
+    """fi_pingpong prints `SIZE #sent =#ack ...` per size: every size's messages all sent and acknowledged."""
+    for side, path in zip(("srv", "cli"), outs):
+        rows = re.findall(r"^\s*(\d+)\s+(\S+)\s+=(\S+)\s", open(path).read(), re.M)
+        want = next(("%d%s" % (n // d, u) for d, u in ((10**9, "g"), (10**6, "m"), (10**3, "k")) if n >= d and n % d == 0),
+                    str(n))  # fabtests' size_str
+        if not rows or any(sent != want or ack != want for _, sent, ack in rows):
+            logs_and_fail("[%s] %s.out: want every size with %s sent and =%s acknowledged, got %s" % (phase, side, want, want, rows))
+    print("[%s] both sides sent and had acknowledged %d messages" % (phase, n), flush=True)
+
+
 def check_pingpong(outs, n, phase):
     """outs: the server's and the client's stdout files."""
     addr = {}
@@ -157,11 +178,11 @@ def one_host(rng):
     ck = os.path.join(A.workdir, "ck")
     rd = os.path.join(A.workdir, "run")
     os.makedirs(rd)
-    lid0 = lid_of(start_daemon())
+    lid0 = lid_of(start_daemon()) if not A.fabric else None
     port = free_port(rng)
-    if kind == "pingpong":
+    if kind in ("pingpong", "fipingpong"):
         n = A.iters or 50000
-        cmd = ["bash", "-c", pingpong_cmd(argv, free_port(rng), n)]
+        cmd = ["bash", "-c", (pingpong_cmd if kind == "pingpong" else fipingpong_cmd)(argv, free_port(rng), n)]
         nprocs = 3
     else:
         refd = os.path.join(A.workdir, "ref")
@@ -220,12 +241,13 @@ def one_host(rng):
         logs_and_fail("[restart] the restored job did not finish within %d s" % A.timeout)
     if rc != 0:
         logs_and_fail("[restart] revive restart exited %d" % rc)
-    if kind == "pingpong":
+    if kind in ("pingpong", "fipingpong"):
         sp = os.path.join(rd, "status.out")
         st = open(sp).read().strip() if os.path.exists(sp) else ""
         if st != "server 0 client 0":
             logs_and_fail("[compare] exit statuses: %r, want 'server 0 client 0'" % st)
-        check_pingpong([os.path.join(rd, "srv.out"), os.path.join(rd, "cli.out")], n, "compare")
+        (check_pingpong if kind == "pingpong" else check_fipingpong)(
+            [os.path.join(rd, "srv.out"), os.path.join(rd, "cli.out")], n, "compare")
     else:
         want = open(os.path.join(A.workdir, "ref", "stdout"), "rb").read()
         got = open(os.path.join(rd, "stdout"), "rb").read()
@@ -339,6 +361,7 @@ def main():
     ap.add_argument("--delay", type=float, nargs=2, default=[0.4, 1.2])
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("--seed", type=int)
+    ap.add_argument("--fabric", action="store_true", help="a libfabric program: no verbs device")
     ap.add_argument("--ib2tcp", action="store_true", help="restart over TCP, without the device")
     ap.add_argument("--refused", help="the checkpoint must fail with this text; the job must finish unharmed")
     ap.add_argument("argv", nargs="+")
@@ -348,7 +371,8 @@ def main():
     shutil.rmtree(A.workdir, ignore_errors=True)
     os.makedirs(os.path.join(A.workdir, "reg"))
     ENV = clean_env(dict(REVIVE_INJECT_LIB=A.inject, REVIVE_RESTART_BIN=A.restart, REVIVE_LOG="1"))
-    ENV["LD_LIBRARY_PATH"] = A.sv_lib + (":" + ENV["LD_LIBRARY_PATH"] if ENV.get("LD_LIBRARY_PATH") else "")
+    if not A.fabric:
+        ENV["LD_LIBRARY_PATH"] = A.sv_lib + (":" + ENV["LD_LIBRARY_PATH"] if ENV.get("LD_LIBRARY_PATH") else "")
     ENV["SOFTVERBS_DIR"] = os.path.join(A.workdir, "reg")  # private sockets and LID registry
     ENV["SOFTVERBS_NO_SPAWN"] = "1"  # the device is the test's daemon, never a child of the job
     try:

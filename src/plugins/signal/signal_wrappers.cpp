@@ -191,6 +191,7 @@ void to_kernel_view(int sig, KSigaction* a) {
 
 int signal_wrappers_init() {
   wait_wrappers_init();
+  io_wrappers_init();
   next_symbol(&g_real.sigaction, "sigaction");
   next_symbol(&g_real.signal, "signal");
   next_symbol(&g_real.sigset, "sigset");

@@ -10,8 +10,9 @@ namespace revive::plugins {
 
 // Resolves every real function the signal wrappers forward to (called from the plugin's init()).
 int signal_wrappers_init();
-// Same for the sleeps and waits (wait_wrappers.cpp).
+// Same for the sleeps and waits (wait_wrappers.cpp), and the socket I/O (io_wrappers.cpp).
 void wait_wrappers_init();
+void io_wrappers_init();
 
 // The calling thread's counts of interruptions by the engine's signals and of its own handled signals.
 struct Interruptions {

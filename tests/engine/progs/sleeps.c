@@ -4,7 +4,11 @@
  * (SIGUSR1 from a helper thread, repeated until the sleeper is back) and must report EINTR as without
  * revive. The output names each call and its verdict only, so it is identical in every run; the driver
  * checkpoints it every 100 ms (sleep_driver.py) or kills and restarts it mid-sleep (cr_driver.py).
- * Usage: eng_sleeps ROUNDS [MS] */
+ * With a third argument `sockets`: also a read and a recv on a socket with a receive timeout (SO_RCVTIMEO),
+ * which the kernel ends with EINTR even under SA_RESTART (src/plugins/signal/io_wrappers.cpp):
+ * uninterrupted they time out (EAGAIN). Checkpoints only: a standalone restart (no coordinator) brings
+ * the in-process socketpair back with its peer closed, and a socket made again has no timeout.
+ * Usage: eng_sleeps ROUNDS [MS [sockets]] */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
@@ -15,11 +19,12 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 static int g_ms = 150;
-static int g_epfd, g_pipe[2];
+static int g_epfd, g_pipe[2], g_sock[2];
 static volatile sig_atomic_t g_usr1;
 static volatile int g_sleeping;  /* 1 while the main thread waits for its own signal */
 static pthread_t g_main;
@@ -68,14 +73,23 @@ static long wait_in(int k, int ms, int* err) {
     case 7: rc = pselect(g_pipe[0] + 1, &r, NULL, NULL, &ts, &none); break;
     case 8: rc = epoll_wait(g_epfd, &ev, 1, ms); break;
     case 9: rc = epoll_pwait(g_epfd, &ev, 1, ms, &none); break;
+    case 10:
+    case 11: {
+      char c;
+      setsockopt(g_sock[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      rc = k == 10 ? read(g_sock[0], &c, 1) : recv(g_sock[0], &c, 1, 0);
+      if (rc == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) rc = 0;  /* timed out: what it should do */
+      break;
+    }
   }
   *err = errno;
   return rc;
 }
 
 static const char* const kNames[] = {"nanosleep", "clock_nanosleep", "clock_nanosleep_abs", "usleep",
-                                     "poll", "ppoll", "select", "pselect", "epoll_wait", "epoll_pwait"};
-enum { kCalls = 10 };
+                                     "poll", "ppoll", "select", "pselect", "epoll_wait", "epoll_pwait",
+                                     "read_rcvtimeo", "recv_rcvtimeo"};
+static int kCalls = 10;  /* 12 with `sockets` */
 
 static void* kicker(void* arg) {
   (void)arg;
@@ -89,12 +103,13 @@ static void* kicker(void* arg) {
 int main(int argc, char** argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 5;
   if (argc > 2) g_ms = atoi(argv[2]);
+  if (argc > 3 && strcmp(argv[3], "sockets") == 0) kCalls = 12;
   setvbuf(stdout, NULL, _IOLBF, 0);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_usr1;
   sigaction(SIGUSR1, &sa, NULL);  /* no SA_RESTART; it would not matter for these calls anyway */
-  if (pipe(g_pipe) != 0) return 2;
+  if (pipe(g_pipe) != 0 || socketpair(AF_UNIX, SOCK_STREAM, 0, g_sock) != 0) return 2;
   g_epfd = epoll_create1(0);
   struct epoll_event ev = {EPOLLIN, {0}};
   epoll_ctl(g_epfd, EPOLL_CTL_ADD, g_pipe[0], &ev);
