@@ -107,8 +107,11 @@ def pingpong_cmd(argv, port, n):
 
 def fipingpong_cmd(argv, port, n):
     util, opts = argv[0], " ".join(argv[1:])
-    return ("%s %s -B %d -I %d > srv.out 2> srv.err & sleep 0.3; %s %s -P %d -I %d 127.0.0.1 > cli.out 2> cli.err;"
-            " c=$?; wait $!; s=$?; echo \"server $s client $c\" > status.out" % (util, opts, port, n, util, opts, port, n))
+    # The client gives up at once when the server's control port is not listening yet (a loaded machine):
+    # it starts when `ss` shows the listener (a probe connection would be taken for the client).
+    return ("%s %s -B %d -I %d > srv.out 2> srv.err & for i in $(seq 200); do ss -ltnH \"sport = :%d\" | grep -q . && break;"
+            " sleep 0.05; done; %s %s -P %d -I %d 127.0.0.1 > cli.out 2> cli.err;"
+            " c=$?; wait $!; s=$?; echo \"server $s client $c\" > status.out" % (util, opts, port, n, port, util, opts, port, n))
 
 
 def check_fipingpong(outs, n, phase):
