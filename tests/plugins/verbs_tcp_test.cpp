@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <string.h>
 
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -67,6 +68,9 @@ class Ib2tcp : public ::testing::Test {
   ibv_mr *ma = nullptr, *mb = nullptr;
 
   void SetUp() override {
+    ibv_wc left[16];  // a failed test's completions are not the next one's
+    while (ibv_poll_cq(g_dev.cq, 16, left) > 0) {
+    }
     const int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
     ma = real.reg_mr(g_dev.pd, a.data(), kBuf, acc);
     mb = real.reg_mr(g_dev.pd, b.data(), kBuf, acc);
@@ -222,8 +226,20 @@ TEST_F(Ib2tcp, SendWaitsForItsReceiveAndHoldsBackLaterRequests) {
 TEST_F(Ib2tcp, BadRkeyFailsAndFlushesWhatFollows) {
   auto [x, y] = pair();
   ASSERT_EQ(recv(x, 50, a.data() + 60000, 64, ma->lkey), 0);  // flushed with the QP
-  ASSERT_EQ(post(x, IBV_WR_RDMA_WRITE, 1, a.data(), 64, ma->lkey, uintptr_t(b.data()), mb->rkey ^ 0x777), 0);
-  ASSERT_EQ(post(x, IBV_WR_RDMA_WRITE, 2, a.data(), 64, ma->lkey, uintptr_t(b.data()), mb->rkey), 0);
+  // One post with both: posted one by one, the second could find the QP already in error (the NAK is quick).
+  ibv_sge sg = {uintptr_t(a.data()), 64, ma->lkey};
+  ibv_send_wr w[2] = {}, *bad = nullptr;
+  for (int i = 0; i < 2; ++i) {
+    w[i].wr_id = uint64_t(i + 1);
+    w[i].opcode = IBV_WR_RDMA_WRITE;
+    w[i].sg_list = &sg;
+    w[i].num_sge = 1;
+    w[i].send_flags = IBV_SEND_SIGNALED;
+    w[i].wr.rdma.remote_addr = uintptr_t(b.data());
+    w[i].wr.rdma.rkey = i == 0 ? mb->rkey ^ 0x777 : mb->rkey;
+  }
+  w[0].next = &w[1];
+  ASSERT_EQ(ibv_post_send(x, w, &bad), 0);
   auto wc = wait(3);
   int access = 0, flushed = 0;
   for (auto& c : wc) {
@@ -241,6 +257,30 @@ TEST_F(Ib2tcp, BadRkeyFailsAndFlushesWhatFollows) {
   EXPECT_EQ(wc[0].status, IBV_WC_REM_ACCESS_ERR);
   (void)y;
   (void)q;
+}
+
+// A request to a QP that is gone is dropped there, as on IB: the requester fails it with
+// IBV_WC_RETRY_EXC_ERR when its retries would have run out (timeout 14: 67 ms x (retry_cnt 1 + 1)), not
+// at once (ibv_srq_pingpong over ib2tcp failed on the immediate error: its last, extra sends raced the
+// peer's exit).
+TEST_F(Ib2tcp, RequestToAGoneQpFailsAfterTheRetries) {
+  auto [x, y] = pair();
+  ibv_qp_attr at = {};
+  at.timeout = 14;
+  at.retry_cnt = 1;
+  ASSERT_EQ(real.modify_qp(x, &at, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT), 0);
+  ASSERT_EQ(real.destroy_qp(y), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(post(x, IBV_WR_SEND, 5, a.data(), 8, ma->lkey), 0);
+  usleep(30000);
+  ibv_wc none[2];
+  EXPECT_EQ(ibv_poll_cq(g_dev.cq, 2, none), 0);
+  auto wc = wait(1);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(wc[0].wr_id, 5u);
+  EXPECT_EQ(wc[0].status, IBV_WC_RETRY_EXC_ERR);
+  EXPECT_GE(ms, 120);
+  EXPECT_EQ(x->state, IBV_QPS_ERR);
 }
 
 TEST_F(Ib2tcp, UdReceiveHasGrhSpace) {

@@ -66,12 +66,11 @@
  * message I, side 0 after receiving it), so stdout is identical between runs with the same arguments,
  * in --fork mode too (the parent prints its final line after the child exited), and between providers.
  * Failures: `FAIL: <what> at iteration i` on stderr (with fi_strerror / fi_cq_strerror text), exit 1 (the
- * parent of --fork also when the child failed). */
+ * parent of --fork also when the child failed).
+ * What does not depend on libfabric (contents, digest, options, sockets, --fork, failures, the --timeout
+ * rule) is shared with verbs_inflight.c in inflight_common.h. */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <errno.h>
 #include <inttypes.h>
-#include <netdb.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
@@ -80,29 +79,18 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 #include <sched.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#define BLK 4096u	  /* RMA write block, read chunk */
-#define NSLOT 64u	  /* write slots in the region */
-#define MSG 64u		  /* message size */
-#define STATIC_SZ 65536u  /* static area the peer reads */
-#define NCHUNK (STATIC_SZ / BLK)
-#define K_AHEAD 16u	  /* receives posted ahead */
-#define RQ_DEPTH 32u	  /* receive buffers */
+#include "inflight_common.h" /* BLK NSLOT MSG STATIC_SZ NCHUNK K_AHEAD RQ_DEPTH PROGRESS */
+
 #define TXQ 64u		  /* operations of this side outstanding at most */
 #define CQ_DEPTH 256
 #define NRD 16u		  /* read destination buffers */
 #define NFAA 4u		  /* atomic operand/result buffers */
-#define PROGRESS 500u	  /* progress line interval */
 #define NAME_MAX_LEN 256u /* endpoint name */
 
 /* remote region layout (the peer writes, reads and adds) */
@@ -148,17 +136,13 @@ struct info {
 	uint8_t name[NAME_MAX_LEN];
 };
 
-/* options */
-static unsigned o_iters = 2000, o_delay_us = 200, o_timeout_s = 60;
+/* options of its own */
 static const char *o_prov = "tcp";
 static int o_verbose;
+static const struct own_opt own_opts[] = {
+	{"--prov", NULL, &o_prov}, {"--verbose", &o_verbose, NULL}, {NULL, NULL, NULL}};
 
-/* state of this side */
-static int side;
-static uint32_t cur_iter;
-static pid_t child_pid;	  /* --fork parent: the child (side 1), 0 once reaped */
-static int child_status; /* its wait status once reaped */
-
+/* state of this side (beyond inflight_common.h's) */
 static struct fi_info *fi;
 static struct fid_fabric *fabric;
 static struct fid_domain *domain;
@@ -168,7 +152,6 @@ static struct fid_cntr *cntr, *rcntr; /* local RMA completions; the peer's RMA o
 static struct fid_ep *ep;
 static struct fid_mr *rmr, *lmr;
 static void *ldesc; /* fi_mr_desc of the local region if FI_MR_LOCAL, else NULL */
-static uint8_t *rreg, *lreg;
 static fi_addr_t peer_fa;
 static struct info me, peer;
 static int use_data, saw_ordered;
@@ -181,99 +164,15 @@ static int hello_rx, hello_tx; /* the peer's hello received / this side's comple
 static uint64_t sq_next, sq_low; /* operation sequence numbers: next to post; all below sq_low are complete */
 static uint64_t wsrc_seq[NSLOT], msrc_seq[NSLOT], rdst_seq[NRD]; /* +1; 0 = never used */
 static uint64_t faa_seq;					  /* the last atomic, +1 */
-static uint32_t recv_posted, recv_done; /* next message to post a receive for / expected next */
-static uint32_t reads_ok, faa_ok;
 static uint64_t rma_issued;
-static uint64_t dig_recv = 0xcbf29ce484222325ull, dig_read = 0xcbf29ce484222325ull,
-		dig_faa = 0xcbf29ce484222325ull, dig_slots = 0xcbf29ce484222325ull;
-static uint64_t stall_ns, last_ns;
+static uint64_t dig_slots = FNV_INIT; /* the fourth digest stream */
 
-__attribute__((format(printf, 1, 2), noreturn)) static void fail(const char *fmt, ...)
-{
-	char b[768];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(b, sizeof b, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "FAIL: %s at iteration %u\n", b, cur_iter);
-	fflush(NULL);
-	if (child_pid > 0) { /* --fork parent: do not leave the child behind */
-		kill(child_pid, SIGKILL);
-		waitpid(child_pid, NULL, 0);
-	}
-	_exit(1);
-}
+/* ---- deterministic contents (the rest is in inflight_common.h) ----------------------------------- */
 
-/* ---- deterministic contents ---------------------------------------------------------------------- */
-
-static inline uint64_t mix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-static inline uint64_t key(unsigned kind, int s, uint64_t i)
-{
-	return ((uint64_t)kind << 56) ^ ((uint64_t)s << 48) ^ i;
-}
-
-static inline uint64_t gen(uint64_t k, uint64_t w)
-{
-	return mix64(mix64(k) + w);
-}
-
-static void fill(uint8_t *p, size_t len, uint64_t k)
-{
-	for (size_t w = 0; w < len / 8; w++) {
-		uint64_t v = gen(k, w);
-		memcpy(p + w * 8, &v, 8);
-	}
-}
-
-/* index of the first differing 8-byte word, -1 if equal */
-static long check(const uint8_t *p, size_t len, uint64_t k)
-{
-	for (size_t w = 0; w < len / 8; w++) {
-		uint64_t v;
-		memcpy(&v, p + w * 8, 8);
-		if (v != gen(k, w))
-			return (long)w;
-	}
-	return -1;
-}
-
-#define K_WRITE(s, i) key(1, s, i)
-#define K_MSG(s, i) key(2, s, i)
-#define K_STATIC(s) key(3, s, 0)
-/* what a fetching add of iteration i (i%16 == 0) fetches: the sum of the earlier adds */
-static inline uint64_t faa_before(uint32_t i)
-{
-	uint64_t m = (i + 15) / 16; /* adds before i: 0, 16, ..., 16(m-1) */
-	return 16 * (m * (m - 1) / 2);
-}
 /* RMA operations (writes, reads, atomics) a side issues in n iterations */
 static inline uint64_t rma_ops(uint32_t n)
 {
 	return (uint64_t)n + (n + 3) / 4 + (n + 15) / 16;
-}
-
-static inline uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	for (size_t j = 0; j < n; j++) {
-		h ^= b[j];
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* ---- completions --------------------------------------------------------------------------------- */
@@ -319,7 +218,6 @@ static void check_slot(uint32_t sl, uint32_t i, const char *when)
 static void on_msg(uint32_t j)
 {
 	struct rxent *r = &rxq[j % RQ_DEPTH];
-	const uint8_t *m = lreg + L_RBUF + (j % RQ_DEPTH) * MSG;
 	uint32_t saved = cur_iter;
 	cur_iter = j;
 	if (!(r->flags & FI_RECV))
@@ -332,11 +230,7 @@ static void on_msg(uint32_t j)
 		if (r->data != j)
 			fail("receive %u: remote CQ data %" PRIu64, j, r->data);
 	}
-	long w = check(m, MSG, K_MSG(1 - side, j));
-	if (w >= 0)
-		fail("message %u from side %d: word %ld wrong", j, 1 - side, w);
-	dig_recv = fnv(dig_recv, &j, sizeof j);
-	dig_recv = fnv(dig_recv, m, MSG);
+	check_msg(j, lreg + L_RBUF + (j % RQ_DEPTH) * MSG);
 	if (saw_ordered && j < o_iters) /* the peer's fi_write of iteration j was posted before its message j */
 		check_slot(j % NSLOT, j, "when its message arrived (FI_ORDER_SAW)");
 	r->posted = 0;
@@ -369,27 +263,13 @@ static void on_send(struct txent *t, const struct fi_cq_data_entry *e)
 	if (!(e->flags & want[t->type]) || (e->flags & FI_RECV))
 		fail("%s completed with flags 0x%" PRIx64, opname[t->type], e->flags);
 	switch (t->type) {
-	case T_READ: {
-		const uint8_t *d = lreg + L_RDST + (size_t)t->buf * BLK;
-		unsigned c = (i / 4) % NCHUNK;
-		for (size_t w = 0; w < BLK / 8; w++) {
-			uint64_t v;
-			memcpy(&v, d + w * 8, 8);
-			if (v != gen(K_STATIC(1 - side), c * (BLK / 8) + w))
-				fail("fi_read of side %d's static area, chunk %u: word %zu wrong", 1 - side, c, w);
-		}
-		dig_read = fnv(dig_read, d, BLK);
-		reads_ok++;
+	case T_READ:
+		check_chunk(lreg + L_RDST + (size_t)t->buf * BLK, i, "fi_read");
 		break;
-	}
 	case T_FAA: {
 		uint64_t v;
 		memcpy(&v, lreg + L_FOP + (size_t)t->buf * 16 + 8, 8);
-		if (v != faa_before(i))
-			fail("fi_fetch_atomic on side %d's counter fetched %" PRIu64 ", expected %" PRIu64, 1 - side, v,
-			     faa_before(i));
-		dig_faa = fnv(dig_faa, &v, 8);
-		faa_ok++;
+		check_fetched(v, i, "fi_fetch_atomic");
 		break;
 	}
 	default: break;
@@ -464,32 +344,9 @@ static int drain(void)
 		else
 			fail("completion with unknown context %p (flags 0x%" PRIx64 ")", c, e[k].flags);
 	}
-	if (n) {
-		stall_ns = 0;
-		last_ns = now_ns();
-	}
+	if (n)
+		progressed();
 	return (int)n;
-}
-
-/* time without progress; a process stopped (checkpoint) or descheduled for long does not count */
-static void stalled(const char *what)
-{
-	uint64_t t = now_ns(), d = t - last_ns;
-	last_ns = t;
-	stall_ns += d > 200000000ull ? 200000000ull : d;
-	if (stall_ns > (uint64_t)o_timeout_s * 1000000000ull)
-		fail("no progress for %u s while waiting for %s (received %u messages, operations %" PRIu64 "/%" PRIu64 ")",
-		     o_timeout_s, what, recv_done, sq_low, sq_next);
-	if (child_pid > 0) {
-		int st;
-		pid_t r = waitpid(child_pid, &st, WNOHANG);
-		if (r == child_pid) {
-			child_pid = 0;
-			child_status = st;
-			if (!WIFEXITED(st) || WEXITSTATUS(st))
-				fail("side 1 (child) failed (wait status 0x%x) while waiting for %s", st, what);
-		}
-	}
 }
 
 /* one round: process completions, or poll a little for some (fi_cq_read also drives the provider) */
@@ -507,7 +364,7 @@ static void progress(const char *what)
 		if (spin % 64 == 63)
 			sched_yield();
 	}
-	stalled(what);
+	stalled(what, "operations", sq_low, sq_next);
 }
 
 static void wait_msg(uint32_t j) /* until message j of the peer has been received and checked */
@@ -637,22 +494,6 @@ static void post_faa(uint32_t i)
 
 /* ---- setup --------------------------------------------------------------------------------------- */
 
-__attribute__((format(printf, 1, 2), noreturn)) static void die(const char *fmt, ...)
-{
-	char b[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(b, sizeof b, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "FAIL: %s (side %d, setup)\n", b, side);
-	fflush(NULL);
-	if (child_pid > 0) {
-		kill(child_pid, SIGKILL);
-		waitpid(child_pid, NULL, 0);
-	}
-	_exit(1);
-}
-
 #define FI_CHECK(call)                                                                                            \
 	do {                                                                                                       \
 		int rc_ = (int)(call);                                                                             \
@@ -660,42 +501,21 @@ __attribute__((format(printf, 1, 2), noreturn)) static void die(const char *fmt,
 			die("%s: %s", #call, fi_strerror(-rc_));                                                   \
 	} while (0)
 
-static void xfer(int fd, void *p, size_t n, int wr)
-{
-	size_t off = 0;
-	while (off < n) {
-		ssize_t r = wr ? write(fd, (char *)p + off, n - off) : read(fd, (char *)p + off, n - off);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			die("connection to the peer: %s", r < 0 ? strerror(errno) : "closed");
-		off += (size_t)r;
-	}
-}
-
 #define INFO_LEN (64 + 2 * NAME_MAX_LEN)
 static void exchange(int fd)
 {
 	char b[INFO_LEN], h[2 * NAME_MAX_LEN + 1];
 	memset(b, 0, sizeof b);
-	for (size_t k = 0; k < me.namelen; k++)
-		sprintf(h + 2 * k, "%02x", me.name[k]);
-	h[2 * me.namelen] = 0;
+	hex_put(h, me.name, me.namelen);
 	snprintf(b, sizeof b, "FI1 %016" PRIx64 " %016" PRIx64 " %u %zu %s", me.key, me.addr, me.iters, me.namelen, h);
-	xfer(fd, b, sizeof b, 1);
-	xfer(fd, b, sizeof b, 0);
-	b[INFO_LEN - 1] = 0;
+	swap_info(fd, b, sizeof b);
 	uint64_t k, a;
 	unsigned iters;
 	size_t len;
 	if (sscanf(b, "FI1 %" SCNx64 " %" SCNx64 " %u %zu %512s", &k, &a, &iters, &len, h) != 5 || len < 1 ||
 	    len > NAME_MAX_LEN || strlen(h) != 2 * len)
 		die("bad connection info from the peer: '%.100s'", b);
-	for (size_t j = 0; j < len; j++) {
-		unsigned v;
-		sscanf(h + 2 * j, "%2x", &v);
-		peer.name[j] = (uint8_t)v;
-	}
+	hex_get(peer.name, h, len);
 	peer.key = k, peer.addr = a, peer.iters = iters, peer.namelen = len;
 	if (iters != o_iters)
 		die("the peer runs %u iterations, this side %u", iters, o_iters);
@@ -784,13 +604,7 @@ static void setup_fabric(void)
 	if (fi_fetch_atomicvalid(ep, FI_UINT64, FI_SUM, &count) || count < 1)
 		die("provider %s has no fetching FI_SUM on FI_UINT64", fi->fabric_attr->prov_name);
 
-	rreg = aligned_alloc(4096, R_SIZE);
-	lreg = aligned_alloc(4096, L_SIZE);
-	if (!rreg || !lreg)
-		die("out of memory");
-	memset(rreg, 0, R_SIZE);
-	memset(lreg, 0, L_SIZE);
-	fill(rreg + R_STATIC, STATIC_SZ, K_STATIC(side));
+	alloc_regions(R_SIZE, R_STATIC, L_SIZE);
 	reg_mr(rreg, R_SIZE, FI_REMOTE_READ | FI_REMOTE_WRITE, 0x1000u + (unsigned)side * 2, &rmr);
 	if (mr_mode & FI_MR_LOCAL) {
 		reg_mr(lreg, L_SIZE, FI_SEND | FI_RECV | FI_READ | FI_WRITE, 0x1001u + (unsigned)side * 2, &lmr);
@@ -818,12 +632,7 @@ static void setup(int fd)
 	int rc = fi_av_insert(av, peer.name, 1, &peer_fa, 0, NULL);
 	if (rc != 1)
 		die("fi_av_insert: %s", rc < 0 ? fi_strerror(-rc) : "address not inserted");
-	char c = 'R'; /* both sides have the other in their AV before either sends */
-	xfer(fd, &c, 1, 1);
-	xfer(fd, &c, 1, 0);
-	if (c != 'R')
-		die("bad barrier byte from the peer");
-	close(fd);
+	barrier(fd); /* both sides have the other in their AV before either sends */
 }
 
 static void teardown(void)
@@ -887,24 +696,18 @@ static void hello(void)
 static uint64_t run(void)
 {
 	const uint32_t n = o_iters;
-	last_ns = now_ns();
+	progressed(); /* the --timeout clock starts */
 	hello();
 	for (uint32_t i = 0; i < n; i++) {
 		cur_iter = i;
-		if (side == 1 && i && i % PROGRESS == 0) {
-			printf("side 1 iter %u\n", i);
-			fflush(stdout);
-		}
+		progress_line(1, i);
 		post_write(i);
 		post_msg(i, T_SEND);
 		if (i % 4 == 0) {
 			post_read(i);
 			wait_msg(i); /* lock step: the peer is at most four iterations ahead */
 		}
-		if (side == 0 && i && i % PROGRESS == 0) {
-			printf("side 0 iter %u\n", i);
-			fflush(stdout);
-		}
+		progress_line(0, i);
 		if (i % 16 == 0)
 			post_faa(i);
 		while (drain())
@@ -946,166 +749,17 @@ static uint64_t run(void)
 
 static void finish(uint64_t counter)
 {
-	uint64_t d = 0xcbf29ce484222325ull;
-	d = fnv(d, &dig_recv, 8);
-	d = fnv(d, &dig_read, 8);
-	d = fnv(d, &dig_faa, 8);
-	d = fnv(d, &dig_slots, 8);
+	uint64_t d = fnv(digest_streams(), &dig_slots, 8);
 	d = fnv(d, &counter, 8);
 	teardown();
-	if (side == 0 && child_pid > 0) { /* --fork: the child's line first */
-		int st;
-		if (waitpid(child_pid, &st, 0) != child_pid)
-			fail("waitpid: %s", strerror(errno));
-		child_pid = 0;
-		child_status = st;
-	}
-	if (side == 0 && child_status && (!WIFEXITED(child_status) || WEXITSTATUS(child_status))) {
-		fprintf(stderr, "FAIL: side 1 (child) failed (wait status 0x%x) at iteration %u\n", child_status, o_iters);
-		exit(1);
-	}
-	printf("side %d iters %u digest 0x%016llx counter %llu\n", side, o_iters, (unsigned long long)d,
-	       (unsigned long long)counter);
-	fflush(stdout);
-}
-
-/* ---- connections --------------------------------------------------------------------------------- */
-
-static int tcp_server(const char *port)
-{
-	struct addrinfo hints = {.ai_flags = AI_PASSIVE, .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res;
-	int rc = getaddrinfo(NULL, port, &hints, &res);
-	if (rc)
-		die("getaddrinfo port %s: %s", port, gai_strerror(rc));
-	int ls = -1;
-	for (struct addrinfo *t = res; t; t = t->ai_next) {
-		/* prefer a dual-stack IPv6 socket, fall back to whatever binds */
-		ls = socket(t->ai_family, t->ai_socktype, t->ai_protocol);
-		if (ls < 0)
-			continue;
-		int one = 1, zero = 0;
-		setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-		if (t->ai_family == AF_INET6)
-			setsockopt(ls, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-		if (!bind(ls, t->ai_addr, t->ai_addrlen) && !listen(ls, 1))
-			break;
-		close(ls);
-		ls = -1;
-	}
-	freeaddrinfo(res);
-	if (ls < 0)
-		die("cannot listen on port %s", port);
-	int fd;
-	while ((fd = accept(ls, NULL, NULL)) < 0 && errno == EINTR)
-		;
-	if (fd < 0)
-		die("accept: %s", strerror(errno));
-	close(ls);
-	return fd;
-}
-
-static int tcp_client(const char *host, const char *port)
-{
-	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res;
-	int rc = getaddrinfo(host, port, &hints, &res);
-	if (rc)
-		die("getaddrinfo %s:%s: %s", host, port, gai_strerror(rc));
-	for (int attempt = 0; attempt < 100; attempt++) { /* the server may not listen yet: 10 s */
-		for (struct addrinfo *t = res; t; t = t->ai_next) {
-			int fd = socket(t->ai_family, t->ai_socktype, t->ai_protocol);
-			if (fd < 0)
-				continue;
-			if (!connect(fd, t->ai_addr, t->ai_addrlen)) {
-				freeaddrinfo(res);
-				return fd;
-			}
-			close(fd);
-		}
-		usleep(100000);
-	}
-	freeaddrinfo(res);
-	die("cannot connect to %s:%s", host, port);
-}
-
-static void usage(void)
-{
-	fprintf(stderr, "usage: fi_inflight --fork [opts]\n"
-			"       fi_inflight --server PORT [opts]\n"
-			"       fi_inflight --client HOST PORT [opts]\n"
-			"opts: --prov NAME (tcp) --iters N (2000) --delay-us U (200) --timeout S (60) --verbose\n");
-	exit(2);
-}
-
-static unsigned num(const char *s, unsigned lo)
-{
-	char *e;
-	unsigned long v = strtoul(s, &e, 10);
-	if (!*s || *e || v < lo || v > 100000000ul)
-		usage();
-	return (unsigned)v;
+	final_line(d, counter);
 }
 
 int main(int argc, char **argv)
 {
-	enum { NONE, FORK, SERVER, CLIENT } mode = NONE;
-	const char *host = NULL, *port = NULL;
-	for (int k = 1; k < argc; k++) {
-		const char *a = argv[k];
-		if (!strcmp(a, "--fork") && mode == NONE) {
-			mode = FORK;
-		} else if (!strcmp(a, "--server") && mode == NONE && k + 1 < argc) {
-			mode = SERVER;
-			port = argv[++k];
-		} else if (!strcmp(a, "--client") && mode == NONE && k + 2 < argc) {
-			mode = CLIENT;
-			host = argv[++k];
-			port = argv[++k];
-		} else if (!strcmp(a, "--prov") && k + 1 < argc) {
-			o_prov = argv[++k];
-		} else if (!strcmp(a, "--iters") && k + 1 < argc) {
-			o_iters = num(argv[++k], 1);
-		} else if (!strcmp(a, "--delay-us") && k + 1 < argc) {
-			o_delay_us = num(argv[++k], 0);
-		} else if (!strcmp(a, "--timeout") && k + 1 < argc) {
-			o_timeout_s = num(argv[++k], 1);
-		} else if (!strcmp(a, "--verbose")) {
-			o_verbose = 1;
-		} else {
-			usage();
-		}
-	}
-	if (mode == NONE)
-		usage();
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	signal(SIGPIPE, SIG_IGN);
-	int fd;
-	if (mode == FORK) {
-		int sp[2];
-		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp))
-			die("socketpair: %s", strerror(errno));
-		fflush(NULL);
-		pid_t p = fork();
-		if (p < 0)
-			die("fork: %s", strerror(errno));
-		if (p == 0) {
-			close(sp[0]);
-			side = 1;
-			fd = sp[1];
-		} else {
-			close(sp[1]);
-			side = 0;
-			child_pid = p;
-			fd = sp[0];
-		}
-	} else if (mode == SERVER) {
-		side = 0;
-		fd = tcp_server(port);
-	} else {
-		side = 1;
-		fd = tcp_client(host, port);
-	}
+	int fd = start(argc, argv, "fi_inflight",
+		       "--prov NAME (tcp) --iters N (2000) --delay-us U (200) --timeout S (60) --verbose", own_opts);
 	setup(fd);
-	uint64_t c = run();
-	finish(c);
+	finish(run());
 	return 0;
 }

@@ -37,38 +37,28 @@
  * posts message I, side 0 after receiving it), so stdout is identical between runs with the same
  * arguments, in --fork mode too (the parent prints its final line after the child exited).
  * Failures: `FAIL: <what> at iteration i` on stderr, exit 1 (the parent of --fork also when the child
- * failed). Only classic verbs are used (no _ex verbs, no ibv_wr_*). */
+ * failed). Only classic verbs are used (no _ex verbs, no ibv_wr_*).
+ * What does not depend on verbs (contents, digest, options, sockets, --fork, failures, the --timeout
+ * rule) is shared with fi_inflight.c in inflight_common.h. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <infiniband/verbs.h>
 #include <inttypes.h>
-#include <netdb.h>
 #include <poll.h>
 #include <sched.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#define BLK 4096u	  /* RDMA write block */
-#define NSLOT 64u	  /* write slots in the region */
-#define MSG 64u		  /* message size */
-#define STATIC_SZ 65536u  /* static area the peer reads */
-#define NCHUNK (STATIC_SZ / BLK)
-#define K_AHEAD 16u	  /* receives posted ahead */
-#define RQ_DEPTH 32u	  /* receive queue depth, receive buffers */
+#include "inflight_common.h" /* BLK NSLOT MSG STATIC_SZ NCHUNK K_AHEAD RQ_DEPTH PROGRESS */
+
 #define SQ_DEPTH 128u	  /* send queue depth */
 #define CQ_DEPTH 512
 #define NRD 16u		  /* read destination buffers (one per read iteration) */
 #define NFAA 8u		  /* fetch-and-add result buffers */
-#define PROGRESS 500u	  /* progress line interval */
 #define RECV_TAG (1ull << 63)
 
 /* remote region layout (all remote access) */
@@ -106,120 +96,30 @@ struct sqent {
 	uint16_t buf; /* read/FAA destination buffer */
 };
 
-/* options */
-static unsigned o_iters = 2000, o_delay_us = 200, o_timeout_s = 60;
+/* options of its own */
 static int o_gid, o_events;
 static const char *o_dev;
+static const struct own_opt own_opts[] = {
+	{"--gid", &o_gid, NULL}, {"--events", &o_events, NULL}, {"--ib-dev", NULL, &o_dev}, {NULL, NULL, NULL}};
 
-/* state of this side */
-static int side;
-static uint32_t cur_iter;
-static pid_t child_pid;	  /* --fork parent: the child (side 1), 0 once reaped */
-static int child_status; /* its wait status once reaped */
-
+/* state of this side (beyond inflight_common.h's) */
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
 static struct ibv_comp_channel *chan;
 static struct ibv_cq *cq;
 static struct ibv_qp *qp;
-static uint8_t *rreg, *lreg;
 static struct ibv_mr *rmr, *lmr;
 static struct info me, peer;
 
 static uint64_t sq_next, sq_done; /* WR sequence numbers: next to post; all below sq_done are complete */
 static struct sqent sq[SQ_DEPTH];
 static uint64_t wsrc_seq[NSLOT], msrc_seq[NSLOT], rdst_seq[NRD], fres_seq[NFAA]; /* +1; 0 = never used */
-static uint32_t recv_posted, recv_done; /* next message to post a receive for / expected next */
-static uint32_t reads_ok, faa_ok;
-static uint64_t dig_recv = 0xcbf29ce484222325ull, dig_read = 0xcbf29ce484222325ull,
-		dig_faa = 0xcbf29ce484222325ull;
-static uint64_t stall_ns, last_ns;
 
-__attribute__((format(printf, 1, 2), noreturn)) static void fail(const char *fmt, ...)
-{
-	char b[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(b, sizeof b, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "FAIL: %s at iteration %u\n", b, cur_iter);
-	fflush(NULL);
-	if (child_pid > 0) { /* --fork parent: do not leave the child behind */
-		kill(child_pid, SIGKILL);
-		waitpid(child_pid, NULL, 0);
-	}
-	_exit(1);
-}
+/* ---- deterministic contents (the rest is in inflight_common.h) ----------------------------------- */
 
-/* ---- deterministic contents ---------------------------------------------------------------------- */
-
-static inline uint64_t mix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-static inline uint64_t key(unsigned kind, int s, uint64_t i)
-{
-	return ((uint64_t)kind << 56) ^ ((uint64_t)s << 48) ^ i;
-}
-
-static inline uint64_t gen(uint64_t k, uint64_t w)
-{
-	return mix64(mix64(k) + w);
-}
-
-static void fill(uint8_t *p, size_t len, uint64_t k)
-{
-	for (size_t w = 0; w < len / 8; w++) {
-		uint64_t v = gen(k, w);
-		memcpy(p + w * 8, &v, 8);
-	}
-}
-
-/* index of the first differing 8-byte word, -1 if equal */
-static long check(const uint8_t *p, size_t len, uint64_t k)
-{
-	for (size_t w = 0; w < len / 8; w++) {
-		uint64_t v;
-		memcpy(&v, p + w * 8, 8);
-		if (v != gen(k, w))
-			return (long)w;
-	}
-	return -1;
-}
-
-#define K_WRITE(s, i) key(1, s, i)
-#define K_MSG(s, i) key(2, s, i)
-#define K_STATIC(s) key(3, s, 0)
-static inline uint64_t prog_val(int s, uint32_t i)
+static inline uint64_t prog_val(int s, uint32_t i) /* h(S,i) */
 {
 	return gen(key(4, s, i), 0);
-}
-/* what a fetch-and-add of iteration i (i%16 == 0) fetches: the sum of the earlier adds */
-static inline uint64_t faa_before(uint32_t i)
-{
-	uint64_t m = (i + 15) / 16; /* adds before i: 0, 16, ..., 16(m-1) */
-	return 16 * (m * (m - 1) / 2);
-}
-
-static inline uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	for (size_t j = 0; j < n; j++) {
-		h ^= b[j];
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* ---- completions --------------------------------------------------------------------------------- */
@@ -259,15 +159,10 @@ static void on_recv(const struct ibv_wc *wc)
 		fail("receive %u: byte_len %u, expected %u", j, wc->byte_len, MSG);
 	if (wc->qp_num != qp->qp_num)
 		fail("receive %u: completion for another QP", j);
-	const uint8_t *m = lreg + L_RBUF + (j % RQ_DEPTH) * MSG;
-	long w = check(m, MSG, K_MSG(1 - side, j));
-	if (w >= 0)
-		fail("message %u from side %d: word %ld wrong", j, 1 - side, w);
-	dig_recv = fnv(dig_recv, &j, sizeof j);
-	dig_recv = fnv(dig_recv, m, MSG);
+	check_msg(j, lreg + L_RBUF + (j % RQ_DEPTH) * MSG);
 	if (j < o_iters) { /* the peer's RDMA write of iteration j was posted before its message j */
 		const uint8_t *slot = rreg + R_SLOTS + (j % NSLOT) * BLK;
-		w = check(slot, BLK, K_WRITE(1 - side, j));
+		long w = check(slot, BLK, K_WRITE(1 - side, j));
 		if (w >= 0)
 			fail("RDMA write of side %d, iteration %u, not visible when its message arrived (slot %u word %ld)",
 			     1 - side, j, j % NSLOT, w);
@@ -305,18 +200,9 @@ static void on_send(const struct ibv_wc *wc)
 	uint32_t i = e->iter;
 	switch (e->type) {
 	case W_READ_CHUNK: {
-		const uint8_t *d = lreg + L_RDST + (size_t)e->buf * RDST_SZ;
-		unsigned c = (i / 4) % NCHUNK;
 		if (wc->byte_len != BLK)
 			fail("RDMA read of the static area: byte_len %u", wc->byte_len);
-		for (size_t w = 0; w < BLK / 8; w++) {
-			uint64_t v;
-			memcpy(&v, d + w * 8, 8);
-			if (v != gen(K_STATIC(1 - side), c * (BLK / 8) + w))
-				fail("RDMA read of side %d's static area, chunk %u: word %zu wrong", 1 - side, c, w);
-		}
-		dig_read = fnv(dig_read, d, BLK);
-		reads_ok++;
+		check_chunk(lreg + L_RDST + (size_t)e->buf * RDST_SZ, i, "RDMA read");
 		break;
 	}
 	case W_READ_PROG: {
@@ -344,11 +230,7 @@ static void on_send(const struct ibv_wc *wc)
 		memcpy(&v, lreg + L_FRES + (size_t)e->buf * 8, 8);
 		if (wc->byte_len != 8)
 			fail("fetch-and-add: byte_len %u", wc->byte_len);
-		if (v != faa_before(i))
-			fail("fetch-and-add on side %d's counter fetched %" PRIu64 ", expected %" PRIu64, 1 - side, v,
-			     faa_before(i));
-		dig_faa = fnv(dig_faa, &v, 8);
-		faa_ok++;
+		check_fetched(v, i, "fetch-and-add");
 		break;
 	}
 	default: break;
@@ -374,32 +256,9 @@ static int drain(void)
 		fail("ibv_poll_cq returned %d", n);
 	for (int k = 0; k < n; k++)
 		on_wc(&wc[k]);
-	if (n) {
-		stall_ns = 0;
-		last_ns = now_ns();
-	}
+	if (n)
+		progressed();
 	return n;
-}
-
-/* time without progress; a process stopped (checkpoint) or descheduled for long does not count */
-static void stalled(const char *what)
-{
-	uint64_t t = now_ns(), d = t - last_ns;
-	last_ns = t;
-	stall_ns += d > 200000000ull ? 200000000ull : d;
-	if (stall_ns > (uint64_t)o_timeout_s * 1000000000ull)
-		fail("no progress for %u s while waiting for %s (received %u messages, send queue %" PRIu64 "/%" PRIu64 ")",
-		     o_timeout_s, what, recv_done, sq_done, sq_next);
-	if (child_pid > 0) {
-		int st;
-		pid_t r = waitpid(child_pid, &st, WNOHANG);
-		if (r == child_pid) {
-			child_pid = 0;
-			child_status = st;
-			if (!WIFEXITED(st) || WEXITSTATUS(st))
-				fail("side 1 (child) failed (wait status 0x%x) while waiting for %s", st, what);
-		}
-	}
 }
 
 /* one round: process completions, or wait a little for some */
@@ -414,7 +273,7 @@ static void progress(const char *what)
 			if (spin % 64 == 63)
 				sched_yield();
 		}
-		stalled(what);
+		stalled(what, "send queue", sq_done, sq_next);
 		return;
 	}
 	if (ibv_req_notify_cq(cq, 0))
@@ -435,7 +294,7 @@ static void progress(const char *what)
 		ibv_ack_cq_events(ecq, 1);
 		return; /* the next round drains */
 	}
-	stalled(what);
+	stalled(what, "send queue", sq_done, sq_next);
 }
 
 static void wait_msg(uint32_t j) /* until message j of the peer has been received and checked */
@@ -533,57 +392,21 @@ static void post_faa(uint32_t i)
 
 /* ---- setup --------------------------------------------------------------------------------------- */
 
-__attribute__((format(printf, 1, 2), noreturn)) static void die(const char *fmt, ...)
-{
-	char b[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(b, sizeof b, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "FAIL: %s (side %d, setup)\n", b, side);
-	fflush(NULL);
-	if (child_pid > 0) {
-		kill(child_pid, SIGKILL);
-		waitpid(child_pid, NULL, 0);
-	}
-	_exit(1);
-}
-
-static void xfer(int fd, void *p, size_t n, int wr)
-{
-	size_t off = 0;
-	while (off < n) {
-		ssize_t r = wr ? write(fd, (char *)p + off, n - off) : read(fd, (char *)p + off, n - off);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			die("connection to the peer: %s", r < 0 ? strerror(errno) : "closed");
-		off += (size_t)r;
-	}
-}
-
 #define INFO_LEN 128
 static void exchange(int fd)
 {
 	char b[INFO_LEN], g[33];
 	memset(b, 0, sizeof b);
-	for (int k = 0; k < 16; k++)
-		sprintf(g + 2 * k, "%02x", me.gid.raw[k]);
+	hex_put(g, me.gid.raw, 16);
 	snprintf(b, sizeof b, "VI1 %04x %06x %06x %s %016" PRIx64 " %08x %u", me.lid, me.qpn, me.psn, g, me.addr, me.rkey,
 		 me.iters);
-	xfer(fd, b, sizeof b, 1);
-	xfer(fd, b, sizeof b, 0);
-	b[INFO_LEN - 1] = 0;
+	swap_info(fd, b, sizeof b);
 	unsigned lid, qpn, psn, rkey, iters;
 	uint64_t addr;
 	if (sscanf(b, "VI1 %x %x %x %32s %" SCNx64 " %x %u", &lid, &qpn, &psn, g, &addr, &rkey, &iters) != 7 ||
 	    strlen(g) != 32)
 		die("bad connection info from the peer: '%.100s'", b);
-	for (int k = 0; k < 16; k++) {
-		unsigned v;
-		sscanf(g + 2 * k, "%2x", &v);
-		peer.gid.raw[k] = (uint8_t)v;
-	}
+	hex_get(peer.gid.raw, g, 16);
 	peer.lid = (uint16_t)lid, peer.qpn = qpn, peer.psn = psn, peer.addr = addr, peer.rkey = rkey, peer.iters = iters;
 	if (iters != o_iters)
 		die("the peer runs %u iterations, this side %u", iters, o_iters);
@@ -619,13 +442,7 @@ static void setup_device(void)
 	pd = ibv_alloc_pd(ctx);
 	if (!pd)
 		die("ibv_alloc_pd: %s", strerror(errno));
-	rreg = aligned_alloc(4096, R_SIZE);
-	lreg = aligned_alloc(4096, L_SIZE);
-	if (!rreg || !lreg)
-		die("out of memory");
-	memset(rreg, 0, R_SIZE);
-	memset(lreg, 0, L_SIZE);
-	fill(rreg + R_STATIC, STATIC_SZ, K_STATIC(side));
+	alloc_regions(R_SIZE, R_STATIC, L_SIZE);
 	unsigned acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 	rmr = ibv_reg_mr(pd, rreg, R_SIZE, acc);
 	lmr = ibv_reg_mr(pd, lreg, L_SIZE, IBV_ACCESS_LOCAL_WRITE);
@@ -703,12 +520,7 @@ static void setup(int fd)
 	post_recvs(); /* receives may be posted in INIT: ready before the peer can send */
 	exchange(fd);
 	connect_qp();
-	char c = 'R'; /* both QPs are in RTS (so in RTR) before either side sends */
-	xfer(fd, &c, 1, 1);
-	xfer(fd, &c, 1, 0);
-	if (c != 'R')
-		die("bad barrier byte from the peer");
-	close(fd);
+	barrier(fd); /* both QPs are in RTS (so in RTR) before either side sends */
 }
 
 static void teardown(void)
@@ -740,13 +552,10 @@ static void set_prog(uint32_t i)
 static uint64_t run(void)
 {
 	const uint32_t n = o_iters;
-	last_ns = now_ns();
+	progressed(); /* the --timeout clock starts */
 	for (uint32_t i = 0; i < n; i++) {
 		cur_iter = i;
-		if (side == 1 && i && i % PROGRESS == 0) {
-			printf("side 1 iter %u\n", i);
-			fflush(stdout);
-		}
+		progress_line(1, i);
 		if (i % 4 == 0) {
 			if (i >= 4)
 				wait_msg(i - 3); /* the peer's READs of iteration i-4 have been served */
@@ -756,10 +565,7 @@ static uint64_t run(void)
 		post_msg(i, W_SEND);
 		if (i % 4 == 0 || (side == 0 && i && i % PROGRESS == 0))
 			wait_msg(i); /* the peer has set its progress word for iteration i */
-		if (side == 0 && i && i % PROGRESS == 0) {
-			printf("side 0 iter %u\n", i);
-			fflush(stdout);
-		}
+		progress_line(0, i);
 		if (i % 4 == 0)
 			post_reads(i);
 		if (i % 16 == 0)
@@ -785,167 +591,16 @@ static uint64_t run(void)
 
 static void finish(uint64_t counter)
 {
-	uint64_t d = 0xcbf29ce484222325ull;
-	d = fnv(d, &dig_recv, 8);
-	d = fnv(d, &dig_read, 8);
-	d = fnv(d, &dig_faa, 8);
-	d = fnv(d, &counter, 8);
+	uint64_t d = fnv(digest_streams(), &counter, 8);
 	teardown();
-	if (side == 0 && child_pid > 0) { /* --fork: the child's line first */
-		int st;
-		if (waitpid(child_pid, &st, 0) != child_pid)
-			fail("waitpid: %s", strerror(errno));
-		child_pid = 0;
-		child_status = st;
-	}
-	if (side == 0 && child_status && (!WIFEXITED(child_status) || WEXITSTATUS(child_status))) {
-		fprintf(stderr, "FAIL: side 1 (child) failed (wait status 0x%x) at iteration %u\n", child_status, o_iters);
-		exit(1);
-	}
-	printf("side %d iters %u digest 0x%016llx counter %llu\n", side, o_iters, (unsigned long long)d,
-	       (unsigned long long)counter);
-	fflush(stdout);
-}
-
-/* ---- connections --------------------------------------------------------------------------------- */
-
-static int tcp_server(const char *port)
-{
-	struct addrinfo hints = {.ai_flags = AI_PASSIVE, .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res;
-	int rc = getaddrinfo(NULL, port, &hints, &res);
-	if (rc)
-		die("getaddrinfo port %s: %s", port, gai_strerror(rc));
-	int ls = -1;
-	for (struct addrinfo *t = res; t; t = t->ai_next) {
-		/* prefer a dual-stack IPv6 socket, fall back to whatever binds */
-		ls = socket(t->ai_family, t->ai_socktype, t->ai_protocol);
-		if (ls < 0)
-			continue;
-		int one = 1, zero = 0;
-		setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-		if (t->ai_family == AF_INET6)
-			setsockopt(ls, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-		if (!bind(ls, t->ai_addr, t->ai_addrlen) && !listen(ls, 1))
-			break;
-		close(ls);
-		ls = -1;
-	}
-	freeaddrinfo(res);
-	if (ls < 0)
-		die("cannot listen on port %s", port);
-	int fd;
-	while ((fd = accept(ls, NULL, NULL)) < 0 && errno == EINTR)
-		;
-	if (fd < 0)
-		die("accept: %s", strerror(errno));
-	close(ls);
-	return fd;
-}
-
-static int tcp_client(const char *host, const char *port)
-{
-	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res;
-	int rc = getaddrinfo(host, port, &hints, &res);
-	if (rc)
-		die("getaddrinfo %s:%s: %s", host, port, gai_strerror(rc));
-	for (int attempt = 0; attempt < 100; attempt++) { /* the server may not listen yet: 10 s */
-		for (struct addrinfo *t = res; t; t = t->ai_next) {
-			int fd = socket(t->ai_family, t->ai_socktype, t->ai_protocol);
-			if (fd < 0)
-				continue;
-			if (!connect(fd, t->ai_addr, t->ai_addrlen)) {
-				freeaddrinfo(res);
-				return fd;
-			}
-			close(fd);
-		}
-		usleep(100000);
-	}
-	freeaddrinfo(res);
-	die("cannot connect to %s:%s", host, port);
-}
-
-static void usage(void)
-{
-	fprintf(stderr, "usage: verbs_inflight --fork [opts]\n"
-			"       verbs_inflight --server PORT [opts]\n"
-			"       verbs_inflight --client HOST PORT [opts]\n"
-			"opts: --iters N (2000) --delay-us U (200) --gid --events --timeout S (60) --ib-dev NAME\n");
-	exit(2);
-}
-
-static unsigned num(const char *s, unsigned lo)
-{
-	char *e;
-	unsigned long v = strtoul(s, &e, 10);
-	if (!*s || *e || v < lo || v > 100000000ul)
-		usage();
-	return (unsigned)v;
+	final_line(d, counter);
 }
 
 int main(int argc, char **argv)
 {
-	enum { NONE, FORK, SERVER, CLIENT } mode = NONE;
-	const char *host = NULL, *port = NULL;
-	for (int k = 1; k < argc; k++) {
-		const char *a = argv[k];
-		if (!strcmp(a, "--fork") && mode == NONE) {
-			mode = FORK;
-		} else if (!strcmp(a, "--server") && mode == NONE && k + 1 < argc) {
-			mode = SERVER;
-			port = argv[++k];
-		} else if (!strcmp(a, "--client") && mode == NONE && k + 2 < argc) {
-			mode = CLIENT;
-			host = argv[++k];
-			port = argv[++k];
-		} else if (!strcmp(a, "--iters") && k + 1 < argc) {
-			o_iters = num(argv[++k], 1);
-		} else if (!strcmp(a, "--delay-us") && k + 1 < argc) {
-			o_delay_us = num(argv[++k], 0);
-		} else if (!strcmp(a, "--timeout") && k + 1 < argc) {
-			o_timeout_s = num(argv[++k], 1);
-		} else if (!strcmp(a, "--ib-dev") && k + 1 < argc) {
-			o_dev = argv[++k];
-		} else if (!strcmp(a, "--gid")) {
-			o_gid = 1;
-		} else if (!strcmp(a, "--events")) {
-			o_events = 1;
-		} else {
-			usage();
-		}
-	}
-	if (mode == NONE)
-		usage();
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	signal(SIGPIPE, SIG_IGN);
-	int fd;
-	if (mode == FORK) {
-		int sp[2];
-		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp))
-			die("socketpair: %s", strerror(errno));
-		fflush(NULL);
-		pid_t p = fork();
-		if (p < 0)
-			die("fork: %s", strerror(errno));
-		if (p == 0) {
-			close(sp[0]);
-			side = 1;
-			fd = sp[1];
-		} else {
-			close(sp[1]);
-			side = 0;
-			child_pid = p;
-			fd = sp[0];
-		}
-	} else if (mode == SERVER) {
-		side = 0;
-		fd = tcp_server(port);
-	} else {
-		side = 1;
-		fd = tcp_client(host, port);
-	}
+	int fd = start(argc, argv, "verbs_inflight",
+		       "--iters N (2000) --delay-us U (200) --gid --events --timeout S (60) --ib-dev NAME", own_opts);
 	setup(fd);
-	uint64_t c = run();
-	finish(c);
+	finish(run());
 	return 0;
 }

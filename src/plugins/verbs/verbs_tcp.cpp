@@ -28,6 +28,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -55,6 +56,7 @@ constexpr int kMaxPeers = 1024;
 enum Type : uint32_t {
   kSend = 1, kWrite, kRead, kCmpSwp, kFetchAdd, kUdSend,  // requests
   kAck = 16, kNak, kReadResp, kAtomicResp,               // answers
+  kGone,  // no QP ready for it there: what IB drops silently, the requester failing after its retries
 };
 enum : uint32_t { kImm = 1, kGlobal = 2, kSolicited = 4 };
 
@@ -73,6 +75,12 @@ struct Hello {
   uint16_t port, pad[3];
   uint64_t token;
 };
+
+int64_t now_ms() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
 
 void* zalloc(size_t n) {
   void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -148,6 +156,8 @@ struct TQp {
   bool sig_all, dead;
   int access;
   uint32_t qkey, dest_qpn, sq_psn, rq_psn;
+  uint8_t timeout, retry_cnt;  // the transport timeout: 4.096 us * 2^timeout, retry_cnt + 1 tries
+  int64_t gone_at_ms;          // a kGone came for the oldest request: it fails then (0: none)
   uint16_t dlid, port;
   int peer;  // RC/UC: index in g.peers
   RQueue rq;
@@ -459,6 +469,14 @@ void flush_qp(TQp* q) {
   pthread_mutex_unlock(&q->rmu);
 }
 
+// The oldest request w (taken off the queue) failed: the QP is in error before the program sees why,
+// then the rest is flushed (smu not held).
+void fail_oldest(TQp* q, const SWqe& w, ibv_wc_status status) {
+  const bool was = __atomic_exchange_n(&q->q.state, IBV_QPS_ERR, __ATOMIC_ACQ_REL) == IBV_QPS_ERR;
+  send_cqe(q, w, status);
+  if (!was) flush_qp(q);
+}
+
 void to_error(TQp* q) {
   if (__atomic_exchange_n(&q->q.state, IBV_QPS_ERR, __ATOMIC_ACQ_REL) == IBV_QPS_ERR) return;
   flush_qp(q);
@@ -568,7 +586,7 @@ int respond(TQp* q, int pi, const Hdr& h, const uint8_t* data) {
   const bool ud = q->q.qp_type == IBV_QPT_UD;
   const ibv_qp_state state = __atomic_load_n(&q->q.state, __ATOMIC_ACQUIRE);
   if (state != IBV_QPS_RTR && state != IBV_QPS_RTS && state != IBV_QPS_SQD) {
-    if (!ud) answer(q, pi, h, kNak, IBV_WC_RETRY_EXC_ERR, nullptr, 0, 0);
+    if (!ud) answer(q, pi, h, kGone, IBV_WC_RETRY_EXC_ERR, nullptr, 0, 0);
     return kDone;
   }
   if (ud) {
@@ -670,21 +688,29 @@ void deliver(int pi, const Hdr& h, const uint8_t* data) {
       pthread_mutex_unlock(&q->smu);
       return;
     }
+    if (h.type == kGone) {  // fails when the requester's retries would have run out, not at once
+      if (!q->gone_at_ms && q->timeout) {
+        const uint64_t us = (uint64_t(4096) << (q->timeout < 31 ? q->timeout : 31)) / 1000 * (q->retry_cnt + 1u);
+        q->gone_at_ms = now_ms() + int64_t(us < 3600000000ull ? us / 1000 + 1 : 3600000);
+      }
+      pthread_mutex_unlock(&q->smu);
+      return;
+    }
     SWqe w = q->sq[q->sq_head];
     q->sq_head = (q->sq_head + 1) % q->sq_cap;
     --q->sq_n;
     bool err = h.type == kNak;
     if (h.type == kReadResp) err = !scatter(w.sge, w.nsge, 0, data, h.len);
     if (h.type == kAtomicResp) err = !scatter(w.sge, w.nsge, 0, reinterpret_cast<const uint8_t*>(&h.a1), 8);
-    if (err || w.signaled) send_cqe(q, w, err ? (h.type == kNak ? ibv_wc_status(h.status) : IBV_WC_LOC_LEN_ERR) : IBV_WC_SUCCESS);
+    if (!err && w.signaled) send_cqe(q, w, IBV_WC_SUCCESS);
     pthread_mutex_unlock(&q->smu);
-    if (err) to_error(q);
+    if (err) fail_oldest(q, w, h.type == kNak ? ibv_wc_status(h.status) : IBV_WC_LOC_LEN_ERR);
     return;
   }
   if (!q || q->dead) {
     if (h.type != kUdSend) {
       Hdr n = {};
-      n.type = kNak;
+      n.type = kGone;
       n.dst_qpn = h.src_qpn;
       n.seq = h.seq;
       n.status = IBV_WC_RETRY_EXC_ERR;
@@ -763,6 +789,26 @@ bool in_read(int i, int* from) {
   }
 }
 
+// Fails the oldest request of each QP whose retries ran out (kGone), and flushes the rest.
+void expire_gone() {
+  const int64_t now = now_ms();
+  for (TQp* q = __atomic_load_n(&g.qps, __ATOMIC_ACQUIRE); q; q = q->next) {
+    const int64_t t = __atomic_load_n(&q->gone_at_ms, __ATOMIC_ACQUIRE);
+    if (!t || t > now) continue;
+    pthread_mutex_lock(&q->smu);
+    q->gone_at_ms = 0;
+    const bool fail = q->sq_n > 0;
+    SWqe w = {};
+    if (fail) {
+      w = q->sq[q->sq_head];
+      q->sq_head = (q->sq_head + 1) % q->sq_cap;
+      --q->sq_n;
+    }
+    pthread_mutex_unlock(&q->smu);
+    if (fail) fail_oldest(q, w, IBV_WC_RETRY_EXC_ERR);
+  }
+}
+
 void* progress(void*) {
   sigset_t all;
   sigfillset(&all);
@@ -795,7 +841,15 @@ void* progress(void*) {
       fds[n++] = {p.fd >= 0 && p.out_len > p.out_off ? p.fd : -1, POLLOUT, 0};
       pthread_mutex_unlock(&p.mu);
     }
-    if (poll(fds, nfds_t(n), -1) < 0) continue;
+    // The earliest request whose retries run out (kGone): it fails then.
+    int64_t next_gone = 0;
+    for (TQp* q = __atomic_load_n(&g.qps, __ATOMIC_ACQUIRE); q; q = q->next) {
+      const int64_t t = __atomic_load_n(&q->gone_at_ms, __ATOMIC_ACQUIRE);
+      if (t && (!next_gone || t < next_gone)) next_gone = t;
+    }
+    const int64_t wait = next_gone ? next_gone - now_ms() : -1;
+    if (poll(fds, nfds_t(n), next_gone ? int(wait > 0 ? wait : 0) : -1) < 0) continue;
+    if (next_gone) expire_gone();
     if (fds[0].revents) {
       uint64_t v;
       (void)!read(g.wake_fd, &v, sizeof v);
@@ -1145,7 +1199,7 @@ ibv_qp* t_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
     q->q.qp_num = g.qpn_next++ & 0xffffff;
   }
   q->next = g.qps;
-  g.qps = q;
+  __atomic_store_n(&g.qps, q, __ATOMIC_RELEASE);  // the progress thread walks the list without g.mu
   pthread_mutex_unlock(&g.mu);
   map_put(&g.qp_by_num, q->q.qp_num, uintptr_t(q));
   map_put(&g.route, route_key(reinterpret_cast<TCtx*>(pd->context)->lid, q->q.qp_num), 1);  // peer 0 + 1
@@ -1168,6 +1222,8 @@ int t_modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
   if (mask & IBV_QP_SQ_PSN) q->sq_psn = a->sq_psn;
   if (mask & IBV_QP_RQ_PSN) q->rq_psn = a->rq_psn;
   if (mask & IBV_QP_DEST_QPN) q->dest_qpn = a->dest_qp_num;
+  if (mask & IBV_QP_TIMEOUT) q->timeout = a->timeout;
+  if (mask & IBV_QP_RETRY_CNT) q->retry_cnt = a->retry_cnt;
   if (mask & IBV_QP_AV) {
     q->dlid = a->ah_attr.dlid;
     int pi = route_to(a->ah_attr, q->dest_qpn);
