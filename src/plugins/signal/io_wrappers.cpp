@@ -15,7 +15,6 @@
 // interrupted connect goes on in the background and cannot be called again).
 #include <poll.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "plugins/common/next_symbol.h"
@@ -44,12 +43,6 @@ SendtoFn g_sendto;
 AcceptFn g_accept;
 Accept4Fn g_accept4;
 
-int64_t mono_ms() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
-
 // call() on fd (`in`: a receive) until it does not fail with an EINTR that only the engine caused.
 template <typename Call>
 auto redo(int fd, bool in, Call call) -> decltype(call()) {
@@ -59,15 +52,14 @@ auto redo(int fd, bool in, Call call) -> decltype(call()) {
   // Interrupted by a checkpoint: the socket's timeout (none, or not a socket: the call is simply redone).
   struct timeval tv = {0, 0};
   socklen_t len = sizeof tv;
-  int64_t timeout_ms = -1;
+  Deadline d{true, 0, 0};  // the wait wrappers' deadline (signal_wrappers.h)
   if (getsockopt(fd, SOL_SOCKET, in ? SO_RCVTIMEO : SO_SNDTIMEO, &tv, &len) == 0 && (tv.tv_sec || tv.tv_usec))
-    timeout_ms = int64_t(tv.tv_sec) * 1000 + (tv.tv_usec + 999) / 1000;
-  const int64_t end = timeout_ms < 0 ? 0 : mono_ms() + timeout_ms;
+    d = deadline_in(int64_t(tv.tv_sec) * 1000000000 + int64_t(tv.tv_usec) * 1000);
   for (;;) {
-    if (timeout_ms >= 0) {
-      const int64_t left = end - mono_ms();
+    if (!d.forever) {
+      const int left = left_ms(d);
       struct pollfd p = {fd, short(in ? POLLIN : POLLOUT), 0};
-      if (left <= 0 || poll(&p, 1, int(left)) == 0) {  // poll: our wrapper, resumed across checkpoints
+      if (left <= 0 || poll(&p, 1, left) == 0) {  // poll: our wrapper, resumed across checkpoints
         errno = EAGAIN;
         return -1;
       }
