@@ -1,7 +1,11 @@
-// fork() and vfork(): the child is a new process of the computation. The parent waits until the child
-// has said HELLO to the coordinator, so that any checkpoint either precedes the fork (no child in the
+// fork() and vfork(): the child is a new process of the computation. With a coordinator, the parent waits
+// until the child has said HELLO to it, so that any checkpoint either precedes the fork (no child in the
 // parent's image) or includes the child; a checkpoint that hits the short window in between includes the
-// child if it joins during the suspend phase, and is refused otherwise (see save() in proctree_plugin.cpp). vfork() is a fork(): the vfork child runs on in its own copy of
+// child if it joins during the suspend phase, and is refused otherwise (see save() in proctree_plugin.cpp).
+// Without one (a lone process under LD_PRELOAD, a standalone interval) there is nothing to join, and the
+// parent waits only when a virtual-pid table could give the child an id other than its kernel pid: the
+// round trip (a socketpair, a wake-up of each side) was most of what a fork cost beyond native
+// (docs/performance.md "Virtual pids"). vfork() is a fork(): the vfork child runs on in its own copy of
 // memory, which every correct vfork program tolerates, and our child re-initialisation (a thread, a
 // socket) would corrupt a parent whose memory it shared.
 #include <errno.h>
@@ -16,6 +20,10 @@
 #include "plugins/proctree/proctree.h"
 #include "plugins/vpid/vpid.h"
 
+namespace revive::inject {
+bool coord_configured() __attribute__((weak));  // the engine's (src/inject/plugin.h); null without it
+}
+
 namespace {
 
 using ForkFn = pid_t (*)();
@@ -28,6 +36,16 @@ pid_t tree_fork() {
   // earlier constructor could come first): a short-lived child could be the coordinator's only process,
   // and its exit would end the coordinator.
   if (revive::inject::coord_wait_connected) revive::inject::coord_wait_connected(30000);
+  const bool coord = revive::inject::coord_configured && revive::inject::coord_configured();
+  if (!coord && !revive::vpid::active()) {
+    pid_t pid = real();
+    if (pid == 0) {
+      revive::vpid::after_fork_child();
+      revive::proctree::inflight_reset_in_child();
+      if (revive::inject::after_fork_child) revive::inject::after_fork_child();
+    }
+    return pid;
+  }
   // A socketpair, not a pipe: a checkpoint peeks at the byte without taking it (inflight_all_joined).
   int sync[2] = {-1, -1};
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) != 0) sync[0] = sync[1] = -1;
@@ -46,7 +64,8 @@ pid_t tree_fork() {
     if (revive::inject::after_fork_child) revive::inject::after_fork_child();
     if (sync[1] >= 0) {
       char c = revive::proctree::joined_byte();
-      while (write(sync[1], &c, 1) < 0 && errno == EINTR) {
+      // MSG_NOSIGNAL: a parent that did not wait has closed its end (EPIPE, no SIGPIPE).
+      while (send(sync[1], &c, 1, MSG_NOSIGNAL) < 0 && errno == EINTR) {
       }
       close(sync[1]);
     }
@@ -55,7 +74,9 @@ pid_t tree_fork() {
   }
   int saved = errno;
   if (sync[1] >= 0) close(sync[1]);
-  if (pid > 0 && sync[0] >= 0) {
+  // Without a coordinator, only an id the child may have to take from the table is worth the wait.
+  const bool wait = coord || (pid > 0 && !revive::vpid::keeps_kernel_id(pid));
+  if (pid > 0 && sync[0] >= 0 && wait) {
     char c;
     while (read(sync[0], &c, 1) < 0 && errno == EINTR) {  // EOF too: the child died before HELLO
     }

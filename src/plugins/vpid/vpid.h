@@ -21,6 +21,10 @@ inline bool active() { return __builtin_expect(__atomic_load_n(&g_table.h, __ATO
 // only some other process's real id (never one of the computation's ids) becomes a pid no process has,
 // so the call fails as natively (ESRCH, ECHILD).
 pid_t to_real(pid_t v);
+// Whether a process just given kernel pid `real` by fork will use it as its virtual id too (no stale entry
+// for it, no process of the computation has it as its id). Fresh ids lie above any kernel pid, so once
+// true this stays true: the parent may return `real` without waiting for the child to register.
+bool keeps_kernel_id(pid_t real);
 // A kernel id -> the program's. Identity for ids the table does not know.
 pid_t to_virt(pid_t r);
 // For process-group arguments: 0 and -1 stay, -g becomes -to_real(g).

@@ -268,6 +268,10 @@ void thread_restored() {
   t_vtid = t_vtid ? t_vtid : real_tid();
 }
 
+bool keeps_kernel_id(pid_t real) {
+  return !active() || (g_table.virt_of(uint32_t(real)) == 0 && g_table.real_of(uint32_t(real)) == 0);
+}
+
 void after_fork_child() {
   if (!active()) {
     t_vtid = 0;
