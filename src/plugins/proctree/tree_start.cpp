@@ -94,23 +94,29 @@ Status StartRestorers(const std::vector<std::string>& images, const std::functio
     take_roots();
     return s;
   }
-  bool exact = true;
+  // A pid that was free when the restart chose to stay in this pid namespace (WantsPidNamespace) can be
+  // taken by now: by a process of another restart started at the same moment (two copies of one
+  // checkpoint side by side), or by anything else of the machine. The tree then comes back with new
+  // pids, its old ids seen through the virtual-pid table, as a lone process whose pid is taken does.
+  // Unless the user said REVIVE_PIDNS=0 (the exact pids or nothing): then a tree is refused, naming the pid.
+  const char* ns = getenv("REVIVE_PIDNS");
+  const bool exact_only = ns && strcmp(ns, "0") == 0 && NeedsTree(plan);
   s = CheckPidsFree(plan);
   if (!s.ok()) {
-    if (NeedsTree(plan)) return s;
-    fprintf(stderr, "revive restart: warning: %s; restoring with new pids\n", s.message().c_str());
-    exact = false;
-  }
-  if (!exact) {  // a lone process whose pid is taken: a new one, its old one seen through the table
+    if (exact_only) return s;
+    fprintf(stderr, "revive restart: warning: %s; restoring with new pids, the old ones kept as virtual ids\n",
+            s.message().c_str());
     s = SpawnVirtual(plan, exec_image, &roots);
     take_roots();
     return s;
   }
-  s = SpawnTree(plan, exact, exec_image, &roots);
+  s = SpawnTree(plan, true, exec_image, &roots);
   // The kernel refused to choose pids (EPERM: no privilege over this pid namespace; ENOSYS: clone3
-  // filtered out, as where user namespaces are disabled by seccomp): virtual pids.
+  // filtered out, as where user namespaces are disabled by seccomp; EEXIST: a pid was taken between the
+  // check above and clone3, and the half-made tree was taken down): virtual pids.
   if (!s.ok() && roots.empty() && (s.message().find("CAP_SYS_ADMIN") != std::string::npos ||
-                                   s.message().find(strerror(ENOSYS)) != std::string::npos)) {
+                                   s.message().find(strerror(ENOSYS)) != std::string::npos ||
+                                   (s.IsAlreadyExists() && !exact_only))) {
     if (getenv("REVIVE_LOG") && atoi(getenv("REVIVE_LOG")) >= 1)
       fprintf(stderr, "revive restart: %s; restoring with virtual pids\n", s.message().c_str());
     s = SpawnVirtual(plan, exec_image, &roots);
