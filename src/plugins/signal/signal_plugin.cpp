@@ -10,6 +10,7 @@
 #include "plugins/plugins.h"
 #include "plugins/signal/ksig.h"
 #include "plugins/signal/signal_wrappers.h"
+#include "plugins/vpid/vpid.h"
 
 namespace revive::plugins {
 namespace {
@@ -38,7 +39,10 @@ void collect_pending(int ckpt) {
 
 int raise_pending(const siginfo_t* list, int n, char* msg, size_t cap) {
   for (int k = 0; k < n; ++k) {
-    if (kqueue_self(list[k]) != 0) {
+    // The image holds the sender as the program saw it (save): the kernel's id of it now goes back.
+    siginfo_t info = list[k];
+    vpid::real_siginfo(&info);
+    if (kqueue_self(info) != 0) {
       int e = errno;
       char line[120];
       Msg m(line, sizeof line);
@@ -71,6 +75,9 @@ int save(inject::SectionWriter& w) {
     out.bytes(&act, sizeof act);
   }
   collect_pending(ckpt);
+  // Senders as the program sees them: after a restart with other kernel pids, the old kernel id would
+  // name nobody (or another process) in the restored computation's table.
+  for (int k = 0; k < g_npending; ++k) vpid::virtual_siginfo(&g_pending[k]);
   out.u32(static_cast<uint32_t>(g_npending));
   out.bytes(g_pending, sizeof(siginfo_t) * static_cast<size_t>(g_npending));
   if (!out.ok()) {

@@ -37,6 +37,9 @@ uint32_t epoch();
 // The sender's pid in a signal's siginfo (kill, sigqueue, tgkill, SIGCHLD's child) as the program knows
 // it. For the signal plugin's trampoline and its sigwaitinfo/sigtimedwait wrappers; async-signal-safe.
 void virtual_siginfo(siginfo_t* info);
+// The reverse, for a siginfo the program's view was saved in (a pending signal in an image): its sender
+// as the kernel names it now, so that virtual_siginfo gives the program the id it had.
+void real_siginfo(siginfo_t* info);
 // A child with kernel pid `real` was reaped: its entry goes.
 void reaped(pid_t real);
 

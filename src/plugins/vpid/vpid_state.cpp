@@ -189,6 +189,13 @@ void virtual_siginfo(siginfo_t* info) {
     info->si_pid = to_virt(info->si_pid);
 }
 
+void real_siginfo(siginfo_t* info) {
+  if (!active() || !info || info->si_pid <= 0) return;
+  const int c = info->si_code;
+  if (c == SI_USER || c == SI_QUEUE || c == SI_TKILL || c == SI_MESGQ || info->si_signo == SIGCHLD)
+    info->si_pid = to_real(info->si_pid);
+}
+
 void reaped(pid_t real) {
   if (active() && real > 0) g_table.remove_real(uint32_t(real));
 }
