@@ -53,13 +53,24 @@ class Job:
         return time.time() - t0, r
 
     def kill_all(self, p):
-        for pid in descendants(p.pid):
+        pids = descendants(p.pid)
+        for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         p.wait()
         time.sleep(0.3)
+        # The killed processes' pids are free once init reaps them; the restart recreates them. This
+        # sandbox's init (process_api) reaps orphans only every ~1.7 s (a real init does it at once), and a
+        # restart started before would measure that wait: it does not start before the pids are free.
+        deadline = time.time() + 10
+        while time.time() < deadline and any(os.path.exists("/proc/%d" % q) for q in pids):
+            time.sleep(0.005)
+
+def one_line(text):
+    """A failure's text inside one table row (a row cut by a newline was lost to `tail` once)."""
+    return " / ".join(l for l in text.splitlines() if l.strip())
 
 def wait_for(path, pattern, timeout, after=0):
     deadline = time.time() + timeout
@@ -101,7 +112,7 @@ def latency(a, mpi, exe, mpx):
     out = os.path.join(j.wd, "out")
     p = j.launch([mpx, "-n", "2", exe, "mem", "1", "3600"], out)
     if not wait_for(out, r"^tick 5$", 120):
-        print("| %s | ring did not start: %s |" % (mpi, open(out).read()[-300:]))
+        print("| %s | ring did not start: %s |" % (mpi, one_line(open(out).read()[-300:])))
         j.kill_all(p)
         return
     times, fails, errors = [], 0, []
@@ -123,7 +134,7 @@ def bulk(a, mpi, exe, mpx):
     out = os.path.join(j.wd, "out")
     p = j.launch([mpx, "-n", str(a.ranks), exe, "mem", str(a.mb), "3600"], out)
     if not wait_for(out, r"^tick 3$", 600):
-        print("| %s | bulk job did not start: %s |" % (mpi, open(out).read()[-300:]))
+        print("| %s | bulk job did not start: %s |" % (mpi, one_line(open(out).read()[-300:])))
         j.kill_all(p)
         return
     ck_t, raw_t, restart_t, read_t = [], [], [], []
@@ -131,7 +142,7 @@ def bulk(a, mpi, exe, mpx):
     for rep in range(a.reps):
         t, r = j.checkpoint()
         if r.returncode != 0:
-            print("| %s | bulk checkpoint failed: %s |" % (mpi, r.stderr.strip()[-300:]))
+            print("| %s | bulk checkpoint failed: %s |" % (mpi, one_line(r.stderr.strip()[-300:])))
             j.kill_all(p)
             return
         gen = r.stdout.strip()
