@@ -73,7 +73,11 @@ struct Chan {
   // the drain ended on the peer's end of file instead of its marker (the peer shut its writing side).
   // Either way the connection cannot carry the refill exchange in both directions, so it is rebuilt
   // (rebuild), refilled over the new one, and the end that had shut its writing side shuts it again.
-  bool wr_shut, eof, rebuild;
+  // rd_shut = this end shut its receiving side (shutdown(SHUT_RD), the peer has not closed): the kernel
+  // still queues what the peer sends, so the drain reads the peer's marker past our own end of file; the
+  // connection is rebuilt too (the marker tells the peer: kRebuildMark), and the end shuts it again.
+  // rebuild_asked: the peer's marker asked for the rebuild.
+  bool wr_shut, eof, rebuild, rd_shut, rebuild_asked;
   // kPipe, kFifo read end: this process drains it and, for a pipe, rebuilds it on restart. A pipe or FIFO
   // read by several processes (workers sharing a queue) has one owner, or each would drain the same bytes.
   bool owner;
@@ -235,6 +239,9 @@ size_t addr_len(int family);  // of an inet address (sockaddr_in / sockaddr_in6)
 // Unix socket: the inode of the socket at the other end of socket `ino` (sock_diag), 0 if none.
 // *shutdown (if given): the socket's own shutdown bits (1: receiving side shut, 2: sending side shut).
 uint64_t unix_peer_ino(uint64_t ino, uint8_t* shutdown = nullptr);
+// TCP connection (local, peer): its own shutdown bits as inet_diag reports them (1: receiving side shut,
+// by shutdown(SHUT_RD) or by the peer's FIN; 2: sending side shut), -1 if not found.
+int tcp_shutdown_bits(const sockaddr_storage& local, const sockaddr_storage& peer);
 // A sock_diag netlink request (req starts with its nlmsghdr; length and type are filled in here): the
 // netlink socket to read the answer from, or -1.
 int diag_request(void* req, size_t len);

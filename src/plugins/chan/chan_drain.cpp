@@ -6,7 +6,10 @@
 #include <errno.h>
 #include <string.h>
 #include <poll.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "plugins/chan/chan.h"
 #include "inject/plugin.h"
@@ -22,6 +25,32 @@ void marker(uint64_t gen, uint8_t out[16]) {
   memcpy(out + 8, &gen, 8);
 }
 
+// The marker of an end that shut its receiving side (rd_shut): the same, and the peer rebuilds the
+// connection with us (it could not carry the refill exchange back to us).
+void rebuild_marker(const uint8_t mk[16], uint8_t out[16]) {
+  memcpy(out, mk, 16);
+  out[7] = 'R';
+}
+
+// The tail of what was read is a marker of this generation (plain, or one asking for a rebuild).
+bool ends_in_marker(Chan& c, const uint8_t* tail, const uint8_t mk[16]) {
+  uint8_t rb[16];
+  rebuild_marker(mk, rb);
+  if (memcmp(tail, mk, 16) == 0) return true;
+  if (memcmp(tail, rb, 16) != 0) return false;
+  c.rebuild_asked = true;
+  return true;
+}
+
+// The peer's FIN has come (a state past it): an end of file that is the peer's, not our SHUT_RD's.
+bool fin_arrived(int fd) {
+  tcp_info ti;
+  socklen_t tl = sizeof ti;
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) != 0) return true;
+  return ti.tcpi_state == TCP_CLOSE_WAIT || ti.tcpi_state == TCP_LAST_ACK || ti.tcpi_state == TCP_CLOSING ||
+         ti.tcpi_state == TCP_TIME_WAIT || ti.tcpi_state == TCP_CLOSE;
+}
+
 void name(char* out, size_t cap, const char* prefix, uint64_t gen, const char* key) {
   plugins::Msg(out, cap).s(prefix).u(gen).s(".").s(key);
 }
@@ -30,7 +59,10 @@ void name(char* out, size_t cap, const char* prefix, uint64_t gen, const char* k
 bool step(Chan& c, const uint8_t mk[16], char* msg, size_t cap) {
   if (c.wr_shut) c.sent = 16;  // our writing side is shut: the peer's drain ends on our end of file
   if (!c.tx_done) {
-    ssize_t w = send(c.fd, mk + c.sent, 16 - c.sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+    uint8_t rb[16];
+    rebuild_marker(mk, rb);
+    const uint8_t* m = c.rd_shut ? rb : mk;
+    ssize_t w = send(c.fd, m + c.sent, 16 - c.sent, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (w > 0) c.sent += size_t(w);
     else if (w < 0 && errno == EPIPE) c.sent = 16;  // the peer shut its reading side: nothing to tell it
     else if (w < 0 && errno != EAGAIN && errno != EINTR) goto fail;
@@ -48,7 +80,7 @@ bool step(Chan& c, const uint8_t mk[16], char* msg, size_t cap) {
       goto fail;
     }
     if (!recv_msg(c, c.rx, size_t(n))) goto fail;
-    if (n == 16 && memcmp(c.rx.p + c.rx.len - 16, mk, 16) == 0) {
+    if (n == 16 && ends_in_marker(c, c.rx.p + c.rx.len - 16, mk)) {
       c.rx.len -= 20;
       c.rx_done = true;
     }
@@ -64,13 +96,20 @@ bool step(Chan& c, const uint8_t mk[16], char* msg, size_t cap) {
     ssize_t r = recv(c.fd, c.rx.p + c.rx.len, room, MSG_DONTWAIT);
     if (r < 0 && (errno == EAGAIN || errno == EINTR)) break;
     if (r < 0) goto fail;
+    if (r == 0 && c.rd_shut && !fin_arrived(c.fd)) {
+      // Our own SHUT_RD reads as end of file once the queue is empty; the peer's marker is still to
+      // come (the kernel queues it all the same). poll() says readable at once: wait a little here.
+      struct timespec ms = {0, 1000000};
+      nanosleep(&ms, nullptr);
+      break;
+    }
     if (r == 0) {  // the peer closed its writing side: all it sent is here (no marker will come)
       c.rx_done = true;
       c.eof = true;
       break;
     }
     c.rx.len += size_t(r);
-    if (c.rx.len >= 16 && memcmp(c.rx.p + c.rx.len - 16, mk, 16) == 0) {
+    if (c.rx.len >= 16 && ends_in_marker(c, c.rx.p + c.rx.len - 16, mk)) {
       c.rx.len -= 16;
       c.rx_done = true;
     }
@@ -136,7 +175,7 @@ int drain_sockets(uint64_t gen, char* msg, size_t cap) {
     }
     g_drained = true;  // from the first byte read on, the bytes must be put back
     if (all) {
-      for (uint32_t i = 0; i < g_nchans; ++i) g_chans[i].rebuild = g_chans[i].wr_shut || g_chans[i].eof;
+      for (uint32_t i = 0; i < g_nchans; ++i) g_chans[i].rebuild = g_chans[i].wr_shut || g_chans[i].eof || g_chans[i].rd_shut || g_chans[i].rebuild_asked;
       return backlog_transfer(msg, cap);
     }
     if (now_ms() > deadline) {

@@ -193,6 +193,13 @@ int refill(bool restored, char* msg, size_t cap) {
       plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": cannot shut the writing side again: ").err(e);
       return -e;
     }
+    // Our receiving side likewise, once the peer's in-flight bytes are back in the queue: the program
+    // reads them, then its end of file.
+    if (c.kind == kConn && c.rd_shut && shutdown(c.fd, SHUT_RD) != 0) {
+      int e = errno;
+      plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": cannot shut the receiving side again: ").err(e);
+      return -e;
+    }
   }
   return 0;
 }

@@ -197,9 +197,17 @@ bool consider(int fd) {
     // Our FIN is out once we shut the writing side: FIN_WAIT1/2, CLOSING, or LAST_ACK (the peer's came first).
     tcp_info ti;
     socklen_t tl = sizeof ti;
-    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0)
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0) {
       c.wr_shut = ti.tcpi_state == TCP_FIN_WAIT1 || ti.tcpi_state == TCP_FIN_WAIT2 ||
                   ti.tcpi_state == TCP_CLOSING || ti.tcpi_state == TCP_LAST_ACK;
+      // Our receiving side is shut (RCV_SHUTDOWN) while the peer's FIN has not come: shutdown(SHUT_RD).
+      const bool fin_in = ti.tcpi_state == TCP_CLOSE_WAIT || ti.tcpi_state == TCP_LAST_ACK ||
+                          ti.tcpi_state == TCP_CLOSING || ti.tcpi_state == TCP_TIME_WAIT || ti.tcpi_state == TCP_CLOSE;
+      if (!fin_in) {
+        int bits = tcp_shutdown_bits(c.local, c.peer);
+        c.rd_shut = bits > 0 && (bits & 1);
+      }
+    }
   }
   c.kind = kOutside;  // until its peer shows up in the drain phase
   ++g_nchans;
