@@ -28,21 +28,18 @@ int tcp_shutdown_bits(const sockaddr_storage& local, const sockaddr_storage& pee
   q.req.sdiag_protocol = IPPROTO_TCP;
   q.req.idiag_states = ~0u;
   q.req.id.idiag_cookie[0] = q.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
-  if (family == AF_INET) {
-    const auto& l = reinterpret_cast<const sockaddr_in&>(local);
-    const auto& p = reinterpret_cast<const sockaddr_in&>(peer);
-    q.req.id.idiag_sport = l.sin_port;
-    q.req.id.idiag_dport = p.sin_port;
-    memcpy(q.req.id.idiag_src, &l.sin_addr, 4);
-    memcpy(q.req.id.idiag_dst, &p.sin_addr, 4);
-  } else {
-    const auto& l = reinterpret_cast<const sockaddr_in6&>(local);
-    const auto& p = reinterpret_cast<const sockaddr_in6&>(peer);
-    q.req.id.idiag_sport = l.sin6_port;
-    q.req.id.idiag_dport = p.sin6_port;
-    memcpy(q.req.id.idiag_src, &l.sin6_addr, 16);
-    memcpy(q.req.id.idiag_dst, &p.sin6_addr, 16);
-  }
+  auto ids = [&q](in_port_t lport, in_port_t pport, const void* laddr, const void* paddr, size_t n) {
+    q.req.id.idiag_sport = lport;
+    q.req.id.idiag_dport = pport;
+    memcpy(q.req.id.idiag_src, laddr, n);
+    memcpy(q.req.id.idiag_dst, paddr, n);
+  };
+  const auto& l4 = reinterpret_cast<const sockaddr_in&>(local);
+  const auto& p4 = reinterpret_cast<const sockaddr_in&>(peer);
+  const auto& l6 = reinterpret_cast<const sockaddr_in6&>(local);
+  const auto& p6 = reinterpret_cast<const sockaddr_in6&>(peer);
+  if (family == AF_INET) ids(l4.sin_port, p4.sin_port, &l4.sin_addr, &p4.sin_addr, 4);
+  else ids(l6.sin6_port, p6.sin6_port, &l6.sin6_addr, &p6.sin6_addr, 16);
   int s = diag_request(&q, sizeof q);
   if (s < 0) return -1;
   int bits = -1;
