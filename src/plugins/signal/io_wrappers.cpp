@@ -13,12 +13,18 @@
 // fast path). An interruption by a handler of the program returns EINTR as without revive.
 // Not here: recvmsg/sendmsg (the vpid plugin's wrappers, which translate credentials) and connect (an
 // interrupted connect goes on in the background and cannot be called again).
+#include <fcntl.h>
 #include <poll.h>
+#include <string.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "plugins/common/msg.h"
 #include "plugins/common/next_symbol.h"
 #include "plugins/signal/signal_wrappers.h"
+#include "plugins/vpid/vpid.h"
 
 #define REVIVE_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -72,6 +78,32 @@ auto redo(int fd, bool in, Call call) -> decltype(call()) {
 
 }  // namespace
 
+// Signalfds: one bit per descriptor below 1024. A bit can outlive its descriptor (close is not wrapped),
+// so a read checks that the descriptor still is a signalfd before it touches the bytes; the check costs a
+// readlink, paid only by reads of signalfds while virtual pids are active.
+static uint64_t g_sigfd_bits[16];
+
+void signalfd_made(int fd) {
+  if (fd >= 0 && fd < 1024) __atomic_or_fetch(&g_sigfd_bits[fd / 64], uint64_t{1} << (fd % 64), __ATOMIC_RELAXED);
+}
+
+void signalfd_read(int fd, void* buf, long n) {
+  if (fd < 0 || fd >= 1024 || !vpid::active() || n % long(sizeof(signalfd_siginfo)) != 0) return;
+  const uint64_t bit = uint64_t{1} << (fd % 64);
+  if (!(__atomic_load_n(&g_sigfd_bits[fd / 64], __ATOMIC_RELAXED) & bit)) return;
+  char path[32], target[32];
+  Msg(path, sizeof path).s("/proc/self/fd/").i(fd);
+  long l = syscall(SYS_readlinkat, AT_FDCWD, path, target, sizeof target - 1);
+  static const char kName[] = "anon_inode:[signalfd]";
+  if (l != long(sizeof kName - 1) || memcmp(target, kName, sizeof kName - 1) != 0) {
+    __atomic_and_fetch(&g_sigfd_bits[fd / 64], ~bit, __ATOMIC_RELAXED);  // closed and reused
+    return;
+  }
+  auto* si = static_cast<signalfd_siginfo*>(buf);
+  for (long i = 0; i < n / long(sizeof *si); ++i)
+    si[i].ssi_pid = uint32_t(vpid::virtual_sender(int(si[i].ssi_signo), si[i].ssi_code, pid_t(si[i].ssi_pid)));
+}
+
 void io_wrappers_init() {
   next_symbol(&g_read, "read");
   next_symbol(&g_write, "write");
@@ -90,7 +122,9 @@ using revive::plugins::redo;
 
 REVIVE_EXPORT ssize_t read(int fd, void* buf, size_t n) {
   auto f = next_or_enosys(&revive::plugins::g_read, "read");
-  return f ? redo(fd, true, [&] { return f(fd, buf, n); }) : -1;
+  ssize_t r = f ? redo(fd, true, [&] { return f(fd, buf, n); }) : -1;
+  if (r > 0) revive::plugins::signalfd_read(fd, buf, r);
+  return r;
 }
 
 REVIVE_EXPORT ssize_t write(int fd, const void* buf, size_t n) {

@@ -351,5 +351,7 @@ REVIVE_EXPORT int sigpending(sigset_t* set) noexcept {
 REVIVE_EXPORT int signalfd(int fd, const sigset_t* mask, int flags) noexcept {
   sigset_t copy;
   auto f = next_or_enosys(&g_real.signalfd, "signalfd");
-  return f ? f(fd, strip(mask, &copy), flags) : -1;
+  int r = f ? f(fd, strip(mask, &copy), flags) : -1;
+  if (r >= 0) revive::plugins::signalfd_made(r);
+  return r;
 }

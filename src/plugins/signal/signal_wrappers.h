@@ -14,6 +14,12 @@ int signal_wrappers_init();
 void wait_wrappers_init();
 void io_wrappers_init();
 
+// Signalfd descriptors the program made (signalfd wrapper), so that read() can give their senders' ids
+// as the program knows them (virtual pids); fds >= 1024 and dups are not followed.
+void signalfd_made(int fd);
+// After read() on fd returned n > 0 bytes into buf: virtual senders if fd is one of them.
+void signalfd_read(int fd, void* buf, long n);
+
 // The calling thread's counts of interruptions by the engine's signals and of its own handled signals.
 struct Interruptions {
   uint32_t engine, program;

@@ -37,6 +37,8 @@ uint32_t epoch();
 // The sender's pid in a signal's siginfo (kill, sigqueue, tgkill, SIGCHLD's child) as the program knows
 // it. For the signal plugin's trampoline and its sigwaitinfo/sigtimedwait wrappers; async-signal-safe.
 void virtual_siginfo(siginfo_t* info);
+// The same for one sender pid of a signal (signo, si_code), e.g. a signalfd's ssi_pid.
+pid_t virtual_sender(int signo, int code, pid_t pid);
 // The reverse, for a siginfo the program's view was saved in (a pending signal in an image): its sender
 // as the kernel names it now, so that virtual_siginfo gives the program the id it had.
 void real_siginfo(siginfo_t* info);

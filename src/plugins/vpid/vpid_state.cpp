@@ -182,11 +182,15 @@ pid_t self_tid() {
 
 uint32_t epoch() { return __atomic_load_n(&g_epoch, __ATOMIC_ACQUIRE); }
 
+pid_t virtual_sender(int signo, int code, pid_t pid) {
+  if (!active() || pid <= 0) return pid;
+  if (code == SI_USER || code == SI_QUEUE || code == SI_TKILL || code == SI_MESGQ || signo == SIGCHLD)
+    return to_virt(pid);
+  return pid;
+}
+
 void virtual_siginfo(siginfo_t* info) {
-  if (!active() || !info || info->si_pid <= 0) return;
-  const int c = info->si_code;
-  if (c == SI_USER || c == SI_QUEUE || c == SI_TKILL || c == SI_MESGQ || info->si_signo == SIGCHLD)
-    info->si_pid = to_virt(info->si_pid);
+  if (info) info->si_pid = virtual_sender(info->si_signo, info->si_code, info->si_pid);
 }
 
 void real_siginfo(siginfo_t* info) {

@@ -20,6 +20,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -99,8 +100,14 @@ int main(int argc, char** argv) {
   sigemptyset(&s);
   sigaddset(&s, SIGRTMIN);
   sigaddset(&s, SIGRTMIN + 1);
+  sigaddset(&s, SIGUSR2);
   sigprocmask(SIG_BLOCK, &s, NULL);
   const pid_t P = getpid(), PG = getpgrp(), S = getsid(0);
+  /* P's own SIGUSR2, read through a signalfd: its ssi_pid must be P as P knows itself. */
+  sigset_t u;
+  sigemptyset(&u);
+  sigaddset(&u, SIGUSR2);
+  const int sfd = signalfd(-1, &u, SFD_CLOEXEC);
   printf("P: gettid==getpid %d, getpgid(0)==getpgrp %d\n", gettid() == P, getpgid(0) == PG);
 
   pid_t A = fork();
@@ -202,6 +209,13 @@ int main(int argc, char** argv) {
     }
     errno = 0;
     if (kill(4000000, 0) != -1 || errno != ESRCH) strcat(fails, " kill(unused)");
+    {
+      struct signalfd_siginfo ssi;
+      ssize_t got = -1;
+      if (kill(P, SIGUSR2) == 0)
+        do got = read(sfd, &ssi, sizeof ssi); while (got < 0 && errno == EINTR);
+      if (got != (ssize_t)sizeof ssi || ssi.ssi_signo != SIGUSR2 || (pid_t)ssi.ssi_pid != P) strcat(fails, " signalfd");
+    }
     int before = __atomic_load_n(&t_count, __ATOMIC_ACQUIRE);
     if (pthread_kill(th, SIGRTMIN + 1) != 0 || tgkill(P, T, SIGRTMIN + 1) != 0) strcat(fails, " tgkill(T)");
     for (int w = 0; w < 4000 && __atomic_load_n(&t_count, __ATOMIC_ACQUIRE) < before + 2; w++) nap(1);
