@@ -5,12 +5,23 @@
 # every checkpoint rebuilds every member of every checksum group from the others and compares
 # (REVIVE_RMA_VERIFY). Then: a damaged parity is caught (the check can fail), log growth past the limit
 # causes demand checkpoints, and a lock-synchronised code is checkpointed at its barriers.
+# Under Open MPI the library is the ASan+UBSan build of it (librevive_rma_asan.so, libasan preloaded
+# first, any report fails the run) when BUILD has one: the CI's sanitizer builds have no MPI. The plain
+# Open MPI library is what rma.transparent runs; MPICH's plain one runs here.
 set -uo pipefail
 [[ $# -eq 2 ]] || { echo "usage: $0 OUTDIR BUILD" >&2; exit 2; }
 out=$1 build=$2
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 run_app=$here/run_app.sh
 declare -A lib=([openmpi]=$build/src/rma/librevive_rma.so [mpich]=$build/src/rma/librevive_rma_mpich.so)
+declare -A first=([openmpi]= [mpich]=)
+asan_rt=$(${CXX:-c++} -print-file-name=libasan.so 2>/dev/null)
+if [[ -f $build/src/rma/librevive_rma_asan.so && -f $asan_rt ]]; then
+  lib[openmpi]=$build/src/rma/librevive_rma_asan.so
+  first[openmpi]=$asan_rt
+  export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  echo "openmpi: the library under ASan+UBSan ($(basename "${lib[openmpi]}"), $asan_rt preloaded first)"
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
@@ -31,7 +42,8 @@ run() { # flavour name app args env... -> $tmp/flavour.name.{out,err}; returns t
   local fl=$1 name=$2 app=$3 args=$4
   shift 4
   # shellcheck disable=SC2086
-  env "$@" timeout -k 5 60 "$run_app" "$fl" "$out" "$app" 4 $args >"$tmp/$fl.$name.out" 2>"$tmp/$fl.$name.err"
+  env RMA_PRELOAD_FIRST="${first[$fl]}" "$@" timeout -k 5 60 "$run_app" "$fl" "$out" "$app" 4 $args \
+    >"$tmp/$fl.$name.out" 2>"$tmp/$fl.$name.err"
 }
 
 for fl in openmpi mpich; do

@@ -6,7 +6,8 @@
 #            (osc rdma, the default, segfaults in MPI_Compare_and_swap; osc sm cannot do
 #            MPI_Win_create; osc pt2pt deadlocks in dht; override with RMA_OSC=...)
 #   mpich:   mpiexec.mpich
-# If REVIVE_RMA_PRELOAD is set, the ranks (not the launcher) get LD_PRELOAD=$REVIVE_RMA_PRELOAD.
+# If REVIVE_RMA_PRELOAD is set, the ranks (not the launcher) get LD_PRELOAD=$REVIVE_RMA_PRELOAD, after
+# RMA_PRELOAD_FIRST if that is set too (libasan.so for a sanitizer build of the library: docs/rma.md).
 # Every environment variable whose name starts with REVIVE_ is passed to the ranks
 # (-x NAME for Open MPI, -genv NAME VALUE for MPICH).  RMA_LAUNCH_ARGS adds launcher options.
 set -euo pipefail
@@ -29,6 +30,7 @@ while IFS= read -r name; do
 done < <(compgen -e | grep '^REVIVE_' || true)
 # shellcheck disable=SC2206
 extra=(${RMA_LAUNCH_ARGS:-})
+[[ -n ${REVIVE_RMA_PRELOAD:-} && -n ${RMA_PRELOAD_FIRST:-} ]] && REVIVE_RMA_PRELOAD="$RMA_PRELOAD_FIRST:$REVIVE_RMA_PRELOAD"
 
 case $flavour in
   openmpi)
