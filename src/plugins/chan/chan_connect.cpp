@@ -5,6 +5,7 @@
 // end looks that up and connects. Each new socket is dup3'd onto the old number with the old flags.
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <string.h>
@@ -208,7 +209,30 @@ int relisten(Chan& c, char* msg, size_t cap) {
   int s = socket(c.family, c.type | SOCK_CLOEXEC, 0);
   if (s < 0) return err(msg, cap, c, "socket", errno);
   const sockaddr_un& un = reinterpret_cast<const sockaddr_un&>(c.local);
-  if (!bind_again(c, s) || listen(s, SOMAXCONN) != 0) {
+  bool bound = bind_again(c, s);
+  if (!bound && errno == EADDRNOTAVAIL && (c.family == AF_INET || c.family == AF_INET6)) {
+    // The address it was bound to is not on this host any more: an interface that went away (a bridge
+    // of another job, a VPN) or a restart on another host. UCX and libfabric's tcp provider listen on
+    // every interface's own address. The same port on every address keeps the listener (connections made
+    // before the checkpoint are rebuilt separately); refusing the restart would lose the job.
+    sockaddr_storage any = c.local;
+    if (c.family == AF_INET) reinterpret_cast<sockaddr_in&>(any).sin_addr.s_addr = htonl(INADDR_ANY);
+    else reinterpret_cast<sockaddr_in6&>(any).sin6_addr = in6addr_any;
+    close(s);
+    s = socket(c.family, c.type | SOCK_CLOEXEC, 0);
+    if (s < 0) return err(msg, cap, c, "socket", errno);
+    int one = 1;
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (c.family == AF_INET6) setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &c.v6only, sizeof c.v6only);
+    bound = bind(s, reinterpret_cast<const sockaddr*>(&any), c.local_len) == 0;
+    if (bound) {
+      char line[160];
+      plugins::Msg(line, sizeof line).s("fd ").i(c.fd).s(": the address it listened on is gone; listening on port ")
+          .u(ntohs(reinterpret_cast<const sockaddr_in&>(c.local).sin_port)).s(" of every address instead");
+      plugins::warn(line);
+    }
+  }
+  if (!bound || listen(s, SOMAXCONN) != 0) {
     int e = errno;
     close(s);
     char what[160];
