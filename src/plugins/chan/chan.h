@@ -5,6 +5,7 @@
 // its old number; listening sockets bind their port again. See docs/channels.md.
 #pragma once
 
+#include <netinet/tcp.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
 #include <termios.h>
@@ -149,7 +150,13 @@ int handover_reach(const char* k, char end, int timeout_ms, int* sock);
 // rebind_datagram (restore) binds one's name again and queues the kept datagrams there.
 bool bound_name(int family, const sockaddr_storage& a, socklen_t len);
 // chan_connect.cpp: binds socket s to c's old name again (listeners, bound datagram sockets).
-bool bind_again(const Chan& c, int s);
+bool bind_again(const Chan& c, int s, const sockaddr_storage* at = nullptr);  // at: another address (same options)
+// A TCP state past the peer's FIN (CLOSE_WAIT, LAST_ACK, CLOSING, TIME_WAIT, CLOSE): an end of file read on
+// such a connection is the peer's, not our own shutdown(SHUT_RD).
+inline bool tcp_fin_in(int state) {
+  return state == TCP_CLOSE_WAIT || state == TCP_LAST_ACK || state == TCP_CLOSING || state == TCP_TIME_WAIT ||
+         state == TCP_CLOSE;
+}
 int keep_datagrams(char* msg, size_t cap);
 int rebind_datagram(Chan& c, char* msg, size_t cap);
 // A table slot made empty for a new entry; its drain buffers stay mapped (reused across checkpoints).

@@ -189,7 +189,7 @@ int accept_peer(Chan& c, char* msg, size_t cap) {
 // SO_REUSEADDR for a port whose connections sit in TIME_WAIT; IPv6-only as before (Open MPI listens on
 // 0.0.0.0:P and [::]:P: the second binds only if it is IPv6-only again); a Unix socket file left behind by
 // the killed process is removed first (only if it is a socket).
-bool bind_again(const Chan& c, int s) {
+bool bind_again(const Chan& c, int s, const sockaddr_storage* at) {
   if (c.family != AF_UNIX) {
     int one = 1;
     setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -199,7 +199,7 @@ bool bind_again(const Chan& c, int s) {
   struct stat st;
   if (c.family == AF_UNIX && un.sun_path[0] && stat(un.sun_path, &st) == 0 && S_ISSOCK(st.st_mode))
     unlink(un.sun_path);
-  return bind(s, reinterpret_cast<const sockaddr*>(&c.local), c.local_len) == 0;
+  return bind(s, reinterpret_cast<const sockaddr*>(at ? at : &c.local), c.local_len) == 0;
 }
 
 namespace {
@@ -221,10 +221,7 @@ int relisten(Chan& c, char* msg, size_t cap) {
     close(s);
     s = socket(c.family, c.type | SOCK_CLOEXEC, 0);
     if (s < 0) return err(msg, cap, c, "socket", errno);
-    int one = 1;
-    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (c.family == AF_INET6) setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &c.v6only, sizeof c.v6only);
-    bound = bind(s, reinterpret_cast<const sockaddr*>(&any), c.local_len) == 0;
+    bound = bind_again(c, s, &any);
     if (bound) {
       char line[160];
       plugins::Msg(line, sizeof line).s("fd ").i(c.fd).s(": the address it listened on is gone; listening on port ")

@@ -47,8 +47,7 @@ bool fin_arrived(int fd) {
   tcp_info ti;
   socklen_t tl = sizeof ti;
   if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) != 0) return true;
-  return ti.tcpi_state == TCP_CLOSE_WAIT || ti.tcpi_state == TCP_LAST_ACK || ti.tcpi_state == TCP_CLOSING ||
-         ti.tcpi_state == TCP_TIME_WAIT || ti.tcpi_state == TCP_CLOSE;
+  return tcp_fin_in(ti.tcpi_state);
 }
 
 void name(char* out, size_t cap, const char* prefix, uint64_t gen, const char* key) {

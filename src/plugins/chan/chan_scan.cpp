@@ -201,9 +201,7 @@ bool consider(int fd) {
       c.wr_shut = ti.tcpi_state == TCP_FIN_WAIT1 || ti.tcpi_state == TCP_FIN_WAIT2 ||
                   ti.tcpi_state == TCP_CLOSING || ti.tcpi_state == TCP_LAST_ACK;
       // Our receiving side is shut (RCV_SHUTDOWN) while the peer's FIN has not come: shutdown(SHUT_RD).
-      const bool fin_in = ti.tcpi_state == TCP_CLOSE_WAIT || ti.tcpi_state == TCP_LAST_ACK ||
-                          ti.tcpi_state == TCP_CLOSING || ti.tcpi_state == TCP_TIME_WAIT || ti.tcpi_state == TCP_CLOSE;
-      if (!fin_in) {
+      if (!tcp_fin_in(ti.tcpi_state)) {
         int bits = tcp_shutdown_bits(c.local, c.peer);
         c.rd_shut = bits > 0 && (bits & 1);
       }
