@@ -358,6 +358,11 @@ void Server::FinishCheckpoint() {
   double secs = MonotonicSeconds() - ckpt_started_;
   state_ = State::kIdle;
   participants_.clear();
+  // Keys published under "gen.<G>." belong to one attempt of generation G (docs/protocol.md): a retry
+  // publishes them again, and a long computation must not grow the table by a generation's worth each time.
+  const std::string scoped = "gen." + std::to_string(cur_gen_) + ".";
+  for (auto it = kv_.lower_bound(scoped); it != kv_.end() && it->first.compare(0, scoped.size(), scoped) == 0;)
+    it = kv_.erase(it);
   std::string dir = GenerationDir(o_.ckpt_dir, cur_gen_);
   if (failed_ && retryable_ && attempt_ < kMaxRetries && ProcCount() > 0) {
     ++attempt_;

@@ -151,6 +151,22 @@ void Server::HandleLookup(Conn* c, const FrameHeader& h, const Payload& p) {
     Send(c, b);
     return;
   }
+  uint64_t next = 0;
+  if (p.get_u64("next", &next) && next == 1) {
+    // The least key after `key` that starts with `prefix`, never waits: a plugin walking the keys its
+    // peers published under one prefix (the fd plugin finding who else holds a file description).
+    const char* pre;
+    size_t pn = 0;
+    if (!p.get("prefix", &pre, &pn)) pre = "";
+    auto n = kv_.upper_bound(key);
+    const bool found = n != kv_.end() && n->first.compare(0, pn, pre, pn) == 0;
+    const std::string nk = found ? n->first : std::string(), nv = found ? n->second : std::string();
+    std::string frame(kHeaderSize + nk.size() + nv.size() + 32, '\0');
+    FrameBuilder b((uint8_t*)frame.data(), frame.size(), kValue, h.seq);
+    b.add("key", nk.c_str(), nk.size()).add("value", nv.c_str(), nv.size()).add("found", found ? "1" : "0");
+    Send(c, b);
+    return;
+  }
   auto it = kv_.find(key);
   if (it == kv_.end() && wait == 1) {
     lookup_waiters_.emplace(key, std::make_pair(c->id, h.seq));

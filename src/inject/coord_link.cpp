@@ -218,30 +218,59 @@ bool coord_publish(const char* key, const char* value) {
   return g_client.send(b);
 }
 
-int coord_lookup(const char* key, bool wait, int timeout_ms, char* value, size_t cap) {
-  if (!g_client.connected()) return -1;
-  uint32_t seq = g_client.next_seq();
-  coord::FrameBuilder b(g_client.tx_buffer(), coord::Client::kTxCap, coord::kLookup, seq);
-  b.add("key", key).add("wait", wait ? "1" : "0");
+namespace {
+
+// Sends the LOOKUP built in the client's buffer and waits for its VALUE (same seq) until timeout_ms: 1 with
+// *p filled, 0 timed out, -1 connection lost. A KILL meanwhile ends the process, as everywhere.
+int await_value(coord::FrameBuilder& b, uint32_t seq, int timeout_ms, coord::Payload* p) {
   if (!g_client.send(b)) return -1;
   const uint64_t deadline = now_ns() + uint64_t(timeout_ms) * 1000000;
   for (;;) {
     uint64_t now = now_ns();
     if (now >= deadline) return 0;
     coord::FrameHeader h;
-    coord::Payload p;
-    int r = g_client.recv(&h, &p, int((deadline - now) / 1000000) + 1);
-    if (r < 0) return -1;
-    if (r == 0) return 0;
+    int r = g_client.recv(&h, p, int((deadline - now) / 1000000) + 1);
+    if (r <= 0) return r;
     if (h.type == coord::kKill) sys::sc(SYS_kill, sys::getpid(), SIGKILL);
-    if (h.type != coord::kValue || h.seq != seq) continue;  // e.g. a late answer to an earlier wait
-    uint64_t found = 0;
-    p.get_u64("found", &found);
-    if (!found) return 0;
-    if (cap) value[0] = 0;
-    p.get_str("value", value, cap);
-    return 1;
+    if (h.type == coord::kValue && h.seq == seq) return 1;  // others: e.g. a late answer to an earlier wait
   }
+}
+
+}  // namespace
+
+int coord_lookup(const char* key, bool wait, int timeout_ms, char* value, size_t cap) {
+  if (!g_client.connected()) return -1;
+  uint32_t seq = g_client.next_seq();
+  coord::FrameBuilder b(g_client.tx_buffer(), coord::Client::kTxCap, coord::kLookup, seq);
+  b.add("key", key).add("wait", wait ? "1" : "0");
+  coord::Payload p;
+  int r = await_value(b, seq, timeout_ms, &p);
+  if (r <= 0) return r;
+  uint64_t found = 0;
+  p.get_u64("found", &found);
+  if (!found) return 0;
+  if (cap) value[0] = 0;
+  p.get_str("value", value, cap);
+  return 1;
+}
+
+int coord_next(const char* prefix, const char* after, int timeout_ms, char* key, size_t key_cap, char* value,
+               size_t value_cap) {
+  if (!g_client.connected()) return -1;
+  uint32_t seq = g_client.next_seq();
+  coord::FrameBuilder b(g_client.tx_buffer(), coord::Client::kTxCap, coord::kLookup, seq);
+  b.add("key", after).add("prefix", prefix).add("wait", "0").add("next", "1");
+  coord::Payload p;
+  if (await_value(b, seq, timeout_ms, &p) != 1) return -1;
+  uint64_t found = 0;
+  p.get_u64("found", &found);
+  if (!found) return 0;
+  if (key_cap) key[0] = 0;
+  if (value_cap) value[0] = 0;
+  // A key that does not fit is an error, not a shorter key (the caller walks on from it).
+  if (!p.get_str("key", key, key_cap)) return -1;
+  p.get_str("value", value, value_cap);
+  return 1;
 }
 
 long coord_count(const char* prefix, int timeout_ms) {
@@ -249,20 +278,10 @@ long coord_count(const char* prefix, int timeout_ms) {
   uint32_t seq = g_client.next_seq();
   coord::FrameBuilder b(g_client.tx_buffer(), coord::Client::kTxCap, coord::kLookup, seq);
   b.add("key", prefix).add("wait", "0").add("count", "1");
-  if (!g_client.send(b)) return -1;
-  const uint64_t deadline = now_ns() + uint64_t(timeout_ms) * 1000000;
-  for (;;) {
-    uint64_t now = now_ns();
-    if (now >= deadline) return -1;
-    coord::FrameHeader h;
-    coord::Payload p;
-    int r = g_client.recv(&h, &p, int((deadline - now) / 1000000) + 1);
-    if (r <= 0) return -1;
-    if (h.type == coord::kKill) sys::sc(SYS_kill, sys::getpid(), SIGKILL);
-    if (h.type != coord::kValue || h.seq != seq) continue;
-    uint64_t n = 0;
-    return p.get_u64("value", &n) ? long(n) : -1;
-  }
+  coord::Payload p;
+  if (await_value(b, seq, timeout_ms, &p) != 1) return -1;
+  uint64_t n = 0;
+  return p.get_u64("value", &n) ? long(n) : -1;
 }
 
 int coord_socket() { return g_client.connected() ? g_client.fd() : -1; }

@@ -61,6 +61,11 @@ struct Plugin {
 // 0 not found (wait: not published within timeout_ms), -1 no coordinator or it was lost.
 bool coord_publish(const char* key, const char* value);
 int coord_lookup(const char* key, bool wait, int timeout_ms, char* value, size_t cap);
+// The least published key greater than `after` that starts with `prefix` (pass after = prefix to start):
+// 1 found (key and value copied, nul-terminated), 0 none, -1 no coordinator, lost, or the key does not
+// fit key_cap. Never waits for a publish; walks what the coordinator holds now.
+int coord_next(const char* prefix, const char* after, int timeout_ms, char* key, size_t key_cap, char* value,
+               size_t value_cap);
 // How many published keys start with `prefix` (>= 0), or -1 without a coordinator.
 long coord_count(const char* prefix, int timeout_ms);
 // Whether this process works with a coordinator (configured; the connection may not be up yet, e.g.

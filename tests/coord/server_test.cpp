@@ -452,6 +452,43 @@ TEST_F(ServerTest, PublishLookupWithWait) {
   EXPECT_EQ(Str(p, "value"), "qp=0x1234 lid=7");
 }
 
+// LOOKUP next=1 walks the keys under a prefix in order; keys under "gen.<G>." go when generation G ends.
+TEST_F(ServerTest, LookupNextWalksAPrefixAndGenerationKeysAreDropped) {
+  StartServer();
+  FakeProc proc(port_, secret_, "app");
+  ASSERT_TRUE(proc.connected()) << proc.error();
+  Cli cli(port_, secret_);
+  ASSERT_TRUE(cli.ok());
+  for (const char* k : {"gen.1.fdsh.h.5.9.7", "gen.1.fdsh.h.5.9.12", "gen.1.fdsh.h.5.90.1", "keep.me", "gen.10.x"}) {
+    FrameBuilder pb(cli.client().tx_buffer(), Client::kTxCap, kPublish, 1);
+    pb.add("key", k).add("value", k);
+    ASSERT_TRUE(cli.client().send(pb));
+  }
+  FrameHeader h;
+  Payload p;
+  const std::string prefix = "gen.1.fdsh.h.5.9.";
+  std::vector<std::string> walked;
+  std::string at = prefix;
+  for (int i = 0; i < 10; i++) {
+    ASSERT_TRUE(cli.Call(kLookup, {{"key", at}, {"prefix", prefix}, {"next", "1"}, {"wait", "0"}}, &h, &p));
+    ASSERT_EQ(h.type, kValue);
+    if (Str(p, "found") != "1") break;
+    at = Str(p, "key");
+    EXPECT_EQ(Str(p, "value"), at);
+    walked.push_back(at);
+  }
+  // Lexicographic order; "gen.1.fdsh.h.5.90.1" does not start with the prefix.
+  EXPECT_EQ(walked, (std::vector<std::string>{"gen.1.fdsh.h.5.9.12", "gen.1.fdsh.h.5.9.7"}));
+  auto done = Checkpoint();
+  ASSERT_EQ(done["ok"], "1") << done["error"];
+  ASSERT_EQ(done["generation"], "1");
+  for (auto [k, found] : std::vector<std::pair<std::string, std::string>>{
+           {"gen.1.fdsh.h.5.9.7", "0"}, {"gen.1.fdsh.h.5.90.1", "0"}, {"keep.me", "1"}, {"gen.10.x", "1"}}) {
+    ASSERT_TRUE(cli.Call(kLookup, {{"key", k}, {"wait", "0"}}, &h, &p));
+    EXPECT_EQ(Str(p, "found"), found) << k;
+  }
+}
+
 TEST_F(ServerTest, StatusListsProcesses) {
   StartServer();
   FakeProc a(port_, secret_, "alpha"), b(port_, secret_, "beta");

@@ -49,6 +49,12 @@ def wait_port_free(port, timeout=60):
             fail("the killed run's coordinator still holds port %d after %d s" % (port, timeout))
         time.sleep(0.05)
 
+T0 = time.time()
+
+def stamp(what):
+    # Phase times in the test's output: CI shows them when the test fails or runs long.
+    print("%6.2f s  %s" % (time.time() - T0, what), flush=True)
+
 def lines(path):
     try:
         return open(path).read().count("\n")
@@ -109,6 +115,7 @@ def main():
                        cwd=a.workdir)
     if r.returncode != 0:
         fail("the job fails without revive: " + r.stderr[-1500:])
+    stamp("reference run done")
     ck = os.path.join(a.workdir, "ck")
     out = os.path.join(a.workdir, "out.txt")  # mpiexec's stdout: a file, continued by the restart
     opts = ["--port", str(port), "--ckpt-dir", ck]
@@ -161,11 +168,14 @@ def main():
             if generations(ck) != good:
                 fail("a failed generation left a manifest: %s (before: %s)" % (generations(ck), good))
             print("failed as expected: " + cerr.strip().splitlines()[-1])
+    stamp("checkpoints done")
     kill_tree(p)
+    stamp("launched job killed")
 
     rounds = 2 if a.scenario == "signal" else 1
     for round in range(rounds):
         wait_port_free(port)
+        stamp("port %d free; restart %d" % (port, round + 1))
         rs = subprocess.Popen([a.revive, "restart", "--port", str(port), *(["--checkpoint-signal", "USR1"]
                               if a.scenario == "signal" else []), ck], cwd=a.workdir, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -196,6 +206,7 @@ def main():
             fail("revive restart exited %d: %s\n--- the job's stderr\n%s\n--- coordinator log\n%s" %
                  (rs.returncode, err[-2000:], tail(os.path.join(a.workdir, "err.txt")),
                   tail(os.path.join(ck, "coordinator.log"))))
+    stamp("restarted job finished")
     want, got = open(ref).read(), open(out).read()
     if want != got:
         fail("output differs from the uninterrupted run (%d vs %d bytes)\n--- want tail\n%s\n--- got tail\n%s" %

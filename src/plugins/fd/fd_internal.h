@@ -18,6 +18,9 @@ extern int64_t g_max_deleted_bytes;  // set by fd_init from REVIVE_FD_DELETED_MA
 extern bool g_fd_stand_ins;
 int fd_init();
 int fd_save(inject::SectionWriter& w);
+// Drain phase (coordinator, every process suspended): publishes which regular files this process holds,
+// so that save finds descriptions shared with processes that are not its ancestors (fd_save.cpp).
+int fd_drain(uint64_t generation, char* msg, size_t cap);
 int fd_restore(inject::SectionReader& r, char* msg, size_t cap);
 
 // Restore state: the section, the message buffer, and a line buffer for messages (off the small stack).

@@ -43,8 +43,11 @@ namespace revive::inject {
 // Weak default so the plugins link without the engine; the engine's definition replaces it.
 __attribute__((weak)) bool fd_reserved(int) { return false; }
 __attribute__((weak)) void plugin_refusal(const char*) {}
+__attribute__((weak)) bool coord_configured() { return false; }
+__attribute__((weak)) bool coord_publish(const char*, const char*) { return false; }
+__attribute__((weak)) int coord_next(const char*, const char*, int, char*, size_t, char*, size_t) { return -1; }
 
 const Plugin kFdPlugin = {
-    "fd", plugins::kFdVersion, plugins::fd_init, plugins::fd_save, [](bool) {}, plugins::fd_restore, nullptr, nullptr, nullptr, nullptr};
+    "fd", plugins::kFdVersion, plugins::fd_init, plugins::fd_save, [](bool) {}, plugins::fd_restore, plugins::fd_drain, nullptr, nullptr, nullptr};
 
 }  // namespace revive::inject

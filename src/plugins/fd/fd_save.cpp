@@ -382,6 +382,103 @@ void share_keys(const int* fds, int n) {
   }
 }
 
+// Descriptions shared by processes none of which is an ancestor of the others (siblings whose parent
+// closed its copy, cousins): the ancestor walk above cannot see them, so every process of the computation
+// tells the coordinator, in the drain phase (every process suspended), which regular files it holds:
+// one key per descriptor, "gen.<G>.fdsh.<host>.<dev>.<ino>.<offset>.<flags>.<pid>.<fd>" (a description's
+// offset and status flags are the same for all its holders, so independent opens of one file mostly get
+// prefixes of their own). In the write phase each process walks the keys of its file in the coordinator's
+// order and takes the first holder whose descriptor kcmp finds identical to its own: every holder of one
+// description stops at the same entry, so all of them save the same share key and the restart opens the
+// file once for all of them (proctree's PlanShared). Keys under "gen.<G>." are dropped by the coordinator
+// when the attempt ends.
+uint64_t g_share_gen;  // the generation whose drain published our files; 0: none (no coordinator)
+char g_share_host[64];  // "<boot id>.<pid namespace>": kcmp and pids mean something on this kernel and namespace only
+
+void share_host() {
+  if (g_share_host[0]) return;
+  char b[48] = "", ns[48] = "";
+  int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? read(fd, b, sizeof b - 1) : -1;
+  if (fd >= 0) close(fd);
+  ssize_t m = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+  Msg out(g_share_host, sizeof g_share_host);
+  char id[16];
+  size_t k = 0;
+  for (ssize_t i = 0; i < n && k < 8; ++i)
+    if ((b[i] >= '0' && b[i] <= '9') || (b[i] >= 'a' && b[i] <= 'f')) id[k++] = b[i];
+  id[k] = 0;
+  out.s(k ? id : "0").s(".");
+  uint64_t nsino = 0;
+  for (ssize_t i = 0; i < m; ++i)
+    if (ns[i] >= '0' && ns[i] <= '9') nsino = nsino * 10 + uint64_t(ns[i] - '0');
+  out.u(nsino);
+}
+
+// The key prefix of fd's description, or false when fd is not a regular file we would share.
+bool share_prefix(int fd, uint64_t gen, char* out, size_t cap) {
+  if (inject::fd_reserved(fd)) return false;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || (fl & O_PATH)) return false;
+  off_t pos = lseek(fd, 0, SEEK_CUR);
+  Msg(out, cap).s("gen.").u(gen).s(".fdsh.").s(g_share_host).s(".").u(uint64_t(st.st_dev)).s(".")
+      .u(uint64_t(st.st_ino)).s(".").i(int64_t(pos)).s(".").u(uint32_t(fl) & uint32_t(kReopenFlags)).s(".");
+  return true;
+}
+
+}  // namespace
+
+int fd_drain(uint64_t gen, char*, size_t) {
+  g_share_gen = 0;
+  if (!inject::coord_configured()) return 0;
+  static int fds[kMaxFds];
+  int n = list_fds(0, fds, kMaxFds);
+  if (n <= 0) return 0;  // save says why
+  share_host();
+  const uint64_t self = uint64_t(syscall(SYS_getpid));
+  char key[256];
+  for (int k = 0; k < n; ++k) {
+    if (!share_prefix(fds[k], gen, key, sizeof key)) continue;
+    char* end = key + strlen(key);
+    Msg(end, sizeof key - size_t(end - key)).u(self).s(".").i(fds[k]);
+    if (!inject::coord_publish(key, "")) return 0;  // coordinator lost: the checkpoint fails anyway
+  }
+  g_share_gen = gen;
+  return 0;
+}
+
+namespace {
+
+// After share_keys: the first published holder of each regular file's description (see above).
+void share_keys_published(const int* fds, int n) {
+  const uint64_t gen = g_share_gen;
+  g_share_gen = 0;  // once per drain
+  if (gen == 0) return;
+  char prefix[256], at[256], val[8];
+  for (int k = 0; k < n; ++k) {
+    if (g_share[k].pid == 0 || !share_prefix(fds[k], gen, prefix, sizeof prefix)) continue;
+    const size_t pn = strlen(prefix);
+    memcpy(at, prefix, pn + 1);
+    // Bounded: holders of other descriptions with the same offset and flags come first at most this often.
+    for (int step = 0; step < 4096; ++step) {
+      int r = inject::coord_next(prefix, at, 10000, at, sizeof at, val, sizeof val);
+      if (r != 1) break;
+      uint64_t pid = 0, fd = 0;
+      const char* p = at + pn;
+      for (; *p >= '0' && *p <= '9'; ++p) pid = pid * 10 + uint64_t(*p - '0');
+      if (*p++ != '.') continue;
+      for (; *p >= '0' && *p <= '9'; ++p) fd = fd * 10 + uint64_t(*p - '0');
+      if (*p || pid == 0 || pid > 0x7fffffff || fd > 0x7fffffff) continue;
+      if (syscall(SYS_kcmp, g_self, pid_t(pid), KCMP_FILE, fds[k], int(fd)) == 0) {
+        g_share[k] = ShareKey{uint32_t(pid), int(fd)};
+        break;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 const char* fd_kind_name(uint32_t kind) {
@@ -416,6 +513,7 @@ int fd_save(inject::SectionWriter& w) {
   }
   list_pipes(fds, n);
   share_keys(fds, n);
+  share_keys_published(fds, n);
   uint32_t count = 0;
   for (int k = 0; k < n; ++k) count += inject::fd_reserved(fds[k]) ? 0 : 1;
   Out out(w);

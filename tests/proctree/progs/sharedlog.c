@@ -3,7 +3,9 @@
  * (the test opens it without O_APPEND too). Each of those is ONE open file description with one offset
  * for every process; if a restart gave each process a description of its own, their writes would land on
  * each other and the files would differ from an uninterrupted run's. write(2) only, no stdio buffers.
- * Children exit with 10+i; the parent reaps them in order and prints the statuses. */
+ * Children exit with 10+i; the parent reaps them in order and prints the statuses.
+ * With a second argument "siblings" the parent closes shared.txt once the children exist and only they
+ * write to it: a description held by siblings whose common ancestor no longer holds it. */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,6 +27,7 @@ static void put(int fd, const char* who, int i, int round) {
 
 int main(int argc, char** argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 600;
+  int siblings = argc > 2 && strcmp(argv[2], "siblings") == 0;
   int log = open("shared.txt", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (log < 0) return 98;
   sigset_t s;
@@ -45,8 +48,9 @@ int main(int argc, char** argv) {
       return 10 + k;
     }
   }
+  if (siblings) close(log);
   for (int r = 0; r < rounds; r++) {
-    put(log, "parent", 0, r);
+    if (!siblings) put(log, "parent", 0, r);
     put(1, "parent", 0, r);
     for (int k = 0; k < KIDS; k++) {
       kill(kids[k], SIGUSR1);
@@ -60,7 +64,7 @@ int main(int argc, char** argv) {
     char line[64];
     int n = snprintf(line, sizeof line, "child %d: %s, exit %d\n", k, w == kids[k] ? "reaped" : "lost",
                      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-    if (write(log, line, (size_t)n) != n || write(1, line, (size_t)n) != n) return 97;
+    if ((!siblings && write(log, line, (size_t)n) != n) || write(1, line, (size_t)n) != n) return 97;
   }
   return 0;
 }
