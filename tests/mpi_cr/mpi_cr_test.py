@@ -50,10 +50,15 @@ def wait_port_free(port, timeout=60):
         time.sleep(0.05)
 
 T0 = time.time()
+STAMPS = None  # the work directory's stamps.txt: kept after a run that passed, for one that ran long
 
 def stamp(what):
-    # Phase times in the test's output: CI shows them when the test fails or runs long.
-    print("%6.2f s  %s" % (time.time() - T0, what), flush=True)
+    # Phase times in the test's output (CI shows them when the test fails) and in stamps.txt.
+    line = "%6.2f s  %s" % (time.time() - T0, what)
+    print(line, flush=True)
+    if STAMPS:
+        with open(STAMPS, "a") as f:
+            f.write(time.strftime("%H:%M:%S ") + line + "\n")
 
 def lines(path):
     try:
@@ -101,6 +106,9 @@ def main():
     print("seed %d port %d" % (seed, port), flush=True)
     shutil.rmtree(a.workdir, ignore_errors=True)
     os.makedirs(a.workdir)
+    global STAMPS
+    STAMPS = os.path.join(a.workdir, "stamps.txt")
+    stamp("start, seed %d" % seed)
     exe = os.path.join(a.workdir, "ring")
     r = run([a.mpicc, "-O2", "-o", exe, a.src])
     if r.returncode != 0:
