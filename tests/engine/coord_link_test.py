@@ -69,10 +69,29 @@ class Coord:
                                "fork": "0", "interval": "0"}))
         return conn
 
-    @staticmethod
-    def phase(conn, name, gen, d, seq):
+    kv = {}  # PUBLISH/LOOKUP as the real coordinator serves them to plugins (docs/protocol.md)
+
+    @classmethod
+    def phase(cls, conn, name, gen, d, seq):
         conn.sendall(frame(20, {"name": name, "generation": str(gen), "dir": d}, seq))
-        t, kv, rseq = recv_frame(conn)
+        while True:
+            t, kv, rseq = recv_frame(conn)
+            if t == 30:  # PUBLISH: no reply
+                cls.kv[kv["key"]] = kv.get("value", "")
+            elif t == 31:  # LOOKUP, never waiting here: wait=1 is answered at once as well
+                k = kv["key"]
+                if kv.get("next") == "1":
+                    pre = kv.get("prefix", "")
+                    later = sorted(x for x in cls.kv if x > k and x.startswith(pre))
+                    k = later[0] if later else ""
+                elif kv.get("count") == "1":
+                    n = sum(1 for x in cls.kv if x.startswith(k))
+                    conn.sendall(frame(32, {"key": k, "value": str(n), "found": "1"}, rseq))
+                    continue
+                found = k in cls.kv
+                conn.sendall(frame(32, {"key": k, "value": cls.kv.get(k, ""), "found": "1" if found else "0"}, rseq))
+            else:
+                break
         if t != 21 or kv.get("name") != name or rseq != seq:
             fail("bad reply to PHASE %s: type %d %r seq %d" % (name, t, kv, rseq))
         if kv.get("ok") != "1":
