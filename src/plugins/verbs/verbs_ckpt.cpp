@@ -284,6 +284,9 @@ void k_gid(char* k, size_t n, const ibv_gid& g) {
   hex(m, &g, sizeof g);
 }
 void k_qp(char* k, size_t n, uint16_t vlid, uint32_t vqpn) { Msg(k, n).s("ibv.").u(g_gen).s(".q.").u(vlid).s(".").u(vqpn); }
+// A UD QP (value empty): its peers learn every UD QP of the computation at restart, not only those
+// their sends named before the checkpoint (a destination first used after the restart).
+void k_ud(char* k, size_t n, uint16_t vlid, uint32_t vqpn) { Msg(k, n).s("ibv.").u(g_gen).s(".u.").u(vlid).s(".").u(vqpn); }
 void k_tab(char* k, size_t n, uint64_t token) {
   Msg m(k, n);
   m.s("ibv.").u(g_gen).s(".t.");
@@ -563,6 +566,10 @@ int make_again(char* msg, size_t cap) {
     if (tcp::active) vm.s(" t");  // over TCP: its peers must be too
     k_qp(key, sizeof key, vl, q->sh.qp_num);
     inject::coord_publish(key, val);
+    if (q->sh.qp_type == IBV_QPT_UD) {
+      k_ud(key, sizeof key, vl, q->sh.qp_num);
+      inject::coord_publish(key, "");
+    }
   }
   // Completions name the new QP numbers now.
   index_clear(&st.qp_by_rqpn);
@@ -654,6 +661,43 @@ int learn_peer(const ibv_ah_attr& ah, uint32_t vqpn, uint16_t* vl_out, uint32_t*
   return 0;
 }
 
+// A process with a UD QP may send to any UD QP of the computation after the restart, including one it
+// never named before the checkpoint (its number came out of band, its address handle is made later):
+// it learns every published UD QP, and every published gid (an address handle by GID), walking the
+// coordinator's keys. Bounded by what the computation published; only restarts of UD programs pay it.
+int learn_ud_peers(char* msg, size_t cap) {
+  char prefix[64], at[128], val[8];
+  for (int pass = 0; pass < 2; ++pass) {
+    Msg(prefix, sizeof prefix).s("ibv.").u(g_gen).s(pass == 0 ? ".u." : ".g.");
+    const size_t pn = strlen(prefix);
+    memcpy(at, prefix, pn + 1);
+    for (;;) {
+      int r = inject::coord_next(prefix, at, int(g_lookup_ms), at, sizeof at, val, sizeof val);
+      if (r == 0) break;
+      if (r < 0) {
+        Msg(msg, cap).s("cannot list the computation's UD QPs and gids (").s(prefix).s("): coordinator lost");
+        return -EIO;
+      }
+      ibv_ah_attr ah;
+      memset(&ah, 0, sizeof ah);
+      uint32_t vqpn = 0;
+      const char* p = at + pn;
+      if (pass == 0) {
+        ah.dlid = uint16_t(parse_u(p, 10));
+        if (*p++ != '.') continue;
+        vqpn = uint32_t(parse_u(p, 10));
+        if (*p) continue;
+      } else {
+        ah.is_global = 1;
+        if (!unhex(p, &ah.grh.dgid, sizeof ah.grh.dgid)) continue;
+      }
+      uint16_t vl = 0;
+      if (learn_peer(ah, vqpn, &vl, nullptr, msg, cap) != 0) return -EIO;
+    }
+  }
+  return 0;
+}
+
 int refill(uint64_t gen, char* msg, size_t cap) {
   if (!st.ctxs || !st.restored) return 0;
   g_gen = gen;
@@ -724,14 +768,17 @@ int refill(uint64_t gen, char* msg, size_t cap) {
       return -EIO;
     }
   }
+  bool any_ud = false;
   for (VQp* q = st.qps; q; q = q->next) {
     if (q->sh.qp_type != IBV_QPT_UD) continue;
+    any_ud = true;
     for (int i = 0; i < q->nud; ++i) {
       VAh* h = static_cast<VAh*>(q->ud_ah[i]);
       uint16_t vl = 0;
       if (learn_peer(h->attr, q->ud_qpn[i], &vl, nullptr, msg, cap) != 0) return -EIO;
     }
   }
+  if (any_ud && learn_ud_peers(msg, cap) != 0) return -EIO;
   kick_owed();
   return 0;
 }
@@ -860,6 +907,7 @@ using namespace revive::verbs;
 
 // The engine's (checkpoint.cpp); this default serves builds without it.
 __attribute__((weak)) const char* restart_env(const char*) { return nullptr; }
+__attribute__((weak)) int coord_next(const char*, const char*, int, char*, size_t, char*, size_t) { return -1; }
 
 bool fd_owned_by_plugin(int fd) {
   if (fd < 0) return false;
