@@ -147,6 +147,7 @@ int Launch(const LaunchArgs& a) {
   setenv("LD_PRELOAD", preload.c_str(), 1);
   ExportTarget(t);
   setenv("REVIVE_COMPRESS", a.compress ? "1" : "0", 1);
+  if (a.no_compress) setenv("REVIVE_COMPRESS_SMALL", "0", 1);  // not even the small regions
   setenv("REVIVE_FORK", a.fork ? "1" : "0", 1);
   if (getenv("REVIVE_LOG") == nullptr) setenv("REVIVE_LOG", "1", 1);
   // REVIVE_SIGNAL passes through unchanged when the user set it.
@@ -222,8 +223,10 @@ void AddLaunchCommand(CLI::App& app, int* rc) {
   c->add_option("--ckpt-dir", a->ckpt_dir, "Checkpoint directory (default: REVIVE_CKPT_DIR or ./revive-ckpt)");
   c->add_option("--interval", a->interval, "Checkpoint automatically every SECONDS (new coordinator only)")
       ->check(CLI::NonNegativeNumber);
-  c->add_flag("--compress", a->compress, "Compress images with zstd, multi-threaded (default: off, for speed)");
-  c->add_flag("--no-compress", a->no_compress, "Write images uncompressed (the default; needed for restart --lazy)");
+  c->add_flag("--compress", a->compress,
+              "Compress all of every image with zstd, multi-threaded (default: only regions under 4 MiB, the "
+              "program's metadata; its large data is written as it is, for speed)");
+  c->add_flag("--no-compress", a->no_compress, "Write images with no compression at all");
   c->add_flag("--fork", a->fork, "Write images from a forked child so the program resumes sooner");
   c->add_option("--hosts", a->ho.hosts, "Comma-separated hosts: copy i of -n runs on host i mod n (docs/hosts.md); `slurm`: the nodes of "
                 "SLURM_JOB_NODELIST, reached with srun (docs/slurm.md)");

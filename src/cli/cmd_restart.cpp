@@ -349,7 +349,7 @@ void AddRestartCommand(CLI::App& app, int* rc) {
   c->add_option("--checkpoint-signal", a->ckpt_signal,
                 "SIG (e.g. USR1): that signal sent to revive asks for a checkpoint; default "
                 "REVIVE_CHECKPOINT_SIGNAL, else none");
-  c->add_flag("--lazy", a->lazy, "Map image pages on demand instead of reading them (uncompressed images)");
+  c->add_flag("--lazy", a->lazy, "Map image pages on demand instead of reading them (compressed chunks are read)");
   c->add_flag("--ib2tcp", a->ib2tcp,
               "Verbs (InfiniBand) programs continue over TCP sockets instead of a verbs device "
               "(sets REVIVE_IB2TCP=1 for every process; docs/verbs.md)");

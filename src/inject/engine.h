@@ -25,6 +25,9 @@ struct Config {
   int sig;
   int log;
   bool compress;
+  // REVIVE_COMPRESS_SMALL (default 1): even when compress is off, regions under kSmallRegion (writer.cpp)
+  // are zstd frames: a program's own metadata (heap, libraries' data, stacks) shrinks 2-4x for a few ms.
+  bool compress_small;
   bool fork;
   uint32_t zthreads;  // REVIVE_COMPRESS_THREADS: compression workers (0: compress on the writing thread)
   char coord_host[256];

@@ -101,6 +101,7 @@ void read_config() {
   c.log = int(env_u64("REVIVE_LOG", 0));
   c.interval_s = uint32_t(env_u64("REVIVE_INTERVAL", 0));
   c.compress = env_u64("REVIVE_COMPRESS", 0) != 0;
+  c.compress_small = env_u64("REVIVE_COMPRESS_SMALL", 1) != 0;
   c.fork = env_u64("REVIVE_FORK", 0) != 0;
   c.zthreads = uint32_t(env_u64("REVIVE_COMPRESS_THREADS", zw_default_threads()));
   if (c.zthreads > kMaxZWorkers) c.zthreads = kMaxZWorkers;

@@ -21,6 +21,11 @@ namespace {
 
 constexpr uint64_t kPage = 4096;
 constexpr uint64_t kChunkMax = 8u << 20;  // checksum granularity and write size
+// Regions up to this size are compressed even when compression is off (Config::compress_small): the
+// bytes of an MPI rank beyond its data (heap, libraries' .data and RELRO, stacks: 3-11 MB per rank,
+// bench/mpi) compress 2-4x at zstd level 1, in a few ms; a large region is the program's data, which the
+// disk writes faster than zstd compresses it (docs/performance.md).
+constexpr uint64_t kSmallRegion = 4u << 20;
 constexpr uint64_t kPmPresent = 1ull << 63, kPmSwap = 1ull << 62, kPmFile = 1ull << 61;
 
 struct Out {
@@ -30,6 +35,8 @@ struct Out {
   size_t nchunks;
   bool compress;
   uint32_t workers;  // compression workers running (zworkers.cpp); 0: compress inline
+  bool small;        // compress regions up to kSmallRegion inline (compress off, zstd loaded)
+  bool any_z;        // some chunk was stored compressed: the header says so
   uint64_t started;  // writeback has been started for [.., started)
   uint64_t dropped;  // and [.., dropped) is on disk and out of the page cache
 };
@@ -63,8 +70,21 @@ bool page_is_zero(const uint8_t* p) {
 
 // Puts one stored chunk at the end of the file: its offset, stored length and checksum go in its record.
 bool emit(Out* o, image::ChunkRecord* c, const void* data, uint64_t stored) {
+  if (stored == c->len && o->off % kPage) {
+    // A raw chunk starts on a page of the file, also after compressed frames: the restarter reads it
+    // with O_DIRECT and `restart --lazy` maps it, and both need the file offset page-aligned.
+    static const uint8_t kZeros[kPage] = {};
+    const uint64_t pad = kPage - o->off % kPage;
+    long r = sys::write_all(o->fd, kZeros, pad);
+    if (r < 0) {
+      o->err = r;
+      return false;
+    }
+    o->off += pad;
+  }
   c->file_offset = o->off;
   c->stored_len = stored;
+  if (stored < c->len) o->any_z = true;
   c->xxh3 = XXH3_64bits(data, stored);
   long r = sys::write_all(o->fd, data, stored);
   if (r < 0) {
@@ -122,7 +142,17 @@ bool flush_run(Out* o, uint64_t addr, uint64_t len) {
   return emit(o, c, data, stored);
 }
 
+bool save_region_bytes(Out* o, int pm_fd, image::RegionRecord* r, bool elsewhere);
+
 bool save_region(Out* o, int pm_fd, image::RegionRecord* r, bool elsewhere) {
+  const bool c = o->compress;
+  if (o->small && r->end - r->start <= kSmallRegion) o->compress = true;  // inline: no workers run then
+  const bool ok = save_region_bytes(o, pm_fd, r, elsewhere);
+  o->compress = c;
+  return ok;
+}
+
+bool save_region_bytes(Out* o, int pm_fd, image::RegionRecord* r, bool elsewhere) {
   r->first_chunk = uint32_t(o->nchunks);
   r->chunk_count = 0;
   if (elsewhere) return true;  // another process of the computation stores this shared range
@@ -309,11 +339,13 @@ long write_image(const char* dir, const char* path, uint64_t gen, bool forked, c
   zw_forget_restored();
   long nreg = read_maps(pi);
   int pm_fd = int(sys::sc(SYS_open, "/proc/thread-self/pagemap", O_RDONLY | O_CLOEXEC));
-  const bool compress = g.cfg.compress && compress_ready() && compress_bound(kChunkMax) <= g.zout_cap;
+  const bool zstd = (g.cfg.compress || g.cfg.compress_small) && compress_ready() &&
+                    compress_bound(kChunkMax) <= g.zout_cap;
+  const bool compress = g.cfg.compress && zstd;
   // Workers start after read_maps: their memory is not among the regions this image saves (and is
   // in g.excl besides).
   const uint32_t workers = compress ? zw_start(g.cfg.zthreads, compress_bound(kChunkMax)) : 0;
-  Out o = {fd, image::kHeaderSize, 0, 0, compress, workers, 0, 0};
+  Out o = {fd, image::kHeaderSize, 0, 0, compress, workers, !compress && zstd, false, 0, 0};
   bool ok = nreg >= 0 && pm_fd >= 0 && sys::sc(SYS_lseek, fd, image::kHeaderSize, 0 /*SEEK_SET*/) >= 0;
   if (!ok) o.err = nreg < 0 ? nreg : -5;
   // Shared memory objects first: a forked writer's parent (and with it, through the coordinator's resume
@@ -404,7 +436,7 @@ long write_image(const char* dir, const char* path, uint64_t gen, bool forked, c
   h.arch = image::kArchX86_64;
   h.page_size = uint32_t(kPage);
   h.flags = image::kFlagSparse | (forked ? uint32_t{image::kFlagForked} : 0u) |
-            (compress ? uint32_t{image::kFlagCompressed} : 0u);
+            (compress || o.any_z ? uint32_t{image::kFlagCompressed} : 0u);
   h.dir_offset = dir_off;
   h.dir_count = nd;
   h.file_size = t.file_size;

@@ -101,10 +101,6 @@ int main(int argc, char** argv) {
     fprintf(stderr, "revive-restart: %s\n", err);
     return 2;
   }
-  if (lazy && (v.hdr->flags & image::kFlagCompressed)) {
-    fprintf(stderr, "revive-restart: image %s is compressed; --lazy needs an uncompressed image\n", abs);
-    return 2;
-  }
   restart::warm_up();  // allocations of ours happen now, before our layout is compared with the image's
   static restart::Range own[restart::kMaxOwn];
   long n = restart::read_own_maps(own, restart::kMaxOwn);

@@ -262,7 +262,7 @@ bool fill_region(const image::View& v, const image::RegionRecord& r, const char*
   for (uint32_t c = r.first_chunk; c < r.first_chunk + r.chunk_count; ++c) {
     const image::ChunkRecord& k = v.chunks[c];
     void* at = reinterpret_cast<void*>(k.addr);
-    if (map_it) {
+    if (map_it && k.stored_len == k.len) {  // a compressed chunk (small regions, REVIVE_COMPRESS) is read below
       void* got = mmap(at, k.len, int(r.prot) | PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd,
                        off_t(k.file_offset));
       if (got != at) return fail(err, n, r, "lazy mapping of the image failed", errno);
