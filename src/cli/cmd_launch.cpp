@@ -224,7 +224,7 @@ void AddLaunchCommand(CLI::App& app, int* rc) {
   c->add_option("--interval", a->interval, "Checkpoint automatically every SECONDS (new coordinator only)")
       ->check(CLI::NonNegativeNumber);
   c->add_flag("--compress", a->compress,
-              "Compress all of every image with zstd, multi-threaded (default: only regions under 4 MiB, the "
+              "Compress all of every image with zstd, multi-threaded (default: only regions up to 8 MiB, the "
               "program's metadata; its large data is written as it is, for speed)");
   c->add_flag("--no-compress", a->no_compress, "Write images with no compression at all");
   c->add_flag("--fork", a->fork, "Write images from a forked child so the program resumes sooner");

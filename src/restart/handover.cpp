@@ -118,6 +118,58 @@ void read_fd_shared() {
   unsetenv("REVIVE_FD_SHARED");  // not part of the restored engine's REVIVE_* environment
 }
 
+// The fd section's deleted files that live on as shared memory (FdRecord::in_shm): each gets the object
+// restore_memory() mapped at the saved address, on a descriptor above every saved one (the fd plugin puts
+// the saved ones back by number first), as an FdHandOver. The section is the image's, already checked by
+// the view; a record that does not parse ends the walk (the fd plugin then reports it).
+void hand_shm_objects(const image::View& v, const image::SectionEntry& s) {
+  const uint8_t* p = v.base + s.offset;
+  const uint8_t* end = p + s.length;
+  if (s.length < 12 || memcmp(p, plugins::kFdTag, 4) != 0) return;
+  uint32_t count;
+  memcpy(&count, p + 8, 4);
+  p += 12;
+  struct Want {
+    int32_t fd;
+    uint64_t at;
+  };
+  static Want want[plugins::kMaxHandOver];
+  uint32_t nwant = 0;
+  int top = 2;
+  for (uint32_t k = 0; k < count; ++k) {
+    plugins::FdRecord rec;
+    uint32_t plen;
+    if (size_t(end - p) < sizeof rec + 4) return;
+    memcpy(&rec, p, sizeof rec);
+    memcpy(&plen, p + sizeof rec, 4);
+    p += sizeof rec + 4;
+    if (rec.content_len < 0 || uint64_t(end - p) < plen || uint64_t(end - p) - plen < uint64_t(rec.content_len)) return;
+    p += plen;
+    if (rec.in_shm == 1 && rec.content_len == 8 && nwant < plugins::kMaxHandOver) {
+      uint64_t at;
+      memcpy(&at, p, 8);
+      want[nwant++] = Want{rec.fd, at};
+    }
+    p += rec.content_len;
+    if (rec.fd > top) top = rec.fd;
+  }
+  for (uint32_t i = 0; i < g_fd_prefix.n; ++i)
+    if (g_fd_prefix.items[i].inherited > top) top = g_fd_prefix.items[i].inherited;
+  uint32_t nobj;
+  const MappedObject* obj = mapped_objects(&nobj);
+  for (uint32_t w = 0; w < nwant && g_fd_prefix.n < plugins::kMaxHandOver; ++w)
+    for (uint32_t o = 0; o < nobj; ++o) {
+      if (obj[o].start != want[w].at) continue;
+      int fd = fcntl(obj[o].fd, F_DUPFD_CLOEXEC, top + 1);
+      if (fd >= 0) {
+        g_fd_prefix.items[g_fd_prefix.n++] = plugins::FdHandOver{want[w].fd, fd};
+        top = fd;
+      }
+      break;
+    }
+  for (uint32_t o = 0; o < nobj; ++o) close(obj[o].fd);
+}
+
 // Everything of ours that is neither restored memory, nor a special mapping, nor the blob: to unmap.
 uint32_t collect_unmap(const image::View& v, uint64_t blob, uint64_t blob_len, uint64_t (*out)[2], uint32_t cap) {
   static Range own[kMaxOwn];
@@ -165,6 +217,8 @@ bool hand_over(const image::View& v, const char* image_path, bool lazy, char* er
   exe[sizeof v.process->exe] = 0;
   g_fd_prefix.exe_fd = exe[0] == '/' ? open(exe, O_RDONLY | O_CLOEXEC) : -1;
   auto is_fd = [](const image::SectionEntry& s) { return s.kind == image::kKindPlugin && strcmp(s.name, "fd") == 0; };
+  for (uint32_t i = 0; i < v.dir_count; ++i)
+    if (is_fd(v.dir[i]) && v.dir[i].version == plugins::kFdVersion) hand_shm_objects(v, v.dir[i]);
   uint64_t env_len = 1, plug_len = 0;
   for (char** e = environ; *e; ++e)
     if (strncmp(*e, "REVIVE_", 7) == 0) env_len += strlen(*e) + 1;

@@ -86,6 +86,8 @@ struct Attach {  // SysV attaches made here: later regions of the same attach ne
 Attach g_attach[kMaxShm];
 uint32_t g_nattach;
 bool g_warned_elsewhere;
+MappedObject g_mapped[kMaxShm];
+uint32_t g_nmapped;
 
 void read_shm_env() {
   const char* v = getenv("REVIVE_SHM");
@@ -105,6 +107,15 @@ void read_shm_env() {
   }
   unsetenv("REVIVE_SHM");  // not part of the restored engine's REVIVE_* environment
 }
+
+}  // namespace
+
+const MappedObject* mapped_objects(uint32_t* n) {
+  *n = g_nmapped;
+  return g_mapped;
+}
+
+namespace {
 
 void close_shm_fds() {
   for (uint32_t i = 0; i < g_nhand; ++i)
@@ -203,6 +214,10 @@ bool map_shm(const image::View& v, uint32_t i, const image::ShmRecord& s, bool* 
   void* got = mmap(want, len, int(r.prot) | PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, val,
                    off_t(r.file_offset));
   if (got != want) return fail(err, n, r, "mmap of the shared memory object failed", got == MAP_FAILED ? errno : EEXIST);
+  if (r.file_offset == 0 && g_nmapped < kMaxShm) {  // for the fd plugin (an in_shm record names the start)
+    int keep = fcntl(val, F_DUPFD_CLOEXEC, 0);
+    if (keep >= 0) g_mapped[g_nmapped++] = MappedObject{r.start, r.end, keep};
+  }
   return true;
 }
 

@@ -46,4 +46,13 @@ extern uint32_t g_mm_map_len;
 // Fills in the engine's RestartInfo and starts the saved threads; does not return on success.
 bool hand_over(const image::View& v, const char* image_path, bool lazy, char* err, size_t err_len);
 
+// The shared memory objects restore_memory() mapped from a descriptor (memfds, deleted and tmpfs files),
+// each a descriptor of our own kept open for the hand-over: the fd plugin gives a deleted file the
+// program held open and mapped (its record's in_shm) that same object back (plugins/fd/fd_record.h).
+struct MappedObject {
+  uint64_t start, end;
+  int fd;
+};
+const MappedObject* mapped_objects(uint32_t* n);
+
 }  // namespace revive::restart

@@ -74,7 +74,7 @@ def inspect(revive, gen_dir, forked=False, compressed=False):
             fail("revive inspect %s: no threads or regions" % img)
         if forked and not j["header"]["forked"]:
             fail("launch --fork, but %s was not written by a forked child" % img)
-        # launch --compress: every chunk may be a zstd frame. By default only regions up to 4 MiB are
+        # launch --compress: every chunk may be a zstd frame. By default only regions up to 8 MiB are
         # (the program's metadata; docs/image-format.md): a larger one stored smaller is a defect, and the
         # header says "compressed" exactly when some chunk is a frame.
         size = lambda r: int(r["end"], 16) - int(r["start"], 16)
@@ -82,7 +82,7 @@ def inspect(revive, gen_dir, forked=False, compressed=False):
         if compressed and not j["header"]["compressed"]:
             fail("%s: launched with --compress, but the header says uncompressed" % img)
         if not compressed:
-            big = [r for r in framed if size(r) > 4 << 20]
+            big = [r for r in framed if size(r) > 8 << 20]
             if big:
                 fail("%s: a %d-byte region was compressed without --compress" % (img, size(big[0])))
             if j["header"]["compressed"] != bool(framed):

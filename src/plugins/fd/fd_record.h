@@ -87,16 +87,19 @@ struct FdRecord {
   // share_pid 0: none (other kinds, kcmp unavailable).
   int32_t share_fd;
   uint32_t share_pid;
-  uint32_t pad2;
+  uint32_t in_shm;  // kDeleted: 1 when this process maps the whole file shared; content is then the u64
+                    // start address of that mapping, whose object the engine stores as shared memory, and
+                    // the restarter hands that object over for this fd (FdHandOver) instead of a copy.
 };
 
-// Section schema version (2: share_pid/share_fd; 3: SocketState content for kSocket).
-constexpr uint32_t kFdVersion = 3;
+// Section schema version (2: share_pid/share_fd; 3: SocketState content for kSocket; 4: in_shm).
+constexpr uint32_t kFdVersion = 4;
 
 // What the restarter prepends to the fd section it hands to the restored process (never in an image):
 // "RVHO", i32 exe_fd (the program's executable, to become /proc/self/exe again, or -1), u32 mm_len and
 // mm_len bytes (the struct prctl_mm_map the restarter set, 0 if the kernel refused it), u32 n, then n
-// FdHandOver: descriptors inherited from the tree's skeleton that carry a shared open file description.
+// FdHandOver: descriptors inherited from the tree's skeleton that carry a shared open file description,
+// and for an in_shm record the shared memory object the restarter mapped at its address.
 constexpr char kHandOverTag[] = "RVHO";
 struct FdHandOver {
   int32_t fd;         // the saved descriptor

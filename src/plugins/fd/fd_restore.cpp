@@ -162,7 +162,31 @@ int reopen_regular(Ctx& c, const FdRecord& rec, const char* path) {
 
 // Deleted-but-open file: recreated as an unlinked file (memfd for memfds, else O_TMPFILE in its old
 // directory or /tmp) holding the saved contents, then reopened with the saved flags.
+// A deleted file the process mapped shared (in_shm): the restarter mapped the object at the saved address
+// and handed it over for this fd; a new description of that same object, reopened through /proc.
+int reopen_shm_object(Ctx& c, const FdRecord& rec, const char* path) {
+  uint64_t at = 0;
+  if (!c.in.bytes(&at, sizeof at))
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd section: truncated in fd ").i(rec.fd), EINVAL);
+  const int obj = handed_over(rec.fd);
+  if (obj < 0) {
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(": deleted file '").s(path)
+        .s("' is the shared memory mapped at address ").u(at).s(", but the restart handed no object for it"), ENOENT);
+  }
+  char link[32];
+  Msg(link, sizeof link).s("/proc/self/fd/").i(obj);
+  int fd = open(link, rec.flags | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(": cannot reopen the shared memory ")
+        .s("object of deleted file '").s(path).s("': ").err(e), e);
+  }
+  int rc = seek(c, fd, rec, path);
+  return rc ? rc : place(c, fd, rec);
+}
+
 int recreate_deleted(Ctx& c, const FdRecord& rec, const char* path) {
+  if (rec.in_shm) return reopen_shm_object(c, rec, path);
   char dir[PATH_MAX];
   size_t n = strlen(path);
   constexpr size_t kSuffix = sizeof " (deleted)" - 1;
@@ -312,7 +336,9 @@ bool record_ok(const FdRecord& rec, int prev, size_t remaining) {
                  (kind == FdKind::kPipe && rec.fd > 2 && rec.peer_fd > 2 && rec.peer_fd != rec.fd && rec.dup_of < 0);
   bool share_ok = rec.share_pid == 0 ? rec.share_fd == -1
                                      : rec.share_fd >= 0 && kind == FdKind::kRegular && rec.dup_of < 0;
-  return rec.fd > prev && share_ok && (rec.flags & ~kReopenFlags) == 0 && rec.kind >= 1 && rec.kind <= kMaxFdKind &&
+  bool shm_ok = rec.in_shm == 0 || (rec.in_shm == 1 && kind == FdKind::kDeleted && rec.dup_of < 0 &&
+                                    rec.content_len == int64_t(sizeof(uint64_t)));
+  return rec.fd > prev && share_ok && shm_ok && (rec.flags & ~kReopenFlags) == 0 && rec.kind >= 1 && rec.kind <= kMaxFdKind &&
          rec.dup_of >= -1 && rec.dup_of < rec.fd && (rec.dup_of < 0 || rec.content_len == 0) && peer_ok &&
          rec.content_len >= 0 && (has_content || rec.content_len == 0) &&
          rec.content_len <= static_cast<int64_t>(remaining);

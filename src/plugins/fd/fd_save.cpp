@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "plugins/vpid/vpid.h"
@@ -225,6 +226,60 @@ void virtual_proc_path(char* path, size_t cap) {
   memcpy(p, num, nl);
 }
 
+// The start of a shared mapping of the whole file (dev, ino) at offset 0 in this process, or 0. Such a
+// deleted file's bytes are stored once, as shared memory (the engine's shm records), and the restart hands
+// that same object to the descriptor: a program (UCX's posix transport) that maps the file and lets peers
+// open it through /proc/PID/fd/N keeps one object, not a mapping and a copy. /proc/self/maps is read with
+// read(2) into a static buffer: no allocation during save.
+uint64_t shared_mapping_of(const struct stat& st) {
+  static char buf[1 << 16];
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  uint64_t found = 0;
+  size_t have = 0;
+  for (bool eof = false; !found && !(eof && have == 0);) {
+    if (!eof) {
+      ssize_t r = read(fd, buf + have, sizeof buf - 1 - have);
+      if (r <= 0) eof = true;
+      else have += size_t(r);
+    }
+    buf[have] = 0;
+    char* nl = strchr(buf, '\n');
+    if (!nl && !eof && have < sizeof buf - 1) continue;
+    char* line = buf;
+    if (nl) *nl = 0;
+    // start-end perms offset major:minor inode path
+    auto hex = [](char*& p) {
+      uint64_t v = 0;
+      for (;; ++p) {
+        char c = *p;
+        int x = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (x < 0) return v;
+        v = v * 16 + uint64_t(x);
+      }
+    };
+    char* p = line;
+    uint64_t start = hex(p);
+    uint64_t end = *p == '-' ? hex(++p) : 0;
+    bool shared = p[0] == ' ' && strlen(p) > 4 && p[4] == 's';
+    p += p[0] == ' ' ? 6 : 0;
+    uint64_t off = hex(p);
+    uint64_t maj = *p == ' ' ? hex(++p) : ~0ull;
+    uint64_t min = *p == ':' ? hex(++p) : ~0ull;
+    uint64_t ino = 0;
+    if (*p == ' ')
+      for (++p; *p >= '0' && *p <= '9'; ++p) ino = ino * 10 + uint64_t(*p - '0');
+    if (shared && off == 0 && ino == uint64_t(st.st_ino) && maj == major(st.st_dev) && min == minor(st.st_dev) &&
+        end - start >= uint64_t(st.st_size))
+      found = start;
+    size_t used = nl ? size_t(nl + 1 - buf) : have;
+    memmove(buf, buf + used, have - used);
+    have -= used;
+  }
+  close(fd);
+  return found;
+}
+
 // Saves one descriptor. Returns 0, or -errno with a warning on stderr naming it (save has no message
 // channel of its own).
 int save_one(Out& out, int fd, ShareKey share) {
@@ -267,7 +322,12 @@ int save_one(Out& out, int fd, ShareKey share) {
     int rc = special_state(rec, fd, st, fl, payload, sizeof payload, &content);
     if (rc != 0) return rc;
   }
-  if (kind == FdKind::kDeleted && rec.dup_of < 0) {
+  uint64_t shm_at = 0;
+  if (kind == FdKind::kDeleted && rec.dup_of < 0 && (shm_at = shared_mapping_of(st)) != 0) {
+    rec.in_shm = 1;
+    rec.content_len = sizeof shm_at;
+    content = reinterpret_cast<const char*>(&shm_at);
+  } else if (kind == FdKind::kDeleted && rec.dup_of < 0) {
     if (st.st_size > g_max_deleted_bytes) {
       char line[PATH_MAX + 160];
       Msg(line, sizeof line).s("checkpoint refused: fd ").i(fd).s(" is the deleted file '").s(path).s("' of ")

@@ -10,11 +10,15 @@
  *   memfd      memfd_create, mapped before fork
  *   posix      shm_open in /dev/shm, mapped by each process after the fork (two mappings of one file)
  *   deleted    a file in the cwd mapped by both, then unlinked (deleted but mapped)
+ *   deleted_fd the same, and the parent keeps the file open: every turn it reads the counter through the
+ *              descriptor too, which must be the mapped object, not a copy (UCX's posix transport lets
+ *              peers open a segment through /proc/PID/fd/N)
  *   file       a file in the cwd (on disk) mapped by each process after the fork, kept
  * Output: stdout, line buffered; one line per turn. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +48,12 @@ static const char* mode;
 static key_t key;
 static int shmid = -1;
 static char name[128];
+static int keep_fd = -1; /* deleted_fd: the parent's descriptor of the mapped file */
+
+static int is_file_mode(void) {
+  return strcmp(mode, "posix") == 0 || strcmp(mode, "deleted") == 0 || strcmp(mode, "deleted_fd") == 0 ||
+         strcmp(mode, "file") == 0;
+}
 
 static struct shared* attach_key(void) {
   int id = shmget(key, 0, 0);
@@ -84,13 +94,14 @@ static struct shared* create(void) {
     int fd = memfd_create("shmshare", 0);
     if (fd >= 0 && ftruncate(fd, SIZE) == 0) p = mmap(NULL, SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
-  } else if (strcmp(mode, "posix") == 0 || strcmp(mode, "deleted") == 0 || strcmp(mode, "file") == 0) {
+  } else if (is_file_mode()) {
     int posix = mode[0] == 'p';
     if (posix) snprintf(name, sizeof name, "/revive-shmshare-%d", (int)getpid());
     else snprintf(name, sizeof name, "%s.bin", mode);
     int fd = posix ? shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600) : open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
     if (fd >= 0 && ftruncate(fd, SIZE) == 0) p = mmap(NULL, SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
+    if (strcmp(mode, "deleted_fd") == 0) keep_fd = fd;
+    else close(fd);
   }
   if (p == MAP_FAILED) {
     printf("cannot create the shared memory (%s): %s\n", mode, strerror(errno));
@@ -122,6 +133,11 @@ static int play(struct shared* s, long mine, int rounds, const char* who) {
       else if (ds.shm_segsz != SIZE) printf("parent: segment size %zu\n", (size_t)ds.shm_segsz);
       else if (strcmp(mode, "sysv") == 0 && ds.shm_perm.__key != key) printf("parent: key changed\n");
     }
+    if (mine == 0 && keep_fd >= 0) {
+      long via_fd = -1;
+      if (pread(keep_fd, &via_fd, sizeof via_fd, offsetof(struct shared, counter)) != sizeof via_fd || via_fd != c)
+        printf("parent: the descriptor reads counter %ld, the mapping %ld\n", via_fd, c);
+    }
     printf("%s %d counter %ld\n", who, i, c);
     nap(6);
     s->turn = !mine;
@@ -142,7 +158,9 @@ int main(int argc, char** argv) {
     if (shmid >= 0) { /* attach by key, at an address of its own */
       shmdt(s);
       s = attach_key();
-    } else if (strcmp(mode, "posix") == 0 || strcmp(mode, "deleted") == 0 || strcmp(mode, "file") == 0) {
+    } else if (is_file_mode()) {
+      if (keep_fd >= 0) close(keep_fd);
+      keep_fd = -1;
       munmap(s, SIZE);
       s = map_fd_path(name, mode[0] == 'p');
     }
@@ -153,7 +171,7 @@ int main(int argc, char** argv) {
   }
   while (!s->data[AREA - 1]) nap(1);
   if (strcmp(mode, "sysv_rmid") == 0 && shmctl(shmid, IPC_RMID, NULL) != 0) printf("IPC_RMID failed\n");
-  if (strcmp(mode, "deleted") == 0) unlink(name);
+  if (strncmp(mode, "deleted", 7) == 0) unlink(name);
   int r = play(s, 0, rounds, "parent");
   if (!r && !wait_turn(s, 0)) printf("parent: the child's last turn never came\n");
   int st = 0;
