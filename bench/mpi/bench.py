@@ -202,8 +202,16 @@ def main():
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--mb", type=int, default=256)
     ap.add_argument("--only", default="overhead,latency,bulk")
+    ap.add_argument("--keep", action="store_true", help="leave the work directory (images: GBs) in place")
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
+    try:
+        run_all(a)
+    finally:
+        if not a.keep:  # the bulk images and raw files are several GB of /tmp
+            shutil.rmtree(a.workdir, ignore_errors=True)
+
+def run_all(a):
     for mpi in a.mpi.split(","):
         cc, mpx = MPIS[mpi]
         exe = os.path.join(a.workdir, "mpibench_" + mpi)
