@@ -8,7 +8,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -98,6 +101,27 @@ nlohmann::json Summarize(const image::View& v, const std::string& name, uint64_t
     if (!image::verify_chunk(name.c_str(), v, c, err, sizeof err)) {
       if ((*bad_chunks)++ == 0) first_bad = err;
     }
+  }
+  // Every byte outside the checksummed parts (header, chunks, sections, directory, trailer) is padding the
+  // writer left zero: the header's page, and the gap before a raw chunk that follows compressed frames.
+  // A byte there that is not zero is damage too, harmless to a restart but a sign the file was hit.
+  std::vector<std::pair<uint64_t, uint64_t>> covered = {{0, sizeof(image::FileHeader)},
+                                                        {v.size - sizeof(image::Trailer), v.size}};
+  for (uint32_t c = 0; c < v.chunk_count; c++)
+    covered.push_back({v.chunks[c].file_offset, v.chunks[c].file_offset + v.chunks[c].stored_len});
+  for (uint32_t i = 0; i < v.dir_count; i++) covered.push_back({v.dir[i].offset, v.dir[i].offset + v.dir[i].length});
+  const uint64_t dir_off = uint64_t(reinterpret_cast<const uint8_t*>(v.dir) - v.base);
+  covered.push_back({dir_off, dir_off + v.dir_count * sizeof(image::SectionEntry)});
+  std::sort(covered.begin(), covered.end());
+  uint64_t at = 0;
+  for (const auto& [from, to] : covered) {
+    for (uint64_t b = at; b < from && b < v.size; b++)
+      if (v.base[b] != 0) {
+        if ((*bad_chunks)++ == 0)
+          first_bad = name + ": byte " + std::to_string(b) + " lies outside every checksummed part and is not zero";
+        break;
+      }
+    at = std::max(at, to);
   }
   j["totals"] = {{"regions", v.region_count}, {"chunks", v.chunk_count}, {"saved_bytes", mem},
                  {"stored_bytes", stored}};
