@@ -8,9 +8,10 @@ must equal an uninterrupted run, byte for byte:
   make      `make -j2` of a 41-file C project; gcc's temporaries live in a node-local directory
             (TMPDIR, listed in REVIVE_LOCAL_DIRS) that is emptied before the restart, as on another host
   rewrite   python3 appending to a log and rewriting a state file in place through one descriptor
-  otherhost `make -j2` restarted in a network namespace (another host) whose node-local directory is a
-            fresh tmpfs (its own /tmp): everything there comes from the image (needs root; 77 otherwise).
-            Its assembler starts 0.2 s late, so checkpoints land while gcc's .s temporaries sit closed.
+With --netns scripts/netns.sh the last round restarts in a network namespace (another host) whose
+node-local directory is a fresh tmpfs (its own /tmp): everything there comes from the image. Needs root;
+without namespaces every round restarts on this host, saying so. There make's assembler starts 0.2 s
+late, so checkpoints land while gcc's .s temporaries sit closed.
 Set REVIVE_LOCAL_DIRS= (empty) or REVIVE_FILES=none to watch the cases fail without the plugin.
 Failures print FAIL and exit 1. --rounds N repeats with new random moments; --seed makes them repeatable.
 """
@@ -106,8 +107,8 @@ def kill_all(launcher, port):
 
 
 class Case:
-    def __init__(self, a, name, rng):
-        self.a, self.name, self.rng = a, name, rng
+    def __init__(self, a, name, rng, hosts):
+        self.a, self.name, self.rng, self.hosts = a, name, rng, hosts
         self.revive = os.path.abspath(a.revive)
         self.work = os.path.join(os.path.abspath(a.workdir), name)
         shutil.rmtree(self.work, ignore_errors=True)
@@ -119,8 +120,8 @@ class Case:
         if self.name == "sqlite":
             sqlite_script(os.path.join(d, "load.sql"))
             return ["sqlite3", "db.sqlite"], "load.sql", ["db.sqlite"]
-        if self.name in ("make", "otherhost"):
-            make_project(os.path.join(d, "proj"), slow_as=self.name == "otherhost")
+        if self.name == "make":
+            make_project(os.path.join(d, "proj"), slow_as=self.hosts is not None)
             os.makedirs(os.path.join(d, "nodetmp"))
             return ["make", "-s", "-j2", "-C", "proj"], None, []
         with open(os.path.join(d, "rewrite.py"), "w") as f:
@@ -129,7 +130,7 @@ class Case:
 
     def result(self, d):
         """What must equal the reference: stdout (sqlite, rewrite) or the built program's output (make)."""
-        if self.name in ("make", "otherhost"):
+        if self.name == "make":
             r = run([os.path.join(d, "proj", "prog")])
             if r.returncode != 0:
                 fail("%s: the built program exited %d" % (self.name, r.returncode))
@@ -178,7 +179,7 @@ class Case:
             frac /= 3
         else:
             fail("%s round %d: ended before the checkpoint three times (last at %.1fs)" % (self.name, k, t_ck))
-        if self.name in ("make", "otherhost"):
+        if self.name == "make":
             # Aim at a moment when gcc has temporaries in the node-local directory (they exist for most of
             # a compilation): those are what another host would lack.
             tmp = os.path.join(d, "nodetmp")
@@ -198,11 +199,12 @@ class Case:
         # Let the program change its files after the checkpoint, then kill everything at once.
         time.sleep(self.rng.uniform(0.1, 0.35) * self.ref_secs)
         kill_all(p, port)
-        if self.name in ("make", "otherhost"):
+        other = hosts is not None and k == self.a.rounds - 1
+        if self.name == "make" or other:
             shutil.rmtree(os.path.join(d, "nodetmp"))  # another host's node-local directory: empty
             os.makedirs(os.path.join(d, "nodetmp"))
         restart = [self.revive, "restart", "--port", str(port), ck]
-        if self.name == "otherhost":
+        if other:
             # Host 2 with its own node-local directory: a private mount namespace with a fresh tmpfs on it.
             tmpl = ("ip netns exec {host} unshare -m --propagation private sh -c "
                     "'mount -t tmpfs tmpfs %s && exec \"$0\" \"$@\"' {cmd}" % os.path.join(d, "nodetmp"))
@@ -218,33 +220,35 @@ class Case:
                  % (self.name, k, t_ck, str(got)[:600], str(self.ref)[:600]))
         aside = os.path.join(d, "proj", ".revive-displaced")
         moved = len(os.listdir(aside)) if os.path.isdir(aside) else 0
-        print("%s round %d: checkpoint at %.2fs, restart ok (%d files created after the checkpoint moved aside), "
-              "result identical" % (self.name, k, t_ck, moved), flush=True)
+        print("%s round %d: checkpoint at %.2fs, restart on %s ok (%d files created after the checkpoint moved "
+              "aside), result identical" % (self.name, k, t_ck, hosts[1] if other else "this host", moved), flush=True)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--revive", required=True)
     ap.add_argument("--workdir", required=True)
-    ap.add_argument("--netns", help="scripts/netns.sh (otherhost)")
+    ap.add_argument("--netns", help="scripts/netns.sh: the last round restarts on another host")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("case", choices=["sqlite", "make", "rewrite", "otherhost"])
+    ap.add_argument("case", choices=["sqlite", "make", "rewrite"])
     a = ap.parse_args()
     for tool in ("sqlite3", "make", "gcc"):
         if shutil.which(tool) is None:
             fail("%s is not installed (scripts/deps.sh installs it)" % tool)
-    if a.case == "otherhost":
-        if not a.netns:
-            fail("otherhost needs --netns")
-        with_namespaces(a, "rvf", "10.81", 2, lambda rng, seed, prefix, net: body(a, rng, seed, net, [prefix + "1", prefix + "2"]))
-        return
+    if a.netns:
+        chk = run(["bash", a.netns, "check"])
+        if chk.returncode == 0:
+            with_namespaces(a, "rvf", "10.81", 2,
+                            lambda rng, seed, prefix, net: body(a, rng, seed, net, [prefix + "1", prefix + "2"]))
+            return
+        print("no network namespaces here (%s): every round restarts on this host" % chk.stdout.strip(), flush=True)
     seed = a.seed if a.seed is not None else random.randrange(1 << 30)
     body(a, random.Random(seed), seed, None, None)
 
 
 def body(a, rng, seed, net, hosts):
-    c = Case(a, a.case, rng)
+    c = Case(a, a.case, rng, hosts)
     secs = c.reference()
     port = free_port(rng, net + ".1" if net else "127.0.0.1")
     print("seed %d, uninterrupted run %.1fs" % (seed, secs), flush=True)
