@@ -284,6 +284,7 @@ int restore_local(char* msg, size_t cap) {
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
     c.listen_fd = -1;
+    c.share_fd = -1;  // the number the image holds was the original's (a listener made at save)
     if (c.kind == kListen) {
       if (int rc = relisten(c, msg, cap)) return rc;
     } else if (c.kind == kDgramBound) {
