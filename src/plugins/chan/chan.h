@@ -231,6 +231,9 @@ int connect_abstract(const char* hexaddr);
 bool send_fd(int s, int fd, char byte);
 int recv_fd(int s, int timeout_ms);
 bool is_stand_in(int fd);  // the fd plugin's /dev/null stand-in is still at fd
+// Connections, pipes and shared sockets rebuilt only through the coordinator: a process restored alone
+// gets them widowed (the other end closed) at restore, with a warning (chan_connect.cpp).
+bool widowed_alone(const Chan& c);
 
 // Message sockets (Unix SOCK_DGRAM, SOCK_SEQPACKET), chan_msg.cpp: one datagram into a record of b; the
 // length of the next queued datagram (-errno; -EPIPE at a SOCK_SEQPACKET end of file); the record at *off
