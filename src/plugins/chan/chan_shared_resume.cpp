@@ -62,12 +62,18 @@ int hand_rebuilt(char* msg, size_t cap) {
       int r = inject::coord_next(prefix, at, kTakeTimeoutMs, at, sizeof at, v, sizeof v);
       if (r < 0) return fail(msg, cap, c, "coordinator lost while looking up the other holders", EIO);
       if (r == 0) break;
+      // One holder that cannot be reached (gone since its save) must not cost the others, or our own
+      // refill, which runs after this: warn and go on.
       int s = connect_abstract(v);
-      if (s < 0) return fail(msg, cap, c, "cannot reach another holder", errno);
-      bool sent = send_fd(s, c.fd, 'h');
+      bool sent = s >= 0 && send_fd(s, c.fd, 'h');
       int e = errno;
-      close(s);
-      if (!sent) return fail(msg, cap, c, "cannot hand the rebuilt socket to another holder", e);
+      if (s >= 0) close(s);
+      if (!sent) {
+        char line[400];
+        fail(line, sizeof line, c, "cannot hand the rebuilt socket to another holder", e);
+        plugins::Msg(line + strlen(line), sizeof line - strlen(line)).s(" (").s(at).s("; it keeps the old socket)");
+        plugins::warn(line);
+      }
     }
   }
   return 0;
