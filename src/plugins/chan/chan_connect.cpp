@@ -336,7 +336,7 @@ int restore_local(char* msg, size_t cap) {
       // peer gone away, never a /dev/null stand-in that would swallow writes as if they were read.
       char line[300];
       plugins::Msg(line, sizeof line).s("fd ").i(c.fd).s(" (").s(kind_name(c)).s(" to another process of the computation) ")
-          .s("cannot be rebuilt without a coordinator (restart the computation with `revive restart`): its peer ")
+          .s("cannot be rebuilt without a coordinator (restart the computation with revive restart): its peer ")
           .s("comes back closed (reads end of file, writes EPIPE); bytes in flight at the checkpoint are lost");
       plugins::warn(line);
       if (int rc = c.kind == kPipe ? place_widowed_pipe(c, msg, cap) : place_widowed(c, msg, cap)) return rc;
