@@ -7,7 +7,8 @@
  *   shared_rebuild half BYTES CBYTES PACE_US [PORT]   (a Unix socketpair, or TCP on 127.0.0.1:PORT) P sends CBYTES and shuts its writing side at once; S reads
  *       them PACE_US apart per 4 KiB (so the connection is half-closed with bytes in flight for a
  *       while), sends BYTES at the same pace and, after the client's end of file, a trailer.
- *   shared_rebuild backlog PATH BYTES CBYTES WAIT_MS   S listens on PATH and accepts only after WAIT_MS;
+ *   shared_rebuild backlog PATH|PORT BYTES CBYTES WAIT_MS   S listens on PATH (or TCP 127.0.0.1:PORT) and
+ *       accepts only after WAIT_MS;
  *       P connects and sends CBYTES meanwhile (the connection waits in S's backlog, held by P and R).
  * Only P prints (S and R report through their exit status): the output does not depend on scheduling. */
 #include <stdio.h>
@@ -173,13 +174,20 @@ int main(int argc, char** argv) {
     cbytes = strtoull(argv[4], NULL, 10);
     int wait_ms = atoi(argv[5]);
     pace_us = 10000;  /* S streams its answer for about a second: the run outlasts the checkpoints */
+    /* PATH all digits: TCP on 127.0.0.1:PATH instead of a Unix socket. */
+    const int port = path[strspn(path, "0123456789")] == 0 ? atoi(path) : 0;
     struct sockaddr_un a;
     memset(&a, 0, sizeof a);
     a.sun_family = AF_UNIX;
     snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
-    unlink(path);
-    int l = socket(AF_UNIX, SOCK_STREAM, 0);
-    if (l < 0 || bind(l, (struct sockaddr*)&a, sizeof a) != 0 || listen(l, 4) != 0) die("listen");
+    int l;
+    if (port) {
+      l = listen_loopback(port, 4);
+    } else {
+      unlink(path);
+      l = socket(AF_UNIX, SOCK_STREAM, 0);
+      if (l < 0 || bind(l, (struct sockaddr*)&a, sizeof a) != 0 || listen(l, 4) != 0) die("listen");
+    }
     fflush(stdout);
     pid_t s = fork();
     if (s < 0) die("fork");
@@ -192,17 +200,17 @@ int main(int argc, char** argv) {
       _exit(0);
     }
     close(l);
-    int c = socket(AF_UNIX, SOCK_STREAM, 0);
-    if (c < 0 || connect(c, (struct sockaddr*)&a, sizeof a) != 0) die("connect");
+    int c = port ? connect_loopback(port) : socket(AF_UNIX, SOCK_STREAM, 0);
+    if (c < 0 || (!port && connect(c, (struct sockaddr*)&a, sizeof a) != 0)) die("connect");
     uint8_t* p = malloc(cbytes);
     for (uint64_t i = 0; i < cbytes; ++i) p[i] = seq_byte(21, i);
     write_all(c, p, cbytes);
     free(p);
     printf("client: %llu bytes sent into the backlog\n", (unsigned long long)cbytes);
     both_read(c, s);
-    unlink(path);
+    if (!port) unlink(path);
     return 0;
   }
-  fprintf(stderr, "usage: shared_rebuild half BYTES CBYTES PACE_US [PORT] | backlog PATH BYTES CBYTES WAIT_MS\n");
+  fprintf(stderr, "usage: shared_rebuild half BYTES CBYTES PACE_US [PORT] | backlog PATH|PORT BYTES CBYTES WAIT_MS\n");
   return 2;
 }
