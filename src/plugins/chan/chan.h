@@ -213,6 +213,16 @@ int place_local_aliases(char* msg, size_t cap);  // dups get their entry's socke
 // failed); holders wait for it (60 s) before their threads are released. Owners never wait: no cycle.
 void publish_refilled();
 int wait_refilled(char* msg, size_t cap);
+// chan_shared_resume.cpp: a shared socket its owner rebuilds at resume (half-closed, backlog client) goes
+// to the other holders too. listen_for_rebuilt: save, each other holder of a connection listens and
+// publishes "sockh.<G>.<host>.<ino>.<pid>"; hand_rebuilt: owner, at resume once rebuilt, sends it to each
+// (never waits for them); take_rebuilt: other holders, after wait_refilled, put it in place (or keep the
+// old one if nothing came: not rebuilt) and close their listeners.
+int listen_for_rebuilt(Chan& c, uint64_t gen, char* msg, size_t cap);
+int hand_rebuilt(char* msg, size_t cap);
+int take_rebuilt(char* msg, size_t cap);
+// "<prefix><G>.<host>.<ino>": the coordinator key of a shared socket (host: the boot id's first digits).
+void share_key(char* out, size_t cap, const char* prefix, uint64_t gen, uint64_t ino);
 // Descriptor passing (pipes and shared sockets): a listener on an autobound abstract Unix name, non-blocking
 // (its address hex-encoded into hexaddr), and a connection to one; one descriptor with one byte over a
 // Unix socket, and its receipt (waiting up to timeout_ms). -1 / false with errno.
@@ -221,6 +231,9 @@ int connect_abstract(const char* hexaddr);
 bool send_fd(int s, int fd, char byte);
 int recv_fd(int s, int timeout_ms);
 bool is_stand_in(int fd);  // the fd plugin's /dev/null stand-in is still at fd
+// Connections, pipes and shared sockets rebuilt only through the coordinator: a process restored alone
+// gets them widowed (the other end closed) at restore, with a warning (chan_connect.cpp).
+bool widowed_alone(const Chan& c);
 
 // Message sockets (Unix SOCK_DGRAM, SOCK_SEQPACKET), chan_msg.cpp: one datagram into a record of b; the
 // length of the next queued datagram (-errno; -EPIPE at a SOCK_SEQPACKET end of file); the record at *off

@@ -280,10 +280,43 @@ bool is_stand_in(int fd) {
   return fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3);
 }
 
+namespace {
+
+// A socketpair end of c's type whose other end is closed: reads see end of file, writes fail with EPIPE.
+int place_widowed(Chan& c, char* msg, size_t cap) {
+  int sv[2];
+  if (socketpair(AF_UNIX, c.type | SOCK_CLOEXEC, 0, sv) != 0) return err(msg, cap, c, "socketpair", errno);
+  close(sv[1]);
+  return place(c, sv[0], msg, cap);
+}
+
+// The same for a pipe end (reader or writer as c was).
+int place_widowed_pipe(Chan& c, char* msg, size_t cap) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) return err(msg, cap, c, "pipe", errno);
+  bool reader = is_reader(c);
+  close(reader ? p[1] : p[0]);
+  return place(c, reader ? p[0] : p[1], msg, cap);
+}
+
+const char* kind_name(const Chan& c) {
+  if (c.kind == kPipe) return "pipe";
+  if (c.kind == kAlias) return "socket held by several processes";
+  return c.family == AF_UNIX ? "Unix socket connection" : "TCP connection";
+}
+
+}  // namespace
+
+// Internal channels rebuilt only through the coordinator: restored alone, they come back widowed.
+bool widowed_alone(const Chan& c) {
+  return c.fd > 2 && (c.kind == kConn || c.kind == kBacklog || (c.kind == kAlias && c.alias == 2) || c.kind == kPipe);
+}
+
 int restore_local(char* msg, size_t cap) {
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
     c.listen_fd = -1;
+    c.share_fd = -1;  // the number the image holds was the original's (a listener made at save)
     if (c.kind == kListen) {
       if (int rc = relisten(c, msg, cap)) return rc;
     } else if (c.kind == kDgramBound) {
@@ -293,18 +326,20 @@ int restore_local(char* msg, size_t cap) {
       // its other end closed (reads see end of file, writes fail with EPIPE), never /dev/null, whose
       // writes would vanish without a sign. fds 0/1/2 are the restart's own; a pipe with both ends here
       // was recreated by the fd plugin (not a stand-in).
-      int p[2];
-      if (pipe2(p, O_CLOEXEC) != 0) return err(msg, cap, c, "pipe", errno);
-      bool reader = is_reader(c);
-      close(reader ? p[1] : p[0]);
-      if (int rc = place(c, reader ? p[0] : p[1], msg, cap)) return rc;
+      if (int rc = place_widowed_pipe(c, msg, cap)) return rc;
     } else if (c.kind == kOutside) {
       // Documented policy: a connection to a process outside the computation comes back closed by its
       // peer (reads see end of file, writes fail with EPIPE), as if that peer had gone away.
-      int sv[2];
-      if (socketpair(AF_UNIX, c.type | SOCK_CLOEXEC, 0, sv) != 0) return err(msg, cap, c, "socketpair", errno);
-      close(sv[1]);
-      if (int rc = place(c, sv[0], msg, cap)) return rc;
+      if (int rc = place_widowed(c, msg, cap)) return rc;
+    } else if (widowed_alone(c) && !inject::coord_configured()) {
+      // One image restarted alone: its peers in the computation are not coming back. Like an outside
+      // peer gone away, never a /dev/null stand-in that would swallow writes as if they were read.
+      char line[300];
+      plugins::Msg(line, sizeof line).s("fd ").i(c.fd).s(" (").s(kind_name(c)).s(" to another process of the computation) ")
+          .s("cannot be rebuilt without a coordinator (restart the computation with revive restart): its peer ")
+          .s("comes back closed (reads end of file, writes EPIPE); bytes in flight at the checkpoint are lost");
+      plugins::warn(line);
+      if (int rc = c.kind == kPipe ? place_widowed_pipe(c, msg, cap) : place_widowed(c, msg, cap)) return rc;
     }
   }
   if (int rc = place_local_aliases(msg, cap)) return rc;  // dups of listeners and outside connections
@@ -325,18 +360,27 @@ extern "C" __attribute__((visibility("hidden"))) bool revive_chan_restores(int f
     if (c.fd != fd || c.kind == kGone) continue;
     if (c.kind == kPtyOut) return false;  // the user's terminal: the fd plugin's
     if (c.kind == kAlias && c.alias == 1) return revive_chan_restores(g_chans[c.alias_of].fd);
-    if (c.kind == kOutside || c.kind == kListen || c.kind == kPipeOut || c.kind == kDgramBound) return true;
+    // Internal channels too: rebuilt with a coordinator, else widowed (restore_local), never /dev/null.
+    if (c.kind == kOutside || c.kind == kListen || c.kind == kPipeOut || c.kind == kDgramBound || widowed_alone(c))
+      return true;
     return revive::inject::coord_configured();
   }
   return false;
 }
 
-// Asked by the fd plugin at save (it runs before ours): 1 if this checkpoint's table (the drain phase
-// ran) has us rebuild the socket at fd, 0 if not, -1 if we do not know yet (a standalone checkpoint,
-// whose scan comes after the fd plugin's save).
+// Asked by the fd plugin at save (it runs before ours): 1 if we rebuild the socket at fd, 0 if not (the fd
+// plugin makes it again or refuses the checkpoint naming it). A coordinated checkpoint's table is made in
+// the drain phase. A standalone one's is made by the scan in our save, after the fd plugin's; whether the
+// scan takes a socket depends on that socket alone, so it is classified alone now (a scratch table: the
+// scan starts over) — else the fd plugin could not refuse what nobody restores, and it came back as a
+// /dev/null stand-in.
 extern "C" __attribute__((visibility("hidden"))) int revive_chan_takes(int fd) {
-  if (!revive::chan::g_drain_ran) return -1;
-  return revive_chan_restores(fd) ? 1 : 0;
+  using namespace revive::chan;
+  if (g_drain_ran) return revive_chan_restores(fd) ? 1 : 0;
+  g_nchans = 0;
+  bool took = add_socket(fd);
+  g_nchans = 0;
+  return took ? 1 : 0;
 }
 
 namespace revive::chan {

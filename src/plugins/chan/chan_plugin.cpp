@@ -51,6 +51,12 @@ void resume(bool) {
       plugins::warn(plugins::Msg(line, sizeof line).s("channels: ").s(msg).c_str());
     }
   }
+  // Sockets another process rebuilt at resume: ours is the old one until we take the new (and the
+  // listeners made for them at save are closed either way).
+  if (take_rebuilt(msg, sizeof msg) != 0) {
+    char line[480];
+    plugins::warn(plugins::Msg(line, sizeof line).s("channels: ").s(msg).c_str());
+  }
   g_scanned = false;
   g_drain_ran = false;
 }
@@ -95,6 +101,7 @@ namespace revive::inject {
 __attribute__((weak)) bool coord_publish(const char*, const char*) { return false; }
 __attribute__((weak)) int coord_lookup(const char*, bool, int, char*, size_t) { return -1; }
 __attribute__((weak)) long coord_count(const char*, int) { return -1; }
+__attribute__((weak)) int coord_next(const char*, const char*, int, char*, size_t, char*, size_t) { return -1; }
 __attribute__((weak)) int coord_socket() { return -1; }
 __attribute__((weak)) bool coord_configured() { return false; }
 

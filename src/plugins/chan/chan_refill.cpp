@@ -153,6 +153,8 @@ int refill(bool restored, char* msg, size_t cap) {
     return rc2;
   } else if (int rc3 = place_local_aliases(msg, cap)) {  // dups of a connection rebuilt just now
     return rc3;
+  } else if (int rc4 = hand_rebuilt(msg, cap)) {  // other processes holding one (they take it at resume)
+    return rc4;
   }
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];

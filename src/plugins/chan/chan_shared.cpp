@@ -10,6 +10,8 @@
 // the pid the table kept owns the socket and the others mark it alias 2. On restart the owner rebuilds it
 // like any socket (listener: at restore; connection: in reconnect; outside peer: closed) and hands it to
 // every other holder over an abstract Unix socket (SCM_RIGHTS), as pipes are handed over (chan_pipe.cpp).
+// What the original process rebuilds at resume (half-closed, backlog clients) is handed over likewise
+// (chan_shared_resume.cpp).
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -46,9 +48,6 @@ void host_tag() {
   g_host[k] = 0;
 }
 
-void key(char* out, size_t cap, const char* prefix, uint64_t gen, uint64_t ino) {
-  plugins::Msg(out, cap).s(prefix).u(gen).s(".").s(g_host).s(".").u(ino);
-}
 
 // The entries a holder elects: one per socket in this process (dups follow their entry).
 bool electable(const Chan& c) {
@@ -72,6 +71,10 @@ bool same_file(int a, int b) {
 }
 
 }  // namespace
+
+void share_key(char* out, size_t cap, const char* prefix, uint64_t gen, uint64_t ino) {
+  plugins::Msg(out, cap).s(prefix).u(gen).s(".").s(g_host).s(".").u(ino);
+}
 
 // Descriptor passing, for pipes (chan_pipe.cpp) and shared sockets alike.
 namespace {
@@ -152,7 +155,7 @@ void publish_sockets(uint64_t gen) {
   plugins::Msg(pid, sizeof pid).u(uint64_t(getpid()));
   for (uint32_t i = 0; i < g_nchans; ++i) {
     if (!electable(g_chans[i])) continue;
-    key(k, sizeof k, "socko.", gen, g_chans[i].ino);
+    share_key(k, sizeof k, "socko.", gen, g_chans[i].ino);
     inject::coord_publish(k, pid);
   }
 }
@@ -163,13 +166,16 @@ int elect_sockets(uint64_t gen, char* msg, size_t cap) {
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
     if (!electable(c)) continue;
-    key(k, sizeof k, "socko.", gen, c.ino);
+    share_key(k, sizeof k, "socko.", gen, c.ino);
     int r = inject::coord_lookup(k, false, 10000, val, sizeof val);
     if (r < 0) return fail(msg, cap, c, "coordinator lost while looking up which process drains it", EIO);
     if (r == 1 && strcmp(val, pid) != 0) {
       c.alias_conn = c.kind == kOutside;
       c.kind = kAlias;
       c.alias = 2;
+      // Its owner may rebuild it at resume (half-closed, backlog client): be ready to get that socket.
+      if (c.alias_conn)
+        if (int rc = listen_for_rebuilt(c, gen, msg, cap)) return rc;
     }
   }
   return 0;
@@ -179,8 +185,8 @@ void publish_refilled() {
   char k[96];
   for (uint32_t i = 0; i < g_nchans; ++i) {
     const Chan& c = g_chans[i];
-    if (c.alias != 0 || (c.kind != kConn && c.kind != kOutside)) continue;
-    key(k, sizeof k, "sockr.", g_gen, c.ino);
+    if (c.alias != 0 || (c.kind != kConn && c.kind != kOutside && c.kind != kBacklog)) continue;
+    share_key(k, sizeof k, "sockr.", g_gen, c.ino);
     inject::coord_publish(k, "1");
   }
 }
@@ -190,7 +196,7 @@ int wait_refilled(char* msg, size_t cap) {
   for (uint32_t i = 0; i < g_nchans; ++i) {
     const Chan& c = g_chans[i];
     if (c.kind != kAlias || c.alias != 2 || !c.alias_conn) continue;
-    key(k, sizeof k, "sockr.", g_gen, c.ino);
+    share_key(k, sizeof k, "sockr.", g_gen, c.ino);
     int r = inject::coord_lookup(k, true, kHandOverTimeoutMs, v, sizeof v);
     if (r != 1) return fail(msg, cap, c, "the process that refills it did not say it is done", r < 0 ? EIO : ETIMEDOUT);
   }
@@ -209,7 +215,7 @@ int shares_listen(uint64_t gen, char* msg, size_t cap) {
     int s = listen_abstract(v, sizeof v);
     if (s < 0) return fail(msg, cap, c, "cannot listen for the other holders", errno);
     c.share_fd = s;
-    key(k, sizeof k, "chans.", gen, c.ino);
+    share_key(k, sizeof k, "chans.", gen, c.ino);
     if (!inject::coord_publish(k, v)) return fail(msg, cap, c, "cannot publish", EIO);
   }
   return 0;
@@ -221,7 +227,7 @@ int shares_connect(uint64_t gen, char* msg, size_t cap) {
     if (c.kind != kAlias || c.alias != 2) continue;
     c.share_fd = -1;
     char k[96], v[300];
-    key(k, sizeof k, "chans.", gen, c.ino);
+    share_key(k, sizeof k, "chans.", gen, c.ino);
     int r = inject::coord_lookup(k, true, kHandOverTimeoutMs, v, sizeof v);
     if (r != 1) return fail(msg, cap, c, "the process that rebuilds it did not say where to get it", r < 0 ? EIO : ETIMEDOUT);
     int s = connect_abstract(v);

@@ -71,20 +71,8 @@ static void client_role(int fd) {
   printf("client: writing side shut\n");
   fflush(stdout);
   check_stream(fd, "client", 22, 0);
-  char got[sizeof kTrailer] = {0};
-  for (size_t n = 0; n < sizeof kTrailer - 1;) {
-    int r = read_some(fd, (uint8_t*)got + n, sizeof kTrailer - 1 - n);
-    if (r == 0) {
-      fprintf(stderr, "client: end of file before the trailer\n");
-      exit(1);
-    }
-    n += (size_t)r;
-  }
-  uint8_t b;
-  if (read_some(fd, &b, 1) != 0) {
-    fprintf(stderr, "client: data after the trailer\n");
-    exit(1);
-  }
+  char got[sizeof kTrailer];
+  read_trailer(fd, got, sizeof kTrailer - 1, "client");
   printf("client: trailer %sclient: end of file\n", got);
   fflush(stdout);
 }

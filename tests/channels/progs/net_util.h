@@ -54,3 +54,22 @@ __attribute__((unused)) static pid_t fork_pair(int type, int* mine) {
   }
   return child;
 }
+
+/* Reads exactly `len` bytes of a trailer into out (nul-terminated), then the end of file: exits 1 naming
+ * `who` on an end of file before it or data after it. */
+__attribute__((unused)) static void read_trailer(int fd, char* out, size_t len, const char* who) {
+  for (size_t n = 0; n < len;) {
+    int r = read_some(fd, (uint8_t*)out + n, len - n);
+    if (r == 0) {
+      fprintf(stderr, "%s: end of file before the trailer\n", who);
+      exit(1);
+    }
+    n += (size_t)r;
+  }
+  out[len] = 0;
+  uint8_t b;
+  if (read_some(fd, &b, 1) != 0) {
+    fprintf(stderr, "%s: data after the trailer\n", who);
+    exit(1);
+  }
+}

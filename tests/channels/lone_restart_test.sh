@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# lone_restart_test.sh REVIVE INJECT RESTART WORKDIR -- connections and pipes between processes of a
+# computation when one image is restarted alone (`revive-restart IMAGE`, no coordinator: its peers are not
+# coming back). They come back widowed (the other end closed: writes fail with EPIPE, reads see end of
+# file) with a warning, like a connection to a peer outside the computation, never as a /dev/null
+# stand-in (a socket call on it fails ENOTSOCK; a pipe write would vanish as if read).
+# Then a standalone checkpoint (no coordinator, the checkpoint signal) of a process holding a socket revive
+# cannot restore fails at once naming process, fd and socket, and the program runs on (before, a standalone
+# checkpoint never refused a socket: it came back as /dev/null).
+set -uo pipefail
+revive=$1 inject=$2 restart_bin=$3 work=$4
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+export REVIVE_INJECT_LIB=$inject REVIVE_RESTART_BIN=$restart_bin REVIVE_LOCAL_DIRS=
+unset REVIVE_PORT REVIVE_CKPT_DIR REVIVE_SECRET_FILE
+fail() { echo "FAIL: $*"; for f in launch.err out.txt restart.err lone.out lone.err; do echo "--- $f"; tail -5 "$f" 2>/dev/null; done; exit 1; }
+cport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+pids=()
+trap 'kill -9 "${pids[@]}" 2>/dev/null' EXIT
+cat > pair.py <<'PY'
+# The parent pings its child over a socketpair and reports over a pipe; the child echoes and drains the pipe.
+import errno, os, socket, sys, time
+a, b = socket.socketpair()
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    a.close()
+    os.close(w)
+    while True:
+        d = b.recv(4)
+        if not d:
+            os._exit(0)
+        b.sendall(d)
+        os.read(r, 4)
+b.close()
+os.close(r)
+print("pid", os.getpid(), flush=True)
+n = 0
+while True:
+    try:
+        a.sendall(b"ping")
+        d = a.recv(4)
+    except OSError as e:
+        print("socket: %s" % errno.errorcode[e.errno], flush=True)
+        break
+    if not d:
+        print("socket: end of file", flush=True)
+        break
+    n += 1
+    os.write(w, b"note")
+    if n == 1:
+        print("ping ok", flush=True)
+    time.sleep(0.05)
+try:
+    os.write(w, b"note")
+    print("pipe: written", flush=True)
+except OSError as e:
+    print("pipe: %s" % errno.errorcode[e.errno], flush=True)
+PY
+touch restart.err  # before the checkpoint: the restart moves aside files made after it
+"$revive" launch --port "$cport" --ckpt-dir "$work/ck" -- python3 "$work/pair.py" > out.txt 2> launch.err &
+pids+=($!)
+for _ in $(seq 100); do grep -q 'ping ok' out.txt 2>/dev/null && break; sleep 0.05; done
+parent=$(awk '/^pid/ {print $2}' out.txt)
+[ -n "$parent" ] || fail "the program did not start"
+"$revive" checkpoint --port "$cport" --ckpt-dir "$work/ck" > ck.out 2> ck.err || fail "checkpoint failed: $(cat ck.err)"
+child=$(ps -o pid= --ppid "$parent" | head -1)
+kill -9 "$parent" $child
+wait "${pids[0]}"
+# The parent's image alone (the child's would put out.txt back as it was at the checkpoint, too).
+img=$(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); print([p["image"] for p in m["processes"] if p["pid"]==int(sys.argv[2])][0])' ck/ckpt-1/MANIFEST.json "$parent") ||
+  fail "no image of process $parent in the manifest"
+timeout 30 "$restart_bin" "ck/ckpt-1/$img" >> restart.err 2>&1 || fail "revive-restart $img failed"
+for _ in $(seq 200); do grep -q '^pipe:' out.txt 2>/dev/null && break; sleep 0.05; done  # restored in the background
+grep -q '^socket: EPIPE$' out.txt || fail "the restored parent's socket is not widowed (want 'socket: EPIPE')"
+grep -q '^pipe: EPIPE$' out.txt || fail "the restored parent's pipe is not widowed (want 'pipe: EPIPE')"
+grep -q 'cannot be rebuilt without a coordinator' out.txt restart.err launch.err ||
+  fail "no warning that the connection cannot be rebuilt"
+echo "restored alone: $(grep -E '^(socket|pipe):' out.txt | tr '\n' ' ')"
+
+# A standalone checkpoint refuses a socket it cannot restore.
+cat > hold.py <<'PY'
+import os, socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(os.path.join(sys.argv[1], "named.sock"))
+print("fd", s.fileno(), os.getpid(), flush=True)
+time.sleep(2)
+print("done", flush=True)
+PY
+LD_PRELOAD=$inject REVIVE_CKPT_DIR=$work/lone python3 hold.py "$work" > lone.out 2> lone.err &
+pids+=($!)
+for _ in $(seq 100); do grep -q '^fd' lone.out 2>/dev/null && break; sleep 0.05; done
+read -r _ fd pid < lone.out
+kill -s SIGRTMAX-2 "$pid"
+wait "${pids[1]}"
+grep -q "checkpoint refused: process $pid (python3[.0-9]*) fd $fd is a Unix stream socket bound to a name but neither listening nor connected" lone.err ||
+  fail "the standalone checkpoint did not refuse fd $fd"
+! ls lone/ckpt-*/*.rimg > /dev/null 2>&1 || fail "the standalone checkpoint wrote an image"
+grep -q '^done$' lone.out || fail "the program did not run on after the refused checkpoint"
+echo "standalone: refused fd $fd"
+echo "lone restart test passed"
