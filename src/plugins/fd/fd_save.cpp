@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "plugins/vpid/vpid.h"
+#include "plugins/common/host_tag.h"
 #include "plugins/common/msg.h"
 #include "plugins/common/proc_fds.h"
 #include "plugins/common/section_io.h"
@@ -457,22 +458,12 @@ char g_share_host[64];  // "<boot id>.<pid namespace>": kcmp and pids mean somet
 
 void share_host() {
   if (g_share_host[0]) return;
-  char b[48] = "", ns[48] = "";
-  int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-  ssize_t n = fd >= 0 ? read(fd, b, sizeof b - 1) : -1;
-  if (fd >= 0) close(fd);
+  char ns[48] = "";
   ssize_t m = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
-  Msg out(g_share_host, sizeof g_share_host);
-  char id[16];
-  size_t k = 0;
-  for (ssize_t i = 0; i < n && k < 8; ++i)
-    if ((b[i] >= '0' && b[i] <= '9') || (b[i] >= 'a' && b[i] <= 'f')) id[k++] = b[i];
-  id[k] = 0;
-  out.s(k ? id : "0").s(".");
   uint64_t nsino = 0;
   for (ssize_t i = 0; i < m; ++i)
     if (ns[i] >= '0' && ns[i] <= '9') nsino = nsino * 10 + uint64_t(ns[i] - '0');
-  out.u(nsino);
+  Msg(g_share_host, sizeof g_share_host).s(host_tag()).s(".").u(nsino);
 }
 
 // The key prefix of fd's description, or false when fd is not a regular file we would share.
