@@ -118,7 +118,7 @@ void read_fd_shared() {
   unsetenv("REVIVE_FD_SHARED");  // not part of the restored engine's REVIVE_* environment
 }
 
-// The fd section's deleted files that live on as shared memory (FdRecord::in_shm): each gets the object
+// The fd section's deleted files that live on as shared memory (FdRecord::stored == kStoredInShm): each gets the object
 // restore_memory() mapped at the saved address, on a descriptor above every saved one (the fd plugin puts
 // the saved ones back by number first), as an FdHandOver. The section is the image's, already checked by
 // the view; a record that does not parse ends the walk (the fd plugin then reports it).
@@ -145,7 +145,7 @@ void hand_shm_objects(const image::View& v, const image::SectionEntry& s) {
     p += sizeof rec + 4;
     if (rec.content_len < 0 || uint64_t(end - p) < plen || uint64_t(end - p) - plen < uint64_t(rec.content_len)) return;
     p += plen;
-    if (rec.in_shm == 1 && rec.content_len == 8 && nwant < plugins::kMaxHandOver) {
+    if (rec.stored == plugins::kStoredInShm && rec.content_len == 8 && nwant < plugins::kMaxHandOver) {
       uint64_t at;
       memcpy(&at, p, 8);
       want[nwant++] = Want{rec.fd, at};

@@ -214,7 +214,7 @@ bool map_shm(const image::View& v, uint32_t i, const image::ShmRecord& s, bool* 
   void* got = mmap(want, len, int(r.prot) | PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, val,
                    off_t(r.file_offset));
   if (got != want) return fail(err, n, r, "mmap of the shared memory object failed", got == MAP_FAILED ? errno : EEXIST);
-  if (r.file_offset == 0 && g_nmapped < kMaxShm) {  // for the fd plugin (an in_shm record names the start)
+  if (r.file_offset == 0 && g_nmapped < kMaxShm) {  // for the fd plugin (a kStoredInShm record names the start)
     int keep = fcntl(val, F_DUPFD_CLOEXEC, 0);
     if (keep >= 0) g_mapped[g_nmapped++] = MappedObject{r.start, r.end, keep};
   }

@@ -48,7 +48,7 @@ bool hand_over(const image::View& v, const char* image_path, bool lazy, char* er
 
 // The shared memory objects restore_memory() mapped from a descriptor (memfds, deleted and tmpfs files),
 // each a descriptor of our own kept open for the hand-over: the fd plugin gives a deleted file the
-// program held open and mapped (its record's in_shm) that same object back (plugins/fd/fd_record.h).
+// program held open and mapped (its record's kStoredInShm) that same object back (plugins/fd/fd_record.h).
 struct MappedObject {
   uint64_t start, end;
   int fd;

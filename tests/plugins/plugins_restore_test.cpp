@@ -154,6 +154,9 @@ TEST_F(PluginRestore, FdsComeBackAtTheirNumbersWithFlagsOffsetsAndContents) {
   EXPECT_TRUE(has(a.out, "fd 12 reg memfd:")) << a.out;
   EXPECT_TRUE(has(a.out, "fd 20 reg " + dir_ + "/data.txt flags=04000 cloexec=0 off=99")) << a.out;
   EXPECT_TRUE(has(a.out, "fd11 reads yz{|}~")) << a.out;
+  // Two descriptions of one deleted inode (11 and 25, opened through /proc/self/fd/11): one inode after
+  // restore, stored once, each with its own offset.
+  EXPECT_TRUE(has(a.out, "fd25 reads yz{|}\nfd25 sees fd11's write: 1\n")) << a.out;
   EXPECT_TRUE(has(a.out, "rw.bin offset after writes through fds 6 and 21: 80\n")) << a.out;
   // A pipe with both ends here (7, 8 and 8's dup 23) comes back with its buffered bytes; eventfd and
   // timerfds with their counter, time and pending expirations.

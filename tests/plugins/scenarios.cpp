@@ -152,6 +152,9 @@ void setup_fd(const std::string& dir) {
   put_at(dup(11), 22);
   put_at(dup(8), 23);
   put_at(open("/proc/self/status", O_RDONLY), 24);  // readlink says /proc/<pid>/status
+  // A second description of deleted gone.bin (11), its own offset: after restore, the same inode again.
+  put_at(open("/proc/self/fd/11", O_RDONLY), 25);
+  lseek(25, 40, SEEK_SET);
 }
 
 std::string exercise_fd(const std::string& dir) {
@@ -165,6 +168,10 @@ std::string exercise_fd(const std::string& dir) {
   write_all(21, "Z");
   out += "rw.bin offset after writes through fds 6 and 21: " + std::to_string(lseek(6, 0, SEEK_CUR)) + "\n";
   out += "fd22 reads " + read_n(22, 4) + " (right after fd11's read)\n";
+  out += "fd25 reads " + read_n(25, 5) + "\n";
+  char got[4] = {};
+  bool one_inode = pwrite(11, "NEW", 3, 4000) == 3 && pread(25, got, 3, 4000) == 3 && memcmp(got, "NEW", 3) == 0;
+  out += "fd25 sees fd11's write: " + std::to_string(one_inode) + "\n";
   epoll_event evs[8];
   int ready = epoll_wait(28, evs, 8, 0);
   std::vector<std::string> seen;

@@ -80,26 +80,45 @@ struct FdRecord {
   int64_t content_len; // kDeleted: contents; kEventfd/kTimerfd: state; kPipe: buffered data (0 for dups)
   int32_t peer_fd;     // kPipe with both ends in this process (fds > 2): the other end's fd, else -1.
                        // Its buffered data rides on the higher-numbered end's record.
-  // kRegular, not a dup: which open file description this is across processes. The topmost process
+  // kRegular or kDeleted, not a dup: which open file description this is across processes. The topmost process
   // among this one and its ancestors that holds the same description (kcmp KCMP_FILE), and its lowest fd
   // for it: every process of a tree sharing an inherited description records the same pair, so
   // `revive restart` can create the description once and hand it down (docs/process-trees.md).
   // share_pid 0: none (other kinds, kcmp unavailable).
   int32_t share_fd;
   uint32_t share_pid;
-  uint32_t in_shm;  // kDeleted: 1 when this process maps the whole file shared; content is then the u64
-                    // start address of that mapping, whose object the engine stores as shared memory, and
-                    // the restarter hands that object over for this fd (FdHandOver) instead of a copy.
+  uint32_t stored;  // kDeleted: where its contents are (DeletedStore); 0 for other kinds
 };
 
-// Section schema version (2: share_pid/share_fd; 3: SocketState content for kSocket; 4: in_shm).
-constexpr uint32_t kFdVersion = 4;
+// Where a kDeleted record's contents are.
+enum DeletedStore : uint32_t {
+  kStoredHere = 0,      // content_len bytes of contents follow the record
+  kStoredInShm = 1,     // this process maps the whole file shared; content is the u64 start address of that
+                        // mapping, whose object the engine stores as shared memory, and the restarter hands
+                        // that object over for this fd (FdHandOver) instead of a copy (version 4)
+  kStoredByHolder = 2,  // the inode is also held through another descriptor (another description, another
+                        // process), whose record stores the contents once: content is a DeletedHolder naming
+                        // it; the restart recreates ONE inode for all of them (version 5)
+};
+
+// The descriptor whose record stores a deleted inode's contents: the first holder of the inode the
+// coordinator lists (its lowest fd for it), or, without a coordinator, this process's lowest fd for it.
+// Every holder of the inode names the same pair, which is also how the restart groups them.
+struct DeletedHolder {
+  uint32_t pid;  // the holder's pid in its fd section's header (its kernel pid at checkpoint)
+  int32_t fd;
+};
+
+// Section schema version (2: share_pid/share_fd; 3: SocketState content for kSocket; 4: in_shm, now
+// kStoredInShm; 5: kStoredByHolder, and share_pid/share_fd for kDeleted records too). FdRecord has had
+// the same size and layout since version 2.
+constexpr uint32_t kFdVersion = 5;
 
 // What the restarter prepends to the fd section it hands to the restored process (never in an image):
 // "RVHO", i32 exe_fd (the program's executable, to become /proc/self/exe again, or -1), u32 mm_len and
 // mm_len bytes (the struct prctl_mm_map the restarter set, 0 if the kernel refused it), u32 n, then n
 // FdHandOver: descriptors inherited from the tree's skeleton that carry a shared open file description,
-// and for an in_shm record the shared memory object the restarter mapped at its address.
+// and for a kStoredInShm record the shared memory object the restarter mapped at its address.
 constexpr char kHandOverTag[] = "RVHO";
 struct FdHandOver {
   int32_t fd;         // the saved descriptor

@@ -162,7 +162,7 @@ int reopen_regular(Ctx& c, const FdRecord& rec, const char* path) {
 
 // Deleted-but-open file: recreated as an unlinked file (memfd for memfds, else O_TMPFILE in its old
 // directory or /tmp) holding the saved contents, then reopened with the saved flags.
-// A deleted file the process mapped shared (in_shm): the restarter mapped the object at the saved address
+// A deleted file the process mapped shared (kStoredInShm): the restarter mapped the object at the saved address
 // and handed it over for this fd; a new description of that same object, reopened through /proc.
 int reopen_shm_object(Ctx& c, const FdRecord& rec, const char* path) {
   uint64_t at = 0;
@@ -185,8 +185,52 @@ int reopen_shm_object(Ctx& c, const FdRecord& rec, const char* path) {
   return rc ? rc : place(c, fd, rec);
 }
 
+// A deleted inode several processes held: `revive restart` recreated it once and handed this record's
+// description down (inherited, like a shared regular file's); contents stored here were written into it
+// there, so they are skipped.
+int share_recreated(Ctx& c, const FdRecord& rec, const char* path, int inherited) {
+  if (rec.content_len > 0 && !c.in.skip(static_cast<size_t>(rec.content_len)))
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd section: truncated in fd ").i(rec.fd), EINVAL);
+  int fd = fcntl(inherited, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) {
+    int e = errno;
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd)
+        .s(": cannot take the recreated deleted file '").s(path).s("' handed over by revive restart: ").err(e), e);
+  }
+  int rc = seek(c, fd, rec, path);
+  return rc ? rc : place(c, fd, rec);
+}
+
+// Another descriptor of the same deleted inode stores its contents (kStoredByHolder). In this process, at
+// a lower number: restored already, so this is a new description of that recreated inode, with its own
+// flags and offset. In another process: only `revive restart` can give both one inode (share_recreated);
+// without it the contents are not here, and a copy of nothing would be a silent substitution.
+int reopen_by_holder(Ctx& c, const FdRecord& rec, const char* path) {
+  DeletedHolder h{};
+  if (!c.in.bytes(&h, sizeof h))
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd section: truncated in fd ").i(rec.fd), EINVAL);
+  if (h.pid != c.old_pid || h.fd < 0 || h.fd >= rec.fd) {
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("process ").u(c.old_pid).s(" fd ").i(rec.fd)
+        .s(": the contents of deleted file '").s(path).s("' are stored once, in the image of process ").u(h.pid)
+        .s(" (fd ").i(h.fd).s("), and this restart did not recreate the file from it (restart all of the")
+        .s(" checkpoint's images together, with revive restart)"), ENOENT);
+  }
+  char link[32];
+  Msg(link, sizeof link).s("/proc/self/fd/").i(h.fd);
+  int fd = open(link, rec.flags | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(": cannot open deleted file '").s(path)
+        .s("' again through fd ").i(h.fd).s(": ").err(e), e);
+  }
+  int rc = seek(c, fd, rec, path);
+  return rc ? rc : place(c, fd, rec);
+}
+
 int recreate_deleted(Ctx& c, const FdRecord& rec, const char* path) {
-  if (rec.in_shm) return reopen_shm_object(c, rec, path);
+  if (rec.stored == kStoredInShm) return reopen_shm_object(c, rec, path);
+  if (int inherited = handed_over(rec.fd); inherited >= 0) return share_recreated(c, rec, path, inherited);
+  if (rec.stored == kStoredByHolder) return reopen_by_holder(c, rec, path);
   char dir[PATH_MAX];
   size_t n = strlen(path);
   constexpr size_t kSuffix = sizeof " (deleted)" - 1;
@@ -335,10 +379,14 @@ bool record_ok(const FdRecord& rec, int prev, size_t remaining) {
   bool peer_ok = rec.peer_fd == -1 ||
                  (kind == FdKind::kPipe && rec.fd > 2 && rec.peer_fd > 2 && rec.peer_fd != rec.fd && rec.dup_of < 0);
   bool share_ok = rec.share_pid == 0 ? rec.share_fd == -1
-                                     : rec.share_fd >= 0 && kind == FdKind::kRegular && rec.dup_of < 0;
-  bool shm_ok = rec.in_shm == 0 || (rec.in_shm == 1 && kind == FdKind::kDeleted && rec.dup_of < 0 &&
-                                    rec.content_len == int64_t(sizeof(uint64_t)));
-  return rec.fd > prev && share_ok && shm_ok && (rec.flags & ~kReopenFlags) == 0 && rec.kind >= 1 && rec.kind <= kMaxFdKind &&
+                                     : rec.share_fd >= 0 && (kind == FdKind::kRegular || kind == FdKind::kDeleted) &&
+                                           rec.dup_of < 0;
+  bool stored_ok = rec.stored == kStoredHere ||
+                   (rec.stored == kStoredInShm && kind == FdKind::kDeleted && rec.dup_of < 0 &&
+                    rec.content_len == int64_t(sizeof(uint64_t))) ||
+                   (rec.stored == kStoredByHolder && kind == FdKind::kDeleted && rec.dup_of < 0 &&
+                    rec.content_len == int64_t(sizeof(DeletedHolder)));
+  return rec.fd > prev && share_ok && stored_ok && (rec.flags & ~kReopenFlags) == 0 && rec.kind >= 1 && rec.kind <= kMaxFdKind &&
          rec.dup_of >= -1 && rec.dup_of < rec.fd && (rec.dup_of < 0 || rec.content_len == 0) && peer_ok &&
          rec.content_len >= 0 && (has_content || rec.content_len == 0) &&
          rec.content_len <= static_cast<int64_t>(remaining);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "plugins/vpid/vpid.h"
+#include "plugins/common/host_tag.h"
 #include "plugins/common/msg.h"
 #include "plugins/common/proc_fds.h"
 #include "plugins/common/section_io.h"
@@ -280,9 +281,18 @@ uint64_t shared_mapping_of(const struct stat& st) {
   return found;
 }
 
+// Without the coordinator's list (a standalone checkpoint): the lowest of this process's descriptors of
+// the deleted inode (dev, ino) stores its contents, the others name it. Descriptors come in ascending
+// order, so the first one seen is the lowest.
+DeletedHolder local_holder(int fd, const struct stat& st) {
+  for (int k = 0; k < g_nseen; ++k)
+    if (g_seen[k].dev == st.st_dev && g_seen[k].ino == st.st_ino) return DeletedHolder{uint32_t(g_self), g_seen[k].fd};
+  return DeletedHolder{uint32_t(g_self), fd};
+}
+
 // Saves one descriptor. Returns 0, or -errno with a warning on stderr naming it (save has no message
 // channel of its own).
-int save_one(Out& out, int fd, ShareKey share) {
+int save_one(Out& out, int fd, ShareKey share, DeletedHolder holder) {
   char link[32];
   Msg(link, sizeof link).s("/proc/self/fd/").i(fd);
   char path[PATH_MAX];
@@ -311,10 +321,11 @@ int save_one(Out& out, int fd, ShareKey share) {
   rec.dup_of = find_dup(fd, st);
   rec.peer_fd = -1;
   rec.share_fd = -1;
-  if (kind == FdKind::kRegular && rec.dup_of < 0 && share.pid != 0) {
+  if ((kind == FdKind::kRegular || kind == FdKind::kDeleted) && rec.dup_of < 0 && share.pid != 0) {
     rec.share_pid = share.pid;
     rec.share_fd = share.fd;
   }
+  if (kind == FdKind::kDeleted && holder.pid == 0) holder = local_holder(fd, st);
   if (g_nseen < kMaxFds) g_seen[g_nseen++] = Seen{fd, st.st_dev, st.st_ino};
   char payload[64];
   const char* content = nullptr;
@@ -324,9 +335,18 @@ int save_one(Out& out, int fd, ShareKey share) {
   }
   uint64_t shm_at = 0;
   if (kind == FdKind::kDeleted && rec.dup_of < 0 && (shm_at = shared_mapping_of(st)) != 0) {
-    rec.in_shm = 1;
+    rec.stored = kStoredInShm;
+    rec.share_pid = 0;  // the shared memory object is what is shared; the restarter hands it over
+    rec.share_fd = -1;
     rec.content_len = sizeof shm_at;
     content = reinterpret_cast<const char*>(&shm_at);
+  } else if (kind == FdKind::kDeleted && rec.dup_of < 0 &&
+             !(holder.pid == uint32_t(g_self) && holder.fd == fd)) {
+    // Another descriptor of this inode (here or in another process) stores its contents: one inode at
+    // restart, so a write through one is seen through the others, as before the checkpoint.
+    rec.stored = kStoredByHolder;
+    rec.content_len = sizeof holder;
+    content = reinterpret_cast<const char*>(&holder);
   } else if (kind == FdKind::kDeleted && rec.dup_of < 0) {
     if (st.st_size > g_max_deleted_bytes) {
       char line[PATH_MAX + 160];
@@ -457,28 +477,19 @@ char g_share_host[64];  // "<boot id>.<pid namespace>": kcmp and pids mean somet
 
 void share_host() {
   if (g_share_host[0]) return;
-  char b[48] = "", ns[48] = "";
-  int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-  ssize_t n = fd >= 0 ? read(fd, b, sizeof b - 1) : -1;
-  if (fd >= 0) close(fd);
+  char ns[48] = "";
   ssize_t m = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
-  Msg out(g_share_host, sizeof g_share_host);
-  char id[16];
-  size_t k = 0;
-  for (ssize_t i = 0; i < n && k < 8; ++i)
-    if ((b[i] >= '0' && b[i] <= '9') || (b[i] >= 'a' && b[i] <= 'f')) id[k++] = b[i];
-  id[k] = 0;
-  out.s(k ? id : "0").s(".");
   uint64_t nsino = 0;
   for (ssize_t i = 0; i < m; ++i)
     if (ns[i] >= '0' && ns[i] <= '9') nsino = nsino * 10 + uint64_t(ns[i] - '0');
-  out.u(nsino);
+  Msg(g_share_host, sizeof g_share_host).s(host_tag()).s(".").u(nsino);
 }
 
 // The key prefix of fd's description, or false when fd is not a regular file we would share.
-bool share_prefix(int fd, uint64_t gen, char* out, size_t cap) {
+bool share_prefix(int fd, uint64_t gen, char* out, size_t cap, struct stat* stp = nullptr) {
   if (inject::fd_reserved(fd)) return false;
-  struct stat st;
+  struct stat own;
+  struct stat& st = stp ? *stp : own;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
   int fl = fcntl(fd, F_GETFL);
   if (fl < 0 || (fl & O_PATH)) return false;
@@ -500,10 +511,14 @@ int fd_drain(uint64_t gen, char*, size_t) {
   const uint64_t self = uint64_t(syscall(SYS_getpid));
   char key[256];
   for (int k = 0; k < n; ++k) {
-    if (!share_prefix(fds[k], gen, key, sizeof key)) continue;
+    struct stat st;
+    if (!share_prefix(fds[k], gen, key, sizeof key, &st)) continue;
     char* end = key + strlen(key);
     Msg(end, sizeof key - size_t(end - key)).u(self).s(".").i(fds[k]);
-    if (!inject::coord_publish(key, "")) return 0;  // coordinator lost: the checkpoint fails anyway
+    // "m": a deleted file this process maps shared, which goes on as shared memory (kStoredInShm): its
+    // holders then keep the contents each (deleted_holders).
+    const char* val = st.st_nlink == 0 && shared_mapping_of(st) != 0 ? "m" : "";
+    if (!inject::coord_publish(key, val)) return 0;  // coordinator lost: the checkpoint fails anyway
   }
   g_share_gen = gen;
   return 0;
@@ -512,9 +527,7 @@ int fd_drain(uint64_t gen, char*, size_t) {
 namespace {
 
 // After share_keys: the first published holder of each regular file's description (see above).
-void share_keys_published(const int* fds, int n) {
-  const uint64_t gen = g_share_gen;
-  g_share_gen = 0;  // once per drain
+void share_keys_published(const int* fds, int n, uint64_t gen) {
   if (gen == 0) return;
   char prefix[256], at[256], val[8];
   for (int k = 0; k < n; ++k) {
@@ -536,6 +549,52 @@ void share_keys_published(const int* fds, int n) {
         break;
       }
     }
+  }
+}
+
+// A deleted file held by several processes (a temporary file unlinked and then inherited across fork) or
+// through several descriptions (opened twice, or again through /proc/PID/fd/N) is ONE inode: its contents
+// are stored once and the restart recreates one inode for all its descriptors (docs/process-trees.md).
+// Every holder walks every published key of the inode ("gen.<G>.fdsh.<host>.<dev>.<ino>.", whatever the
+// offset and flags) in the coordinator's order; the first key's process, with its lowest fd among the
+// keys, stores the contents. Every walker sees the same keys (all were published in drain), so all elect
+// the same descriptor. A holder that maps the file shared ("m") leaves it to the shared memory path
+// (kStoredInShm): then every holder keeps its own copy, as before. {0, -1}: not elected here (no
+// coordinator: local_holder decides in save_one).
+DeletedHolder g_holder[kMaxFds];  // by position in fd_save's list
+
+void deleted_holders(const int* fds, int n, uint64_t gen) {
+  for (int k = 0; k < n; ++k) g_holder[k] = DeletedHolder{0, -1};
+  if (gen == 0) return;
+  char prefix[256], at[256], val[8];
+  for (int k = 0; k < n; ++k) {
+    struct stat st;
+    if (inject::fd_reserved(fds[k]) || fstat(fds[k], &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 0) continue;
+    Msg(prefix, sizeof prefix).s("gen.").u(gen).s(".fdsh.").s(g_share_host).s(".").u(uint64_t(st.st_dev)).s(".")
+        .u(uint64_t(st.st_ino)).s(".");
+    memcpy(at, prefix, strlen(prefix) + 1);
+    DeletedHolder h{0, -1};
+    bool mapped = false;
+    for (int step = 0; step < 4096 && !mapped; ++step) {
+      if (inject::coord_next(prefix, at, 10000, at, sizeof at, val, sizeof val) != 1) break;
+      mapped = val[0] == 'm';
+      // "<offset>.<flags>.<pid>.<fd>": the last two fields.
+      char* dot_fd = strrchr(at, '.');
+      if (!dot_fd) continue;
+      *dot_fd = 0;
+      char* dot_pid = strrchr(at, '.');
+      *dot_fd = '.';
+      if (!dot_pid) continue;
+      uint64_t pid = 0, fd = 0;
+      const char* p = dot_pid + 1;
+      for (; *p >= '0' && *p <= '9'; ++p) pid = pid * 10 + uint64_t(*p - '0');
+      if (*p++ != '.') continue;
+      for (; *p >= '0' && *p <= '9'; ++p) fd = fd * 10 + uint64_t(*p - '0');
+      if (*p || pid == 0 || pid > 0x7fffffff || fd > 0x7fffffff) continue;
+      if (h.pid == 0) h = DeletedHolder{uint32_t(pid), int32_t(fd)};
+      else if (uint32_t(pid) == h.pid && int32_t(fd) < h.fd) h.fd = int32_t(fd);
+    }
+    if (!mapped) g_holder[k] = h;
   }
 }
 
@@ -573,7 +632,10 @@ int fd_save(inject::SectionWriter& w) {
   }
   list_pipes(fds, n);
   share_keys(fds, n);
-  share_keys_published(fds, n);
+  const uint64_t gen = g_share_gen;
+  g_share_gen = 0;  // once per drain
+  share_keys_published(fds, n, gen);
+  deleted_holders(fds, n, gen);
   uint32_t count = 0;
   for (int k = 0; k < n; ++k) count += inject::fd_reserved(fds[k]) ? 0 : 1;
   Out out(w);
@@ -582,7 +644,7 @@ int fd_save(inject::SectionWriter& w) {
   out.u32(count);
   for (int k = 0; k < n; ++k) {
     if (inject::fd_reserved(fds[k])) continue;
-    int rc = save_one(out, fds[k], g_share[k]);
+    int rc = save_one(out, fds[k], g_share[k], g_holder[k]);
     if (rc != 0) return rc;
   }
   return out.ok() ? 0 : -ENOMEM;

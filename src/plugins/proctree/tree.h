@@ -25,6 +25,23 @@ struct FileRef {
   int32_t key_fd = -1;
   int32_t flags = 0;  // F_GETFL as saved (access mode, O_APPEND...)
   std::string path;
+  // A deleted file (fd section version 5): which inode it is across processes (the DeletedHolder that
+  // stores its contents, plugins/fd/fd_record.h), and those contents when this record stores them.
+  bool deleted = false;
+  std::pair<uint32_t, int32_t> inode{0, -1};
+  uint32_t mode = 0;
+  bool has_contents = false;
+  std::string contents;
+  int recreated = -1;  // index into TreePlan::deleted when the restart recreates its inode (PlanDeleted)
+};
+
+// A deleted file held by two or more processes of the plan: `revive restart` recreates it once, unlinked,
+// with the stored contents, before the roots (tree_deleted.cpp); every description of it is a SharedFile
+// opened through it, so a write through one holder is seen by all.
+struct DeletedFile {
+  std::string path;  // as the image records it, "<path> (deleted)": where to recreate it
+  uint32_t mode = 0;
+  std::string contents;
 };
 
 // An open file description several processes of the tree shared: created once, by `owner` before it
@@ -33,6 +50,7 @@ struct SharedFile {
   std::string path;
   int32_t flags = 0;
   int owner = -1;                            // index into procs; -1: revive restart itself
+  int deleted = -1;                          // index into TreePlan::deleted: a description of that inode
   std::vector<std::pair<int, int32_t>> members;  // (index into procs, fd in that process)
 };
 
@@ -76,7 +94,16 @@ struct TreePlan {
   std::vector<int> roots;
   std::vector<SharedFile> shared;  // descriptions held by two or more processes of the plan
   std::vector<ShmObject> shm;      // shared memory objects of the images
+  std::vector<DeletedFile> deleted;  // deleted files held by two or more processes of the plan
 };
+
+// tree_deleted.cpp. The images' deleted files grouped by inode: one held by two or more processes becomes
+// a DeletedFile, and every description of it a SharedFile (even one held by a single process: it must be
+// opened on the one recreated inode). Called by PlanShared before it groups descriptions.
+void PlanDeleted(TreePlan* plan);
+// Creates the unlinked file of every plan.deleted[d] with its contents at descriptor base + d (inherited
+// by the tree). An error names the file and why: nothing of it may be restored as a copy of its own.
+Status MakeDeletedFiles(const TreePlan& plan, int base);
 
 // tree_shm.cpp. The images' shared memory mappings (ReadShm, per image) grouped into objects (PlanShm).
 void ReadShm(const image::View& v, TreeProc* out);

@@ -29,11 +29,13 @@ uint32_t U32(const uint8_t* p) {
 // when it restores the image).
 void ReadFiles(const image::View& v, TreeProc* out) {
   const image::SectionEntry* s = image::find_section(v, image::kKindPlugin, "fd");
-  // Version 2 differs only in what follows a socket's record (content_len covers it either way).
-  if (!s || (s->version != plugins::kFdVersion && s->version != 2)) return;
+  // Versions 2 to 5 share FdRecord's layout; they differ in what follows a socket's record (content_len
+  // covers it either way) and in deleted files (kStoredInShm since 4; grouped by inode since 5).
+  if (!s || s->version < 2 || s->version > plugins::kFdVersion) return;
   const uint8_t* p = v.base + s->offset;
   const uint64_t n = s->length;
   if (n < 12 || memcmp(p, plugins::kFdTag, 4) != 0) return;
+  const uint32_t self = U32(p + 4);  // the pid share keys and DeletedHolders name this process by
   uint32_t count = U32(p + 8);
   uint64_t off = 12;
   std::vector<FileRef> files;
@@ -47,26 +49,58 @@ void ReadFiles(const image::View& v, TreeProc* out) {
     off += 4;
     if (rec.content_len < 0 || n - off < len || n - off - len < uint64_t(rec.content_len)) return;
     std::string path(reinterpret_cast<const char*>(p + off), len);
-    off += len + uint64_t(rec.content_len);
+    off += len;
+    const uint8_t* content = p + off;
+    off += uint64_t(rec.content_len);
     max_fd = std::max(max_fd, rec.fd);
+    auto ref = [&](uint32_t key_pid, int32_t key_fd) {
+      FileRef f;
+      f.fd = rec.fd;
+      f.key_pid = key_pid;
+      f.key_fd = key_fd;
+      f.flags = rec.flags;
+      f.path = std::move(path);
+      return f;
+    };
     if (rec.kind == uint32_t(plugins::FdKind::kRegular) && rec.dup_of < 0 && rec.share_pid != 0 && rec.share_fd >= 0 &&
         path.rfind("/proc/", 0) != 0 && path.rfind("/sys/", 0) != 0)
-      files.push_back(FileRef{rec.fd, rec.share_pid, rec.share_fd, rec.flags, std::move(path)});
+      files.push_back(ref(rec.share_pid, rec.share_fd));
+    if (rec.kind == uint32_t(plugins::FdKind::kDeleted) && rec.dup_of < 0 && s->version >= 5 &&
+        rec.stored != plugins::kStoredInShm) {
+      const bool shared = rec.share_pid != 0 && rec.share_fd >= 0;
+      FileRef f = shared ? ref(rec.share_pid, rec.share_fd) : ref(self, rec.fd);  // its own description unless shared
+      f.deleted = true;
+      f.mode = rec.mode;
+      f.inode = {self, rec.fd};
+      if (rec.stored == plugins::kStoredByHolder && rec.content_len == int64_t(sizeof(plugins::DeletedHolder))) {
+        plugins::DeletedHolder h;
+        memcpy(&h, content, sizeof h);
+        f.inode = {h.pid, h.fd};
+      } else if (rec.stored == plugins::kStoredHere) {
+        f.has_contents = true;
+        f.contents.assign(reinterpret_cast<const char*>(content), size_t(rec.content_len));
+      }
+      files.push_back(std::move(f));
+    }
   }
   out->files = std::move(files);
   out->max_fd = max_fd;
 }
 
-// Groups the images' files by share key; a description held by two or more processes gets its owner:
-// the lowest common ancestor of its holders in the plan (-1 when they are under different roots).
+// Groups the images' files by share key; a description held by two or more processes, or one of a deleted
+// file the restart recreates (PlanDeleted), gets its owner: the lowest common ancestor of its holders in
+// the plan (-1 when they are under different roots).
 void PlanShared(TreePlan* plan) {
+  PlanDeleted(plan);
   std::map<std::pair<uint32_t, int32_t>, SharedFile> groups;
   for (size_t i = 0; i < plan->procs.size(); ++i)
     for (const FileRef& f : plan->procs[i].files) {
+      if (f.deleted && f.recreated < 0) continue;  // an inode of one process: its fd plugin recreates it
       SharedFile& g = groups[{f.key_pid, f.key_fd}];
       if (g.members.empty()) {
         g.path = f.path;
         g.flags = f.flags;
+        g.deleted = f.recreated;
       }
       g.members.push_back({int(i), f.fd});
     }
@@ -76,7 +110,7 @@ void PlanShared(TreePlan* plan) {
     return c;
   };
   for (auto& [key, g] : groups) {
-    if (g.members.size() < 2) continue;
+    if (g.members.size() < 2 && g.deleted < 0) continue;
     std::vector<int> common = chain(g.members[0].first);  // candidates, nearest first
     for (size_t m = 1; m < g.members.size(); ++m) {
       std::vector<int> c = chain(g.members[m].first);

@@ -119,7 +119,17 @@ void regroup(const TreePlan& plan, const TreeProc& t) {
 // descriptor any image restores and every one `revive restart` holds, so nothing restored lands on them.
 // The owner opens each before it forks; children inherit it; each process tells its restorer which of
 // its fds it is (REVIVE_FD_SHARED, read by revive-restart and handed to the fd plugin) and closes the rest.
+// Above them, at deleted_slot(d), the deleted files held by several processes (plan.deleted[d]), made by
+// `revive restart` and inherited by every process, which opens their descriptions through them.
 int g_share_base = -1;
+
+int deleted_slot(const TreePlan& plan, size_t d) { return g_share_base + int(plan.shared.size() + d); }
+
+// Every shared description's and deleted file's descriptor of ours closed.
+void close_share_slots(const TreePlan& plan) {
+  if (g_share_base < 0) return;
+  for (size_t g = 0; g < plan.shared.size() + plan.deleted.size(); ++g) close(g_share_base + int(g));
+}
 
 void open_shared(const TreePlan& plan, int owner) {
   if (g_share_base < 0) return;
@@ -130,8 +140,11 @@ void open_shared(const TreePlan& plan, int owner) {
     // file open for writing: the files plugin writes its saved contents back into this same inode (a
     // temporary file deleted after the checkpoint). A file that cannot be opened is left to the fd
     // plugin (it reopens by path and names the problem).
-    int create = (f.flags & O_ACCMODE) != O_RDONLY ? O_CREAT : 0;
-    int fd = open(f.path.c_str(), (f.flags & ~O_CLOEXEC) | O_NOCTTY | create, 0600);
+    int create = (f.flags & O_ACCMODE) != O_RDONLY && f.deleted < 0 ? O_CREAT : 0;
+    // A deleted file's description: a new one of the inode recreated at its slot (MakeDeletedFiles).
+    const std::string path =
+        f.deleted < 0 ? f.path : "/proc/self/fd/" + std::to_string(deleted_slot(plan, size_t(f.deleted)));
+    int fd = open(path.c_str(), (f.flags & ~O_CLOEXEC) | O_NOCTTY | create, 0600);
     if (fd < 0) continue;
     if (fd != g_share_base + int(g)) {
       if (dup3(fd, g_share_base + int(g), 0) < 0)
@@ -155,13 +168,14 @@ void hand_shared(const TreePlan& plan, size_t i) {
       }
     if (!used) close(inh);
   }
+  for (size_t d = 0; d < plan.deleted.size(); ++d) close(deleted_slot(plan, d));  // its descriptions are open
   if (env.empty()) unsetenv("REVIVE_FD_SHARED");
   else setenv("REVIVE_FD_SHARED", env.c_str(), 1);
 }
 
 // The lowest descriptor above every saved one and every one open here, or -1 (no room under the limit).
 int share_base(const TreePlan& plan) {
-  if (plan.shared.empty()) return -1;
+  if (plan.shared.empty()) return -1;  // (every deleted file of plan.deleted has a description there)
   int top = 2;
   for (const TreeProc& t : plan.procs) top = std::max(top, int(t.max_fd));
   if (DIR* d = opendir("/proc/self/fd")) {
@@ -169,7 +183,8 @@ int share_base(const TreePlan& plan) {
     closedir(d);
   }
   struct rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rlim_t(top) + 1 + plan.shared.size() > rl.rlim_cur) {
+  const size_t slots = plan.shared.size() + plan.deleted.size();
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rlim_t(top) + 1 + slots > rl.rlim_cur) {
     fprintf(stderr, "revive restart: warning: no descriptor numbers left under RLIMIT_NOFILE (%llu) for %zu "
                     "shared file(s); each process gets its own offset\n",
             (unsigned long long)rl.rlim_cur, plan.shared.size());
@@ -181,7 +196,7 @@ int share_base(const TreePlan& plan) {
 // Where the shared memory objects' descriptors go: above the shared descriptions' (which a process dup3s
 // into place after the objects exist) and every descriptor an image restores.
 int shm_floor(const TreePlan& plan) {
-  int top = g_share_base >= 0 ? g_share_base + int(plan.shared.size()) : 3;
+  int top = g_share_base >= 0 ? g_share_base + int(plan.shared.size() + plan.deleted.size()) : 3;
   for (const TreeProc& t : plan.procs) top = std::max(top, int(t.max_fd) + 1);
   return top;
 }
@@ -237,7 +252,7 @@ long fork_root(const TreePlan& plan, int r, bool exact, const std::function<void
   }
   // Nothing of the tree's plumbing is the stand-in's: EOF on `ready` must mean the tree died.
   for (int fd : {g_sync.ready[0], g_sync.ready[1], g_sync.go[0], g_sync.go[1]}) close(fd);
-  for (size_t g = 0; g_share_base >= 0 && g < plan.shared.size(); ++g) close(g_share_base + int(g));
+  close_share_slots(plan);
   CloseShm(true);
   int st = 0;
   while (waitpid(pid_t(pid), &st, 0) < 0 && errno == EINTR) {
@@ -255,12 +270,13 @@ Status SpawnTree(const TreePlan& plan, bool exact_pids, const std::function<void
   if (pipe2(g_sync.ready, O_CLOEXEC) != 0 || pipe2(g_sync.go, O_CLOEXEC) != 0)
     return Status::FromErrno("pipe", errno);
   g_share_base = share_base(plan);
-  open_shared(plan, -1);  // descriptions shared across roots: ours, inherited by each root
-  Status s = MakeShmObjects(plan, shm_floor(plan));
+  Status s = g_share_base >= 0 ? MakeDeletedFiles(plan, deleted_slot(plan, 0)) : Status::OK();
+  if (s.ok()) open_shared(plan, -1);  // descriptions shared across roots: ours, inherited by each root
+  if (s.ok()) s = MakeShmObjects(plan, shm_floor(plan));
   if (!s.ok()) {
     CloseShm(true);
     for (int fd : {g_sync.ready[0], g_sync.ready[1], g_sync.go[0], g_sync.go[1]}) close(fd);
-    for (size_t g = 0; g_share_base >= 0 && g < plan.shared.size(); ++g) close(g_share_base + int(g));
+    close_share_slots(plan);
     return s;
   }
   for (int r : plan.roots) {
@@ -280,7 +296,7 @@ Status SpawnTree(const TreePlan& plan, bool exact_pids, const std::function<void
   }
   close(g_sync.ready[1]);
   close(g_sync.go[0]);
-  for (size_t g = 0; g_share_base >= 0 && g < plan.shared.size(); ++g) close(g_share_base + int(g));
+  close_share_slots(plan);
   CloseShm(false);
   // Until every process of the plan reported success, or one failed, or all are gone (EOF).
   std::vector<pid_t> made;

@@ -30,10 +30,7 @@ int main(int argc, char** argv) {
   int siblings = argc > 2 && strcmp(argv[2], "siblings") == 0;
   int log = open("shared.txt", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (log < 0) return 98;
-  sigset_t s;
-  sigemptyset(&s);
-  sigaddset(&s, SIGUSR1);
-  sigprocmask(SIG_BLOCK, &s, NULL);
+  block_usr1();
   pid_t parent = getpid(), kids[KIDS];
   for (int k = 0; k < KIDS; k++) {
     kids[k] = fork();
@@ -58,13 +55,6 @@ int main(int argc, char** argv) {
     }
     nap(8);
   }
-  for (int k = 0; k < KIDS; k++) {
-    int st = 0;
-    pid_t w = waitpid(kids[k], &st, 0);
-    char line[64];
-    int n = snprintf(line, sizeof line, "child %d: %s, exit %d\n", k, w == kids[k] ? "reaped" : "lost",
-                     WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-    if ((!siblings && write(log, line, (size_t)n) != n) || write(1, line, (size_t)n) != n) return 97;
-  }
+  if (reap_kids(kids, KIDS, siblings ? -1 : log, 1) != 0) return 97;
   return 0;
 }

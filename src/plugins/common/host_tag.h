@@ -1,0 +1,12 @@
+// A short name of this machine (and boot) for coordinator keys that carry kernel object numbers (inodes,
+// pids): equal numbers of two hosts are never taken for one object. The first 8 hex digits of the
+// kernel's boot id ("0" when unreadable), read once and cached in static storage, so a restored process
+// (maybe on another host) keeps naming its objects as its checkpoint did. Async-signal-safe: open/read
+// into a static buffer, no allocation, no lock (callers run on the checkpoint thread only).
+#pragma once
+
+namespace revive::plugins {
+
+const char* host_tag();
+
+}  // namespace revive::plugins
