@@ -41,7 +41,8 @@ int files_put(Out& out, FileOrigin origin, int fd, const char* path, int64_t siz
 void files_too_large(const char* path, dev_t dev, ino_t ino, int64_t size);
 // Large files by blocks (files_blocks.cpp). begin/end bracket one save; files_blocks_on says whether a
 // file of `size` bytes goes by blocks at this checkpoint; files_put_blocks writes its BlockList and
-// hashes into out and its new blocks beside the image. 0 or -errno (warned).
+// hashes into out and its new blocks beside the image; end(saved) makes them durable and sweeps the
+// store. 0 or -errno (warned).
 struct BlockHash {
   uint64_t lo, hi;  // XXH3-128
 };
@@ -52,7 +53,7 @@ struct FilesBlockStats {
 void files_blocks_begin();
 bool files_blocks_on(int64_t size);
 int files_put_blocks(Out& out, int fd, const char* path, int64_t size);
-void files_blocks_end();
+int files_blocks_end(bool saved);
 const FilesBlockStats& files_block_stats();  // of the last save (bench, tests)
 void files_block_hex(const BlockHash& h, char* out);  // 32 hex digits (high64 then low64) + nul
 // Restore of a kBlocks entry's payload into fd (files_blocks_restore.cpp); skip_blocks reads past it.

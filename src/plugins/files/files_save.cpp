@@ -186,8 +186,8 @@ int files_save(inject::SectionWriter& w) {
   g_nsaved = 0;
   files_blocks_begin();
   int rc = save_all(w);
-  files_blocks_end();
-  return rc;
+  int end = files_blocks_end(rc == 0);
+  return rc != 0 ? rc : end;
 }
 
 }  // namespace revive::plugins
