@@ -2,7 +2,8 @@
 """Large written files saved by blocks (files plugin, docs/plugins.md "files", "Large files").
 
 A program keeps a 48 MiB file open for writing and rewrites small ranges of it in place, in three hot
-1 MiB blocks, between checkpoints. Cases:
+1 MiB blocks, between checkpoints (and keeps a 16 MiB file it wrote once open for writing, untouched).
+Cases:
   bigfile  three checkpoints; the second and third must store far less than the file (only the changed
            blocks, next to the image); the first generation is then deleted and a fourth checkpoint taken
            (the store sweep must keep exactly the blocks the remaining generations link); SIGKILL at a
@@ -18,7 +19,7 @@ A program keeps a 48 MiB file open for writing and rewrites small ranges of it i
 Failures print FAIL and exit 1. --seed makes the random moments repeatable. REVIVE_FILES_DELTA_MB=0 (no
 block saving: the file is copied into every image, as before) makes bigfile, damaged and reflink fail.
 """
-import argparse, hashlib, os, random, shutil, subprocess, sys, time
+import argparse, hashlib, os, random, re, shutil, subprocess, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hosts"))
 from harness import fail, skip, run, free_port, clean_env  # noqa: E402
@@ -26,6 +27,9 @@ from files_test import kill_all  # noqa: E402
 
 MIB = 1 << 20
 SIZE = 48 * MIB
+# A refused restart names the file the block belongs to (blocks of equal contents are stored once: the
+# first 16 blocks of big.bin start out equal to still.bin's).
+NAMES_FILE = re.compile(r"of '/[^']*/(big|still)\.bin'")
 
 PROG = r'''
 import hashlib, os, sys, time
@@ -34,6 +38,11 @@ fd = os.open("big.bin", os.O_RDWR | os.O_CREAT, 0o644)
 base = bytes(range(256)) * 4096
 for k in range(size >> 20):
     os.pwrite(fd, base[k % 251:] + base[:k % 251], k << 20)
+# Written once, then left open for writing untouched: its later checkpoints take the fast path (size,
+# mtime and ctime unchanged: the previous hashes, linked again without reading it).
+still = os.open("still.bin", os.O_RDWR | os.O_CREAT, 0o644)
+for k in range(16):
+    os.pwrite(still, base[k:] + base[:k], k << 20)
 print("ready", flush=True)
 for i in range(steps):
     # Small in-place rewrites, always in one of three blocks (3, 12, 21 MiB on): three changed blocks
@@ -96,7 +105,8 @@ class T:
                                 stdout=open(os.path.join(d, "stdout"), "wb"), stderr=open(os.path.join(d, "stderr"), "wb"))
 
     def result(self, d):
-        return open(os.path.join(d, "stdout")).read(), digest(os.path.join(d, "big.bin"))
+        return (open(os.path.join(d, "stdout")).read(), digest(os.path.join(d, "big.bin")),
+                digest(os.path.join(d, "still.bin")))
 
     def reference(self):
         d = os.path.join(self.work, "ref")
@@ -141,8 +151,8 @@ class T:
     def compare(self, d, what):
         got = self.result(d)
         if got != self.ref:
-            fail("%s: result differs from the uninterrupted run:\nstdout tail %r, file %s\nvs\nstdout tail %r, file %s"
-                 % (what, got[0][-200:], got[1], self.ref[0][-200:], self.ref[1]))
+            fail("%s: result differs from the uninterrupted run:\nstdout tail %r, files %s\nvs\nstdout tail %r, files %s"
+                 % (what, got[0][-200:], got[1:], self.ref[0][-200:], self.ref[1:]))
 
     def store_consistent(self, ck):
         """Every store entry is linked by some generation; every block a generation holds is whole."""
@@ -298,7 +308,7 @@ class T:
             f.seek(12345)
             f.write(bytes([b[0] ^ 0x40]))
         rr = self.restart(d, port, ck, must_work=False)
-        if rr.returncode == 0 or "is damaged" not in rr.stderr or victim not in rr.stderr or "big.bin" not in rr.stderr:
+        if rr.returncode == 0 or "is damaged" not in rr.stderr or victim not in rr.stderr or not NAMES_FILE.search(rr.stderr):
             fail("restart with a damaged block exited %d without naming it (%s):\n%s" % (rr.returncode, victim, rr.stderr[-1500:]))
         print("damaged block refused: %s" % [l for l in rr.stderr.splitlines() if "is damaged" in l][0][:300])
         with open(victim, "r+b") as f:
@@ -311,7 +321,7 @@ class T:
         os.rename(gone, aside)
         os.unlink(os.path.join(ck, ".revive-blocks", blks[0][len(".blk-"):]))
         rr = self.restart(d, port, ck, must_work=False)
-        if rr.returncode == 0 or "is missing" not in rr.stderr or gone not in rr.stderr:
+        if rr.returncode == 0 or "is missing" not in rr.stderr or gone not in rr.stderr or not NAMES_FILE.search(rr.stderr):
             fail("restart with a missing block exited %d without naming it (%s):\n%s" % (rr.returncode, gone, rr.stderr[-1500:]))
         print("missing block refused: %s" % [l for l in rr.stderr.splitlines() if "is missing" in l][0][:300])
         os.rename(aside, gone)
