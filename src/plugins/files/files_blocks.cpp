@@ -139,11 +139,8 @@ int flush_pending() {
 // the filesystem shares extents (FICLONERANGE: btrfs, XFS), else copied; durable and linked into the store
 // by flush_pending.
 int write_block(int fd, const char* path, int64_t off, size_t len, const BlockHash& h) {
-  char tmp[PATH_MAX], fin[PATH_MAX], line[PATH_MAX * 2 + 160];
-  Msg suffix(line, 32);
-  suffix.s(".").i(getpid()).s(".tmp");
-  char sfx[32];
-  memcpy(sfx, suffix.c_str(), suffix.size() + 1);
+  char tmp[PATH_MAX], fin[PATH_MAX], line[PATH_MAX * 2 + 160], sfx[32];
+  Msg(sfx, sizeof sfx).s(".").i(getpid()).s(".tmp");  // two processes writing the same block never collide
   if (!name_of(tmp, g_gen, kBlockPrefix, h, sfx) || !name_of(fin, g_gen, kBlockPrefix, h, "")) return -ENAMETOOLONG;
   int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   int err = out < 0 ? errno : 0;
