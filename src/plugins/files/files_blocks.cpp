@@ -232,6 +232,12 @@ void files_blocks_begin() {
 bool files_blocks_on(int64_t size) { return g_gen[0] && g_files.delta_bytes > 0 && size >= g_files.delta_bytes; }
 
 int files_put_blocks(Out& out, int fd, const char* path, int64_t size) {
+  // A write through a shared mapping changes ctime only when it faults on a clean page: a page left dirty
+  // and writable since before the last checkpoint takes writes silently. Starting writeback first
+  // write-protects every dirty page, so any later write through a mapping sets ctime and the fast path
+  // below (next checkpoint) sees it. WAIT_BEFORE: a page already under writeback (skipped by a plain
+  // WRITE) may have been dirtied again; waiting for it lets WRITE take it too. The new I/O is not waited for.
+  (void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE);
   struct stat st;
   if (fstat(fd, &st) != 0) return -errno;
   if (!g_buf) {
