@@ -164,6 +164,13 @@ class T:
             fail("%s: result differs from the uninterrupted run:\nstdout tail %r, files %s\nvs\nstdout tail %r, files %s"
                  % (what, got[0][-200:], got[1:], self.ref[0][-200:], self.ref[1:]))
 
+    def kill_restart_compare(self, p, port, d, ck, what, upto):
+        """SIGKILL at a random moment within `upto` seconds, restart, compare with the uninterrupted run."""
+        time.sleep(self.rng.uniform(0.0, upto))
+        kill_all(p, port)
+        self.restart(d, port, ck)
+        self.compare(d, what)
+
     def store_consistent(self, ck):
         """Every store entry is linked by some generation; every block a generation holds is whole."""
         store = os.path.join(ck, ".revive-blocks")
@@ -249,10 +256,7 @@ class T:
             if k and new == 0:
                 fail("checkpoint %d stored no new block though the program wrote through its mapping" % (k + 1))
             time.sleep(0.5)
-        time.sleep(self.rng.uniform(0.0, 0.5))
-        kill_all(p, port)
-        self.restart(d, port, ck)
-        self.compare(d, "mapped")
+        self.kill_restart_compare(p, port, d, ck, "mapped", 0.5)
         print("mapped: restart ok, file and output identical")
 
     def crash(self, port):
@@ -333,10 +337,7 @@ class T:
                 fail("checkpoint %d on XFS took %d bytes beside its %d-byte image: the blocks were copied, not "
                      "cloned" % (k + 1, used[-1] - img, img))
             time.sleep(0.4)
-        time.sleep(self.rng.uniform(0.0, 1.0))
-        kill_all(p, port)
-        self.restart(d, port, ck)
-        self.compare(d, "reflink")
+        self.kill_restart_compare(p, port, d, ck, "reflink", 1.0)
         print("reflink: blocks cloned, restart ok, file and output identical")
 
     def damaged(self, port):
