@@ -4,6 +4,7 @@
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config git gfortran python3 iproute2 procps psmisc
       sqlite3 make util-linux  # programs nobody here wrote, for tests/files
+      xfsprogs  # tests/files: files.blocks_reflink clones blocks on an XFS loop filesystem
       libzstd-dev libxxhash-dev libisal-dev libcli11-dev nlohmann-json3-dev
       libgtest-dev libgmock-dev libbenchmark-dev
       libopenmpi-dev openmpi-bin mpich libmpich-dev

@@ -18,6 +18,7 @@
 
 #include "plugins/files/files_internal.h"
 #include "plugins/plugins.h"
+#include "bench_support.h"
 
 namespace revive::inject {
 int checkpoint_signal() { return SIGRTMAX - 2; }
@@ -27,33 +28,6 @@ bool fd_reserved(int fd) { return fd <= 2; }
 }  // namespace revive::inject
 
 namespace {
-
-// Section buffer reserved up front, as the engine's mmap-backed writer is.
-struct BufWriter final : revive::inject::SectionWriter {
-  std::string b;
-  bool write(const void* p, size_t n) override {
-    b.append(static_cast<const char*>(p), n);
-    return true;
-  }
-};
-struct BufReader final : revive::inject::SectionReader {
-  const std::string& b;
-  size_t pos = 0;
-  explicit BufReader(const std::string& s) : b(s) {}
-  bool read(void* p, size_t n) override {
-    if (n > b.size() - pos) return false;
-    memcpy(p, b.data() + pos, n);
-    pos += n;
-    return true;
-  }
-  size_t remaining() const override { return b.size() - pos; }
-};
-
-double now() {
-  timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 // Median of 7 timings of fn; prep runs untimed before each.
 double median(const std::function<void()>& prep, const std::function<void()>& fn) {

@@ -95,7 +95,11 @@ int ckpt_write(uint64_t gen, const char* dir, char* path, size_t path_cap, long*
   vpid::thread_checkpoint();
   if (revive_save_ctx(g.ckpt_rec.ctx) != 0) return 1;  // we are the restored process
 
-  if (!plugins_save(err, err_len)) {
+  g.gen_dir[0] = 0;
+  sys::append(g.gen_dir, sizeof g.gen_dir, dir);
+  bool saved = plugins_save(err, err_len);
+  g.gen_dir[0] = 0;
+  if (!saved) {
     g.generation = prev_gen;
     return -1;
   }
@@ -288,6 +292,14 @@ void after_restore() {
 
 const char* restart_env(const char* key) {
   return g_restart_info.magic == image::kRestartInfoMagic ? blob_env(g_restart_info, key) : nullptr;
+}
+
+const char* generation_dir() { return g.gen_dir; }
+
+const char* restored_image() {
+  const image::RestartInfo& ri = g_restart_info;
+  if (ri.magic != image::kRestartInfoMagic || ri.image_path_off >= ri.blob_len) return "";
+  return reinterpret_cast<const char*>(ri.blob_addr + ri.image_path_off);
 }
 
 void after_restore_done() {

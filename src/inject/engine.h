@@ -62,6 +62,7 @@ struct Engine {
   Config cfg;
   uint64_t upid;
   uint64_t generation;  // last generation written
+  char gen_dir[1200];   // the generation directory of the checkpoint being saved (plugins' generation_dir())
   // A forked writer the coordinator's phases did not wait for (ckpt_write with wait_writer false): its
   // pid until reaped (writer_reap), and the image it writes.
   long writer_pid;

@@ -54,6 +54,9 @@ struct Plugin {
   // has refilled), just before user threads run again; same restrictions as save. The place for work
   // that needs every peer ready (the verbs plugin re-posts the sends that were in flight).
   void (*restored)(uint64_t generation);
+  // Oldest section version restore still reads (0: only `version`); such a plugin tells the versions
+  // apart from the section itself. Lets a plugin extend its section without orphaning older images.
+  uint32_t oldest_version = 0;
 };
 
 // The coordinator's key/value table (PUBLISH/LOOKUP), for plugins during the phase events above.
@@ -99,6 +102,12 @@ const char* restart_env(const char* key);
 
 // The checkpoint directory (absolute; "" when unknown). Plugins keep their own data out of it.
 const char* checkpoint_dir();
+// During a plugin's save: the generation directory this checkpoint's image goes to (absolute, e.g.
+// DIR/ckpt-3; "" outside a save). The files plugin puts the blocks of large files next to the image.
+const char* generation_dir();
+// During a restored process's restore: the absolute path of the image it was restored from ("" if
+// unknown). The files plugin reads the blocks of large files from the image's directory.
+const char* restored_image();
 
 // The checkpoint signal owned by the engine (default SIGRTMAX-2, REVIVE_SIGNAL overrides).
 int checkpoint_signal();

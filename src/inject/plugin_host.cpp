@@ -156,7 +156,8 @@ bool plugins_restore(const image::RestartInfo& ri, char* err, size_t err_len) {
       add_error(err, err_len, p->name, "the image has no section for this plugin");
       return false;
     }
-    if (hdr->version != p->version) {
+    const uint32_t oldest = p->oldest_version ? p->oldest_version : p->version;
+    if (hdr->version > p->version || hdr->version < oldest) {
       add_error(err, err_len, p->name, "section version in the image differs from this plugin's version ");
       sys::append_u64(err, err_len, p->version);
       return false;

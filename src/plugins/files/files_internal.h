@@ -16,6 +16,7 @@ namespace revive::plugins {
 struct FilesPolicy {
   bool written;        // REVIVE_FILES=written (default) | none
   int64_t max_bytes;   // REVIVE_FILES_MAX_MB
+  int64_t delta_bytes; // REVIVE_FILES_DELTA_MB: files this large or larger are saved by blocks (0: never)
   char local[1024];    // REVIVE_LOCAL_DIRS: ':'-separated absolute directories ("" = none)
   char records[512];   // revive's per-user runtime records (launch/user_record.cpp): never walked
   bool displace;       // REVIVE_FILES_AFTER=move (default) | keep: files born after the checkpoint in the
@@ -38,6 +39,27 @@ int files_put(Out& out, FileOrigin origin, int fd, const char* path, int64_t siz
               int64_t mtime_sec, int64_t mtime_nsec);
 // Warns (once per file per process) that a file was too large to save.
 void files_too_large(const char* path, dev_t dev, ino_t ino, int64_t size);
+// Large files by blocks (files_blocks.cpp). begin/end bracket one save; files_blocks_on says whether a
+// file of `size` bytes goes by blocks at this checkpoint; files_put_blocks writes its BlockList and
+// hashes into out and its new blocks beside the image; end(saved) makes them durable and sweeps the
+// store. 0 or -errno (warned).
+struct BlockHash {
+  uint64_t lo, hi;  // XXH3-128
+};
+struct FilesBlockStats {
+  int64_t read_bytes, written_bytes, cloned_bytes;  // of the file read; blocks copied; blocks cloned
+  uint32_t written, linked, swept;                  // blocks stored new; linked from the store; swept
+};
+void files_blocks_begin();
+bool files_blocks_on(int64_t size);
+int files_put_blocks(Out& out, int fd, const char* path, int64_t size);
+int files_blocks_end(bool saved);
+const FilesBlockStats& files_block_stats();  // of the last save (bench, tests)
+void files_block_hex(const BlockHash& h, char* out);  // 32 hex digits (high64 then low64) + nul
+// Restore of a kBlocks entry's payload into fd (files_blocks_restore.cpp); skip_blocks reads past it.
+int files_fill_blocks(In& in, const FileEntry& e, const char* path, int fd, char* msg, size_t cap);
+bool files_skip_blocks(In& in);
+
 // True if path is inside one of the node-local directories.
 bool files_local(const char* path);
 

@@ -13,7 +13,7 @@
 
 namespace revive::plugins {
 
-FilesPolicy g_files = {true, kDefaultFilesMaxBytes, "/tmp:/var/tmp:/dev/shm", "", true, false, 0, 0};
+FilesPolicy g_files = {true, kDefaultFilesMaxBytes, kDefaultFilesDeltaBytes, "/tmp:/var/tmp:/dev/shm", "", true, false, 0, 0};
 
 namespace {
 
@@ -24,6 +24,20 @@ bool parse_i64(const char* v, int64_t lo, int64_t hi, int64_t* out) {
   long long x = strtoll(v, &end, 10);
   if (errno || *end || x < lo || x > hi) return false;
   *out = x;
+  return true;
+}
+
+// A size in MiB from the environment into *bytes (left alone when unset). false, warned, if malformed.
+bool mib_setting(const char* name, int64_t* bytes) {
+  const char* v = getenv(name);
+  if (!v) return true;
+  int64_t mb = 0;
+  if (!parse_i64(v, 0, 1 << 20, &mb)) {
+    char line[160];
+    warn(Msg(line, sizeof line).s(name).s(" is not a size in MiB (0..1048576); checkpointing disabled").c_str());
+    return false;
+  }
+  *bytes = mb << 20;
   return true;
 }
 
@@ -48,14 +62,9 @@ int files_init() {
       return -EINVAL;
     }
   }
-  if (const char* v = getenv("REVIVE_FILES_MAX_MB")) {
-    int64_t mb = 0;
-    if (!parse_i64(v, 0, 1 << 20, &mb)) {
-      warn("REVIVE_FILES_MAX_MB is not a size in MiB (0..1048576); checkpointing disabled");
-      return -EINVAL;
-    }
-    g_files.max_bytes = mb << 20;
-  }
+  if (!mib_setting("REVIVE_FILES_MAX_MB", &g_files.max_bytes) ||
+      !mib_setting("REVIVE_FILES_DELTA_MB", &g_files.delta_bytes))  // 0: never by blocks
+    return -EINVAL;
   if (const char* v = getenv("REVIVE_LOCAL_DIRS")) {
     size_t n = strlen(v);
     bool ok = n < sizeof g_files.local;
@@ -98,6 +107,7 @@ namespace revive::inject {
 __attribute__((weak)) const char* checkpoint_dir() { return ""; }
 
 const Plugin kFilesPlugin = {"files", plugins::kFilesVersion, plugins::files_init, plugins::files_save,
-                             [](bool) {}, plugins::files_restore, nullptr, nullptr, nullptr, nullptr};
+                             [](bool) {}, plugins::files_restore, nullptr, nullptr, nullptr, nullptr,
+                             plugins::kFilesOldestVersion};
 
 }  // namespace revive::inject

@@ -1,7 +1,11 @@
-// The files plugin's section (tag "RVFL", version 1): the contents of files the computation writes, so a
-// restart finds them as they were at the checkpoint (docs/plugins.md, "files").
+// The files plugin's section (tag "RVFL", version 2; version 1 is still read): the contents of files the
+// computation writes, so a restart finds them as they were at the checkpoint (docs/plugins.md, "files").
 //   u8[4] "RVFL"
-//   then entries, each a FileEntry, its path (u32 length + bytes, absolute) and `size` bytes of contents,
+//   then entries, each a FileEntry, its path (u32 length + bytes, absolute) and then, by its format:
+//     kInline: `size` bytes of contents (the only format of version 1, whose `format` field was 0 padding)
+//     kBlocks: a BlockList, then `count` XXH3-128 hashes (16 bytes: low64, high64), one per block of
+//              1 << block_log2 bytes (the last one shorter); block K is the file
+//              <image's directory>/.blk-<32 hex digits: high64 then low64> (files_blocks.cpp)
 //   ended by a FileEntry whose origin is 0 (no path, no contents follow it).
 #pragma once
 
@@ -10,7 +14,8 @@
 namespace revive::plugins {
 
 constexpr char kFilesTag[] = "RVFL";
-constexpr uint32_t kFilesVersion = 1;
+constexpr uint32_t kFilesVersion = 2;
+constexpr uint32_t kFilesOldestVersion = 1;
 
 enum class FileOrigin : uint32_t {
   kEnd = 0,
@@ -35,11 +40,30 @@ struct FileEntry {
   int64_t mtime_sec;  // set again after writing (make compares mtimes)
   int64_t mtime_nsec;
   uint32_t dir_mode;  // st_mode & 07777 of the parent directory, for directories recreated at restore
-  uint32_t pad;
+  uint32_t format;    // FileFormat (version 1: always 0)
 };
+
+enum class FileFormat : uint32_t {
+  kInline = 0,  // the contents follow the path
+  kBlocks = 1,  // a BlockList and the blocks' hashes follow; the blocks are files beside the image
+};
+
+struct BlockList {
+  uint32_t block_log2;  // 20: 1 MiB blocks
+  uint32_t count;       // (size + block - 1) >> block_log2
+};
+constexpr uint32_t kBlockLog2 = 20;
+constexpr uint64_t kBlockBytes = 1ULL << kBlockLog2;
+// Name of a block in a generation directory (".blk-" + 32 hex digits) and in the store shared by the
+// generations (DIR/.revive-blocks/ + 32 hex digits): see files_blocks.cpp.
+constexpr char kBlockPrefix[] = ".blk-";
+constexpr char kBlockStore[] = ".revive-blocks";
 
 // Per-file size limit of the default policy (REVIVE_FILES_MAX_MB overrides it): a larger file is not
 // saved; a warning names it and the fd plugin's size policy applies to it (docs/plugins.md).
-constexpr int64_t kDefaultFilesMaxBytes = 64LL << 20;
+constexpr int64_t kDefaultFilesMaxBytes = 1024LL << 20;
+// Files of at least this size (REVIVE_FILES_DELTA_MB overrides it; 0: never) are saved by blocks: only
+// blocks no earlier checkpoint stored are written (docs/plugins.md "files", "Large files").
+constexpr int64_t kDefaultFilesDeltaBytes = 8LL << 20;
 
 }  // namespace revive::plugins

@@ -35,6 +35,33 @@ bool skip(In& in, int64_t n) {
   return true;
 }
 
+// Skips an entry's payload: its contents, or its block list.
+bool skip_payload(In& in, const FileEntry& e) {
+  return e.format == uint32_t(FileFormat::kBlocks) ? files_skip_blocks(in) : skip(in, e.size);
+}
+
+// Writes an inline entry's contents into fd from offset 0.
+int fill_inline(Ctx& c, const FileEntry& e, const char* path, int fd) {
+  for (int64_t off = 0; off < e.size;) {
+    size_t want = e.size - off < int64_t(sizeof g_buf) ? size_t(e.size - off) : sizeof g_buf;
+    if (!c.in.bytes(g_buf, want)) {
+      return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("files section: truncated in the contents of '")
+          .s(path).s("'"), EINVAL);
+    }
+    for (size_t done = 0; done < want;) {
+      ssize_t w = pwrite(fd, g_buf + done, want - done, off + int64_t(done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        int err = w < 0 ? errno : EIO;
+        return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("cannot write '").s(path).s("' back: ").err(err), err);
+      }
+      done += size_t(w);
+    }
+    off += int64_t(want);
+  }
+  return 0;
+}
+
 // mkdir -p of path's parent; directories created get `mode` (the saved parent's permission bits).
 int make_parents(Ctx& c, const char* path, uint32_t mode) {
   char dir[PATH_MAX];
@@ -63,7 +90,7 @@ int write_back(Ctx& c, const FileEntry& e, const char* path) {
   bool scanned = e.origin == uint32_t(FileOrigin::kScanned);
   struct stat st;
   if (scanned && lstat(path, &st) == 0) {
-    if (skip(c.in, e.size)) return 0;
+    if (skip_payload(c.in, e)) return 0;
     return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("files section: truncated in the contents of '")
         .s(path).s("'"), EINVAL);
   }
@@ -73,7 +100,7 @@ int write_back(Ctx& c, const FileEntry& e, const char* path) {
   // write right after the checkpoint can fall in the same coarse mtime tick.
   if (e.origin == uint32_t(FileOrigin::kLocal) && lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
       st.st_size == e.size && st.st_mtim.tv_sec == e.mtime_sec && st.st_mtim.tv_nsec == e.mtime_nsec) {
-    if (skip(c.in, e.size)) return 0;
+    if (skip_payload(c.in, e)) return 0;
     return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("files section: truncated in the contents of '")
         .s(path).s("'"), EINVAL);
   }
@@ -84,7 +111,7 @@ int write_back(Ctx& c, const FileEntry& e, const char* path) {
   // A walked file that appeared since the lstat above (the restart's coordinator writing its record
   // under /tmp/revive-UID at this moment) is no longer missing: left alone, as if lstat had seen it.
   if (fd < 0 && scanned && errno == EEXIST) {
-    if (skip(c.in, e.size)) return 0;
+    if (skip_payload(c.in, e)) return 0;
     return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("files section: truncated in the contents of '")
         .s(path).s("'"), EINVAL);
   }
@@ -93,24 +120,11 @@ int write_back(Ctx& c, const FileEntry& e, const char* path) {
     return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("cannot write '").s(path)
         .s("' back to its checkpoint contents: ").err(err), err);
   }
-  for (int64_t off = 0; off < e.size;) {
-    size_t want = e.size - off < int64_t(sizeof g_buf) ? size_t(e.size - off) : sizeof g_buf;
-    if (!c.in.bytes(g_buf, want)) {
-      close(fd);
-      return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("files section: truncated in the contents of '")
-          .s(path).s("'"), EINVAL);
-    }
-    for (size_t done = 0; done < want;) {
-      ssize_t w = pwrite(fd, g_buf + done, want - done, off + int64_t(done));
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        int err = w < 0 ? errno : EIO;
-        close(fd);
-        return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("cannot write '").s(path).s("' back: ").err(err), err);
-      }
-      done += size_t(w);
-    }
-    off += int64_t(want);
+  int rc = e.format == uint32_t(FileFormat::kBlocks) ? files_fill_blocks(c.in, e, path, fd, c.msg, c.cap)
+                                                     : fill_inline(c, e, path, fd);
+  if (rc != 0) {
+    close(fd);
+    return rc;
   }
   int err = 0;
   if (ftruncate(fd, e.size) != 0) err = errno;
@@ -148,7 +162,10 @@ int files_restore(inject::SectionReader& r, char* msg, size_t cap) {
     if (!in.str(path, sizeof path)) {
       return fail(msg, cap, Msg(c.line, sizeof c.line).s("files section: truncated path at entry ").u(k), EINVAL);
     }
-    if (e.origin > kMaxFileOrigin || e.size < 0 || uint64_t(e.size) > in.remaining() || path[0] != '/' ||
+    const bool inline_bytes = e.format == uint32_t(FileFormat::kInline);
+    if (e.origin > kMaxFileOrigin || e.size < 0 || (inline_bytes && uint64_t(e.size) > in.remaining()) ||
+        e.format > uint32_t(FileFormat::kBlocks) || (!inline_bytes && e.origin == uint32_t(FileOrigin::kListing)) ||
+        path[0] != '/' ||
         (e.mode & ~07777u) != 0 || e.mtime_nsec < 0 || e.mtime_nsec >= 1000000000) {
       return fail(msg, cap, Msg(c.line, sizeof c.line).s("files section: malformed entry ").u(k).s(" ('").s(path)
           .s("')"), EINVAL);

@@ -127,8 +127,14 @@ int files_put(Out& out, FileOrigin origin, int fd, const char* path, int64_t siz
   e.mtime_sec = mtime_sec;
   e.mtime_nsec = mtime_nsec;
   e.dir_mode = parent_mode(path);
+  const bool blocks = files_blocks_on(size);
+  e.format = uint32_t(blocks ? FileFormat::kBlocks : FileFormat::kInline);
   out.bytes(&e, sizeof e);
   out.str(path, strlen(path));
+  if (blocks) {
+    int rc = files_put_blocks(out, fd, path, size);
+    return rc != 0 ? rc : out.ok() ? 0 : -ENOMEM;
+  }
   static char buf[1 << 16];
   for (int64_t off = 0; off < size;) {
     size_t want = size - off < int64_t(sizeof buf) ? size_t(size - off) : sizeof buf;
@@ -148,9 +154,10 @@ int files_put(Out& out, FileOrigin origin, int fd, const char* path, int64_t siz
   return out.ok() ? 0 : -ENOMEM;
 }
 
-int files_save(inject::SectionWriter& w) {
+namespace {
+
+int save_all(inject::SectionWriter& w) {
   static int fds[kMaxFds];
-  g_nsaved = 0;
   Out out(w);
   out.tag(kFilesTag);
   int n = list_fds(0, fds, kMaxFds);
@@ -171,6 +178,16 @@ int files_save(inject::SectionWriter& w) {
   FileEntry end{};
   out.bytes(&end, sizeof end);
   return out.ok() ? 0 : -ENOMEM;
+}
+
+}  // namespace
+
+int files_save(inject::SectionWriter& w) {
+  g_nsaved = 0;
+  files_blocks_begin();
+  int rc = save_all(w);
+  int end = files_blocks_end(rc == 0);
+  return rc != 0 ? rc : end;
 }
 
 }  // namespace revive::plugins
