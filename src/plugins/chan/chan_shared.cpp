@@ -23,31 +23,13 @@
 
 #include "inject/plugin.h"
 #include "plugins/chan/chan.h"
+#include "plugins/common/host_tag.h"
 #include "plugins/common/msg.h"
 
 namespace revive::chan {
 namespace {
 
 constexpr int kHandOverTimeoutMs = 60000;
-
-// Socket inodes are numbered per kernel: the keys carry the first 8 hex digits of the kernel's boot id,
-// so processes on different hosts never take each other's sockets for one. Kept in memory, so a restored
-// process (maybe on another host) still names the sockets as their holders did at checkpoint.
-char g_host[16];
-
-void host_tag() {
-  if (g_host[0]) return;
-  char b[40] = "";
-  int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-  ssize_t n = fd >= 0 ? read(fd, b, sizeof b - 1) : -1;
-  if (fd >= 0) close(fd);
-  size_t k = 0;
-  for (ssize_t i = 0; i < n && k < 8; ++i)
-    if ((b[i] >= '0' && b[i] <= '9') || (b[i] >= 'a' && b[i] <= 'f')) g_host[k++] = b[i];
-  if (k == 0) g_host[k++] = '0';
-  g_host[k] = 0;
-}
-
 
 // The entries a holder elects: one per socket in this process (dups follow their entry).
 bool electable(const Chan& c) {
@@ -73,7 +55,9 @@ bool same_file(int a, int b) {
 }  // namespace
 
 void share_key(char* out, size_t cap, const char* prefix, uint64_t gen, uint64_t ino) {
-  plugins::Msg(out, cap).s(prefix).u(gen).s(".").s(g_host).s(".").u(ino);
+  // Socket inodes are numbered per kernel: the host tag keeps two hosts' sockets apart, and being cached in
+  // memory (warmed in publish_sockets), names them after a restart on another host as their holders did.
+  plugins::Msg(out, cap).s(prefix).u(gen).s(".").s(plugins::host_tag()).s(".").u(ino);
 }
 
 // Descriptor passing, for pipes (chan_pipe.cpp) and shared sockets alike.
@@ -150,7 +134,7 @@ int recv_fd(int s, int timeout_ms) {
 }
 
 void publish_sockets(uint64_t gen) {
-  host_tag();
+  plugins::host_tag();
   char k[96], pid[24];
   plugins::Msg(pid, sizeof pid).u(uint64_t(getpid()));
   for (uint32_t i = 0; i < g_nchans; ++i) {
