@@ -66,8 +66,10 @@ long write_on_scratch_stack(const char* dir, const char* path, uint64_t gen, boo
 bool ckpt_suspend(char* err, size_t err_len) {
   g.released = false;
   g.t_start_ns = now_ns();
+  stderr_hold();  // until the resume: every process saves a shared stderr at one size
   bool ok = suspend_all(err, err_len);
   g.t_suspended_ns = now_ns();
+  if (!ok) stderr_release();  // no resume follows a failed suspend
   return ok;
 }
 
@@ -120,6 +122,7 @@ int ckpt_write(uint64_t gen, const char* dir, char* path, size_t path_cap, long*
     if (sys::sc(SYS_pipe2, pass, O_CLOEXEC) != 0) pass[0] = pass[1] = -1;
     long child = sys::sc(SYS_clone, g.cfg.sig, 0, 0, 0, 0);
     if (child == 0) {
+      stderr_forget();  // what the parent held is the parent's to write
       if (pass[0] >= 0) sys::sc(SYS_close, pass[0]);
       g.shm_pass_fd = pass[1];
       char cerr[512] = "";
@@ -193,6 +196,7 @@ void ckpt_resume(bool ok) {
   plugins_free_output();
   g.released = true;
   g.t_released_ns = now_ns();
+  stderr_release();
   release_all();
   hooks_finish(0);  // the gate opens, the continue callbacks run
 }

@@ -60,7 +60,7 @@ void log(int level, const char* a, const char* b, const char* c, const char* d) 
   append(line, sizeof line, c);
   append(line, sizeof line, d);
   append(line, sizeof line, "\n");
-  write_all(2, line, slen(line));
+  stderr_line(line, slen(line));
 }
 }  // namespace sys
 

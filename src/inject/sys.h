@@ -110,3 +110,12 @@ inline long write_all(int fd, const void* p, size_t n) {
 void log(int level, const char* a, const char* b = "", const char* c = "", const char* d = "");
 
 }  // namespace revive::inject::sys
+
+namespace revive::inject {
+// Lines for the program's stderr (stderr_defer.cpp): held from the suspend to the resume of a checkpoint,
+// so that every process saves a shared stderr file at one size; written at once otherwise.
+void stderr_line(const char* s, size_t n);
+void stderr_hold();
+void stderr_release();
+void stderr_forget();  // in a forked writer child
+}  // namespace revive::inject

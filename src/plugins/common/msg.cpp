@@ -4,6 +4,10 @@
 #include <string.h>
 #include <unistd.h>
 
+namespace revive::inject {
+void stderr_line(const char* s, size_t n) __attribute__((weak));  // the engine's; null in revive-restart
+}
+
 namespace revive::plugins {
 
 Msg& Msg::s(const char* text) {
@@ -44,6 +48,11 @@ void warn(const char* text) {
   char line[512];
   Msg m(line, sizeof line);
   m.s("revive: ").s(text).s("\n");
+  // Inside the engine, a line written during a checkpoint waits for the resume (src/inject/stderr_defer.cpp).
+  if (inject::stderr_line) {
+    inject::stderr_line(line, m.size());
+    return;
+  }
   ssize_t off = 0, n = static_cast<ssize_t>(m.size());
   while (off < n) {
     ssize_t w = write(2, line + off, static_cast<size_t>(n - off));
