@@ -127,7 +127,7 @@ int find_dup(int fd, const struct stat& st) {
 
 // The checkpoint fails (rc: -ENOTSUP) or is refused for now (-EAGAIN: taken again) because of fd, which
 // is `what`; the message names the process, the fd and what it is.
-int refuse_fd(int fd, const char* what, int rc, bool stand_in_hint = true) {
+int refuse_fd(int fd, const char* what, int rc) {
   char comm[32] = "?";
   int cf = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
   if (cf >= 0) {
@@ -139,7 +139,7 @@ int refuse_fd(int fd, const char* what, int rc, bool stand_in_hint = true) {
   char line[PATH_MAX + 240];
   Msg(line, sizeof line).s(rc == -EAGAIN ? "checkpoint refused for now: process " : "checkpoint refused: process ")
       .i(g_self).s(" (").s(comm).s(") fd ").i(fd).s(" is ").s(what)
-      .s(rc == -EAGAIN || !stand_in_hint ? "" : " (REVIVE_FD_UNSUPPORTED=stand-in: restore it as /dev/null instead)");
+      .s(rc == -EAGAIN ? "" : " (REVIVE_FD_UNSUPPORTED=stand-in: restore it as /dev/null instead)");
   inject::plugin_refusal(line);
   warn(line);
   return rc;
@@ -342,14 +342,13 @@ int save_one(Out& out, int fd, ShareKey share, DeletedHolder holder, DeletedHold
     rec.content_len = sizeof shm_at;
     content = reinterpret_cast<const char*>(&shm_at);
   } else if (kind == FdKind::kDeleted && rec.dup_of < 0 && mapper.pid != 0) {
-    // Another process maps this deleted file shared, so it comes back as that process's shared memory
-    // object; this descriptor, not mapping it, would get a copy of its own and the two would no longer
-    // see each other's writes (issue 13). Handing the object to this descriptor is not done yet: refused.
-    char what[PATH_MAX + 200];
-    Msg(what, sizeof what).s("the deleted file '").s(path).s("', which process ").u(mapper.pid).s(" (its fd ")
-        .i(mapper.fd).s(") maps shared: after a restart this descriptor would name a copy, not the mapped "
-        "file (not supported yet)");
-    return refuse_fd(fd, what, -ENOTSUP, false);
+    // Another process maps this deleted file shared: it comes back as that process's shared memory object
+    // (its record is kStoredInShm), and this descriptor must name that same object, not a copy (issue 13).
+    // The record names the mapping holder; `revive restart` hands the object down to this descriptor
+    // (tree_deleted.cpp), and a restart without that holder's image fails naming it (fd_restore.cpp).
+    rec.stored = kStoredByHolder;
+    rec.content_len = sizeof mapper;
+    content = reinterpret_cast<const char*>(&mapper);
   } else if (kind == FdKind::kDeleted && rec.dup_of < 0 &&
              !(holder.pid == uint32_t(g_self) && holder.fd == fd)) {
     // Another descriptor of this inode (here or in another process) stores its contents: one inode at
@@ -569,8 +568,8 @@ void share_keys_published(const int* fds, int n, uint64_t gen) {
 // offset and flags) in the coordinator's order; the first key's process, with its lowest fd among the
 // keys, stores the contents. Every walker sees the same keys (all were published in drain), so all elect
 // the same descriptor. A holder that maps the file shared ("m") leaves it to the shared memory path
-// (kStoredInShm): that holder is then noted in g_mapper, and save_one refuses the descriptors of the
-// processes that do not map it (they would get a copy). {0, -1}: not elected here (no coordinator:
+// (kStoredInShm): that holder is then noted in g_mapper, and the descriptors of the processes that do not
+// map it name it as their holder (kStoredByHolder): the restart opens them on the mapped object. {0, -1}: not elected here (no coordinator:
 // local_holder decides in save_one) / no mapper.
 DeletedHolder g_holder[kMaxFds];  // by position in fd_save's list
 DeletedHolder g_mapper[kMaxFds];
