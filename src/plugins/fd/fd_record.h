@@ -98,7 +98,9 @@ enum DeletedStore : uint32_t {
                         // that object over for this fd (FdHandOver) instead of a copy (version 4)
   kStoredByHolder = 2,  // the inode is also held through another descriptor (another description, another
                         // process), whose record stores the contents once: content is a DeletedHolder naming
-                        // it; the restart recreates ONE inode for all of them (version 5)
+                        // it; the restart recreates ONE inode for all of them (version 5). Or it names a
+                        // descriptor in another process that maps the file shared whole (kStoredInShm):
+                        // `revive restart` hands that mapped object to this descriptor (issue 13)
 };
 
 // The descriptor whose record stores a deleted inode's contents: the first holder of the inode the

@@ -291,8 +291,9 @@ DeletedHolder local_holder(int fd, const struct stat& st) {
 }
 
 // Saves one descriptor. Returns 0, or -errno with a warning on stderr naming it (save has no message
-// channel of its own).
-int save_one(Out& out, int fd, ShareKey share, DeletedHolder holder) {
+// channel of its own). mapper: for a deleted file, a holder in another process that maps it shared
+// (deleted_holders), else pid 0.
+int save_one(Out& out, int fd, ShareKey share, DeletedHolder holder, DeletedHolder mapper) {
   char link[32];
   Msg(link, sizeof link).s("/proc/self/fd/").i(fd);
   char path[PATH_MAX];
@@ -340,6 +341,14 @@ int save_one(Out& out, int fd, ShareKey share, DeletedHolder holder) {
     rec.share_fd = -1;
     rec.content_len = sizeof shm_at;
     content = reinterpret_cast<const char*>(&shm_at);
+  } else if (kind == FdKind::kDeleted && rec.dup_of < 0 && mapper.pid != 0) {
+    // Another process maps this deleted file shared: it comes back as that process's shared memory object
+    // (its record is kStoredInShm), and this descriptor must name that same object, not a copy (issue 13).
+    // The record names the mapping holder; `revive restart` hands the object down to this descriptor
+    // (tree_deleted.cpp), and a restart without that holder's image fails naming it (fd_restore.cpp).
+    rec.stored = kStoredByHolder;
+    rec.content_len = sizeof mapper;
+    content = reinterpret_cast<const char*>(&mapper);
   } else if (kind == FdKind::kDeleted && rec.dup_of < 0 &&
              !(holder.pid == uint32_t(g_self) && holder.fd == fd)) {
     // Another descriptor of this inode (here or in another process) stores its contents: one inode at
@@ -559,12 +568,14 @@ void share_keys_published(const int* fds, int n, uint64_t gen) {
 // offset and flags) in the coordinator's order; the first key's process, with its lowest fd among the
 // keys, stores the contents. Every walker sees the same keys (all were published in drain), so all elect
 // the same descriptor. A holder that maps the file shared ("m") leaves it to the shared memory path
-// (kStoredInShm): then every holder keeps its own copy, as before. {0, -1}: not elected here (no
-// coordinator: local_holder decides in save_one).
+// (kStoredInShm): that holder is then noted in g_mapper, and the descriptors of the processes that do not
+// map it name it as their holder (kStoredByHolder): the restart opens them on the mapped object. {0, -1}: not elected here (no coordinator:
+// local_holder decides in save_one) / no mapper.
 DeletedHolder g_holder[kMaxFds];  // by position in fd_save's list
+DeletedHolder g_mapper[kMaxFds];
 
 void deleted_holders(const int* fds, int n, uint64_t gen) {
-  for (int k = 0; k < n; ++k) g_holder[k] = DeletedHolder{0, -1};
+  for (int k = 0; k < n; ++k) g_holder[k] = g_mapper[k] = DeletedHolder{0, -1};
   if (gen == 0) return;
   char prefix[256], at[256], val[8];
   for (int k = 0; k < n; ++k) {
@@ -573,11 +584,9 @@ void deleted_holders(const int* fds, int n, uint64_t gen) {
     Msg(prefix, sizeof prefix).s("gen.").u(gen).s(".fdsh.").s(g_share_host).s(".").u(uint64_t(st.st_dev)).s(".")
         .u(uint64_t(st.st_ino)).s(".");
     memcpy(at, prefix, strlen(prefix) + 1);
-    DeletedHolder h{0, -1};
-    bool mapped = false;
-    for (int step = 0; step < 4096 && !mapped; ++step) {
+    DeletedHolder h{0, -1}, m{0, -1};
+    for (int step = 0; step < 4096 && m.pid == 0; ++step) {
       if (inject::coord_next(prefix, at, 10000, at, sizeof at, val, sizeof val) != 1) break;
-      mapped = val[0] == 'm';
       // "<offset>.<flags>.<pid>.<fd>": the last two fields.
       char* dot_fd = strrchr(at, '.');
       if (!dot_fd) continue;
@@ -591,10 +600,13 @@ void deleted_holders(const int* fds, int n, uint64_t gen) {
       if (*p++ != '.') continue;
       for (; *p >= '0' && *p <= '9'; ++p) fd = fd * 10 + uint64_t(*p - '0');
       if (*p || pid == 0 || pid > 0x7fffffff || fd > 0x7fffffff) continue;
-      if (h.pid == 0) h = DeletedHolder{uint32_t(pid), int32_t(fd)};
+      if (val[0] == 'm') m = DeletedHolder{uint32_t(pid), int32_t(fd)};
+      else if (h.pid == 0) h = DeletedHolder{uint32_t(pid), int32_t(fd)};
       else if (uint32_t(pid) == h.pid && int32_t(fd) < h.fd) h.fd = int32_t(fd);
     }
-    if (!mapped) g_holder[k] = h;
+    // This process's own mapping (kStoredInShm, save_one) covers its descriptors: no refusal for them.
+    if (m.pid == 0) g_holder[k] = h;
+    else if (m.pid != uint32_t(g_self)) g_mapper[k] = m;
   }
 }
 
@@ -644,7 +656,7 @@ int fd_save(inject::SectionWriter& w) {
   out.u32(count);
   for (int k = 0; k < n; ++k) {
     if (inject::fd_reserved(fds[k])) continue;
-    int rc = save_one(out, fds[k], g_share[k], g_holder[k]);
+    int rc = save_one(out, fds[k], g_share[k], g_holder[k], g_mapper[k]);
     if (rc != 0) return rc;
   }
   return out.ok() ? 0 : -ENOMEM;

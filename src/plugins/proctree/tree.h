@@ -42,6 +42,11 @@ struct DeletedFile {
   std::string path;  // as the image records it, "<path> (deleted)": where to recreate it
   uint32_t mode = 0;
   std::string contents;
+  // Or the shared memory object a process (shm_proc) maps at shm_at, which another process only holds
+  // open (issue 13): not recreated, the object itself (plan.shm[shm], LinkDeletedShm) is handed down.
+  int shm_proc = -1;
+  uint64_t shm_at = 0;
+  int shm = -1;
 };
 
 // An open file description several processes of the tree shared: created once, by `owner` before it
@@ -59,6 +64,7 @@ struct ShmMap {
   image::ShmRecord rec;
   uint32_t region = 0;  // index in the image's regions
   uint64_t file_offset = 0, len = 0;
+  uint64_t start = 0;   // the mapping's address (a kStoredInShm fd record names it)
   bool has_bytes = false;
   int64_t mtime_ns = 0;  // a file's (tmpfs or disk) at the checkpoint; 0 otherwise
   std::string path;
@@ -73,6 +79,9 @@ struct TreeProc {
   std::vector<FileRef> files; // regular files with a share key (from the fd section, if readable)
   int32_t max_fd = -1;        // highest descriptor the image restores
   std::vector<ShmMap> shm;    // shared memory object mappings, in region order
+  uint32_t fd_pid = 0;        // the pid the fd section's DeletedHolders name this process by
+  // Deleted files this process mapped shared and held open (kStoredInShm): (fd, mapping address).
+  std::vector<std::pair<int32_t, uint64_t>> deleted_shm;
 };
 
 // A shared memory object mapped by one or more processes of the plan (same host, dev, inode): created
@@ -103,11 +112,16 @@ struct TreePlan {
 void PlanDeleted(TreePlan* plan);
 // Creates the unlinked file of every plan.deleted[d] with its contents at descriptor base + d (inherited
 // by the tree). An error names the file and why: nothing of it may be restored as a copy of its own.
+// Needs MakeShmObjects first (a deleted file held open in one process and mapped in another is that object).
 Status MakeDeletedFiles(const TreePlan& plan, int base);
+// After PlanShm: which object each such deleted file is (DeletedFile::shm).
+void LinkDeletedShm(TreePlan* plan);
 
 // tree_shm.cpp. The images' shared memory mappings (ReadShm, per image) grouped into objects (PlanShm).
 void ReadShm(const image::View& v, TreeProc* out);
 void PlanShm(TreePlan* plan);
+// The descriptor of plan.shm[k] once MakeShmObjects made it (a memfd or file), or -1.
+int ShmObjectFd(size_t k);
 // In `revive restart` (or the pid namespace's init) before the roots: every object created and filled
 // once; memfds and files at descriptors >= fd_floor, inherited by the tree.
 Status MakeShmObjects(const TreePlan& plan, int fd_floor);

@@ -3,6 +3,7 @@
 // roots (MakeDeletedFiles), so that every holder's descriptions are opened on ONE inode again.
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -35,6 +36,7 @@ void PlanDeleted(TreePlan* plan) {
   struct Inode {
     std::set<int> procs;
     const FileRef* stored = nullptr;
+    const FileRef* any = nullptr;
   };
   std::map<std::pair<uint32_t, int32_t>, Inode> inodes;
   for (size_t i = 0; i < plan->procs.size(); ++i)
@@ -43,13 +45,31 @@ void PlanDeleted(TreePlan* plan) {
       Inode& n = inodes[f.inode];
       n.procs.insert(int(i));
       if (f.has_contents) n.stored = &f;
+      n.any = &f;
     }
   std::map<std::pair<uint32_t, int32_t>, int> index;
   for (auto& [key, n] : inodes) {
+    // Named after a descriptor of a process that maps the file shared (kStoredInShm): that mapped object
+    // is the inode, handed down to these descriptors, which hold it without mapping it (issue 13).
+    if (!n.stored) {
+      for (size_t j = 0; j < plan->procs.size(); ++j) {
+        const TreeProc& t = plan->procs[j];
+        if (t.fd_pid != key.first) continue;
+        for (const auto& [fd, at] : t.deleted_shm)
+          if (fd == key.second) {
+            index[key] = int(plan->deleted.size());
+            DeletedFile d{n.any->path, n.any->mode, {}};
+            d.shm_proc = int(j);
+            d.shm_at = at;
+            plan->deleted.push_back(std::move(d));
+          }
+      }
+      continue;
+    }
     // One process: its fd plugin reopens its other descriptions through the one it recreates. No stored
     // contents (the image of the holder that stored them is not restarted): each holder's fd plugin
     // names the problem rather than make an empty file.
-    if (n.procs.size() < 2 || !n.stored) continue;
+    if (n.procs.size() < 2) continue;
     index[key] = int(plan->deleted.size());
     plan->deleted.push_back(DeletedFile{n.stored->path, n.stored->mode, n.stored->contents});
   }
@@ -61,6 +81,15 @@ void PlanDeleted(TreePlan* plan) {
       }
 }
 
+void LinkDeletedShm(TreePlan* plan) {
+  for (DeletedFile& f : plan->deleted) {
+    if (f.shm_proc < 0) continue;
+    for (size_t k = 0; k < plan->shm.size() && f.shm < 0; ++k)
+      for (const ShmPiece& p : plan->shm[k].maps)
+        if (p.proc == f.shm_proc && plan->procs[size_t(p.proc)].shm[p.index].start == f.shm_at) f.shm = int(k);
+  }
+}
+
 Status MakeDeletedFiles(const TreePlan& plan, int base) {
   for (size_t d = 0; d < plan.deleted.size(); ++d) {
     const DeletedFile& f = plan.deleted[d];
@@ -68,6 +97,19 @@ Status MakeDeletedFiles(const TreePlan& plan, int base) {
       return Status::IOError("cannot recreate deleted file '" + f.path + "' (held by several processes): " + what +
                              ": " + strerror(errno));
     };
+    if (f.shm_proc >= 0) {
+      // The object MakeShmObjects made for the mapping: the one inode the other holders open again.
+      const int obj = f.shm >= 0 ? ShmObjectFd(size_t(f.shm)) : -1;
+      if (obj < 0) {
+        char at[24];
+        snprintf(at, sizeof at, "%llx", (unsigned long long)f.shm_at);
+        return Status::IOError("cannot hand deleted file '" + f.path + "' to its holders: " +
+                               plan.procs[size_t(f.shm_proc)].image + " maps it shared at 0x" + at +
+                               ", and that image has no such shared memory object");
+      }
+      if (dup3(obj, base + int(d), 0) < 0) return error("dup3");
+      continue;
+    }
     int fd = create_unlinked(f.path, f.mode);
     if (fd < 0) return error("O_TMPFILE");
     if (fd == base + int(d) && fcntl(fd, F_SETFD, 0) != 0) {

@@ -66,6 +66,12 @@ void ReadFiles(const image::View& v, TreeProc* out) {
         path.rfind("/proc/", 0) != 0 && path.rfind("/sys/", 0) != 0)
       files.push_back(ref(rec.share_pid, rec.share_fd));
     if (rec.kind == uint32_t(plugins::FdKind::kDeleted) && rec.dup_of < 0 && s->version >= 5 &&
+        rec.stored == plugins::kStoredInShm && rec.content_len == int64_t(sizeof(uint64_t))) {
+      uint64_t at;
+      memcpy(&at, content, sizeof at);
+      out->deleted_shm.emplace_back(rec.fd, at);
+    }
+    if (rec.kind == uint32_t(plugins::FdKind::kDeleted) && rec.dup_of < 0 && s->version >= 5 &&
         rec.stored != plugins::kStoredInShm) {
       const bool shared = rec.share_pid != 0 && rec.share_fd >= 0;
       FileRef f = shared ? ref(rec.share_pid, rec.share_fd) : ref(self, rec.fd);  // its own description unless shared
@@ -85,6 +91,7 @@ void ReadFiles(const image::View& v, TreeProc* out) {
   }
   out->files = std::move(files);
   out->max_fd = max_fd;
+  out->fd_pid = self;
 }
 
 // Groups the images' files by share key; a description held by two or more processes, or one of a deleted
@@ -210,6 +217,7 @@ Status PlanTree(const std::vector<std::string>& images, TreePlan* plan) {
               [&](int a, int b) { return plan->procs[size_t(a)].pid < plan->procs[size_t(b)].pid; });
   PlanShared(plan);
   PlanShm(plan);
+  LinkDeletedShm(plan);
   return Status::OK();
 }
 

@@ -264,7 +264,7 @@ void ReadShm(const image::View& v, TreeProc* out) {
     const image::ShmRecord& s = v.shm[k];
     const image::RegionRecord& r = v.regions[s.region];
     const int64_t mtime = (r.flags & image::kRegFile) ? r.file_mtime_ns : 0;
-    out->shm.push_back(ShmMap{s, s.region, r.file_offset, r.end - r.start, r.chunk_count > 0, mtime, r.path});
+    out->shm.push_back(ShmMap{s, s.region, r.file_offset, r.end - r.start, r.start, r.chunk_count > 0, mtime, r.path});
   }
 }
 
@@ -315,6 +315,10 @@ void HandShm(const TreePlan& plan, size_t i) {
   }
   if (env.empty()) unsetenv("REVIVE_SHM");
   else setenv("REVIVE_SHM", env.c_str(), 1);
+}
+
+int ShmObjectFd(size_t k) {
+  return k < g_handles.size() && g_handles[k].kind == 'F' ? g_handles[k].val : -1;
 }
 
 void CloseShm(bool detach) {

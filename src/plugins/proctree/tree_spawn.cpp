@@ -270,9 +270,10 @@ Status SpawnTree(const TreePlan& plan, bool exact_pids, const std::function<void
   if (pipe2(g_sync.ready, O_CLOEXEC) != 0 || pipe2(g_sync.go, O_CLOEXEC) != 0)
     return Status::FromErrno("pipe", errno);
   g_share_base = share_base(plan);
-  Status s = g_share_base >= 0 ? MakeDeletedFiles(plan, deleted_slot(plan, 0)) : Status::OK();
+  // Shared memory objects first: a deleted file one process maps and another only holds is that object.
+  Status s = MakeShmObjects(plan, shm_floor(plan));
+  if (s.ok() && g_share_base >= 0) s = MakeDeletedFiles(plan, deleted_slot(plan, 0));
   if (s.ok()) open_shared(plan, -1);  // descriptions shared across roots: ours, inherited by each root
-  if (s.ok()) s = MakeShmObjects(plan, shm_floor(plan));
   if (!s.ok()) {
     CloseShm(true);
     for (int fd : {g_sync.ready[0], g_sync.ready[1], g_sync.go[0], g_sync.go[1]}) close(fd);
