@@ -248,6 +248,10 @@ void after_restore() {
   // process neither writes them again nor holds what it says from now on.
   stderr_forget();
   restored_thread_fixup(g.ckpt_rec);
+  // The image was written while the original held its lines (it wrote them at its own resume): drop
+  // those, and hold what the restore says until after_restore_done, when the threads go.
+  stderr_forget();
+  stderr_hold();
   // Plugin buffers and scratch were not in the image: forget them, do not unmap (addresses are stale).
   g.plugin_out_count = 0;
   const uint32_t users = g.nslots < kMaxThreads ? g.nslots : kMaxThreads;
@@ -310,6 +314,7 @@ const char* restored_image() {
 }
 
 void after_restore_done() {
+  stderr_release();  // without it a restored process held every later warning (lost, or late and stale)
   image::RestartInfo& ri = g_restart_info;
   if (ri.blob_addr) sys::sc(SYS_munmap, ri.blob_addr, ri.blob_len);
   ri.magic = 0;

@@ -3,7 +3,8 @@
 # computation when one image is restarted alone (`revive-restart IMAGE`, no coordinator: its peers are not
 # coming back). They come back widowed (the other end closed: writes fail with EPIPE, reads see end of
 # file) with a warning, like a connection to a peer outside the computation, never as a /dev/null
-# stand-in (a socket call on it fails ENOTSOCK; a pipe write would vanish as if read).
+# stand-in (a socket call on it fails ENOTSOCK; a pipe write would vanish as if read). A FIFO writer whose
+# reader does not come back (within 2 s) is widowed too: its writes fail with EPIPE.
 # Then a standalone checkpoint (no coordinator, the checkpoint signal) of a process holding a socket revive
 # cannot restore fails at once naming process, fd and socket, and the program runs on (before, a standalone
 # checkpoint never refused a socket: it came back as /dev/null).
@@ -17,22 +18,27 @@ cport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); p
 pids=()
 trap 'kill -9 "${pids[@]}" 2>/dev/null' EXIT
 cat > pair.py <<'PY'
-# The parent pings its child over a socketpair and reports over a pipe; the child echoes and drains the pipe.
+# The parent pings its child over a socketpair and reports over a pipe and a FIFO; the child echoes and
+# drains the pipe and the FIFO.
 import errno, os, socket, sys, time
 a, b = socket.socketpair()
 r, w = os.pipe()
+os.mkfifo("fifo")
 pid = os.fork()
 if pid == 0:
     a.close()
     os.close(w)
+    fr = os.open("fifo", os.O_RDONLY)
     while True:
         d = b.recv(4)
         if not d:
             os._exit(0)
         b.sendall(d)
         os.read(r, 4)
+        os.read(fr, 4)
 b.close()
 os.close(r)
+fw = os.open("fifo", os.O_WRONLY)
 print("pid", os.getpid(), flush=True)
 n = 0
 while True:
@@ -47,6 +53,7 @@ while True:
         break
     n += 1
     os.write(w, b"note")
+    os.write(fw, b"note")
     if n == 1:
         print("ping ok", flush=True)
     time.sleep(0.05)
@@ -55,6 +62,11 @@ try:
     print("pipe: written", flush=True)
 except OSError as e:
     print("pipe: %s" % errno.errorcode[e.errno], flush=True)
+try:
+    os.write(fw, b"note")
+    print("fifo: written", flush=True)
+except OSError as e:
+    print("fifo: %s" % errno.errorcode[e.errno], flush=True)
 PY
 touch restart.err  # before the checkpoint: the restart moves aside files made after it
 "$revive" launch --port "$cport" --ckpt-dir "$work/ck" -- python3 "$work/pair.py" > out.txt 2> launch.err &
@@ -70,12 +82,13 @@ wait "${pids[0]}"
 img=$(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); print([p["image"] for p in m["processes"] if p["pid"]==int(sys.argv[2])][0])' ck/ckpt-1/MANIFEST.json "$parent") ||
   fail "no image of process $parent in the manifest"
 timeout 30 "$restart_bin" "ck/ckpt-1/$img" >> restart.err 2>&1 || fail "revive-restart $img failed"
-for _ in $(seq 200); do grep -q '^pipe:' out.txt 2>/dev/null && break; sleep 0.05; done  # restored in the background
+for _ in $(seq 200); do grep -q '^fifo:' out.txt 2>/dev/null && break; sleep 0.05; done  # restored in the background
 grep -q '^socket: EPIPE$' out.txt || fail "the restored parent's socket is not widowed (want 'socket: EPIPE')"
 grep -q '^pipe: EPIPE$' out.txt || fail "the restored parent's pipe is not widowed (want 'pipe: EPIPE')"
+grep -q '^fifo: EPIPE$' out.txt || fail "the restored parent's FIFO is not widowed (want 'fifo: EPIPE')"
 grep -q 'cannot be rebuilt without a coordinator' out.txt restart.err launch.err ||
   fail "no warning that the connection cannot be rebuilt"
-echo "restored alone: $(grep -E '^(socket|pipe):' out.txt | tr '\n' ' ')"
+echo "restored alone: $(grep -E '^(socket|pipe|fifo):' out.txt | tr '\n' ' ')"
 
 # A standalone checkpoint refuses a socket it cannot restore.
 cat > hold.py <<'PY'

@@ -29,7 +29,9 @@ enum Kind : uint32_t {
   kPtySlave = 10,  // pseudo-terminal slave whose master is in the computation (Open MPI's rank stdout)
   kPtyOut = 11,    // pseudo-terminal slave whose master is not (the user's terminal): the fd plugin's
   kDgramBound = 12,  // datagram socket bound to a name, connected to nobody (UCX's Unix sockets that peers
-                     // sendto, UDP): bound to its name again, its queued datagrams kept (chan_dgram_name.cpp)
+                     // sendto, UDP): bound to its name again, its queued datagrams kept (chan_dgram_name.cpp);
+                     // or a connected UDP socket (dgram_peer): bound and connected again, made once by one
+                     // holder and handed to the others like any shared socket
   kAlias = 13,     // a socket another entry stands for (a dup here, or one held by several processes:
                    // MPICH's launcher leaks its sockets into every rank): only that entry drains it,
                    // and on restart this number gets the socket it rebuilt (chan_shared.cpp)
@@ -82,6 +84,7 @@ struct Chan {
   // kPipe, kFifo read end: this process drains it and, for a pipe, rebuilds it on restart. A pipe or FIFO
   // read by several processes (workers sharing a queue) has one owner, or each would drain the same bytes.
   bool owner;
+  bool dgram_peer;    // kDgramBound: a connected UDP socket (connected to c.peer again after the bind)
   bool shared;        // kPipeOut with both ends here that another process holds too (classify_pipes)
   // Backlog connections (chan_backlog.cpp): 1 = accepted by the plugin at save from a listener's backlog,
   // 2 = this end's connection waits in an internal listener's backlog.
@@ -146,7 +149,8 @@ bool is_reader(const Chan& c);
 int handover_listen(const char* k, int* listen_fd);
 int handover_reach(const char* k, char end, int timeout_ms, int* sock);
 // chan_dgram_name.cpp: bound_name says whether a local address names something others can send to;
-// keep_datagrams (save) keeps the queued datagrams of every kDgramBound socket and queues them again;
+// keep_datagrams (save) keeps the queued datagrams of every kDgramBound socket and queues them again
+// (a connected UDP socket's cannot be: only its peer may send to it, so its queue refuses for now, -EAGAIN);
 // rebind_datagram (restore) binds one's name again and queues the kept datagrams there.
 bool bound_name(int family, const sockaddr_storage& a, socklen_t len);
 // chan_connect.cpp: binds socket s to c's old name again (listeners, bound datagram sockets).

@@ -343,7 +343,10 @@ int restore_local(char* msg, size_t cap) {
     }
   }
   if (int rc = place_local_aliases(msg, cap)) return rc;  // dups of listeners and outside connections
-  return reopen_fifos(false, msg, cap);
+  if (int rc = reopen_fifos(false, msg, cap)) return rc;
+  // Restored alone, FIFO writers have no reconnect phase: reopened now (a reader outside the computation
+  // may be there; else widowed after the wait, never a /dev/null stand-in).
+  return inject::coord_configured() ? 0 : reopen_fifos(true, msg, cap);
 }
 
 int place_socket(Chan& c, int s, char* msg, size_t cap) { return place(c, s, msg, cap); }
@@ -361,7 +364,8 @@ extern "C" __attribute__((visibility("hidden"))) bool revive_chan_restores(int f
     if (c.kind == kPtyOut) return false;  // the user's terminal: the fd plugin's
     if (c.kind == kAlias && c.alias == 1) return revive_chan_restores(g_chans[c.alias_of].fd);
     // Internal channels too: rebuilt with a coordinator, else widowed (restore_local), never /dev/null.
-    if (c.kind == kOutside || c.kind == kListen || c.kind == kPipeOut || c.kind == kDgramBound || widowed_alone(c))
+    if (c.kind == kOutside || c.kind == kListen || c.kind == kPipeOut || c.kind == kDgramBound || c.kind == kFifo ||
+        widowed_alone(c))
       return true;
     return revive::inject::coord_configured();
   }

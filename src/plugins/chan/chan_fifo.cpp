@@ -158,13 +158,19 @@ int reopen_fifos(bool writers, char* msg, size_t cap) {
       s = open(c.path, mode);
     }
     if (s < 0) {
-      if (writers && errno == ENXIO) {  // policy: like a connection to an outsider, it stays closed
+      if (writers && errno == ENXIO) {
+        // Policy, as for a pipe to an outsider: widowed, as if its reader had gone away natively (writes
+        // fail with EPIPE / SIGPIPE). A /dev/null stand-in would swallow them as if they were read.
         char line[700];
         plugins::warn(plugins::Msg(line, sizeof line).s("fd ").i(c.fd).s(" (FIFO ").s(c.path)
-                          .s("): no reader came back; left as /dev/null").c_str());
-        continue;
+                          .s("): no reader came back; left without a reader (writes fail with EPIPE)").c_str());
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) != 0) return fifo_err(msg, cap, c, "cannot make its widowed stand-in", errno);
+        close(p[0]);
+        s = p[1];
+      } else {
+        return fifo_err(msg, cap, c, "cannot reopen", errno);
       }
-      return fifo_err(msg, cap, c, "cannot reopen", errno);
     }
     if (int rc = place_fifo(c, s, msg, cap)) return rc;
   }

@@ -15,13 +15,15 @@ bool g_scanned;  // the table describes this checkpoint (drain ran)
 
 int save(inject::SectionWriter& w) {
   char msg[400];
+  int rc = 0;
   if (!g_scanned) {  // no drain phase (standalone checkpoint): every connection counts as outside
-    if (scan(msg, sizeof msg) != 0 || keep_datagrams(msg, sizeof msg) != 0) plugins::warn(msg);
+    if (scan(msg, sizeof msg) != 0 || (rc = keep_datagrams(msg, sizeof msg)) != 0) plugins::warn(msg);
+    if (rc == -EAGAIN) return rc;  // a queue that cannot be kept: taken again, never lost
   } else if (drain_sockets(g_gen, msg, sizeof msg) != 0 || classify_pipes(g_gen, msg, sizeof msg) != 0 ||
-             classify_ptys(g_gen, msg, sizeof msg) != 0 || keep_datagrams(msg, sizeof msg) != 0) {
+             classify_ptys(g_gen, msg, sizeof msg) != 0 || (rc = keep_datagrams(msg, sizeof msg)) != 0) {
     char line[480];
     plugins::warn(plugins::Msg(line, sizeof line).s("channels: ").s(msg).c_str());
-    return -EIO;
+    return rc == -EAGAIN ? rc : -EIO;
   }
   plugins::Out o(w);
   o.tag("RVCH");

@@ -158,12 +158,20 @@ bool consider(int fd) {
   c.local_len = l;
   if (type == SOCK_DGRAM) {
     // Not connected, but bound to a name others send to: rebound with its queue (chan_dgram_name.cpp).
-    // Connected Unix pairs go on below; a connected UDP socket or a nameless one stays the fd plugin's.
-    sockaddr_storage peer;
-    socklen_t pl = sizeof peer;
-    bool connected = getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) == 0;
-    if (!connected && bound_name(family, c.local, l)) {
+    // A connected UDP socket too (its port is bound, autobound at connect): when several processes hold
+    // it (inherited by fork), each making its own bound the same port twice and the second failed the
+    // restart; as a kDgramBound it is elected and made once, then handed over (chan_shared.cpp).
+    // Connected Unix pairs go on below; a nameless one stays the fd plugin's.
+    socklen_t pl = sizeof c.peer;
+    bool connected = getpeername(fd, reinterpret_cast<sockaddr*>(&c.peer), &pl) == 0;
+    // One with datagrams queued stays the fd plugin's, which refuses the checkpoint for now naming it
+    // (they cannot be put back: only its peer may send to it); keep_datagrams checks again at save.
+    int queued = 0;
+    if (connected && family != AF_UNIX && ioctl(fd, SIOCINQ, &queued) == 0 && queued > 0) return false;
+    if (bound_name(family, c.local, l) && (!connected || family != AF_UNIX)) {
       c.kind = kDgramBound;
+      c.dgram_peer = connected;
+      c.peer_len = connected ? pl : 0;
       ++g_nchans;
       return true;
     }

@@ -1,7 +1,8 @@
 // fd plugin: the sockets the chan plugin does not rebuild (docs/channels.md). Those that hold nothing a
 // peer depends on are made again at restore, with their address and the options a program sets before
-// bind or connect: a socket not yet bound or connected, an unbound UDP socket, a connected UDP socket (its
-// peer is an address, not a connection), a netlink socket (a new one, same protocol and groups), and a
+// bind or connect: a socket not yet bound or connected, an unbound UDP socket, a Unix datagram socket whose
+// peer's name is gone (a connected UDP socket is the chan plugin's unless datagrams are queued, which
+// refuses for now here), a netlink socket (a new one, same protocol and groups), and a
 // Unix stream whose peer has closed (a pair whose other end is closed,
 // its unread bytes written back first: reads give those bytes, then EOF; writes EPIPE). A socket with
 // datagrams or netlink replies queued, or a TCP connect in progress, refuses the checkpoint for now (it is
