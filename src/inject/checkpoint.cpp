@@ -244,9 +244,6 @@ int checkpoint_now(uint64_t gen, char* path, size_t path_cap, char* err, size_t 
 // Runs on the checkpoint thread of a restored process, every other thread parked in the handler.
 // Leaves them parked: the caller releases them (at once, or on the coordinator's resume).
 void after_restore() {
-  // The image was taken while lines were held (the original wrote them at its resume): a restored
-  // process neither writes them again nor holds what it says from now on.
-  stderr_forget();
   restored_thread_fixup(g.ckpt_rec);
   // The image was written while the original held its lines (it wrote them at its own resume): drop
   // those, and hold what the restore says until after_restore_done, when the threads go.
