@@ -73,6 +73,19 @@ int handed_over(int fd) {
   return -1;
 }
 
+// A kStoredInShm record's description shared with other processes: `revive restart` hands it down
+// (REVIVE_FD_SHARED, first) before the restarter adds the mapped object for the same fd; only then are
+// there two hand-overs for fd. -1: only the object.
+int handed_description(int fd) {
+  int first = -1;
+  for (uint32_t i = 0; i < g_nhanded; ++i)
+    if (g_handed[i].fd == fd) {
+      if (first >= 0) return first;
+      first = g_handed[i].inherited;
+    }
+  return -1;
+}
+
 bool is_inherited(int fd) {
   for (uint32_t i = 0; i < g_nhanded; ++i)
     if (g_handed[i].inherited == fd) return true;
@@ -160,6 +173,19 @@ int reopen_regular(Ctx& c, const FdRecord& rec, const char* path) {
   return rc ? rc : place(c, fd, rec);
 }
 
+// A deleted file's description `revive restart` handed down (inherited): shared, so one offset for all
+// its holders, put at the saved offset.
+int take_description(Ctx& c, const FdRecord& rec, const char* path, int inherited) {
+  int fd = fcntl(inherited, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) {
+    int e = errno;
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd)
+        .s(": cannot take the deleted file '").s(path).s("' handed over by revive restart: ").err(e), e);
+  }
+  int rc = seek(c, fd, rec, path);
+  return rc ? rc : place(c, fd, rec);
+}
+
 // Deleted-but-open file: recreated as an unlinked file (memfd for memfds, else O_TMPFILE in its old
 // directory or /tmp) holding the saved contents, then reopened with the saved flags.
 // A deleted file the process mapped shared (kStoredInShm): the restarter mapped the object at the saved address
@@ -168,6 +194,9 @@ int reopen_shm_object(Ctx& c, const FdRecord& rec, const char* path) {
   uint64_t at = 0;
   if (!c.in.bytes(&at, sizeof at))
     return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd section: truncated in fd ").i(rec.fd), EINVAL);
+  // The description other holders share (they hold the file without mapping it): take that one, so the
+  // offset stays shared as before the checkpoint (issue 13).
+  if (int shared = handed_description(rec.fd); shared >= 0) return take_description(c, rec, path, shared);
   const int obj = handed_over(rec.fd);
   if (obj < 0) {
     return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(": deleted file '").s(path)
@@ -191,14 +220,7 @@ int reopen_shm_object(Ctx& c, const FdRecord& rec, const char* path) {
 int share_recreated(Ctx& c, const FdRecord& rec, const char* path, int inherited) {
   if (rec.content_len > 0 && !c.in.skip(static_cast<size_t>(rec.content_len)))
     return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd section: truncated in fd ").i(rec.fd), EINVAL);
-  int fd = fcntl(inherited, F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) {
-    int e = errno;
-    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd)
-        .s(": cannot take the recreated deleted file '").s(path).s("' handed over by revive restart: ").err(e), e);
-  }
-  int rc = seek(c, fd, rec, path);
-  return rc ? rc : place(c, fd, rec);
+  return take_description(c, rec, path, inherited);
 }
 
 // Another descriptor of the same deleted inode stores its contents (kStoredByHolder). In this process, at

@@ -336,9 +336,9 @@ int save_one(Out& out, int fd, ShareKey share, DeletedHolder holder, DeletedHold
   }
   uint64_t shm_at = 0;
   if (kind == FdKind::kDeleted && rec.dup_of < 0 && (shm_at = shared_mapping_of(st)) != 0) {
+    // The restarter hands over the object; the share key stays: a description inherited by a process
+    // that holds the file without mapping it is handed down once by `revive restart` (tree_deleted.cpp).
     rec.stored = kStoredInShm;
-    rec.share_pid = 0;  // the shared memory object is what is shared; the restarter hands it over
-    rec.share_fd = -1;
     rec.content_len = sizeof shm_at;
     content = reinterpret_cast<const char*>(&shm_at);
   } else if (kind == FdKind::kDeleted && rec.dup_of < 0 && mapper.pid != 0) {

@@ -82,6 +82,9 @@ struct TreeProc {
   uint32_t fd_pid = 0;        // the pid the fd section's DeletedHolders name this process by
   // Deleted files this process mapped shared and held open (kStoredInShm): (fd, mapping address).
   std::vector<std::pair<int32_t, uint64_t>> deleted_shm;
+  // Those of them whose description other processes shared (inherited): joined to `files` by PlanDeleted
+  // when another process holds the file without mapping it, so the description is handed down once.
+  std::vector<FileRef> shm_files;
 };
 
 // A shared memory object mapped by one or more processes of the plan (same host, dev, inode): created

@@ -48,6 +48,7 @@ void PlanDeleted(TreePlan* plan) {
       n.any = &f;
     }
   std::map<std::pair<uint32_t, int32_t>, int> index;
+  std::vector<std::pair<size_t, FileRef>> joined;  // mapping holders' shared descriptions (below)
   for (auto& [key, n] : inodes) {
     // Named after a descriptor of a process that maps the file shared (kStoredInShm): that mapped object
     // is the inode, handed down to these descriptors, which hold it without mapping it (issue 13).
@@ -62,6 +63,10 @@ void PlanDeleted(TreePlan* plan) {
             d.shm_proc = int(j);
             d.shm_at = at;
             plan->deleted.push_back(std::move(d));
+            // The mapping holder's descriptor was one description with the others' (inherited): it is
+            // handed down as one too (same offset and flags), not reopened on the object apart.
+            for (const FileRef& f : t.shm_files)
+              if (f.fd == fd) joined.emplace_back(j, f);
           }
       }
       continue;
@@ -73,6 +78,7 @@ void PlanDeleted(TreePlan* plan) {
     index[key] = int(plan->deleted.size());
     plan->deleted.push_back(DeletedFile{n.stored->path, n.stored->mode, n.stored->contents});
   }
+  for (auto& [j, f] : joined) plan->procs[j].files.push_back(std::move(f));  // n.any/n.stored no longer used
   for (TreeProc& t : plan->procs)
     for (FileRef& f : t.files)
       if (auto it = f.deleted ? index.find(f.inode) : index.end(); it != index.end()) {

@@ -70,6 +70,13 @@ void ReadFiles(const image::View& v, TreeProc* out) {
       uint64_t at;
       memcpy(&at, content, sizeof at);
       out->deleted_shm.emplace_back(rec.fd, at);
+      if (rec.share_pid != 0 && rec.share_fd >= 0) {
+        FileRef f = ref(rec.share_pid, rec.share_fd);
+        f.deleted = true;
+        f.mode = rec.mode;
+        f.inode = {self, rec.fd};
+        out->shm_files.push_back(std::move(f));
+      }
     }
     if (rec.kind == uint32_t(plugins::FdKind::kDeleted) && rec.dup_of < 0 && s->version >= 5 &&
         rec.stored != plugins::kStoredInShm) {

@@ -3,7 +3,9 @@
  * descriptor (the parent keeps its own too). They take turns through that one inode: the child pwrite()s round N at offset 0, the
  * parent sees it in its mapping and answers 2N at offset 8 through the mapping, which the child pread()s.
  * If a restart gives the child's descriptor a copy of its own, neither sees the other's turn again and
- * both report the loss after 10 s (exit 3). Usage: deleted_split ROUNDS. Output: one line per turn. */
+ * both report the loss after 10 s (exit 3). The child also write()s each round through the description
+ * they share (inherited) at a varying offset: the parent checks lseek() shows where the child left it, so a
+ * restart that splits that description fails too (exit 3). Usage: deleted_split ROUNDS. Output: one line per turn. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
@@ -18,6 +20,9 @@ static void nap(long ms) {
   while (nanosleep(&ts, &ts) != 0) {
   }
 }
+
+/* Where the child's write() of round i goes: 16..264, so the shared offset differs from round to round. */
+static long slot(long i) { return 16 + 8 * (i % 32); }
 
 static long now_ms(void) {
   struct timespec ts;
@@ -39,6 +44,8 @@ int main(int argc, char** argv) {
   if (child == 0) {
     munmap((void*)m, 4096); /* from now on only the descriptor */
     for (long i = 1; i <= rounds; ++i) {
+      /* Through the offset the parent shares (one inherited description): it must see where this left it. */
+      if (lseek(fd, slot(i), SEEK_SET) < 0 || write(fd, &i, sizeof i) != sizeof i) return perror("write"), 2;
       if (pwrite(fd, &i, sizeof i, 0) != sizeof i) return perror("pwrite"), 2;
       long ans = 0;
       for (long t0 = now_ms(); ans != 2 * i; nap(2)) {
@@ -61,6 +68,13 @@ int main(int argc, char** argv) {
         kill(child, SIGKILL);
         return 3;
       }
+    off_t at = lseek(fd, 0, SEEK_CUR);
+    if (at != slot(i) + 8 || m[slot(i) / 8] != i) {
+      printf("parent: round %ld: shared offset %ld (the child left %ld), slot holds %ld\n", i, (long)at,
+             slot(i) + 8, m[slot(i) / 8]);
+      kill(child, SIGKILL);
+      return 3;
+    }
     printf("parent %ld\n", i); /* before the answer: the lines come in one order */
     m[1] = 2 * i;
   }
