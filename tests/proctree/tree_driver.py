@@ -176,6 +176,9 @@ def main():
                     "e.g. setpriv dropping capabilities")
     ap.add_argument("--restart-env", action="append", default=[], help="KEY=VALUE for every revive restart")
     ap.add_argument("--launch-arg", action="append", default=[], help="another option for revive launch (--fork...)")
+    ap.add_argument("--pid-digits", action="store_true",
+                    help="as root: launch with 5-digit kernel pids, restart with 3-digit ones (ns_last_pid), so "
+                         "every virtual pid has another number of digits than the kernel's")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     prog = a.prog[1:] if a.prog and a.prog[0] == "--" else a.prog
@@ -203,6 +206,20 @@ def main():
     ref_rc = r.returncode
     print("reference: rc %d" % ref_rc, flush=True)
 
+    def next_pids(at):
+        # The next pid the kernel gives is at+1 (unless taken). Without root (ns_last_pid is not writable)
+        # the test cannot force the digits: it says so and fails rather than pass without the check.
+        try:
+            with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+                f.write(str(at))
+        except OSError as e:
+            fail("--pid-digits needs a writable /proc/sys/kernel/ns_last_pid: %s" % e, work)
+    if a.pid_digits:
+        with open("/proc/sys/kernel/pid_max") as f:
+            pid_max = int(f.read())
+        if pid_max < 20000:
+            fail("--pid-digits needs pid_max >= 20000 (is %d)" % pid_max, work)
+        next_pids(min(pid_max, 99999) - 6000)
     launch = [os.path.abspath(a.revive), "launch", "--port", str(port), "--ckpt-dir", ck] + a.launch_arg + ["--"] + prog
     with open(os.path.join(work, "stdout"), mode) as out, open(os.path.join(work, "launch-stderr"), "wb") as err:
         proc = subprocess.Popen(launch, cwd=work, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
@@ -234,6 +251,8 @@ def main():
         cmd = pre + [os.path.abspath(a.revive), "restart", "--port", str(port), ck]
         if a.squat and c == 0:
             squat_and_refuse(a.squat, killed[-1], cmd, work, env)
+        if a.pid_digits:
+            next_pids(300)
         print("restart %d: %s" % (c, " ".join(cmd)), flush=True)
         with open(os.path.join(work, "restart-stderr-%d" % c), "wb") as err:
             proc = subprocess.Popen(cmd, cwd=work, stdout=err, stderr=err, stdin=subprocess.DEVNULL, env=renv)

@@ -300,6 +300,8 @@ int save_one(Out& out, int fd, ShareKey share, DeletedHolder holder, DeletedHold
   ssize_t plen = readlink(link, path, sizeof path - 1);
   if (plen < 0) return -errno;  // user threads are suspended: the fd cannot have gone
   path[plen] = '\0';
+  // The virtual pid may have another number of digits than the kernel's: the stored length is the
+  // rewritten path's (a /proc/123/stat named /proc/32597/stat was once stored cut to 14 bytes).
   virtual_proc_path(path, sizeof path);
   struct stat st;
   if (fstat(fd, &st) != 0) return -errno;
@@ -380,7 +382,7 @@ int save_one(Out& out, int fd, ShareKey share, DeletedHolder holder, DeletedHold
     return refuse_fd(fd, what, brief ? -EAGAIN : -ENOTSUP);
   }
   out.bytes(&rec, sizeof rec);
-  out.str(path, static_cast<size_t>(plen));
+  out.str(path, strlen(path));
   if (content) {
     out.bytes(content, static_cast<size_t>(rec.content_len));
   } else if (rec.content_len > 0 && !save_contents(out, fd, rec.content_len)) {
