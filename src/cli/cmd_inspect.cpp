@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/inspect_files.h"
 #include "image/view.h"
 
 namespace revive::cli {
@@ -123,6 +124,8 @@ nlohmann::json Summarize(const image::View& v, const std::string& name, uint64_t
       }
     at = std::max(at, to);
   }
+  // Files the restart writes back; a large one's blocks live beside the image and are checked too.
+  j["files"] = InspectFiles(v, name, bad_chunks, &first_bad);
   j["totals"] = {{"regions", v.region_count}, {"chunks", v.chunk_count}, {"saved_bytes", mem},
                  {"stored_bytes", stored}};
   j["checksums"] = {{"ok", *bad_chunks == 0}, {"bad_chunks", *bad_chunks}, {"first_error", first_bad}};
@@ -162,13 +165,22 @@ void PrintText(const nlohmann::json& j) {
            s["kind"].get<std::string>().c_str(), (unsigned long long)s["dev"].get<uint64_t>(),
            (unsigned long long)s["ino"].get<uint64_t>(),
            s["bytes_here"].get<bool>() ? "bytes stored here" : "bytes stored by another process");
+  if (!j["files"].empty()) printf("files      %zu written back at restore\n", j["files"].size());
+  for (const auto& f : j["files"]) {
+    printf("  %12llu bytes  %-32s %s", (unsigned long long)f["size"].get<int64_t>(),
+           f["origin"].get<std::string>().c_str(), f["path"].get<std::string>().c_str());
+    if (f.contains("blocks"))
+      printf("  (%llu blocks beside the image, %llu bad)", (unsigned long long)f["blocks"].get<uint64_t>(),
+             (unsigned long long)f["bad_blocks"].get<uint64_t>());
+    printf("\n");
+  }
   const auto& t = j["totals"];
   printf("memory     %llu bytes saved in %llu chunks, %llu bytes stored\n",
          (unsigned long long)t["saved_bytes"].get<uint64_t>(), (unsigned long long)t["chunks"].get<uint64_t>(),
          (unsigned long long)t["stored_bytes"].get<uint64_t>());
   const auto& c = j["checksums"];
-  if (c["ok"].get<bool>()) printf("checksums  ok (header, directory, sections, every chunk)\n");
-  else printf("checksums  %llu BAD chunks; first: %s\n", (unsigned long long)c["bad_chunks"].get<uint64_t>(),
+  if (c["ok"].get<bool>()) printf("checksums  ok (header, directory, sections, every chunk, every file block)\n");
+  else printf("checksums  %llu BAD (chunks, padding or file blocks); first: %s\n", (unsigned long long)c["bad_chunks"].get<uint64_t>(),
               c["first_error"].get<std::string>().c_str());
 }
 
@@ -213,8 +225,9 @@ int Inspect(const InspectArgs& a) {
 void AddInspectCommand(CLI::App& app, int* rc) {
   auto a = std::make_shared<InspectArgs>();
   CLI::App* c = app.add_subcommand("inspect", "Describe an image and verify its checksums");
-  c->footer("Prints header, sections, threads, memory regions and sizes, and verifies every checksum\n"
-            "(exit 1 if the image is damaged).");
+  c->footer("Prints header, sections, threads, memory regions, the files a restart writes back and sizes,\n"
+            "and verifies every checksum, including each block of a large file stored beside the image\n"
+            "(exit 1 if the image or a block it needs is missing or damaged).");
   c->add_flag("--json", a->json, "Machine-readable output");
   c->add_option("image", a->image, "IMAGE.rimg")->required();
   c->callback([a, rc] { *rc = Inspect(*a); });

@@ -21,7 +21,7 @@ Cases:
 Failures print FAIL and exit 1. --seed makes the random moments repeatable. REVIVE_FILES_DELTA_MB=0 (no
 block saving: the file is copied into every image, as before) makes bigfile, damaged and reflink fail.
 """
-import argparse, hashlib, os, random, re, shutil, subprocess, sys, time
+import argparse, glob, hashlib, json, os, random, re, shutil, subprocess, sys, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hosts"))
 from harness import fail, skip, run, free_port, clean_env  # noqa: E402
@@ -340,6 +340,17 @@ class T:
         self.kill_restart_compare(p, port, d, ck, "reflink", 1.0)
         print("reflink: blocks cloned, restart ok, file and output identical")
 
+    def inspect_bad(self, images, what, block):
+        """revive inspect of each image: the one that needs `block` exits 1 naming it and `what`; every
+        image exits 0 or 1 (never a crash). Returns that image's output."""
+        for img in images:
+            r = subprocess.run([self.revive, "inspect", img], capture_output=True, text=True, timeout=120)
+            if r.returncode not in (0, 1):
+                fail("revive inspect of %s exited %d:\n%s%s" % (img, r.returncode, r.stdout[-1500:], r.stderr))
+            if r.returncode == 1 and what in r.stdout and block in r.stdout:
+                return r.stdout
+        fail("revive inspect of %s: no image reported block %s as '%s'" % (images, block, what))
+
     def damaged(self, port):
         d = os.path.join(self.work, "run")
         ck, p = self.launch(d, port)
@@ -353,11 +364,24 @@ class T:
         if not blks:
             fail("%s holds no blocks: the 48 MiB file was not saved by blocks" % gen)
         victim = os.path.join(gen, blks[self.rng.randrange(len(blks))])
+        images = sorted(glob.glob(os.path.join(gen, "*.rimg")))
+        holders = []  # images whose files section lists blocks: inspect checks them all
+        for img in images:
+            r = subprocess.run([self.revive, "inspect", "--json", img], capture_output=True, text=True, timeout=120)
+            if r.returncode != 0:
+                fail("revive inspect of the intact image %s exited %d:\n%s%s" % (img, r.returncode, r.stdout[-800:], r.stderr))
+            js = json.loads(r.stdout)
+            if any(f.get("blocks", 0) > 0 for f in js["files"]):
+                holders.append(img)
+        if not holders:
+            fail("revive inspect lists no file stored by blocks in any image of %s" % gen)
         with open(victim, "r+b") as f:  # one byte flipped (the store's link is the same inode)
             f.seek(12345)
             b = f.read(1)
             f.seek(12345)
             f.write(bytes([b[0] ^ 0x40]))
+        out = self.inspect_bad(holders, "is damaged", victim)
+        print("inspect names the damaged block: %s" % [l for l in out.splitlines() if "is damaged" in l][0][:300])
         rr = self.restart(d, port, ck, must_work=False)
         if rr.returncode == 0 or "is damaged" not in rr.stderr or victim not in rr.stderr or not NAMES_FILE.search(rr.stderr):
             fail("restart with a damaged block exited %d without naming it (%s):\n%s" % (rr.returncode, victim, rr.stderr[-1500:]))
@@ -371,6 +395,7 @@ class T:
         aside = os.path.join(d, "aside.blk")
         os.rename(gone, aside)
         os.unlink(os.path.join(ck, ".revive-blocks", blks[0][len(".blk-"):]))
+        self.inspect_bad(holders, "is missing", gone)
         rr = self.restart(d, port, ck, must_work=False)
         if rr.returncode == 0 or "is missing" not in rr.stderr or gone not in rr.stderr or not NAMES_FILE.search(rr.stderr):
             fail("restart with a missing block exited %d without naming it (%s):\n%s" % (rr.returncode, gone, rr.stderr[-1500:]))
