@@ -4,6 +4,8 @@
 // coordinator socket there would leave the exec'd program outside the computation (DMTCP protects its
 // descriptors the same way). close() of ours reports success and does nothing; close_range() skips ours;
 // dup2()/dup3() onto ours first moves ours to another number, so the program gets the number it asked for.
+// The dup family here also tells the signal plugin when a copy of a signalfd is made (sigfd_set.h), so
+// reads of the copy give senders as the program knows them (virtual pids).
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -13,6 +15,7 @@
 #include "inject/engine.h"
 #include "inject/sys.h"
 #include "plugins/common/next_symbol.h"
+#include "plugins/common/sigfd_set.h"
 #include "plugins/plugins.h"
 
 #define REVIVE_EXPORT extern "C" __attribute__((visibility("default")))
@@ -22,8 +25,10 @@ namespace {
 
 using CloseFn = int (*)(int);
 using Dup3Fn = int (*)(int, int, int);
+using DupFn = int (*)(int);
 CloseFn g_close;
 Dup3Fn g_dup3;
+DupFn g_dup;
 
 // The checkpoint signal is held while ours moves: its handler uses the coordinator socket.
 struct HoldCheckpointSignal {
@@ -95,7 +100,20 @@ REVIVE_EXPORT int dup3(int oldfd, int newfd, int flags) {
     return -1;
   }
   Dup3Fn f = revive::plugins::next_or_enosys(&g_dup3, "dup3");
-  return f ? f(oldfd, newfd, flags) : -1;
+  int r = f ? f(oldfd, newfd, flags) : -1;
+  if (r >= 0) revive::plugins::sigfd_copied(oldfd, r);
+  return r;
+}
+
+REVIVE_EXPORT int dup(int oldfd) {
+  if (fd_reserved(oldfd)) {  // as dup3
+    errno = EBADF;
+    return -1;
+  }
+  DupFn f = revive::plugins::next_or_enosys(&g_dup, "dup");
+  int r = f ? f(oldfd) : -1;
+  if (r >= 0) revive::plugins::sigfd_copied(oldfd, r);
+  return r;
 }
 
 REVIVE_EXPORT int dup2(int oldfd, int newfd) {

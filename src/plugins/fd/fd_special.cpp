@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "plugins/common/msg.h"
+#include "plugins/common/sigfd_set.h"
 #include "plugins/fd/fd_internal.h"
 #include "plugins/fd/fdinfo.h"
 #include "plugins/plugins.h"
@@ -130,6 +131,7 @@ int restore_signalfd(RestoreCtx& c, const FdRecord& rec, const char* path) {
   // Raw syscall: the kernel's 8-byte set, and no detour through our own signalfd wrapper.
   int fd = static_cast<int>(syscall(SYS_signalfd4, -1, &mask, 8, SFD_CLOEXEC | (rec.flags & O_NONBLOCK ? SFD_NONBLOCK : 0)));
   if (fd < 0) return stand_in(c, rec, path, "cannot be recreated");
+  sigfd_mark(fd);  // its reads give senders as the program knows them (place() carries the mark over)
   return place(c, fd, rec);
 }
 

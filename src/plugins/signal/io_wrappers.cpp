@@ -15,14 +15,17 @@
 // interrupted connect goes on in the background and cannot be called again).
 #include <fcntl.h>
 #include <poll.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "plugins/common/msg.h"
 #include "plugins/common/next_symbol.h"
+#include "plugins/common/sigfd_set.h"
 #include "plugins/signal/signal_wrappers.h"
 #include "plugins/vpid/vpid.h"
 
@@ -32,6 +35,7 @@ namespace revive::plugins {
 namespace {
 
 using ReadFn = ssize_t (*)(int, void*, size_t);
+using ReadvFn = ssize_t (*)(int, const struct iovec*, int);
 using WriteFn = ssize_t (*)(int, const void*, size_t);
 using RecvFn = ssize_t (*)(int, void*, size_t, int);
 using SendFn = ssize_t (*)(int, const void*, size_t, int);
@@ -41,6 +45,7 @@ using AcceptFn = int (*)(int, struct sockaddr*, socklen_t*);
 using Accept4Fn = int (*)(int, struct sockaddr*, socklen_t*, int);
 
 ReadFn g_read;
+ReadvFn g_readv;
 WriteFn g_write;
 RecvFn g_recv;
 SendFn g_send;
@@ -78,34 +83,47 @@ auto redo(int fd, bool in, Call call) -> decltype(call()) {
 
 }  // namespace
 
-// Signalfds: one bit per descriptor below 1024. A bit can outlive its descriptor (close is not wrapped),
-// so a read checks that the descriptor still is a signalfd before it touches the bytes; the check costs a
-// readlink, paid only by reads of signalfds while virtual pids are active.
-static uint64_t g_sigfd_bits[16];
+void signalfd_made(int fd) { sigfd_mark(fd); }
 
-void signalfd_made(int fd) {
-  if (fd >= 0 && fd < 1024) __atomic_or_fetch(&g_sigfd_bits[fd / 64], uint64_t{1} << (fd % 64), __ATOMIC_RELAXED);
+// Each whole signalfd_siginfo among the n bytes read from fd into the iovecs: its sender as the program
+// knows it. A record may straddle two iovecs (readv), so its fields are gathered and scattered by offset.
+void signalfd_readv(int fd, const struct iovec* iov, int cnt, long n) {
+  if (!vpid::active() || !sigfd_is(fd, n)) return;
+  auto at = [&](long off, void* p, size_t len, bool put) {
+    for (int i = 0; i < cnt && len > 0; ++i) {
+      const long l = long(iov[i].iov_len);
+      if (off >= l) {
+        off -= l;
+        continue;
+      }
+      const size_t k = size_t(l - off) < len ? size_t(l - off) : len;
+      char* b = static_cast<char*>(iov[i].iov_base) + off;
+      if (put) memcpy(b, p, k);
+      else memcpy(p, b, k);
+      p = static_cast<char*>(p) + k;
+      len -= k;
+      off = 0;
+    }
+  };
+  for (long r = 0; r + long(sizeof(signalfd_siginfo)) <= n; r += long(sizeof(signalfd_siginfo))) {
+    uint32_t signo = 0, pid = 0;  // all read back: n covers every byte of the record
+    int32_t code = 0;
+    at(r + long(offsetof(signalfd_siginfo, ssi_signo)), &signo, sizeof signo, false);
+    at(r + long(offsetof(signalfd_siginfo, ssi_code)), &code, sizeof code, false);
+    at(r + long(offsetof(signalfd_siginfo, ssi_pid)), &pid, sizeof pid, false);
+    pid = uint32_t(vpid::virtual_sender(int(signo), code, pid_t(pid)));
+    at(r + long(offsetof(signalfd_siginfo, ssi_pid)), &pid, sizeof pid, true);
+  }
 }
 
 void signalfd_read(int fd, void* buf, long n) {
-  if (fd < 0 || fd >= 1024 || !vpid::active() || n % long(sizeof(signalfd_siginfo)) != 0) return;
-  const uint64_t bit = uint64_t{1} << (fd % 64);
-  if (!(__atomic_load_n(&g_sigfd_bits[fd / 64], __ATOMIC_RELAXED) & bit)) return;
-  char path[32], target[32];
-  Msg(path, sizeof path).s("/proc/self/fd/").i(fd);
-  long l = syscall(SYS_readlinkat, AT_FDCWD, path, target, sizeof target - 1);
-  static const char kName[] = "anon_inode:[signalfd]";
-  if (l != long(sizeof kName - 1) || memcmp(target, kName, sizeof kName - 1) != 0) {
-    __atomic_and_fetch(&g_sigfd_bits[fd / 64], ~bit, __ATOMIC_RELAXED);  // closed and reused
-    return;
-  }
-  auto* si = static_cast<signalfd_siginfo*>(buf);
-  for (long i = 0; i < n / long(sizeof *si); ++i)
-    si[i].ssi_pid = uint32_t(vpid::virtual_sender(int(si[i].ssi_signo), si[i].ssi_code, pid_t(si[i].ssi_pid)));
+  struct iovec v = {buf, size_t(n)};
+  signalfd_readv(fd, &v, 1, n);
 }
 
 void io_wrappers_init() {
   next_symbol(&g_read, "read");
+  next_symbol(&g_readv, "readv");
   next_symbol(&g_write, "write");
   next_symbol(&g_recv, "recv");
   next_symbol(&g_send, "send");
@@ -125,6 +143,34 @@ REVIVE_EXPORT ssize_t read(int fd, void* buf, size_t n) {
   ssize_t r = f ? redo(fd, true, [&] { return f(fd, buf, n); }) : -1;
   if (r > 0) revive::plugins::signalfd_read(fd, buf, r);
   return r;
+}
+
+// readv: as read (a signalfd reads through read_iter since Linux 6.8, so readv returns records too).
+REVIVE_EXPORT ssize_t readv(int fd, const struct iovec* iov, int cnt) {
+  auto f = next_or_enosys(&revive::plugins::g_readv, "readv");
+  ssize_t r = f ? redo(fd, true, [&] { return f(fd, iov, cnt); }) : -1;
+  if (r > 0) revive::plugins::signalfd_readv(fd, iov, cnt, r);
+  return r;
+}
+
+// A program built with _FORTIFY_SOURCE (Debian's packages are) calls __read_chk where the buffer's size
+// is known; glibc's own __read_chk calls its internal read, past our wrapper. Same check, then ours.
+extern "C" [[noreturn]] void __chk_fail();
+REVIVE_EXPORT ssize_t __read_chk(int fd, void* buf, size_t n, size_t buflen) {
+  if (n > buflen) __chk_fail();
+  return read(fd, buf, n);
+}
+
+// The fortified receives (see __read_chk): the same check, then our wrappers.
+REVIVE_EXPORT ssize_t __recv_chk(int fd, void* buf, size_t n, size_t buflen, int flags) {
+  if (n > buflen) __chk_fail();
+  return recv(fd, buf, n, flags);
+}
+
+REVIVE_EXPORT ssize_t __recvfrom_chk(int fd, void* buf, size_t n, size_t buflen, int flags, struct sockaddr* from,
+                                     socklen_t* len) {
+  if (n > buflen) __chk_fail();
+  return recvfrom(fd, buf, n, flags, from, len);
 }
 
 REVIVE_EXPORT ssize_t write(int fd, const void* buf, size_t n) {

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include "plugins/signal/ksig.h"
@@ -14,11 +15,13 @@ int signal_wrappers_init();
 void wait_wrappers_init();
 void io_wrappers_init();
 
-// Signalfd descriptors the program made (signalfd wrapper), so that read() can give their senders' ids
-// as the program knows them (virtual pids); fds >= 1024 and dups are not followed.
+// Signalfd descriptors (plugins/common/sigfd_set.h), so that read() and readv() give their senders' ids as
+// the program knows them (virtual pids), also through dups and for one inherited across exec.
 void signalfd_made(int fd);
-// After read() on fd returned n > 0 bytes into buf: virtual senders if fd is one of them.
+// After read() on fd returned n > 0 bytes into buf (readv: into the iovecs): virtual senders if fd is a
+// signalfd.
 void signalfd_read(int fd, void* buf, long n);
+void signalfd_readv(int fd, const struct iovec* iov, int cnt, long n);
 
 // The calling thread's counts of interruptions by the engine's signals and of its own handled signals.
 struct Interruptions {

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "plugins/common/next_symbol.h"
+#include "plugins/common/sigfd_set.h"
 #include "plugins/vpid/vpid.h"
 #include "plugins/vpid/vpid_prime.h"
 
@@ -37,6 +38,11 @@ int fcntl_with(FcntlFn* slot, const char* name, int fd, int cmd, va_list ap) {
   // Every fcntl command takes at most one argument, an int or a pointer: pass it on as a pointer-sized
   // word (the kernel's ABI), translated for the owner commands.
   void* arg = va_arg(ap, void*);
+  if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {  // a copy of a signalfd is one (sigfd_set.h)
+    int r = f(fd, cmd, arg);
+    if (r >= 0) revive::plugins::sigfd_copied(fd, r);
+    return r;
+  }
   if (!vpid::active()) return f(fd, cmd, arg);
   switch (cmd) {
     case F_SETOWN:
