@@ -109,7 +109,7 @@ REVIVE_PARITY=2 REVIVE_LEVELS="L1+L3" REVIVE_LOCAL_PATH=$RS/local REVIVE_CP_PATH
 set -e
 cp -a "$RS/local" "$RS/backup"
 rm -rf "$RS/local/h1" "$RS/local/h2"
-"$REVIVE" ls "$RS/global/mlapp" --local "$RS/local" | grep -q '^v4 .*restorable' || fail "RS: v4 not restorable from one host"
+"$REVIVE" ls "$RS/global/mlapp" --local "$RS/local" | grep '^v4 .*restorable' >/dev/null || fail "RS: v4 not restorable from one host"
 if "$REVIVE" rebuild "$RS/global/mlapp" --local "$RS/local" 2>"$RS/rebuild.err"; then fail "RS: rebuild without hosts succeeded"; fi
 grep -q -- "--host-of" "$RS/rebuild.err" || { cat "$RS/rebuild.err"; fail "RS: rebuild does not say how to name the hosts"; }
 "$REVIVE" rebuild "$RS/global/mlapp" --local "$RS/local" --host-of 2=h1 --host-of 3=h1 --host-of 4=h2 --host-of 5=h2 \

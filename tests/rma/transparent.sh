@@ -11,7 +11,7 @@ rm -rf "$work"
 mkdir -p "$work"
 mpicc -O2 -o "$work/fft_linked" "$src/tests/rma/apps/fft_transpose.c" -L"$build/src/rma" -lrevive_rma \
   -Wl,-rpath,"$build/src/rma"
-ldd "$work/fft_linked" | grep -q librevive_rma || { echo "FAIL: fft_linked is not linked with librevive_rma"; exit 1; }
+ldd "$work/fft_linked" | grep librevive_rma >/dev/null || { echo "FAIL: fft_linked is not linked with librevive_rma"; exit 1; }
 python3 "$src/tests/mpi_transparent/mpi_cr.py" --revive "$build/src/cli/revive" \
   --inject "$build/src/inject/librevive_inject.so" --restart "$build/src/restart/revive-restart" \
   --mpi openmpi -n 4 --launcher mpirun --mpiexec-arg=--mca --mpiexec-arg=osc --mpiexec-arg=ucx \
