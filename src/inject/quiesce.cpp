@@ -87,6 +87,144 @@ void fill_record(image::ThreadRecord* r, int tid) {
 // a signal handler takes no lock.
 __thread uint32_t t_interruptions __attribute__((tls_model("initial-exec")));
 
+// Signals queued to one thread (tgkill, pthread_kill, pthread_sigqueue, a timer aimed at a thread) that
+// it has not taken when the checkpoint parks it. The kernel keeps them in that thread's own queue, which
+// no image held: a restart lost them (a thread waiting in sigtimedwait for a signal sent just before the
+// checkpoint waited forever; vpid_vtree's "thread-ack"). Each thread takes its own before it parks, into
+// a pool shared by the threads (static: restored with the process's memory; each entry names its slot,
+// and a thread's entries are in the order it took them), and queues them to itself again when it is
+// released — resumed, or restored on a new kernel thread (then to its new tid). Process-wide pending
+// signals are the signal plugin's (the checkpoint thread takes those, and its own).
+constexpr uint32_t kPool = 4096;  // 512 KiB of bss, touched only as far as it is used
+constexpr uint16_t kFree = 0xffff;
+siginfo_t g_pool[kPool];
+uint16_t g_pool_slot[kPool];
+volatile uint32_t g_pool_used;
+
+// A thread's own pending set (SigPnd of its status file; ShdPnd is the process's). tid 0: this thread.
+uint64_t own_pending(int tid = 0) {
+  char path[64] = "/proc/thread-self/status";
+  if (tid) {
+    sys::zero(path, sizeof path);
+    sys::append(path, sizeof path, "/proc/self/task/");
+    sys::append_u64(path, sizeof path, uint64_t(tid));
+    sys::append(path, sizeof path, "/status");
+  }
+  int fd = int(sys::sc(SYS_open, path, O_RDONLY | O_CLOEXEC));
+  if (fd < 0) return 0;
+  char buf[2048];
+  long n = sys::sc(SYS_read, fd, buf, sizeof buf - 1);
+  sys::sc(SYS_close, fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  static const char kKey[] = "\nSigPnd:\t";
+  for (long i = 0; i + long(sizeof kKey) - 1 < n; ++i) {
+    long k = 0;
+    while (kKey[k] && buf[i + k] == kKey[k]) ++k;
+    if (kKey[k]) continue;
+    uint64_t v = 0;
+    for (const char* p = buf + i + k;; ++p) {
+      int d = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;
+      if (d < 0) return v;
+      v = v << 4 | uint64_t(d);
+    }
+  }
+  return 0;
+}
+
+// Takes this thread's own pending signals into the pool, for slot `slot`.
+void stash_own(uint32_t slot) {
+  const uint64_t ckbit = uint64_t{1} << (g.cfg.sig - 1);
+  uint64_t any = 0;  // this thread's and the process's: nothing (the usual case) costs one system call
+  if (sys::sc(SYS_rt_sigpending, &any, 8) != 0 || (any & ~ckbit) == 0) return;
+  uint64_t pend = own_pending();
+  if (!pend) return;
+  const int ckpt = g.cfg.sig;
+  for (int sig = 1; sig <= 64; ++sig) {
+    const uint64_t bit = uint64_t{1} << (sig - 1);
+    if (!(pend & bit) || sig == SIGKILL || sig == SIGSTOP || sig == ckpt) continue;
+    // rt_sigtimedwait takes from this thread's queue before the process's; one instance at a time, while
+    // the thread's own bit is still set (a real-time signal may be queued several times).
+    while (pend & bit) {
+      const uint32_t k = __atomic_fetch_add(&g_pool_used, 1, __ATOMIC_ACQ_REL);
+      if (k >= kPool) {
+        sys::log(1, "more than 4096 signals pending for the threads: the rest stay out of the image");
+        return;
+      }
+      uint64_t set = bit;
+      struct timespec zero = {0, 0};
+      if (sys::sc(SYS_rt_sigtimedwait, &set, &g_pool[k], &zero, 8) != sig) {
+        g_pool_slot[k] = kFree;
+        break;
+      }
+      vpid::virtual_siginfo(&g_pool[k]);  // the sender as the program knows it (as the plugin's)
+      __atomic_store_n(&g_pool_slot[k], uint16_t(slot), __ATOMIC_RELEASE);
+      pend = own_pending();
+    }
+  }
+}
+
+// Queues this thread's stashed signals to it again, in the order it took them.
+void requeue_own(uint32_t slot) {
+  const uint32_t used = __atomic_load_n(&g_pool_used, __ATOMIC_ACQUIRE);
+  const long pid = sys::getpid(), tid = sys::gettid();
+  for (uint32_t k = 0; k < used && k < kPool; ++k) {
+    if (__atomic_load_n(&g_pool_slot[k], __ATOMIC_ACQUIRE) != slot) continue;
+    siginfo_t info = g_pool[k];
+    vpid::real_siginfo(&info);
+    if (sys::sc(SYS_rt_tgsigqueueinfo, pid, tid, info.si_signo, &info) != 0)
+      sys::log(1, "cannot queue a thread's pending signal to it again");
+    __atomic_store_n(&g_pool_slot[k], kFree, __ATOMIC_RELEASE);
+  }
+}
+
+// Start of a round: the pool starts over unless a thread of the last round has not taken its entries
+// back yet (it is still on its way out of the handler); then the round appends.
+void pool_reset() {
+  const uint32_t used = __atomic_load_n(&g_pool_used, __ATOMIC_ACQUIRE);
+  for (uint32_t k = 0; k < used && k < kPool; ++k)
+    if (__atomic_load_n(&g_pool_slot[k], __ATOMIC_ACQUIRE) != kFree) return;
+  __atomic_store_n(&g_pool_used, 0, __ATOMIC_RELEASE);
+}
+
+// Parked threads wait on g_park, which moves on every release and every stash request (g_stash_req):
+// a thread parked early can still be sent a signal by one not parked yet, so once all are parked the
+// checkpoint thread asks them to take what came meanwhile (stash_latecomers) and counts their answers.
+volatile uint32_t g_park, g_stash_req, g_stash_acks;
+
+void wake_parked() {
+  __atomic_add_fetch(&g_park, 1, __ATOMIC_RELEASE);
+  sys::futex_wake(&g_park);
+}
+
+// All threads parked: if any of them has a signal of its own pending, every parked thread takes its own
+// into its stash (a thread has none: one rt_sigpending), so the image holds them.
+void stash_latecomers() {
+  uint32_t n = __atomic_load_n(&g.nslots, __ATOMIC_ACQUIRE), ready = 0;
+  if (n > kMaxThreads) n = kMaxThreads;
+  const uint64_t ckbit = uint64_t{1} << (g.cfg.sig - 1);
+  bool need = false;
+  for (uint32_t k = 0; k < n; ++k) {
+    if (!__atomic_load_n(&g.slots[k].ready, __ATOMIC_ACQUIRE)) continue;
+    ++ready;
+    if (!need && (own_pending(int(g.slots[k].rec.tid)) & ~ckbit)) need = true;
+  }
+  if (!need) return;
+  const uint32_t acks = __atomic_load_n(&g_stash_acks, __ATOMIC_ACQUIRE);
+  __atomic_add_fetch(&g_stash_req, 1, __ATOMIC_RELEASE);
+  wake_parked();
+  const long start = now_ms();
+  for (;;) {
+    const uint32_t a = __atomic_load_n(&g_stash_acks, __ATOMIC_ACQUIRE);
+    if (a - acks >= ready) return;
+    if (now_ms() - start > 2000) {
+      sys::log(1, "a parked thread did not take its pending signals within 2 s: they stay out of the image");
+      return;
+    }
+    sys::futex_wait(&g_stash_acks, a, 100000000);
+  }
+}
+
 }  // namespace
 
 uint32_t checkpoint_interruptions() { return t_interruptions; }
@@ -118,6 +256,7 @@ extern "C" void revive_handler(int, void* info, void*) {
     sys::zero(&s->rec, sizeof s->rec);
     fill_record(&s->rec, sys::gettid());
     vpid::thread_checkpoint();  // the tid the program sees, in this thread's TLS (restored with it)
+    stash_own(i);
     if (revive_save_ctx(s->rec.ctx) == 0) {
       __atomic_store_n(&s->ready, 1, __ATOMIC_RELEASE);
       __atomic_add_fetch(&g.arrived, 1, __ATOMIC_RELEASE);
@@ -130,7 +269,22 @@ extern "C" void revive_handler(int, void* info, void*) {
       sys::futex_wake(&g.restored);
     }
   }
-  while (__atomic_load_n(&g.release, __ATOMIC_ACQUIRE) == seen) sys::futex_wait(&g.release, seen, -1);
+  // Parked until released; meanwhile, take signals sent to this thread after it parked when asked.
+  uint32_t done_req = __atomic_load_n(&g_stash_req, __ATOMIC_ACQUIRE);
+  for (;;) {
+    const uint32_t park = __atomic_load_n(&g_park, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&g.release, __ATOMIC_ACQUIRE) != seen) break;
+    const uint32_t req = __atomic_load_n(&g_stash_req, __ATOMIC_ACQUIRE);
+    if (req != done_req) {
+      done_req = req;
+      if (i < kMaxThreads) stash_own(i);
+      __atomic_add_fetch(&g_stash_acks, 1, __ATOMIC_RELEASE);
+      sys::futex_wake(&g_stash_acks);
+      continue;
+    }
+    sys::futex_wait(&g_park, park, -1);
+  }
+  if (i < kMaxThreads) requeue_own(i);
   errno = saved_errno;
 }
 
@@ -139,6 +293,7 @@ bool suspend_all(char* err, size_t err_len) {
   for (uint32_t i = 0; i < old; ++i) g.slots[i].ready = 0;
   g.nslots = 0;
   g.arrived = 0;
+  pool_reset();
   __atomic_store_n(&g.suspending, 1, __ATOMIC_RELEASE);
   static int signalled[kMaxThreads];  // only the checkpoint thread runs this
   static int now[kMaxThreads];
@@ -173,6 +328,7 @@ bool suspend_all(char* err, size_t err_len) {
     }
     if (done) {
       __atomic_store_n(&g.suspending, 0, __ATOMIC_RELEASE);
+      stash_latecomers();
       return true;
     }
     if (now_ms() - start > 10000) {
@@ -191,6 +347,7 @@ fail:
 void release_all() {
   __atomic_add_fetch(&g.release, 1, __ATOMIC_RELEASE);
   sys::futex_wake(&g.release);
+  wake_parked();
 }
 
 void drop_restart_caps() {

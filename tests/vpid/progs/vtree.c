@@ -172,8 +172,13 @@ int main(int argc, char** argv) {
     struct stat sb;
     char link[64], target[64];
     snprintf(link, sizeof link, "/proc/%d/exe", (int)A);
-    if (stat(apath, &sb) != 0 || access(task, R_OK) != 0 || readlink(link, target, sizeof target) <= 0)
-      strcat(fails, " stat/access/readlink");
+    if (stat(apath, &sb) != 0) strcat(fails, " stat(/proc/A/stat)");
+    if (access(task, R_OK) != 0) strcat(fails, " access(/proc/self/task/T)");
+    if (readlink(link, target, sizeof target) <= 0) {
+      char e[48];
+      snprintf(e, sizeof e, " readlink(/proc/A/exe): %s", strerror(errno));
+      strcat(fails, e);
+    }
     int afd_ok = 0;
     for (int attempt = 0; attempt < 3 && !afd_ok; attempt++) {  /* as in stat_names() */
       char abuf[512];
