@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "inject/plugin.h"
 #include "plugins/common/section_io.h"
@@ -63,5 +64,19 @@ void epoll_rearm(bool apply);
 // registrations failed on /dev/null stand-ins): every epoll instance that watched fd at checkpoint
 // watches it again, same events and data. The registrations are kept from restore until the next one.
 void epoll_rewatch(int fd);
+
+// This process's memory map (fd_maps.cpp). One /proc/self/maps line; path points into a static buffer,
+// valid during the callback only.
+struct MapLine {
+  uint64_t start, end, offset, dev_major, dev_minor, ino;
+  bool shared;
+  const char* path;
+};
+// Calls f for each line of /proc/self/maps until it returns false (no allocation: save may call it).
+void each_map(bool (*f)(const MapLine&, void*), void* arg);
+// The start of a shared mapping of the whole file st at offset 0 here, or 0; *part (if given): when there
+// is none, the first shared mapping of the file here (in part: offset != 0 or shorter than the file),
+// else all zero (part->end == 0).
+uint64_t shared_mapping_of(const struct stat& st, MapLine* part = nullptr);
 
 }  // namespace revive::plugins

@@ -125,21 +125,32 @@ int find_dup(int fd, const struct stat& st) {
   return -1;
 }
 
+// The command name of process pid (kernel pid; 0: this one) into comm[32], "?" if unreadable.
+void comm_of(uint32_t pid, char* comm) {
+  char path[48];
+  if (pid == 0) Msg(path, sizeof path).s("/proc/self/comm");
+  else Msg(path, sizeof path).s("/proc/").u(pid).s("/comm");
+  memcpy(comm, "?", 2);
+  // A kernel pid: the raw call, which no virtual-pid wrapper translates (plugins/vpid).
+  int cf = int(syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC));
+  if (cf < 0) return;
+  ssize_t n = read(cf, comm, 31);
+  comm[n > 0 ? n : 0] = '\0';
+  if (n > 0 && comm[n - 1] == '\n') comm[n - 1] = '\0';
+  if (n <= 0) memcpy(comm, "?", 2);
+  close(cf);
+}
+
 // The checkpoint fails (rc: -ENOTSUP) or is refused for now (-EAGAIN: taken again) because of fd, which
-// is `what`; the message names the process, the fd and what it is.
-int refuse_fd(int fd, const char* what, int rc) {
-  char comm[32] = "?";
-  int cf = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
-  if (cf >= 0) {
-    ssize_t n = read(cf, comm, sizeof comm - 1);
-    comm[n > 0 ? n : 0] = '\0';
-    if (n > 0 && comm[n - 1] == '\n') comm[n - 1] = '\0';
-    close(cf);
-  }
-  char line[PATH_MAX + 240];
+// is `what`; the message names the process, the fd and what it is. hint: name the stand-in option (a
+// kind it applies to).
+int refuse_fd(int fd, const char* what, int rc, bool hint = true) {
+  char comm[32];
+  comm_of(0, comm);
+  char line[PATH_MAX + 400];
   Msg(line, sizeof line).s(rc == -EAGAIN ? "checkpoint refused for now: process " : "checkpoint refused: process ")
       .i(g_self).s(" (").s(comm).s(") fd ").i(fd).s(" is ").s(what)
-      .s(rc == -EAGAIN ? "" : " (REVIVE_FD_UNSUPPORTED=stand-in: restore it as /dev/null instead)");
+      .s(rc == -EAGAIN || !hint ? "" : " (REVIVE_FD_UNSUPPORTED=stand-in: restore it as /dev/null instead)");
   inject::plugin_refusal(line);
   warn(line);
   return rc;
@@ -227,60 +238,6 @@ void virtual_proc_path(char* path, size_t cap) {
   memcpy(p, num, nl);
 }
 
-// The start of a shared mapping of the whole file (dev, ino) at offset 0 in this process, or 0. Such a
-// deleted file's bytes are stored once, as shared memory (the engine's shm records), and the restart hands
-// that same object to the descriptor: a program (UCX's posix transport) that maps the file and lets peers
-// open it through /proc/PID/fd/N keeps one object, not a mapping and a copy. /proc/self/maps is read with
-// read(2) into a static buffer: no allocation during save.
-uint64_t shared_mapping_of(const struct stat& st) {
-  static char buf[1 << 16];
-  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  uint64_t found = 0;
-  size_t have = 0;
-  for (bool eof = false; !found && !(eof && have == 0);) {
-    if (!eof) {
-      ssize_t r = read(fd, buf + have, sizeof buf - 1 - have);
-      if (r <= 0) eof = true;
-      else have += size_t(r);
-    }
-    buf[have] = 0;
-    char* nl = strchr(buf, '\n');
-    if (!nl && !eof && have < sizeof buf - 1) continue;
-    char* line = buf;
-    if (nl) *nl = 0;
-    // start-end perms offset major:minor inode path
-    auto hex = [](char*& p) {
-      uint64_t v = 0;
-      for (;; ++p) {
-        char c = *p;
-        int x = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        if (x < 0) return v;
-        v = v * 16 + uint64_t(x);
-      }
-    };
-    char* p = line;
-    uint64_t start = hex(p);
-    uint64_t end = *p == '-' ? hex(++p) : 0;
-    bool shared = p[0] == ' ' && strlen(p) > 4 && p[4] == 's';
-    p += p[0] == ' ' ? 6 : 0;
-    uint64_t off = hex(p);
-    uint64_t maj = *p == ' ' ? hex(++p) : ~0ull;
-    uint64_t min = *p == ':' ? hex(++p) : ~0ull;
-    uint64_t ino = 0;
-    if (*p == ' ')
-      for (++p; *p >= '0' && *p <= '9'; ++p) ino = ino * 10 + uint64_t(*p - '0');
-    if (shared && off == 0 && ino == uint64_t(st.st_ino) && maj == major(st.st_dev) && min == minor(st.st_dev) &&
-        end - start >= uint64_t(st.st_size))
-      found = start;
-    size_t used = nl ? size_t(nl + 1 - buf) : have;
-    memmove(buf, buf + used, have - used);
-    have -= used;
-  }
-  close(fd);
-  return found;
-}
-
 // Without the coordinator's list (a standalone checkpoint): the lowest of this process's descriptors of
 // the deleted inode (dev, ino) stores its contents, the others name it. Descriptors come in ascending
 // order, so the first one seen is the lowest.
@@ -290,10 +247,36 @@ DeletedHolder local_holder(int fd, const struct stat& st) {
   return DeletedHolder{uint32_t(g_self), fd};
 }
 
+// A process that maps a deleted file shared in a way its descriptors cannot follow (deleted_holders):
+// pid 0 if none.
+struct SplitMapper {
+  uint32_t pid;
+  uint64_t offset, len;  // the file range it maps
+};
+
+// A deleted file's descriptor that would come back as a copy apart from a shared mapping of the file
+// (issue 13): the restart hands a mapped object only to descriptors of a file that a holder maps whole at
+// offset 0 (kStoredInShm); a mapping in part, or by a process holding no descriptor of the file, is
+// restored as an object of its own. Nothing is silently substituted: the checkpoint fails, naming the
+// holder, its fd, the file and the mapping process.
+int refuse_split(int fd, const char* path, const struct stat& st, const SplitMapper& m) {
+  static char what[PATH_MAX + 300];  // off the checkpoint thread's stack (only it runs save)
+  char comm[32];
+  comm_of(m.pid == uint32_t(g_self) ? 0 : m.pid, comm);
+  Msg msg(what, sizeof what);
+  msg.s("the deleted file '").s(path).s("' (").i(st.st_size).s(" bytes), which ");
+  if (m.pid == uint32_t(g_self)) msg.s("this process");
+  else msg.s("process ").u(m.pid).s(" (").s(comm).s(")");
+  msg.s(" maps shared (file offset ").u(m.offset).s(", ").u(m.len).s(" bytes) ")
+      .s(m.pid == uint32_t(g_self) ? "only in part" : "while no process both maps it whole and holds it open")
+      .s(": revive would restore this descriptor as a copy apart from that mapping");
+  return refuse_fd(fd, what, -ENOTSUP, false);
+}
+
 // Saves one descriptor. Returns 0, or -errno with a warning on stderr naming it (save has no message
 // channel of its own). mapper: for a deleted file, a holder in another process that maps it shared
-// (deleted_holders), else pid 0.
-int save_one(Out& out, int fd, ShareKey share, DeletedHolder holder, DeletedHolder mapper) {
+// whole (deleted_holders), else pid 0; split: a process mapping it otherwise (deleted_holders), else pid 0.
+int save_one(Out& out, int fd, ShareKey share, DeletedHolder holder, DeletedHolder mapper, SplitMapper split) {
   char link[32];
   Msg(link, sizeof link).s("/proc/self/fd/").i(fd);
   char path[PATH_MAX];
@@ -337,7 +320,14 @@ int save_one(Out& out, int fd, ShareKey share, DeletedHolder holder, DeletedHold
     if (rc != 0) return rc;
   }
   uint64_t shm_at = 0;
-  if (kind == FdKind::kDeleted && rec.dup_of < 0 && (shm_at = shared_mapping_of(st)) != 0) {
+  MapLine part{};
+  if (kind == FdKind::kDeleted && rec.dup_of < 0) shm_at = shared_mapping_of(st, &part);
+  if (kind == FdKind::kDeleted && rec.dup_of < 0 && shm_at == 0 && mapper.pid == 0) {
+    // Mapped here in part (also without a coordinator: a standalone checkpoint), or elsewhere.
+    if (part.end != 0) split = SplitMapper{uint32_t(g_self), part.offset, part.end - part.start};
+    if (split.pid != 0) return refuse_split(fd, path, st, split);
+  }
+  if (shm_at != 0) {
     // The restarter hands over the object; the share key stays: a description inherited by a process
     // that holds the file without mapping it is handed down once by `revive restart` (tree_deleted.cpp).
     rec.stored = kStoredInShm;
@@ -510,6 +500,36 @@ bool share_prefix(int fd, uint64_t gen, char* out, size_t cap, struct stat* stp 
   return true;
 }
 
+// Every shared mapping of a deleted file here, whether or not this process holds the file open:
+// "gen.<G>.fdsh.<host>.<dev>.<ino>.-1.0.<pid>.<n>" = "M<offset>.<length>" (offset -1: no descriptor's
+// key has it). The holders of the file in other processes find it (deleted_holders): a mapping by a
+// process without a descriptor, or of part of the file, is not the object their descriptors get back, so
+// they refuse the checkpoint instead of coming back as a copy (issue 13). Shared anonymous memory and
+// SysV segments (no descriptor can hold them) are left out; at most 256 per process. False: coordinator lost.
+bool publish_deleted_maps(uint64_t gen, uint64_t self) {
+  struct Pub {
+    uint64_t gen, self;
+    int n;
+    bool ok;
+  } pub{gen, self, 0, true};
+  each_map(
+      [](const MapLine& m, void* a) {
+        auto* p = static_cast<Pub*>(a);
+        const size_t n = strlen(m.path), k = sizeof kDeletedSuffix - 1;
+        if (!m.shared || m.path[0] != '/' || n <= k || strcmp(m.path + n - k, kDeletedSuffix) != 0 ||
+            has_prefix(m.path, "/SYSV") || has_prefix(m.path, "/dev/zero"))
+          return true;
+        char key[256], val[48];
+        Msg(key, sizeof key).s("gen.").u(p->gen).s(".fdsh.").s(g_share_host).s(".")
+            .u(uint64_t(makedev(m.dev_major, m.dev_minor))).s(".").u(m.ino).s(".-1.0.").u(p->self).s(".").i(p->n);
+        Msg(val, sizeof val).s("M").u(m.offset).s(".").u(m.end - m.start);
+        p->ok = inject::coord_publish(key, val);
+        return p->ok && ++p->n < 256;
+      },
+      &pub);
+  return pub.ok;
+}
+
 }  // namespace
 
 int fd_drain(uint64_t gen, char*, size_t) {
@@ -531,6 +551,7 @@ int fd_drain(uint64_t gen, char*, size_t) {
     const char* val = st.st_nlink == 0 && shared_mapping_of(st) != 0 ? "m" : "";
     if (!inject::coord_publish(key, val)) return 0;  // coordinator lost: the checkpoint fails anyway
   }
+  if (!publish_deleted_maps(gen, self)) return 0;
   g_share_gen = gen;
   return 0;
 }
@@ -575,11 +596,28 @@ void share_keys_published(const int* fds, int n, uint64_t gen) {
 // local_holder decides in save_one) / no mapper.
 DeletedHolder g_holder[kMaxFds];  // by position in fd_save's list
 DeletedHolder g_mapper[kMaxFds];
+// A process mapping the file shared ("M" keys, publish_deleted_maps) when no holder maps it whole: the
+// descriptor would come back apart from that mapping, and save_one refuses it. The first such key wins.
+SplitMapper g_split[kMaxFds];
+
+// "M<offset>.<length>" into *m; false if val is not a mapping's value.
+bool parse_mapping(const char* val, uint32_t pid, SplitMapper* m) {
+  if (val[0] != 'M') return false;
+  *m = SplitMapper{pid, 0, 0};
+  const char* p = val + 1;
+  for (; *p >= '0' && *p <= '9'; ++p) m->offset = m->offset * 10 + uint64_t(*p - '0');
+  if (*p == '.')
+    for (++p; *p >= '0' && *p <= '9'; ++p) m->len = m->len * 10 + uint64_t(*p - '0');
+  return true;
+}
 
 void deleted_holders(const int* fds, int n, uint64_t gen) {
-  for (int k = 0; k < n; ++k) g_holder[k] = g_mapper[k] = DeletedHolder{0, -1};
+  for (int k = 0; k < n; ++k) {
+    g_holder[k] = g_mapper[k] = DeletedHolder{0, -1};
+    g_split[k] = SplitMapper{0, 0, 0};
+  }
   if (gen == 0) return;
-  char prefix[256], at[256], val[8];
+  char prefix[256], at[256], val[48];
   for (int k = 0; k < n; ++k) {
     struct stat st;
     if (inject::fd_reserved(fds[k]) || fstat(fds[k], &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 0) continue;
@@ -587,6 +625,7 @@ void deleted_holders(const int* fds, int n, uint64_t gen) {
         .u(uint64_t(st.st_ino)).s(".");
     memcpy(at, prefix, strlen(prefix) + 1);
     DeletedHolder h{0, -1}, m{0, -1};
+    SplitMapper split{0, 0, 0};
     for (int step = 0; step < 4096 && m.pid == 0; ++step) {
       if (inject::coord_next(prefix, at, 10000, at, sizeof at, val, sizeof val) != 1) break;
       // "<offset>.<flags>.<pid>.<fd>": the last two fields.
@@ -602,12 +641,14 @@ void deleted_holders(const int* fds, int n, uint64_t gen) {
       if (*p++ != '.') continue;
       for (; *p >= '0' && *p <= '9'; ++p) fd = fd * 10 + uint64_t(*p - '0');
       if (*p || pid == 0 || pid > 0x7fffffff || fd > 0x7fffffff) continue;
-      if (val[0] == 'm') m = DeletedHolder{uint32_t(pid), int32_t(fd)};
+      if (val[0] == 'M') {
+        if (split.pid == 0) parse_mapping(val, uint32_t(pid), &split);
+      } else if (val[0] == 'm') m = DeletedHolder{uint32_t(pid), int32_t(fd)};
       else if (h.pid == 0) h = DeletedHolder{uint32_t(pid), int32_t(fd)};
       else if (uint32_t(pid) == h.pid && int32_t(fd) < h.fd) h.fd = int32_t(fd);
     }
     // This process's own mapping (kStoredInShm, save_one) covers its descriptors: no refusal for them.
-    if (m.pid == 0) g_holder[k] = h;
+    if (m.pid == 0) g_holder[k] = h, g_split[k] = split;
     else if (m.pid != uint32_t(g_self)) g_mapper[k] = m;
   }
 }
@@ -658,7 +699,7 @@ int fd_save(inject::SectionWriter& w) {
   out.u32(count);
   for (int k = 0; k < n; ++k) {
     if (inject::fd_reserved(fds[k])) continue;
-    int rc = save_one(out, fds[k], g_share[k], g_holder[k], g_mapper[k]);
+    int rc = save_one(out, fds[k], g_share[k], g_holder[k], g_mapper[k], g_split[k]);
     if (rc != 0) return rc;
   }
   return out.ok() ? 0 : -ENOMEM;

@@ -11,24 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-static void nap(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
-}
+#include "turns.h"
 
 /* Where the child's write() of round i goes: 16..264, so the shared offset differs from round to round. */
 static long slot(long i) { return 16 + 8 * (i % 32); }
-
-static long now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
 
 int main(int argc, char** argv) {
   long rounds = argc > 1 ? atol(argv[1]) : 200;
@@ -62,12 +50,7 @@ int main(int argc, char** argv) {
   }
   /* The parent keeps its descriptor too (never used): the case the fd plugin stores as shared memory. */
   for (long i = 1; i <= rounds; ++i) {
-    for (long t0 = now_ms(); m[0] != i; nap(2))
-      if (now_ms() - t0 > 10000) {
-        printf("parent: lost the child at round %ld (sees %ld)\n", i, m[0]);
-        kill(child, SIGKILL);
-        return 3;
-      }
+    if (await_child(m, i, child) != 0) return 3;
     off_t at = lseek(fd, 0, SEEK_CUR);
     if (at != slot(i) + 8 || m[slot(i) / 8] != i) {
       printf("parent: round %ld: shared offset %ld (the child left %ld), slot holds %ld\n", i, (long)at,
@@ -78,8 +61,5 @@ int main(int argc, char** argv) {
     printf("parent %ld\n", i); /* before the answer: the lines come in one order */
     m[1] = 2 * i;
   }
-  int st = 0;
-  if (waitpid(child, &st, 0) != child) return perror("waitpid"), 1;
-  printf("done %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
-  return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 4;
+  return reap(child);
 }
