@@ -42,7 +42,9 @@ run_ctest() {  # run_ctest DIR [ctest args...]
 
 echo "== [1/3] full build and test suite"
 scripts/build.sh build "${G1[@]}"
+echo "== built in $(( $(date +%s) - start )) s"
 run_ctest build
+echo "== [1/3] done at $(( $(date +%s) - start )) s"
 
 if [ "${REVIVE_TEST_QUICK:-0}" != 1 ]; then
   echo "== [2/3] ASan+UBSan build (no MPI), tests labelled san"
@@ -51,6 +53,7 @@ if [ "${REVIVE_TEST_QUICK:-0}" != 1 ]; then
     -DREVIVE_BUILD_BENCH=OFF -DREVIVE_BUILD_EXAMPLES=OFF
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_ctest build-asan -L '^san$'
+  echo "== [2/3] done at $(( $(date +%s) - start )) s"
 
   echo "== [3/3] TSan build, tests labelled tsan"
   build_for_label build-tsan tsan -DCMAKE_BUILD_TYPE=Debug -DREVIVE_SANITIZE=thread -DREVIVE_WITH_MPI=OFF \

@@ -3,7 +3,8 @@
 a partner copy and XOR parity, every 3rd flushed to the global level) is SIGKILLed as a whole at a random
 moment — most of its time is spent encoding, copying to partners and flushing, so that is where the kills
 land — then, every other time, one host's storage is wiped as well. Kills come in chains of three (each
-launch restarts from what the killed one before it left); the chain's last run goes to the end. Whatever
+launch restarts from what the killed one before it left); the chain's last run goes to the end.
+With 4 seeds of 50 kills the crash stage makes 200 (issue 9 asks for at least 200). Whatever
 the kills interrupted, it must print exactly what an uninterrupted run prints.
 
   crash_test.py ML_APP MPIEXEC WORKDIR KILLS SEED
@@ -31,8 +32,8 @@ def env(extra):
     return e
 
 
-def cmd():
-    return [MPIEXEC, "-n", "6", "sh", "-c", WRAP, "sh", APP, STEPS, EVERY]
+def cmd(steps=STEPS):
+    return [MPIEXEC, "-n", "6", "sh", "-c", WRAP, "sh", APP, steps, EVERY]
 
 
 def main():
@@ -51,45 +52,76 @@ def main():
     t0 = time.monotonic()
     p = subprocess.run(cmd(), env=ml, capture_output=True, text=True, timeout=120)
     span = time.monotonic() - t0
+    # And how long the job takes to start (mpiexec, MPI_Init, one step): a kill before that tests nothing
+    # of the storage, so kills land between it and the end of a whole run.
+    t0 = time.monotonic()
+    subprocess.run(cmd("0"), env=env({"REVIVE_CP_PATH": os.path.join(WORK, "start")}), capture_output=True,
+                   timeout=120)
+    start = min(0.8 * (time.monotonic() - t0), 0.6 * span)
+    print("a whole run takes %.2f s here, its start %.2f s" % (span, start), flush=True)
     if p.stdout != ref.stdout:
         print("FAIL: multi-level run differs from the reference\n" + p.stdout + p.stderr)
         sys.exit(1)
     # Kills come in chains of CHAIN: each launch restarts from whatever the previous killed one left (a
     # restart of a restart), and only the chain's last run goes to the end and is compared. Half the kills
     # are followed by a wiped host.
-    CHAIN = 3
-    killed_mid = 0
-    for chain in range((KILLS + CHAIN - 1) // CHAIN):
+    CHAIN = 5  # 5 kills, then the run that must finish identical: fewer full runs per kill than 3
+    # Only a kill that lands while the job runs counts (a restarted job is shorter than `span`, so some
+    # land after its end): chains go on until KILLS of them did, within 3 x KILLS launches.
+    killed_mid = launches = chain = 0
+
+    def check(out, err, chain, history):
+        if out != ref.stdout:
+            print("FAIL: chain %d (seed %d: %s): the restarted job differs from the uninterrupted run"
+                  % (chain, SEED, "; ".join(history)))
+            print("--- expected\n" + ref.stdout + "--- got\n" + (out or "") + "--- stderr\n" + err)
+            sys.exit(1)
+
+    while killed_mid < KILLS:
+        if launches >= 3 * KILLS:
+            print("FAIL: only %d of %d launches were killed while running; make the job run longer" % (killed_mid, launches))
+            sys.exit(1)
         shutil.rmtree(local, ignore_errors=True)
         shutil.rmtree(glob, ignore_errors=True)
         history = []
-        for c in range(min(CHAIN, KILLS - chain * CHAIN)):
-            k = chain * CHAIN + c
+        ended = False  # a launch ended before its kill: it was the chain's final run
+        for c in range(CHAIN):
+            if killed_mid >= KILLS:
+                break
+            k = launches
+            launches += 1
             job = subprocess.Popen(cmd(), env=ml, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                    start_new_session=True)
-            time.sleep(rng.uniform(0.15, max(0.3, span)))
+            # Within the first 70 % of the work: a launch restarted from a late version ends early.
+            time.sleep(rng.uniform(start, start + max(0.15, 0.7 * (span - start))))
             procs = [job.pid] + descendants(job.pid)
             for pid in procs:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-            job.communicate(timeout=60)
-            if job.returncode != 0:
-                killed_mid += 1
+            out, err = job.communicate(timeout=60)
+            if job.returncode == 0:
+                # It ended before the kill (restarted from a late version): the chain's final run, which
+                # must print what the uninterrupted run printed.
+                history.append("run %d ended before its kill" % k)
+                check(out, err, chain, history)
+                ended = True
+                break
+            killed_mid += 1
             wiped = ""
             if k % 2 == 1 and os.path.isdir(local):
                 wiped = "h%d" % rng.randrange(3)
                 shutil.rmtree(os.path.join(local, wiped), ignore_errors=True)
             history.append("kill %d%s" % (k, ", wiped " + wiped if wiped else ""))
-        r = subprocess.run(cmd(), env=ml, capture_output=True, text=True, timeout=120)
-        if r.returncode != 0 or r.stdout != ref.stdout:
-            print("FAIL: chain %d (seed %d: %s): the restarted job differs from the uninterrupted run"
-                  % (chain, SEED, "; ".join(history)))
-            print("--- expected\n" + ref.stdout + "--- got\n" + r.stdout + "--- stderr\n" + r.stderr)
-            sys.exit(1)
-    print("PASS: %d kills (%d mid-run) in chains of %d, every chain's final run identical to the uninterrupted run"
-          % (KILLS, killed_mid, CHAIN))
+        if not ended:
+            r = subprocess.run(cmd(), env=ml, capture_output=True, text=True, timeout=120)
+            if r.returncode != 0:
+                history.append("final run exited %d" % r.returncode)
+            check(r.stdout if r.returncode == 0 else None, r.stderr, chain, history)
+        chain += 1
+    print("PASS: %d kills while the job ran (%d launches) in %d chains of up to %d, every chain's final run "
+          "identical to the uninterrupted run" % (killed_mid, launches, chain, CHAIN))
 
 
 main()
