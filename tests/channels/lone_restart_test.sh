@@ -8,15 +8,8 @@
 # Then a standalone checkpoint (no coordinator, the checkpoint signal) of a process holding a socket revive
 # cannot restore fails at once naming process, fd and socket, and the program runs on (before, a standalone
 # checkpoint never refused a socket: it came back as /dev/null).
-set -uo pipefail
-revive=$1 inject=$2 restart_bin=$3 work=$4
-rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-export REVIVE_INJECT_LIB=$inject REVIVE_RESTART_BIN=$restart_bin REVIVE_LOCAL_DIRS=
-unset REVIVE_PORT REVIVE_CKPT_DIR REVIVE_SECRET_FILE
+. "$(dirname "$0")/lone_common.sh" "$@"
 fail() { echo "FAIL: $*"; for f in launch.err out.txt restart.err lone.out lone.err; do echo "--- $f"; tail -5 "$f" 2>/dev/null; done; exit 1; }
-cport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-pids=()
-trap 'kill -9 "${pids[@]}" 2>/dev/null' EXIT
 cat > pair.py <<'PY'
 # The parent pings its child over a socketpair and reports over a pipe and a FIFO; the child echoes and
 # drains the pipe and the FIFO.
@@ -99,15 +92,7 @@ print("fd", s.fileno(), os.getpid(), flush=True)
 time.sleep(2)
 print("done", flush=True)
 PY
-LD_PRELOAD=$inject REVIVE_CKPT_DIR=$work/lone python3 hold.py "$work" > lone.out 2> lone.err &
-pids+=($!)
-for _ in $(seq 100); do grep -q '^fd' lone.out 2>/dev/null && break; sleep 0.05; done
-read -r _ fd pid < lone.out
-kill -s SIGRTMAX-2 "$pid"
-wait "${pids[1]}"
-grep -q "checkpoint refused: process $pid (python3[.0-9]*) fd $fd is a Unix stream socket bound to a name but neither listening nor connected" lone.err ||
-  fail "the standalone checkpoint did not refuse fd $fd"
-! ls lone/ckpt-*/*.rimg > /dev/null 2>&1 || fail "the standalone checkpoint wrote an image"
-grep -q '^done$' lone.out || fail "the program did not run on after the refused checkpoint"
-echo "standalone: refused fd $fd"
+standalone_refused lone \
+  "checkpoint refused: process {pid} (python3[.0-9]*) fd {fd} is a Unix stream socket bound to a name but neither listening nor connected" \
+  hold.py "$work"
 echo "lone restart test passed"

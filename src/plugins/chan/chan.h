@@ -93,6 +93,9 @@ struct Chan {
   // pty's index (/dev/pts/<index>), which names the pair for the rendezvous.
   struct termios tio;
   struct winsize ws;
+  // A pty end that shares the open file description of entry pty_same - 1 of this process (dup, kcmp); 0:
+  // none. A slave opened twice is two descriptions (own flags and access mode): rebuilt as two.
+  uint32_t pty_same;
   // Sockets held more than once (chan_shared.cpp): alias 1 = a dup of entry alias_of of this process,
   // 2 = another process of the computation holds the socket and drains and rebuilds it. share_fd: on
   // restart, the owner's listener that hands the socket to the other holders / an alias's connection to it.
@@ -108,6 +111,7 @@ extern uint32_t g_nchans;
 extern bool g_drain_ran;  // the drain phase of g_gen ran in this checkpoint (until resume)
 extern bool g_drained;  // data was drained in this checkpoint: refill before threads run
 extern uint64_t g_gen;  // generation of the drain phase
+extern int g_pty_dropped;  // a pty master the last scan left out (table full), or -1
 
 // chan_scan.cpp: fills the table with this process's stream sockets (connected ones as kOutside for now).
 int scan(char* msg, size_t cap);
@@ -176,6 +180,21 @@ int classify_ptys(uint64_t gen, char* msg, size_t cap);
 int ptys_listen(uint64_t gen, char* msg, size_t cap);    // reconnect, step 1 (owners)
 int ptys_connect(uint64_t gen, char* msg, size_t cap);   // reconnect, step 2 (other holders)
 int ptys_hand_over(char* msg, size_t cap);               // refill
+// chan_pty.cpp, used by chan_pty_alone.cpp: keep_pty_output reads what waits at master entry c (writers
+// suspended) into c.rx and writes it back through the slave; write_through_slave writes such bytes through
+// the slave of master m (untranslated: output processing off meanwhile), so they wait at m again.
+int keep_pty_output(Chan& c, char* msg, size_t cap);
+bool write_through_slave(int m, const uint8_t* p, size_t n);
+int pty_err(char* msg, size_t cap, const Chan& c, const char* what, int e);
+int pty_put_at(Chan& c, int s, char* msg, size_t cap);  // s at c.fd, c's flags and epoll registrations
+// chan_pty_alone.cpp: pty pairs without a coordinator. classify_ptys_alone (a standalone checkpoint's
+// save): a slave whose master this process does not hold is the user's terminal (kPtyOut, the fd
+// plugin's); the first entry of each master keeps the output waiting at it. restore_ptys_alone (restore
+// without a coordinator: a standalone image, or one image of a computation alone): a pair held here whole
+// is made again at its numbers; a master whose slave holders do not come back is widowed (its new slave
+// opened and closed: reads EIO), a slave whose master does not come back too (its new master closed).
+int classify_ptys_alone(char* msg, size_t cap);
+int restore_ptys_alone(char* msg, size_t cap);
 void publish_pipes(uint64_t gen);                          // drain phase (FIFO readers too)
 int classify_pipes(uint64_t gen, char* msg, size_t cap);   // save: kPipe or kPipeOut, owners, then drain
 int pipes_listen(uint64_t gen, char* msg, size_t cap);   // reconnect, step 1 (readers)

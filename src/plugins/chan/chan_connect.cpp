@@ -344,6 +344,9 @@ int restore_local(char* msg, size_t cap) {
   }
   if (int rc = place_local_aliases(msg, cap)) return rc;  // dups of listeners and outside connections
   if (int rc = reopen_fifos(false, msg, cap)) return rc;
+  // Without a coordinator no reconnect phase rebuilds pty pairs: made again here, or widowed.
+  if (!inject::coord_configured())
+    if (int rc = restore_ptys_alone(msg, cap)) return rc;
   // Restored alone, FIFO writers have no reconnect phase: reopened now (a reader outside the computation
   // may be there; else widowed after the wait, never a /dev/null stand-in).
   return inject::coord_configured() ? 0 : reopen_fifos(true, msg, cap);
@@ -362,6 +365,8 @@ extern "C" __attribute__((visibility("hidden"))) bool revive_chan_restores(int f
     const Chan& c = g_chans[i];
     if (c.fd != fd || c.kind == kGone) continue;
     if (c.kind == kPtyOut) return false;  // the user's terminal: the fd plugin's
+    // A pty pair: rebuilt with a coordinator, else made again here or widowed (chan_pty_alone.cpp).
+    if (c.kind == kPtyMaster || c.kind == kPtySlave) return true;
     if (c.kind == kAlias && c.alias == 1) return revive_chan_restores(g_chans[c.alias_of].fd);
     // Internal channels too: rebuilt with a coordinator, else widowed (restore_local), never /dev/null.
     if (c.kind == kOutside || c.kind == kListen || c.kind == kPipeOut || c.kind == kDgramBound || c.kind == kFifo ||
@@ -382,7 +387,8 @@ extern "C" __attribute__((visibility("hidden"))) int revive_chan_takes(int fd) {
   using namespace revive::chan;
   if (g_drain_ran) return revive_chan_restores(fd) ? 1 : 0;
   g_nchans = 0;
-  bool took = add_socket(fd);
+  // A pty master is taken whatever its slave (rebuilt with it, or widowed); add_socket is for sockets.
+  bool took = add_socket(fd) || (g_nchans == 1 && g_chans[0].fd == fd && g_chans[0].kind == kPtyMaster);
   g_nchans = 0;
   return took ? 1 : 0;
 }

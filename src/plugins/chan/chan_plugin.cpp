@@ -2,6 +2,7 @@
 // drained bytes themselves ride in process memory (mmap'ed buffers the image saves like any other), so
 // the restored process finds them where the drain left them.
 #include <errno.h>
+#include <unistd.h>
 
 #include "inject/plugin.h"
 #include "plugins/chan/chan.h"
@@ -19,6 +20,14 @@ int save(inject::SectionWriter& w) {
   if (!g_scanned) {  // no drain phase (standalone checkpoint): every connection counts as outside
     if (scan(msg, sizeof msg) != 0 || (rc = keep_datagrams(msg, sizeof msg)) != 0) plugins::warn(msg);
     if (rc == -EAGAIN) return rc;  // a queue that cannot be kept: taken again, never lost
+    if (classify_ptys_alone(msg, sizeof msg) != 0) {
+      // A pty pair whose output cannot be kept is refused, never restored without it (issue 13).
+      char line[480];
+      plugins::Msg(line, sizeof line).s("checkpoint refused: process ").u(uint64_t(getpid())).s(" ").s(msg);
+      inject::plugin_refusal(line);
+      plugins::warn(line);
+      return -EIO;
+    }
   } else if (drain_sockets(g_gen, msg, sizeof msg) != 0 || classify_pipes(g_gen, msg, sizeof msg) != 0 ||
              classify_ptys(g_gen, msg, sizeof msg) != 0 || (rc = keep_datagrams(msg, sizeof msg)) != 0) {
     char line[480];

@@ -17,7 +17,9 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
+#include <linux/kcmp.h>
 #include <unistd.h>
 
 #include "inject/plugin.h"
@@ -25,17 +27,18 @@
 #include "plugins/common/msg.h"
 
 namespace revive::chan {
-namespace {
-
-constexpr int kHandOverTimeoutMs = 60000;
-constexpr unsigned kPtmxMajor = 5, kPtmxMinor = 2;         // /dev/ptmx (and /dev/pts/ptmx)
-constexpr unsigned kSlaveMajorFirst = 136, kSlaveMajorLast = 143;  // UNIX98 pty slaves
 
 int pty_err(char* msg, size_t cap, const Chan& c, const char* what, int e) {
   plugins::Msg(msg, cap).s("fd ").i(c.fd).s(" (pty ").u(c.ino).s(c.kind == kPtyMaster ? " master" : " slave")
       .s("): ").s(what).s(": ").err(e);
   return e > 0 ? -e : -EIO;
 }
+
+namespace {
+
+constexpr int kHandOverTimeoutMs = 60000;
+constexpr unsigned kPtmxMajor = 5, kPtmxMinor = 2;         // /dev/ptmx (and /dev/pts/ptmx)
+constexpr unsigned kSlaveMajorFirst = 136, kSlaveMajorLast = 143;  // UNIX98 pty slaves
 
 void key(char* out, size_t cap, const char* prefix, uint64_t gen, uint64_t idx) {
   plugins::Msg(out, cap).s(prefix).u(gen).s(".").u(idx);
@@ -57,7 +60,9 @@ int owner_of(uint64_t idx) {
   return -1;
 }
 
-int put_at(Chan& c, int s, char* msg, size_t cap) {
+}  // namespace
+
+int pty_put_at(Chan& c, int s, char* msg, size_t cap) {
   if (s != c.fd && dup3(s, c.fd, c.cloexec ? O_CLOEXEC : 0) < 0)
     return pty_err(msg, cap, c, "cannot put it back at its number", errno);
   fcntl(c.fd, F_SETFL, c.flags & (O_NONBLOCK | O_APPEND | O_ASYNC));
@@ -95,7 +100,7 @@ bool write_through_slave(int m, const uint8_t* p, size_t n) {
 }
 
 // Reads what waits at master m (the owner's, all writers suspended) into rx and writes it back.
-int keep_pending(Chan& c, char* msg, size_t cap) {
+int keep_pty_output(Chan& c, char* msg, size_t cap) {
   int fl = fcntl(c.fd, F_GETFL);
   if (fl >= 0 && !(fl & O_NONBLOCK)) fcntl(c.fd, F_SETFL, fl | O_NONBLOCK);
   c.rx.clear();
@@ -119,8 +124,6 @@ int keep_pending(Chan& c, char* msg, size_t cap) {
   return rc;
 }
 
-}  // namespace
-
 bool consider_pty(int fd, const struct stat& st, Chan& c) {
   if (!S_ISCHR(st.st_mode)) return false;
   const unsigned maj = major(st.st_rdev), mnr = minor(st.st_rdev);
@@ -141,6 +144,15 @@ bool consider_pty(int fd, const struct stat& st, Chan& c) {
     tcgetattr(fd, &c.tio);
     ioctl(fd, TIOCGWINSZ, &c.ws);
   }
+  // A dup of an earlier entry for the same end (the same open file description: kcmp). g_nchans is this
+  // slot's index: the entries before it are this scan's.
+  const pid_t me = getpid();
+  for (uint32_t j = 0; j < g_nchans && &g_chans[j] != &c; ++j)
+    if (g_chans[j].kind == c.kind && g_chans[j].ino == c.ino &&
+        syscall(SYS_kcmp, me, me, KCMP_FILE, g_chans[j].fd, fd) == 0) {
+      c.pty_same = j + 1;
+      break;
+    }
   return true;
 }
 
@@ -171,7 +183,7 @@ int classify_ptys(uint64_t gen, char* msg, size_t cap) {
     }
     c.owner = r == 1 && strcmp(val, pid) == 0 && first_same(i) < 0;
     if (c.owner)
-      if (int rc = keep_pending(c, msg, cap)) return rc;
+      if (int rc = keep_pty_output(c, msg, cap)) return rc;
   }
   return 0;
 }
@@ -190,7 +202,7 @@ int ptys_listen(uint64_t gen, char* msg, size_t cap) {
     }
     tcsetattr(m, TCSANOW, &c.tio);
     ioctl(m, TIOCSWINSZ, &c.ws);
-    int rc = put_at(c, m, msg, cap);
+    int rc = pty_put_at(c, m, msg, cap);
     close(m);
     if (rc) return rc;
     if (!write_through_slave(c.fd, c.rx.p, c.rx.len))
@@ -244,7 +256,7 @@ int ptys_hand_over(char* msg, size_t cap) {
     Chan& c = g_chans[i];
     if (!is_pty(c) || (c.kind == kPtyMaster && c.owner)) continue;
     if (int j = first_same(i); j >= 0) {
-      if (int rc = put_at(c, g_chans[j].fd, msg, cap)) return rc;
+      if (int rc = pty_put_at(c, g_chans[j].fd, msg, cap)) return rc;
       continue;
     }
     int fd = -1;
@@ -256,7 +268,7 @@ int ptys_hand_over(char* msg, size_t cap) {
       c.listen_fd = -1;
     }
     if (fd < 0) return pty_err(msg, cap, c, "its owner did not hand over the new pair", ETIMEDOUT);
-    int rc = put_at(c, fd, msg, cap);
+    int rc = pty_put_at(c, fd, msg, cap);
     close(fd);
     if (rc) return rc;
   }

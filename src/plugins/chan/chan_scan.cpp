@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <poll.h>
 #include <unistd.h>
@@ -27,6 +28,7 @@ uint32_t g_nchans;
 bool g_drained;
 bool g_drain_ran;
 uint64_t g_gen;
+int g_pty_dropped = -1;
 
 bool Bytes::reserve(size_t n) {
   if (len + n <= cap) return true;
@@ -105,8 +107,13 @@ using plugins::int_opt;
 // checkpoints), anything else is the fd plugin's.
 bool consider(int fd) {
   struct stat st;
-  if (fstat(fd, &st) != 0 || inject::fd_reserved(fd) || inject::fd_owned_by_plugin(fd) || g_nchans >= kMaxChans)
+  if (fstat(fd, &st) != 0 || inject::fd_reserved(fd) || inject::fd_owned_by_plugin(fd)) return false;
+  if (g_nchans >= kMaxChans) {
+    // A pty master left out would come back as a fresh, unrelated master: a standalone checkpoint
+    // refuses it (classify_ptys_alone); a coordinated one is refused by the fd plugin (revive_chan_takes).
+    if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(5, 2) && g_pty_dropped < 0) g_pty_dropped = fd;
     return false;
+  }
   if (S_ISFIFO(st.st_mode)) {
     Chan& c = g_chans[g_nchans];
     if (consider_fifo(fd, c)) ++g_nchans;
@@ -256,6 +263,7 @@ int each_fd(void (*f)(int fd, void* arg), void* arg) {
 
 int scan(char* msg, size_t cap) {
   g_nchans = 0;
+  g_pty_dropped = -1;
   int rc = each_fd([](int fd, void*) { consider(fd); }, nullptr);
   if (rc < 0) plugins::Msg(msg, cap).s("cannot list /proc/self/fd: ").err(-rc);
   return rc;

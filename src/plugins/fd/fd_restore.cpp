@@ -364,6 +364,9 @@ int restore_one(Ctx& c, const FdRecord& rec, const char* path) {
       return fd >= 0 ? place(c, fd, rec) : stand_in(c, rec, path, "cannot be reopened");
     }
     case FdKind::kTerminal: {
+      // A pty pair the chan plugin (after this one) makes again or widows: the stand-in only holds the
+      // number. Opening /dev/ptmx here would make an unrelated pair, /dev/pts/N maybe another's slave.
+      if (revive_chan_restores && revive_chan_restores(rec.fd)) return stand_in(c, rec, path, nullptr);
       int fd = open(path, rec.flags | O_NOCTTY | O_CLOEXEC);
       if (fd >= 0) return place(c, fd, rec);
       return stand_in(c, rec, path, "cannot be reopened");

@@ -204,6 +204,11 @@ int special_state(FdRecord& rec, int fd, const struct stat& st, int fl, char* pa
     rec.content_len = static_cast<int64_t>(n) * static_cast<int64_t>(sizeof(EpollItem));
   } else if (kind == FdKind::kSocket && fd > 2) {  // 0/1/2 stay what `revive restart` is given
     return socket_record(rec, fd, content);
+  } else if (kind == FdKind::kTerminal && st.st_rdev == makedev(5, 2) && revive_chan_takes && !g_fd_stand_ins &&
+             revive_chan_takes(fd) == 0) {
+    // A pseudo-terminal master (/dev/ptmx) is the chan plugin's to rebuild (or widow) with its pair;
+    // reopened by path it would be a fresh master of an unrelated pair, whose reads block for ever.
+    return refuse_fd(fd, "a pseudo-terminal master that revive cannot rebuild (its channel table is full)", -ENOTSUP);
   } else if (kind == FdKind::kPipe) {
     rec.peer_fd = find_pipe_peer(fd, st, fl & O_ACCMODE);
     rec.size = rec.peer_fd >= 0 ? fcntl(fd, F_GETPIPE_SZ) : 0;
