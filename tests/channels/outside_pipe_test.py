@@ -16,7 +16,8 @@ while not (eof and epipe):
     if not eof and select.select([5], [], [], 0.01)[0]:
         d = os.read(5, 4096)
         if d:
-            print("got", d.decode().strip(), flush=True)
+            for line in d.decode().splitlines():  # two lines may come in one read on a loaded machine
+                print("got", line, flush=True)
         else:
             eof = True
             print("reader eof", flush=True)
