@@ -68,13 +68,22 @@ def main():
     for i in range(3):
         os.write(w_in, b"line %d\n" % i)
         time.sleep(0.2)
+    # The program (python3 under revive launch) may start slowly on a loaded machine: wait until it has
+    # ticked and taken the three lines (bytes it left in the pipe would be lost with the driver's end).
     ticks = b""
-    try:
-        ticks = os.read(r_out, 65536)
-    except BlockingIOError:
-        pass
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            ticks += os.read(r_out, 65536)
+        except BlockingIOError:
+            pass
+        if b"tick" in ticks and open(out).read().count("got line") >= 3:
+            break
+        time.sleep(0.05)
     if b"tick" not in ticks:
-        fail("no ticks from the program before the checkpoint")
+        fail("no ticks from the program within 30 s")
+    if open(out).read().count("got line") < 3:
+        fail("the program did not read the three lines within 30 s")
     r = subprocess.run([a.revive, "checkpoint", "--port", str(port), "--ckpt-dir", ck], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True, timeout=60)
     if r.returncode != 0:
