@@ -54,6 +54,8 @@ bool after_fork_child() {
   return ok;
 }
 
+bool lazy_join_possible() { return g.ready && g.cstack != nullptr; }
+
 // Called with every signal blocked (the fork wrapper blocked them around fork): nothing may serve the
 // parent's inherited connection before it is dropped here.
 void after_fork_child_lazy(int sync_fd) {

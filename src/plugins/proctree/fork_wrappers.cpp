@@ -59,7 +59,8 @@ pid_t tree_fork() {
   // Lazy join: fork() returns at once in both, the child joins later (docs/process-trees.md). Not with
   // a virtual-pid table (the parent must wait for the id the child takes), nor without a free slot (the
   // checkpoint could not find the child).
-  const bool lazy = coord && slot >= 0 && !revive::vpid::active() && revive::inject::after_fork_child_lazy;
+  const bool lazy = coord && slot >= 0 && !revive::vpid::active() && revive::inject::after_fork_child_lazy &&
+                    revive::inject::lazy_join_possible && revive::inject::lazy_join_possible();
   // Signals stay blocked in the child until it has dropped the parent's connection: a poke (or any
   // wake-up) served before that would read the parent's coordinator socket. Raw: the signal plugin
   // keeps programs from blocking our signal.
