@@ -91,14 +91,15 @@ def squat_and_refuse(squat, pid, cmd, work, env):
 
 def checkpoint(revive, port, ck, work):
     """revive checkpoint; a generation refused because a fork was in flight is retried (documented), and
-    so is a coordinator that is not listening yet or has no process yet (a launch or restart still starting
-    on a loaded machine: the random delay before the first checkpoint can be shorter than its start-up)."""
+    so is "not now" (exit 75): a coordinator not listening yet, with no process yet, or a restart still in
+    progress (a launch or restart still starting on a loaded machine: the random delay before a checkpoint
+    can be shorter than its start-up)."""
     deadline = time.time() + 60
     attempt = 0
     while attempt < 30:
         r = run([revive, "checkpoint", "--port", str(port), "--ckpt-dir", ck], timeout=120)
-        starting = "no coordinator is listening" in r.stderr or "no processes are connected" in r.stderr
-        if r.returncode != 0 and starting and time.time() < deadline:
+        # Exit 75 is revive checkpoint's "not now, ask again" (src/cli/common.h kCheckpointNotNow).
+        if r.returncode == 75 and time.time() < deadline:
             time.sleep(0.1)
             continue
         attempt += 1
