@@ -16,6 +16,12 @@
 #include "inject/sys.h"
 #include "plugins/proctree/engine_hooks.h"
 
+namespace revive::proctree {
+// The proctree plugin's (src/plugins/proctree/pending.cpp): pokes this process's fork children that have
+// not joined yet and waits a bounded time for them. Null without the plugin.
+void children_join_now() __attribute__((weak));
+}  // namespace revive::proctree
+
 namespace revive::inject {
 namespace {
 
@@ -140,6 +146,9 @@ void try_suspend() {
   g_st.suspend_deferred = r == 0;
   if (r == 0) return;
   if (r > 0) g_st.suspended = ckpt_suspend(err, sizeof err);
+  // Our threads are parked (no new fork starts) and the coordinator still waits for this suspend, so a
+  // lazily joining fork child poked now joins during suspend and is in the generation.
+  if (r > 0 && g_st.suspended && proctree::children_join_now) proctree::children_join_now();
   reply(g_st.suspend_seq, "suspend", r > 0 && g_st.suspended, err, nullptr, 0);
   if (r < 0) sys::log(1, "checkpoint refused: ", err);
   if (r < 0 || !g_st.suspended) hooks_finish(-1);
@@ -333,14 +342,16 @@ void after_failed_exec() {
 
 // A new process of the computation, now (fork child, exec'ed image: src/plugins/proctree). An inherited
 // connection is the parent's: forget it, closing only our copy of the socket, and say HELLO ourselves.
+void coord_drop_inherited() {
+  int fd = g_client.fd();
+  new (&g_client) coord::Client();
+  g_st = LinkState{};
+  g.coord_fd = -1;
+  if (fd >= 0) sys::sc(SYS_close, fd);
+}
+
 bool coord_connect_now(bool drop_inherited) {
-  if (drop_inherited) {
-    int fd = g_client.fd();
-    new (&g_client) coord::Client();
-    g_st = LinkState{};
-    g.coord_fd = -1;
-    if (fd >= 0) sys::sc(SYS_close, fd);
-  }
+  if (drop_inherited) coord_drop_inherited();
   return coord_configured() && connect(false);
 }
 

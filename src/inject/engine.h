@@ -121,6 +121,12 @@ struct Engine {
   bool have_timer;
   int retry_timer;            // one-shot timer of a deferred standalone checkpoint, valid if have_retry
   bool have_retry;
+  // A fork child that has not joined the coordinator yet (lazy join, fork_child.cpp): the write end of
+  // its parent's socketpair (the joined byte goes there) and the one-shot timer that makes it join soon.
+  volatile bool join_pending;
+  int join_sync_fd;
+  int join_timer;  // valid if have_join_timer
+  bool have_join_timer;
   int image_fd;  // while writing (fd_reserved)
   int coord_fd;  // coordinator socket (fd_reserved), -1 when none
   bool released; // user threads already let go in this checkpoint
@@ -138,6 +144,12 @@ uint64_t now_ns();  // CLOCK_MONOTONIC
 void serve_in_handler();
 // Queues a wake-up for the process (the checkpoint signal with si_code POLL_IN: serve, not checkpoint).
 void wake_up();
+// Engine work outside the handler (at exit, a fork child's join from a wrapper): blocks every signal and
+// takes the serving flag, so it is the only engine work in the process; returns the old signal mask.
+// Signals are blocked only while the flag is held, so that meanwhile a checkpoint can still park this
+// thread (the serving thread would otherwise wait for it forever).
+uint64_t serving_enter();
+void serving_leave(uint64_t old_mask);
 // REVIVE_INTERVAL without a coordinator: a POSIX timer (raw, invisible to the timer plugin) sending the
 // checkpoint signal every interval. Idempotent; nothing to do with a coordinator or without an interval.
 void arm_interval_timer();
@@ -239,5 +251,12 @@ void coord_say_bye(int status);  // BYE how=exit status=<exit status>
 void coord_moved(int fd);
 // Restored process, after after_restore(): reconnect (threads then wait for resume) or release at once.
 void restored_continue();
+// In a fork child: forget the parent's connection (close only our copy of its socket) without
+// connecting; coord_connected() is false until this process says its own HELLO.
+void coord_drop_inherited();
+
+// fork_child.cpp. A lazily joining fork child (g.join_pending): join now, send the parent its byte. With
+// the serving flag held and every signal blocked (serve_main does it first of all).
+void join_finish();
 
 }  // namespace revive::inject

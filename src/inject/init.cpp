@@ -263,6 +263,9 @@ long serve_main(void*) {
     g.ready = false;
     return 0;
   }
+  // A fork child that has not joined yet: whatever woke it (its join timer, its parent's poke during a
+  // checkpoint), it joins first; until then it has no connection to serve.
+  if (g.join_pending) join_finish();
   for (;;) {
     hooks_poke_seen();  // what a notify() asks for is looked at below
     if (coord_connected()) coord_serve();
@@ -287,22 +290,30 @@ bool work_pending() {
 // can still park this thread (the serving thread would otherwise wait for it forever).
 void at_exit(int status, void*) {
   if (!g.ready || !coord_connected()) return;
+  const uint64_t old = serving_enter();
+  coord_exit_report();
+  coord_say_bye(status);
+  serving_leave(old);
+}
+
+}  // namespace
+
+uint64_t serving_enter() {
   uint64_t all = ~uint64_t{0}, old = 0;
   for (;;) {
     sys::sc(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, 8);
     uint32_t idle = 0;
-    if (__atomic_compare_exchange_n(&g.serving, &idle, 1u, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) break;
+    if (__atomic_compare_exchange_n(&g.serving, &idle, 1u, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return old;
     sys::sc(SYS_rt_sigprocmask, SIG_SETMASK, &old, nullptr, 8);
     struct timespec ms = {0, 1000000};
     sys::sc(SYS_nanosleep, &ms, nullptr);
   }
-  coord_exit_report();
-  coord_say_bye(status);
-  __atomic_store_n(&g.serving, 0u, __ATOMIC_RELEASE);
-  sys::sc(SYS_rt_sigprocmask, SIG_SETMASK, &old, nullptr, 8);
 }
 
-}  // namespace
+void serving_leave(uint64_t old_mask) {
+  __atomic_store_n(&g.serving, 0u, __ATOMIC_RELEASE);
+  sys::sc(SYS_rt_sigprocmask, SIG_SETMASK, &old_mask, nullptr, 8);
+}
 
 void serve_in_handler() {
   if (!g.ready || !g.cstack) return;

@@ -91,13 +91,15 @@ def squat_and_refuse(squat, pid, cmd, work, env):
 
 def checkpoint(revive, port, ck, work):
     """revive checkpoint; a generation refused because a fork was in flight is retried (documented), and
-    so is a coordinator that is not listening yet (a launch or restart still starting on a loaded machine:
-    the random delay before the first checkpoint can be shorter than its start-up)."""
+    so is "not now" (exit 75): a coordinator not listening yet, with no process yet, or a restart still in
+    progress (a launch or restart still starting on a loaded machine: the random delay before a checkpoint
+    can be shorter than its start-up)."""
     deadline = time.time() + 60
     attempt = 0
     while attempt < 30:
         r = run([revive, "checkpoint", "--port", str(port), "--ckpt-dir", ck], timeout=120)
-        if r.returncode != 0 and "no coordinator is listening" in r.stderr and time.time() < deadline:
+        # Exit 75 is revive checkpoint's "not now, ask again" (src/cli/common.h kCheckpointNotNow).
+        if r.returncode == 75 and time.time() < deadline:
             time.sleep(0.1)
             continue
         attempt += 1
@@ -155,6 +157,11 @@ def main():
     ap.add_argument("--chain", type=int, default=0)
     ap.add_argument("--min-procs", type=int, default=2, help="a checkpoint must hold at least this many")
     ap.add_argument("--min-zombies", type=int, default=0, help="... and record at least this many zombies")
+    ap.add_argument("--each-min", type=int, default=0,
+                    help="every checkpoint must hold at least this many processes and zombies together...")
+    ap.add_argument("--each-min-slack", type=int, default=0,
+                    help="... but for this many (a child that leaves during the suspend phase is reaped by its "
+                         "parent before the parent's own suspend: a correct generation without it)")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--file", action="append", default=[], help="another output file (in the cwd) to compare")
     ap.add_argument("--squat", help="program holding a pid: before the first restart, hold a killed child's pid "
@@ -224,7 +231,7 @@ def main():
     with open(os.path.join(work, "stdout"), mode) as out, open(os.path.join(work, "launch-stderr"), "wb") as err:
         proc = subprocess.Popen(launch, cwd=work, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
     restored = False  # proc is `revive launch` (= the program) or `revive restart` (the tree's parent)
-    most = most_z = 0
+    most = most_z = few = 0
     for c in range(a.chain + 1):
         for k in range(a.ckpts if c == 0 else 1):
             marker = os.path.join(work, a.during) if a.during and c == 0 else None
@@ -241,6 +248,12 @@ def main():
                          "run longer" % a.during, work)
                 print("checkpoint taken while %s existed" % a.during, flush=True)
             most, most_z = max(most, n), max(most_z, z)
+            if n + z < a.each_min:
+                few += 1
+                print("checkpoint with %d process(es) and %d zombie(s)" % (n, z), flush=True)
+                if few > a.each_min_slack:
+                    fail("%d checkpoints held fewer than %d processes and zombies together, want <= %d" %
+                         (few, a.each_min, a.each_min_slack), work)
         time.sleep(rng.uniform(0, a.delay[0]))
         if proc.poll() is not None:
             fail("program ended (rc %s) before the kill; make it run longer" % proc.returncode, work)

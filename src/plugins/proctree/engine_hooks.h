@@ -8,6 +8,16 @@ namespace revive::inject {
 // computation (HELLO role=proc), arm this process's wake-ups. False if the coordinator could
 // not be reached (the child then runs on unchecked, like a process whose coordinator is lost).
 bool after_fork_child() __attribute__((weak));
+// The same, lazily (fork() returns at once in parent and child): drop the parent's connection, remember
+// sync_fd (where the joined byte goes) and join later: before the child's own fork/exec/spawn
+// (coord_join_now), on its join timer, or when its parent pokes it with the checkpoint signal. Call with
+// every signal blocked.
+void after_fork_child_lazy(int sync_fd) __attribute__((weak));
+// Whether a lazy child could ever join on its own: only an engine that serves its signal (ready: a
+// disabled engine would leave the parent waiting for it at every checkpoint and exit).
+bool lazy_join_possible() __attribute__((weak));
+// In a lazily joining fork child: join now if not yet done (a no-op otherwise). Not in signal context.
+void coord_join_now() __attribute__((weak));
 // The coordinator socket (-1: none), kept open across exec so the computation never loses the process.
 int coord_fd_for_exec() __attribute__((weak));
 // Connect now (in an exec'ed image, before main) instead of later on the checkpoint thread.

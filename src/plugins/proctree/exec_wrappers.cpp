@@ -48,6 +48,10 @@ void warn_outside(const char* what, long pid, const char* path, const char* cons
 int exec_with(ExecveFn* slot, const char* name, const char* path, char* const argv[], char* const envp[]) {
   ExecveFn real = revive::plugins::next_or_enosys(slot, name);
   if (!real) return -1;
+  // A lazily joining fork child joins first (the new image inherits the connection); a parent with
+  // unjoined children lets them join (the new image will not know them: its pending table starts empty).
+  if (revive::inject::coord_join_now) revive::inject::coord_join_now();
+  revive::proctree::join_children_before_leaving();
   int cfd = revive::inject::coord_fd_for_exec ? revive::inject::coord_fd_for_exec() : -1;
   if (cfd >= 0) {
     char resolved[PATH_MAX];
@@ -83,6 +87,8 @@ int spawn_with(SpawnFn* slot, const char* name, pid_t* pid, const char* path, co
                const posix_spawnattr_t* at, char* const argv[], char* const envp[]) {
   SpawnFn real = revive::plugins::next_symbol(slot, name);
   if (!real) return ENOSYS;
+  // A lazily joining fork child joins first: the spawned image must find its parent a member.
+  if (revive::inject::coord_join_now) revive::inject::coord_join_now();
   int sync[2] = {-1, -1};
   const bool coord = revive::inject::coord_fd_for_exec && revive::inject::coord_fd_for_exec() >= 0;
   char resolved[PATH_MAX];

@@ -1,13 +1,15 @@
-// fork() and vfork(): the child is a new process of the computation. With a coordinator, the parent waits
-// until the child has said HELLO to it, so that any checkpoint either precedes the fork (no child in the
-// parent's image) or includes the child; a checkpoint that hits the short window in between includes the
-// child if it joins during the suspend phase, and is refused otherwise (see save() in proctree_plugin.cpp).
-// Without one (a lone process under LD_PRELOAD, a standalone interval) there is nothing to join, and the
-// parent waits only when a virtual-pid table could give the child an id other than its kernel pid: the
-// round trip (a socketpair, a wake-up of each side) was most of what a fork cost beyond native
-// (docs/performance.md "Virtual pids"). vfork() is a fork(): the vfork child runs on in its own copy of
-// memory, which every correct vfork program tolerates, and our child re-initialisation (a thread, a
-// socket) would corrupt a parent whose memory it shared.
+// fork() and vfork(): the child is a new process of the computation. With a coordinator the child
+// joins it lazily (docs/process-trees.md "Lazy join"): fork() returns at once, the parent keeps the child
+// in a pending slot (pending.cpp) and any checkpoint pokes it and waits for it during its suspend phase,
+// so that every checkpoint either precedes the fork or includes the child. The old eager join (the
+// parent waits until the child has said HELLO) stays where a virtual-pid table may give the child
+// another id, and when no slot is free. Without a coordinator (a lone process under LD_PRELOAD, a
+// standalone interval) there is nothing to join, and the parent waits only when a virtual-pid table
+// could give the child an id other than its kernel pid: the round trip (a socketpair, a wake-up of each
+// side) was most of what a fork cost beyond native (docs/performance.md "Virtual pids"). vfork() is a
+// fork(): the vfork child runs on in its own copy of memory, which every correct vfork program
+// tolerates, and our child re-initialisation (a thread, a socket) would corrupt a parent whose memory
+// it shared.
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -32,6 +34,8 @@ ForkFn g_real_fork;
 pid_t tree_fork() {
   ForkFn real = revive::plugins::next_or_enosys(&g_real_fork, "fork");
   if (!real) return -1;
+  // A child that has not joined yet joins before it forks: its own child must find it a member.
+  if (revive::inject::coord_join_now) revive::inject::coord_join_now();
   // Never fork before this process's own HELLO is done (the engine's constructor says it; a fork from an
   // earlier constructor could come first): a short-lived child could be the coordinator's only process,
   // and its exit would end the coordinator.
@@ -46,10 +50,22 @@ pid_t tree_fork() {
     }
     return pid;
   }
+  // Children of earlier forks that answered or ended give their slots back.
+  if (revive::proctree::pending_children()) revive::proctree::settle_pending(0, false);
   // A socketpair, not a pipe: a checkpoint peeks at the byte without taking it (inflight_all_joined).
   int sync[2] = {-1, -1};
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) != 0) sync[0] = sync[1] = -1;
   const int slot = revive::proctree::inflight_begin(sync[0]);
+  // Lazy join: fork() returns at once in both, the child joins later (docs/process-trees.md). Not with
+  // a virtual-pid table (the parent must wait for the id the child takes), nor without a free slot (the
+  // checkpoint could not find the child).
+  const bool lazy = coord && slot >= 0 && !revive::vpid::active() && revive::inject::after_fork_child_lazy &&
+                    revive::inject::lazy_join_possible && revive::inject::lazy_join_possible();
+  // Signals stay blocked in the child until it has dropped the parent's connection: a poke (or any
+  // wake-up) served before that would read the parent's coordinator socket. Raw: the signal plugin
+  // keeps programs from blocking our signal.
+  uint64_t all = ~uint64_t{0}, old = 0;
+  if (lazy) syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, 8);
   pid_t pid = real();
   if (pid == 0) {
     // Its own ids first (registered in the virtual-pid table if it has one), before anything asks.
@@ -57,9 +73,13 @@ pid_t tree_fork() {
     __atomic_store_n(&revive::proctree::g_forks_in_flight, 0, __ATOMIC_RELEASE);
     revive::proctree::inflight_reset_in_child();
     if (sync[0] >= 0) close(sync[0]);
+    if (lazy) {
+      revive::inject::after_fork_child_lazy(sync[1]);  // keeps sync[1]: the joined byte goes there
+      syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, nullptr, 8);
+      return 0;
+    }
     // No checkpoint may suspend this child between its HELLO and its byte: the parent's checkpoint
-    // decides on that byte (raw syscall: the signal plugin keeps programs from blocking our signal).
-    uint64_t all = ~uint64_t{0}, old = 0;
+    // decides on that byte.
     syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, 8);
     if (revive::inject::after_fork_child) revive::inject::after_fork_child();
     if (sync[1] >= 0) {
@@ -73,7 +93,14 @@ pid_t tree_fork() {
     return 0;
   }
   int saved = errno;
+  if (lazy) syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, nullptr, 8);
   if (sync[1] >= 0) close(sync[1]);
+  if (lazy && pid > 0) {
+    revive::proctree::inflight_pending(slot, pid);  // the slot keeps sync[0] until the child answers
+    revive::proctree::register_exit_join();
+    errno = saved;
+    return pid;
+  }
   // Without a coordinator, only an id the child may have to take from the table is worth the wait.
   const bool wait = coord || (pid > 0 && !revive::vpid::keeps_kernel_id(pid));
   if (pid > 0 && sync[0] >= 0 && wait) {

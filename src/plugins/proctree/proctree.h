@@ -5,23 +5,42 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 namespace revive::proctree {
 
 // Forks and spawns in progress in this process (a wrapper between fork() and the child's coordinator
-// HELLO). Each has a slot with the parent's end of a socketpair on which the child writes one byte once
-// it is in: '1' if it is part of any checkpoint in progress (it joined before or during its suspend
-// phase), '0' if not (or not connected). A checkpoint that finds a fork whose child is not in refuses
-// (-EAGAIN; the coordinator takes it again): the parent's image would name a child the generation lacks.
+// HELLO), and fork children that join lazily (pending.cpp). Each has a slot with the parent's end of a
+// socketpair on which the child writes one byte once it is in: '1' if it is part of any checkpoint in
+// progress (it joined before or during its suspend phase), '0' if not (or not connected). A checkpoint
+// that finds a fork whose child is not in refuses (-EAGAIN; the coordinator takes it again): the
+// parent's image would name a child the generation lacks.
 extern volatile uint32_t g_forks_in_flight;
 constexpr int kMaxInFlight = 64;
 // Counts a fork in flight and records its sync socket; returns the slot (-1: none free, still counted).
 int inflight_begin(int sync_fd);
 void inflight_end(int slot);
+// fork() returned without waiting: the slot now belongs to child `pid`, which joins lazily.
+void inflight_pending(int slot, pid_t pid);
 // In a fork child: the parent's slots are not ours.
 void inflight_reset_in_child();
 // Every fork in flight has a child that is part of the checkpoint in progress (peeks, never consumes).
 bool inflight_all_joined();
+// Some lazily joining child has not answered yet.
+bool pending_children();
+// Reads the pending children's bytes, freeing the slots of those that answered or ended; with `poke`,
+// sends each one still silent the checkpoint signal (it joins in its handler) and waits up to
+// timeout_ms for all. True if none is left silent and none answered '0'. Signal-safe.
+bool settle_pending(int timeout_ms, bool poke);
+// The suspend phase's settle (called by the engine with our threads parked), and its answer for drain.
+void children_join_now();
+bool children_joined_at_suspend();
+// Before this process leaves (exit, _exit, exec): its unjoined children join first (bounded wait).
+void join_children_before_leaving();
+// At the first lazy fork: the exit() handler that calls join_children_before_leaving.
+void register_exit_join();
+// At init: resolves the real _exit/_Exit.
+void pending_init();
 // The byte a new child sends its parent (fork child, spawned image).
 char joined_byte();
 

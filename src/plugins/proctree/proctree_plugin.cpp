@@ -24,44 +24,6 @@ int coord_socket() __attribute__((weak));  // the engine's (src/inject/plugin.h)
 
 namespace revive::proctree {
 
-volatile uint32_t g_forks_in_flight;
-namespace {
-volatile int g_inflight_fd[kMaxInFlight];  // 0: free; else the sync fd + 1
-}  // namespace
-
-int inflight_begin(int sync_fd) {
-  __atomic_add_fetch(&g_forks_in_flight, 1, __ATOMIC_ACQ_REL);
-  if (sync_fd < 0) return -1;
-  for (int i = 0; i < kMaxInFlight; ++i) {
-    int free = 0;
-    if (__atomic_compare_exchange_n(&g_inflight_fd[i], &free, sync_fd + 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-      return i;
-  }
-  return -1;
-}
-
-void inflight_end(int slot) {
-  if (slot >= 0) __atomic_store_n(&g_inflight_fd[slot], 0, __ATOMIC_RELEASE);
-  __atomic_sub_fetch(&g_forks_in_flight, 1, __ATOMIC_ACQ_REL);
-}
-
-void inflight_reset_in_child() {
-  for (int i = 0; i < kMaxInFlight; ++i) g_inflight_fd[i] = 0;
-}
-
-// Runs in the checkpoint (every other thread parked): counts children whose '1' is waiting unread.
-bool inflight_all_joined() {
-  uint32_t n = __atomic_load_n(&g_forks_in_flight, __ATOMIC_ACQUIRE), in = 0;
-  if (n == 0) return true;
-  for (int i = 0; i < kMaxInFlight; ++i) {
-    int v = __atomic_load_n(&g_inflight_fd[i], __ATOMIC_ACQUIRE);
-    if (v == 0) continue;
-    char c = 0;
-    if (syscall(SYS_recvfrom, v - 1, &c, 1, MSG_PEEK | MSG_DONTWAIT, nullptr, nullptr) == 1 && c == '1') ++in;
-  }
-  return in >= n;
-}
-
 char joined_byte() {
   return inject::coord_joined_outside && !inject::coord_joined_outside() ? '1' : '0';
 }
@@ -201,6 +163,7 @@ uint64_t g_defer_since;
 
 int init() {
   vpid::init();  // first: an exec'ed image of a restored process sees its ids from the start
+  pending_init();
   capture_env();
   adopt_exec_predecessor();
   return 0;
@@ -212,7 +175,8 @@ int init() {
 bool g_children_in = true, g_drained = false;
 
 int drain(uint64_t, char*, size_t) {
-  g_children_in = inflight_all_joined();
+  // The suspend phase poked our lazily joining children and waited for them (children_join_now).
+  g_children_in = children_joined_at_suspend() && inflight_all_joined();
   g_drained = true;
   return 0;
 }
