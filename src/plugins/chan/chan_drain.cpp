@@ -180,7 +180,15 @@ int drain_sockets(uint64_t gen, char* msg, size_t cap) {
     if (now_ms() > deadline) {
       for (uint32_t i = 0; i < g_nchans; ++i)
         if (g_chans[i].kind == kConn && !(g_chans[i].rx_done && g_chans[i].tx_done)) {
-          plugins::Msg(msg, cap).s("fd ").i(g_chans[i].fd).s(": the peer's drain marker did not arrive");
+          // Which connection and how far it got: a timeout seen once in CI under load is otherwise
+          // impossible to tell apart (a peer that never drained, or one whose marker is still queued).
+          const Chan& c = g_chans[i];
+          plugins::Msg m(msg, cap);
+          m.s("fd ").i(c.fd).s(": the peer's drain marker did not arrive within ").u(kDrainTimeoutMs / 1000).s(" s");
+          if (c.local.ss_family == AF_INET || c.local.ss_family == AF_INET6)  // sin_port: same offset in sin6
+            m.s(" (local port ").u(ntohs(reinterpret_cast<const sockaddr_in&>(c.local).sin_port))
+                .s(", peer port ").u(ntohs(reinterpret_cast<const sockaddr_in&>(c.peer).sin_port)).s(")");
+          m.s("; ").u(c.rx.len).s(" bytes read, our marker ").s(c.tx_done ? "sent" : "not sent");
           break;
         }
       return -ETIMEDOUT;

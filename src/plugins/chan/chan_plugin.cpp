@@ -32,6 +32,9 @@ int save(inject::SectionWriter& w) {
              classify_ptys(g_gen, msg, sizeof msg) != 0 || (rc = keep_datagrams(msg, sizeof msg)) != 0) {
     char line[480];
     plugins::warn(plugins::Msg(line, sizeof line).s("channels: ").s(msg).c_str());
+    // The coordinator's log names the reason too, not only "save failed": the process's own stderr is
+    // often not kept (an MPI rank's goes through mpiexec).
+    if (rc != -EAGAIN) inject::plugin_refusal(line);
     return rc == -EAGAIN ? rc : -EIO;
   }
   plugins::Out o(w);
