@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "inject/plugin.h"
 #include "plugins/chan/chan.h"
 #include "plugins/common/msg.h"
 
@@ -86,8 +87,11 @@ int rebind_datagram(Chan& c, char* msg, size_t cap) {
   if (!bind_again(c, s)) {
     int e = errno;
     close(s);
-    return dg_err(msg, cap, c, "cannot bind its name again", e);
+    if (!(e == EADDRNOTAVAIL && c.dgram_peer)) return dg_err(msg, cap, c, "cannot bind its name again", e);
+    // Its address is not on this host (restarted on another one): the same port on every address.
+    if (int rc = rebind_elsewhere(c, &s, msg, cap)) return rc;
   }
+  if (udp_deferred(c) && inject::coord_configured()) return place_socket(c, s, msg, cap);  // udp_connect
   if (c.dgram_peer) {
     // Its queue first, while any address may still send to it: the kernel keeps it across connect().
     if (int rc = requeue_udp(c, s, msg, cap)) {

@@ -12,8 +12,11 @@
 //   datagrams (two sockets on one address: the kernel delivers to one of them), so each holds a lock (an
 //   abstract Unix name, one per network namespace, the scope of the ports) while its temporary socket
 //   exists. Where the peer's address cannot be bound (an outside process holds it without SO_REUSEADDR,
-//   or it is not on this host), the records come from a socket of ours, with a warning: recvfrom reports
-//   that socket's address for them.
+//   or it is not on this host and no transparent socket may bind it), the records come from a socket of
+//   ours, with a warning: recvfrom reports that socket's address for them.
+// - another host: an address gone at restore is replaced by the same port on every address. A socket whose
+//   peer is in the computation (found at save) is connected only in the reconnect phase, to the address
+//   the peer publishes then (it may have moved too), and gets its queue from there first.
 #include <errno.h>
 #include <linux/sock_diag.h>
 #include <string.h>
@@ -22,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "inject/plugin.h"
 #include "plugins/chan/chan.h"
 #include "plugins/common/msg.h"
 
@@ -34,6 +38,11 @@ int udp_err(char* msg, size_t cap, const Chan& c, const char* what, int e) {
   plugins::Msg(msg, cap).s("process ").u(uint64_t(getpid())).s(" fd ").i(c.fd).s(" (connected UDP socket): ").s(what)
       .s(": ").err(e);
   return e > 0 ? -e : -EIO;
+}
+
+bool bound_specific(const sockaddr_storage& a) {
+  if (a.ss_family == AF_INET) return reinterpret_cast<const sockaddr_in&>(a).sin_addr.s_addr != htonl(INADDR_ANY);
+  return memcmp(&reinterpret_cast<const sockaddr_in6&>(a).sin6_addr, &in6addr_any, 16) != 0;
 }
 
 // SO_MEMINFO field k of socket s (UINT32_MAX if unknown: never taken for an empty queue).
@@ -154,10 +163,8 @@ int requeue_udp(Chan& c, int s, char* msg, size_t cap) {
   socklen_t me_len = sizeof me;
   if (getsockname(s, reinterpret_cast<sockaddr*>(&me), &me_len) != 0) return udp_err(msg, cap, c, "getsockname", errno);
   // Sent to the address the new socket is bound to; a wildcard one is reached on loopback.
-  if (c.family == AF_INET && reinterpret_cast<sockaddr_in&>(me).sin_addr.s_addr == htonl(INADDR_ANY))
-    reinterpret_cast<sockaddr_in&>(me).sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (c.family == AF_INET6 && memcmp(&reinterpret_cast<sockaddr_in6&>(me).sin6_addr, &in6addr_any, 16) == 0)
-    reinterpret_cast<sockaddr_in6&>(me).sin6_addr = in6addr_loopback;
+  if (c.family == AF_INET && !bound_specific(me)) reinterpret_cast<sockaddr_in&>(me).sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (c.family == AF_INET6 && !bound_specific(me)) reinterpret_cast<sockaddr_in6&>(me).sin6_addr = in6addr_loopback;
   size_t want = count_records(c.rx);
   uint32_t drops = meminfo(s, SK_MEMINFO_DROPS);
   if (c.peer_len == c.local_len && memcmp(&c.peer, &c.local, c.local_len) == 0) {
@@ -171,6 +178,14 @@ int requeue_udp(Chan& c, int s, char* msg, size_t cap) {
   bool as_peer = t >= 0 && setsockopt(t, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
                  bind(t, reinterpret_cast<const sockaddr*>(&c.peer), c.peer_len) == 0;
   int bind_errno = errno;
+  if (t >= 0 && !as_peer && bind_errno == EADDRNOTAVAIL) {
+    // The peer is on another host: a transparent socket may bind its address here (CAP_NET_ADMIN or
+    // CAP_NET_RAW), and loopback delivers what it sends to a local socket with that source address.
+    bool v6 = c.family == AF_INET6;
+    as_peer = setsockopt(t, v6 ? SOL_IPV6 : SOL_IP, v6 ? IPV6_TRANSPARENT : IP_TRANSPARENT, &one, sizeof one) == 0 &&
+              bind(t, reinterpret_cast<const sockaddr*>(&c.peer), c.peer_len) == 0;
+    if (!as_peer) errno = bind_errno;
+  }
   if (t >= 0 && !as_peer) {  // from a socket of ours instead (any address, a free port)
     close(t);
     t = socket(c.family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -193,11 +208,76 @@ int requeue_udp(Chan& c, int s, char* msg, size_t cap) {
     char line[400];
     plugins::Msg(line, sizeof line).s("process ").u(uint64_t(getpid())).s(" fd ").i(c.fd)
         .s(" (connected UDP socket): its peer's address cannot be bound here (").err(bind_errno)
+        .s(bind_errno == EADDRNOTAVAIL ? "; on another host, only a transparent socket can: CAP_NET_ADMIN" : "")
         .s("), so its ").u(want).s(" queued datagrams were queued again from another address: recvfrom reports ")
         .s("that address for them, not the peer's");
     plugins::warn(line);
   }
   return 0;
+}
+
+int rebind_elsewhere(Chan& c, int* s, char* msg, size_t cap) {
+  // Its port on every address of this host, as a listener whose address is gone (chan_connect.cpp): the
+  // coordinator link that tells this host's own address is not up yet at restore, and connect() gives the
+  // socket the address its route to the peer leaves from.
+  sockaddr_storage any;
+  memset(&any, 0, sizeof any);
+  any.ss_family = sa_family_t(c.family);
+  reinterpret_cast<sockaddr_in&>(any).sin_port = reinterpret_cast<const sockaddr_in&>(c.local).sin_port;  // same
+      // offset in sockaddr_in6
+  int t = socket(c.family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (t < 0) return udp_err(msg, cap, c, "socket", errno);
+  if (!bind_again(c, t, &any)) {
+    int e = errno;
+    close(t);
+    char what[160];
+    plugins::Msg(what, sizeof what).s("its address is not on this host, and its port ")
+        .u(ntohs(reinterpret_cast<const sockaddr_in&>(c.local).sin_port)).s(" cannot be bound on this one either");
+    return udp_err(msg, cap, c, what, e);
+  }
+  *s = t;
+  return 0;
+}
+
+namespace {
+
+// f(c) for each connected UDP socket restored unconnected (udp_deferred); the first error ends it.
+template <typename F>
+int each_deferred(F f) {
+  for (uint32_t i = 0; i < g_nchans; ++i)
+    if (udp_deferred(g_chans[i]))
+      if (int rc = f(g_chans[i])) return rc;
+  return 0;
+}
+
+}  // namespace
+
+int udp_publish(uint64_t gen, char* msg, size_t cap) {
+  return each_deferred([&](Chan& c) {
+    sockaddr_storage a;
+    socklen_t l = sizeof a;
+    if (getsockname(c.fd, reinterpret_cast<sockaddr*>(&a), &l) != 0) return udp_err(msg, cap, c, "getsockname", errno);
+    if (!bound_specific(a)) {  // rebound on every address (another host): this host's own, reached from outside
+      in_port_t port = reinterpret_cast<sockaddr_in&>(a).sin_port;
+      my_address(c, &a);
+      reinterpret_cast<sockaddr_in&>(a).sin_port = port;
+    }
+    return publish_addr(c, gen, "chanv.", a, l, msg, cap);
+  });
+}
+
+int udp_connect(uint64_t gen, char* msg, size_t cap) {
+  return each_deferred([&](Chan& c) {
+    sockaddr_storage a;
+    size_t n = 0;
+    if (int rc = lookup_addr(c, gen, "chanv.", &a, &n, msg, cap)) return rc;
+    memcpy(&c.peer, &a, sizeof a);  // where the peer is now (another host, maybe): its datagrams come from there
+    c.peer_len = uint32_t(n);
+    if (int rc = requeue_udp(c, c.fd, msg, cap)) return rc;
+    if (connect(c.fd, reinterpret_cast<const sockaddr*>(&c.peer), c.peer_len) != 0)
+      return udp_err(msg, cap, c, "cannot connect it to its peer's new address", errno);
+    return 0;
+  });
 }
 
 }  // namespace revive::chan

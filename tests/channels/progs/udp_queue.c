@@ -1,12 +1,13 @@
 /* Connected UDP sockets with datagrams queued at every checkpoint. "recv PORT N": a UDP socket bound to
  * 127.0.0.1:PORT takes the sender's "hello", connects to the sender's address and reads N numbered
  * datagrams slowly (a nap before each), checking each one's length and bytes against its number and that
- * recvfrom reports the connected peer; one line per datagram. It acknowledges every 4th. "send PORT N": a
+ * recvfrom reports the peer it is connected to (getpeername); one line per datagram. It acknowledges every 4th. "send PORT N": a
  * UDP socket connected to PORT sends the N datagrams, at most 12 ahead of the acknowledgements (UDP drops
  * what does not fit a receive buffer), so some 8-12 of them, among them empty ones and ones of 65507 bytes
  * (the IPv4 maximum), wait in the receiver's queue at almost any instant. Before revive kept such a queue
- * the checkpoint was refused (taken again 12 times, then failed).
- * usage: udp_queue recv|send PORT N */
+ * the checkpoint was refused (taken again 12 times, then failed). ADDR (default 127.0.0.1): the address the
+ * receiver binds (0.0.0.0: whichever host it runs on), the address the sender sends to (tests/hosts).
+ * usage: udp_queue recv|send PORT N [ADDR] */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -50,8 +51,14 @@ static ssize_t send_r(int s, const void* b, size_t n) {
   return r;
 }
 
+static const char* addr = "127.0.0.1";
+
 static struct sockaddr_in at(int port) {
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+  if (inet_pton(AF_INET, addr, &a.sin_addr) != 1) {
+    fprintf(stderr, "bad address %s\n", addr);
+    exit(2);
+  }
   return a;
 }
 
@@ -89,7 +96,11 @@ static int receiver(int port, int n) {
       ok = buf[k] == byte_of(i, k);
       sum = sum * 31 + buf[k];
     }
-    int peer = f.sin_family == AF_INET && f.sin_port == from.sin_port && f.sin_addr.s_addr == from.sin_addr.s_addr;
+    /* The peer it is connected to now: after a restart on other hosts its address is another. */
+    struct sockaddr_in p;
+    socklen_t pl = sizeof p;
+    int peer = getpeername(s, (struct sockaddr*)&p, &pl) == 0 && f.sin_family == AF_INET && f.sin_port == p.sin_port &&
+               f.sin_addr.s_addr == p.sin_addr.s_addr;
     printf("%d len %zd %s from %s\n", i, r, ok ? "ok" : "BAD", peer ? "peer" : "ANOTHER ADDRESS");
     sum_all = sum_all * 131 + sum;
     ++i;
@@ -136,10 +147,11 @@ static int sender(int port, int n) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    fprintf(stderr, "usage: %s recv|send PORT N\n", argv[0]);
+  if (argc != 4 && argc != 5) {
+    fprintf(stderr, "usage: %s recv|send PORT N [ADDR]\n", argv[0]);
     return 2;
   }
+  if (argc == 5) addr = argv[4];
   setvbuf(stdout, NULL, _IOLBF, 0);
   int port = atoi(argv[2]), n = atoi(argv[3]);
   return strcmp(argv[1], "recv") == 0 ? receiver(port, n) : sender(port, n);
