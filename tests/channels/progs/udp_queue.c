@@ -7,7 +7,8 @@
  * (the IPv4 maximum), wait in the receiver's queue at almost any instant. Before revive kept such a queue
  * the checkpoint was refused (taken again 12 times, then failed). ADDR (default 127.0.0.1): the address the
  * receiver binds (0.0.0.0: whichever host it runs on), the address the sender sends to (tests/hosts).
- * usage: udp_queue recv|send PORT N [ADDR] */
+ * "recvfork": the receiver forks a child that holds the socket too and never reads it.
+ * usage: udp_queue recv|recvfork|send PORT N [ADDR] */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -62,7 +64,7 @@ static struct sockaddr_in at(int port) {
   return a;
 }
 
-static int receiver(int port, int n) {
+static int receiver(int port, int n, int fork_holder) {
   int s = socket(AF_INET, SOCK_DGRAM, 0);
   struct sockaddr_in a = at(port), from;
   if (s < 0 || bind(s, (struct sockaddr*)&a, sizeof a) != 0) {
@@ -73,6 +75,21 @@ static int receiver(int port, int n) {
   if (r != 5 || memcmp(buf, "hello", 5) != 0 || connect(s, (struct sockaddr*)&from, sizeof from) != 0) {
     perror("hello");
     return 2;
+  }
+  /* "recvfork": a child holds the socket too and never reads it (its queue must come back once, whichever
+   * holder keeps it); it leaves when the parent closes the pipe. */
+  int hold[2] = {-1, -1};
+  pid_t child = -1;
+  if (fork_holder) {
+    if (pipe(hold) != 0 || (child = fork()) < 0) return 2;
+    if (child == 0) {
+      char b;
+      close(hold[1]);
+      while (read(hold[0], &b, 1) < 0 && errno == EINTR) {
+      }
+      _exit(0);
+    }
+    close(hold[0]);
   }
   unsigned sum_all = 0;
   for (int i = 0; i < n;) {
@@ -106,6 +123,12 @@ static int receiver(int port, int n) {
     ++i;
   }
   if (send_r(s, &n, sizeof n) != sizeof n) return 1;
+  if (child > 0) {
+    int st = 0;
+    close(hold[1]);
+    while (waitpid(child, &st, 0) < 0 && errno == EINTR) {
+    }
+  }
   printf("receiver: %d datagrams, sum %08x\n", n, sum_all);
   return 0;
 }
@@ -148,11 +171,12 @@ static int sender(int port, int n) {
 
 int main(int argc, char** argv) {
   if (argc != 4 && argc != 5) {
-    fprintf(stderr, "usage: %s recv|send PORT N [ADDR]\n", argv[0]);
+    fprintf(stderr, "usage: %s recv|recvfork|send PORT N [ADDR]\n", argv[0]);
     return 2;
   }
   if (argc == 5) addr = argv[4];
   setvbuf(stdout, NULL, _IOLBF, 0);
   int port = atoi(argv[2]), n = atoi(argv[3]);
-  return strcmp(argv[1], "recv") == 0 ? receiver(port, n) : sender(port, n);
+  if (strncmp(argv[1], "recv", 4) == 0) return receiver(port, n, strcmp(argv[1], "recvfork") == 0);
+  return sender(port, n);
 }
