@@ -8,7 +8,7 @@ Every program's stdout (a regular file) and exit status must equal the reference
   chan_driver.py --revive R --inject I --restart S --workdir W [--checkpoints K] [--chain N]
                  --proc 'PROG ARGS {port}' --proc ...      ({port}: a free TCP port chosen here,
                                                           {dir}: a directory of this run, e.g. for sockets)"""
-import argparse, json, os, random, re, shlex, shutil, signal, socket, subprocess, sys, time
+import argparse, json, os, random, re, shlex, shutil, signal, socket, struct, subprocess, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hosts"))
 from harness import descendants  # noqa: E402
 
@@ -76,6 +76,27 @@ def checkpoint(a, port, ck, gen, n):
     if len(m["processes"]) != n:
         fail("%s lists %d processes, want %d" % (got, len(m["processes"]), n))
     print("checkpoint %s (%d processes)" % (got, n), flush=True)
+    if a.expect_kept:
+        kept = kept_bytes(got)
+        if not any(sum(v) for v in kept.values()):
+            fail("%s: no socket had data kept (chan section: %s); the test did not test what it should" % (got, kept))
+        print("  kept by the chan plugin: %s" % kept, flush=True)
+
+def kept_bytes(ckdir):
+    """{image: [bytes kept per socket]} from each image's chan section (tag RVCH, count, then per socket u32
+    fd, u32 kind, i64 bytes kept: src/plugins/chan/chan_plugin.cpp), found in the image's uncompressed
+    tables."""
+    out = {}
+    for f in sorted(os.listdir(ckdir)):
+        if not f.endswith(".rimg"):
+            continue
+        b = open(os.path.join(ckdir, f), "rb").read()
+        i = b.rfind(b"RVCH")
+        if i < 0:
+            continue
+        n = struct.unpack_from("<I", b, i + 4)[0]
+        out[f] = [struct.unpack_from("<IIq", b, i + 8 + 16 * k)[2] for k in range(min(n, 64))]
+    return out
 
 def alive(procs):
     for i, p in enumerate(procs):
@@ -112,6 +133,8 @@ def main():
     ap.add_argument("--gap", type=float, default=0.3, help="seconds between checkpoints")
     ap.add_argument("--stagger", type=float, default=0.2, help="seconds between starting the programs")
     ap.add_argument("--seed", type=int)
+    ap.add_argument("--expect-kept", action="store_true", help="every checkpoint must keep data of some "
+                    "socket (chan section): the programs make sure something waits in a queue")
     ap.add_argument("--procs", type=int, help="processes in each manifest (default: one per --proc; more "
                     "when the programs fork)")
     a = ap.parse_args()

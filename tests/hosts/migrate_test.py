@@ -10,7 +10,7 @@ run's, byte for byte.
 program runs as NAME, and "ssh to a host" is tests/hosts/ns_enter.c (--enter), installed setuid root for
 the test only (it joins the namespace, then gives up root for good), as sshd is the privileged part of a
 login. The restarts then recreate pids in pid namespaces of their own (docs/process-trees.md)."""
-import argparse, json, os, random, shutil, signal, subprocess, sys, time
+import argparse, json, os, random, shutil, signal, struct, subprocess, sys, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import *
 
@@ -69,6 +69,10 @@ def main():
     ap.add_argument("--pair", nargs=3, metavar=("PROG", "BYTES", "PACE_US"),
                     help="instead of independent processes: a tcp_hosts server in the first namespace and its "
                          "client in the second, connected across the bridge")
+    ap.add_argument("--udp-pair", nargs=2, metavar=("PROG", "N"),
+                    help="instead: tests/channels' udp_queue receiver (bound to the wildcard address) in the first "
+                         "namespace and its sender in the second, over connected UDP sockets with datagrams "
+                         "queued at the checkpoint (checked in the images)")
     ap.add_argument("--user", help="run the computation as this ordinary user (created if missing)")
     ap.add_argument("--enter", help="tests/hosts/ns_enter (with --user)")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
@@ -153,12 +157,16 @@ def test_as(a, prog, rng, seed, prefix, net, u):
                          REVIVE_LOG="0", REVIVE_COORD_HOST=coord_ip))
     revive_real = os.path.abspath(a.revive)
     revive = u.wrap(revive_real)
+    if a.udp_pair:  # spelled like a TCP pair from here on (host file, named launcher)
+        a.pair = a.udp_pair
     if a.pair:
         # Reference: the same pair over loopback in this namespace; then server on host 1, client on host 2.
         a.procs = 2
         pport = str(free_port(rng))
-        server = [a.pair[0], "server", pport, a.pair[1], a.pair[2]]
-        progs = [server, [a.pair[0], "client", "127.0.0.1", pport, a.pair[1], a.pair[2]]]
+        server = [a.pair[0], "server", pport, a.pair[1], a.pair[2]] if not a.udp_pair else \
+            [a.pair[0], "recv", pport, a.pair[1], "127.0.0.1"]
+        progs = [server, [a.pair[0], "client", "127.0.0.1", pport, a.pair[1], a.pair[2]] if not a.udp_pair else
+                 [a.pair[0], "send", pport, a.pair[1], "127.0.0.1"]]
         refs = []
         for i, p in enumerate(progs):
             d = os.path.join(a.workdir, "ref-%d" % i)
@@ -166,7 +174,10 @@ def test_as(a, prog, rng, seed, prefix, net, u):
             refs.append(subprocess.Popen(p, cwd=d, stdout=open(os.path.join(d, "stdout"), "wb"),
                                          stdin=subprocess.DEVNULL))
         ref_rc = [r.wait(timeout=120) for r in refs]
-        progs[1] = [a.pair[0], "client", net + ".2", pport, a.pair[1], a.pair[2]]  # host 1's address
+        if a.udp_pair:  # the receiver on any address of whichever host; the sender to host 1's
+            progs = [[a.pair[0], "recv", pport, a.pair[1], "0.0.0.0"], [a.pair[0], "send", pport, a.pair[1], net + ".2"]]
+        else:
+            progs[1] = [a.pair[0], "client", net + ".2", pport, a.pair[1], a.pair[2]]  # host 1's address
     else:
         # Each process gets its own arguments (rounds) so the outputs differ and a mix-up shows.
         progs = [prog[:1] + [str(int(prog[1]) + 7 * i)] + prog[2:] for i in range(a.procs)]
@@ -219,6 +230,17 @@ def test_as(a, prog, rng, seed, prefix, net, u):
         if where[upid_of[i]] != hosts[i % 2]:
             fail("manifest records host %r for process %d, launched in %s" % (where[upid_of[i]], i, hosts[i % 2]))
     print("checkpoint 1: hosts recorded %s" % sorted(where.items()), flush=True)
+    if a.udp_pair:  # datagrams were waiting (the chan section's bytes kept per socket: chan_plugin.cpp)
+        kept = []
+        for f in sorted(os.listdir(os.path.join(ck, "ckpt-1"))):
+            b = open(os.path.join(ck, "ckpt-1", f), "rb").read() if f.endswith(".rimg") else b""
+            i = b.rfind(b"RVCH")
+            if i >= 0:
+                kept += [struct.unpack_from("<IIq", b, i + 8 + 16 * k)[2]
+                         for k in range(struct.unpack_from("<I", b, i + 4)[0])]
+        if not any(kept):
+            fail("no datagram was queued at checkpoint 1 (bytes kept per socket: %s)" % kept)
+        print("checkpoint 1: bytes kept per socket %s" % kept, flush=True)
     time.sleep(rng.uniform(0, 0.2))
     for p in procs:  # all alive first: killing one end of a TCP pair makes the other fail on its own
         if p.poll() is not None:

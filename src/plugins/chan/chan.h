@@ -85,6 +85,8 @@ struct Chan {
   // read by several processes (workers sharing a queue) has one owner, or each would drain the same bytes.
   bool owner;
   bool dgram_peer;    // kDgramBound: a connected UDP socket (connected to c.peer again after the bind)
+  int32_t rcvbuf;     // dgram_peer: SO_RCVBUF, given to the new socket before its queue is put back
+  bool dgram_internal;  // dgram_peer whose peer is in the computation: connected to its new address
   bool shared;        // kPipeOut with both ends here that another process holds too (classify_pipes)
   // Backlog connections (chan_backlog.cpp): 1 = accepted by the plugin at save from a listener's backlog,
   // 2 = this end's connection waits in an internal listener's backlog.
@@ -153,10 +155,13 @@ bool is_reader(const Chan& c);
 int handover_listen(const char* k, int* listen_fd);
 int handover_reach(const char* k, char end, int timeout_ms, int* sock);
 // chan_dgram_name.cpp: bound_name says whether a local address names something others can send to;
-// keep_datagrams (save) keeps the queued datagrams of every kDgramBound socket and queues them again
-// (a connected UDP socket's cannot be: only its peer may send to it, so its queue refuses for now, -EAGAIN);
-// rebind_datagram (restore) binds one's name again and queues the kept datagrams there.
+// keep_datagrams (save) keeps the queued datagrams of every kDgramBound socket and queues them again (a
+// connected UDP socket's are only peeked: only its peer may send to it, chan_udp.cpp); rebind_datagram
+// (restore) binds one's name again and queues the kept datagrams there.
 bool bound_name(int family, const sockaddr_storage& a, socklen_t len);
+// chan_connect.cpp: the address peers can reach this host at: our end of the coordinator connection (same
+// family; its port is meaningless), else c's old local address.
+void my_address(const Chan& c, sockaddr_storage* a);
 // chan_connect.cpp: binds socket s to c's old name again (listeners, bound datagram sockets).
 bool bind_again(const Chan& c, int s, const sockaddr_storage* at = nullptr);  // at: another address (same options)
 // A TCP state past the peer's FIN (CLOSE_WAIT, LAST_ACK, CLOSING, TIME_WAIT, CLOSE): an end of file read on
@@ -167,6 +172,21 @@ inline bool tcp_fin_in(int state) {
 }
 int keep_datagrams(char* msg, size_t cap);
 int rebind_datagram(Chan& c, char* msg, size_t cap);
+// chan_udp.cpp: a connected UDP socket's queue. keep_udp_queue (save) peeks it into c.rx, leaving it as
+// it was; requeue_udp (restore) queues c.rx at s, bound and not yet connected, sent from c.peer's address.
+int keep_udp_queue(Chan& c, char* msg, size_t cap);
+int requeue_udp(Chan& c, int s, char* msg, size_t cap);
+// A connected UDP socket whose peer is in the computation (dgram_internal, found at save: the peer
+// published "chanu.<G>.<its key>" in the drain) is restored bound, not connected: in the reconnect phase
+// udp_publish publishes its new address under "chanv.<G>.<key>" (every process, before anything waits),
+// udp_connect looks the peer's up (it may have moved to another host), queues the kept datagrams from
+// there and connects to it.
+int udp_publish(uint64_t gen, char* msg, size_t cap);
+// Restore: c's address is not on this host (EADDRNOTAVAIL): *s = a new socket bound to the same port on
+// every address (connect() picks this host's); or an error saying what cannot be bound.
+int rebind_elsewhere(Chan& c, int* s, char* msg, size_t cap);
+int udp_connect(uint64_t gen, char* msg, size_t cap);
+inline bool udp_deferred(const Chan& c) { return c.kind == kDgramBound && c.dgram_peer && c.dgram_internal; }
 // A table slot made empty for a new entry; its drain buffers stay mapped (reused across checkpoints).
 void reset_slot(Chan& c);
 // chan_pty.cpp: pseudo-terminal pairs inside the computation (Open MPI gives each rank's stdout a pty

@@ -86,16 +86,6 @@ int place(Chan& c, int s, char* msg, size_t cap) {
   return 0;
 }
 
-// The address peers can reach us at: our end of the coordinator connection (same family), else the
-// address this end had before.
-void my_address(const Chan& c, sockaddr_storage* a) {
-  memset(a, 0, sizeof *a);
-  socklen_t l = sizeof *a;
-  int cs = inject::coord_socket();
-  if (cs < 0 || getsockname(cs, reinterpret_cast<sockaddr*>(a), &l) != 0 || a->ss_family != c.family)
-    memcpy(a, &c.local, sizeof *a);
-}
-
 // A fresh listener for the peer to reconnect to: inet on the wildcard address and a free port, Unix on an
 // autobound abstract name (nothing in the filesystem to clean up). *len: the length of its address.
 int fresh_listener(const Chan& c, sockaddr_storage* a, socklen_t* len) {
@@ -185,6 +175,16 @@ int accept_peer(Chan& c, char* msg, size_t cap) {
 }
 
 }  // namespace
+
+// The address peers can reach us at: our end of the coordinator connection (same family), else the
+// address this end had before.
+void my_address(const Chan& c, sockaddr_storage* a) {
+  memset(a, 0, sizeof *a);
+  socklen_t l = sizeof *a;
+  int cs = inject::coord_socket();
+  if (cs < 0 || getsockname(cs, reinterpret_cast<sockaddr*>(a), &l) != 0 || a->ss_family != c.family)
+    memcpy(a, &c.local, sizeof *a);
+}
 
 // SO_REUSEADDR for a port whose connections sit in TIME_WAIT; IPv6-only as before (Open MPI listens on
 // 0.0.0.0:P and [::]:P: the second binds only if it is IPv6-only again); a Unix socket file left behind by
@@ -399,9 +399,11 @@ int rebuild_half_closed(uint64_t gen, char* msg, size_t cap) { return rebuild(ge
 
 int reconnect(uint64_t gen, char* msg, size_t cap) {
   // Everything others wait for is published before this process waits for anything.
+  if (int rc = udp_publish(gen, msg, cap)) return rc;
   if (int rc = shares_listen(gen, msg, cap)) return rc;
   if (int rc = pipes_listen(gen, msg, cap)) return rc;
   if (int rc = ptys_listen(gen, msg, cap)) return rc;
+  if (int rc = udp_connect(gen, msg, cap)) return rc;
   if (int rc = pipes_connect(gen, msg, cap)) return rc;
   if (int rc = shares_connect(gen, msg, cap)) return rc;
   if (int rc = ptys_connect(gen, msg, cap)) return rc;

@@ -7,12 +7,11 @@
 // memory the image carries, and sent again to our own name at once, in order, so the original run finds
 // its queue as it was; the restored process sends them to its new socket the same way. Not kept: each
 // datagram's sender address (the resend comes from a socket of ours; docs/channels.md). A connected UDP
-// socket is bound too and comes here, connected again after the bind; its queue cannot be sent again.
+// socket is bound too and comes here, connected again after the bind and after its queue is put back
+// from its peer's address (chan_udp.cpp).
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
-#include <linux/sockios.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -64,15 +63,8 @@ int keep_datagrams(char* msg, size_t cap) {
     if (c.kind != kDgramBound) continue;
     c.rx.clear();
     if (c.dgram_peer) {
-      // Only its peer may send to a connected socket: datagrams sent again from ours would be dropped. So
-      // a queue refuses the checkpoint for now (the coordinator takes it again), as the fd plugin did.
-      int queued = 0;
-      if (ioctl(c.fd, SIOCINQ, &queued) == 0 && queued > 0) {
-        plugins::Msg(msg, cap).s("checkpoint refused for now: process ").u(uint64_t(getpid())).s(" fd ").i(c.fd)
-            .s(" is a connected UDP socket with datagrams queued");
-        inject::plugin_refusal(msg);
-        return -EAGAIN;
-      }
+      // Only its peer may send to a connected socket: its queue is peeked, never taken out (chan_udp.cpp).
+      if (int rc = keep_udp_queue(c, msg, cap)) return rc;
       continue;
     }
     for (;;) {
@@ -95,12 +87,23 @@ int rebind_datagram(Chan& c, char* msg, size_t cap) {
   if (!bind_again(c, s)) {
     int e = errno;
     close(s);
-    return dg_err(msg, cap, c, "cannot bind its name again", e);
+    if (!(e == EADDRNOTAVAIL && c.dgram_peer)) return dg_err(msg, cap, c, "cannot bind its name again", e);
+    // Its address is not on this host (restarted on another one): the same port on every address.
+    if (int rc = rebind_elsewhere(c, &s, msg, cap)) return rc;
   }
-  if (c.dgram_peer && connect(s, reinterpret_cast<const sockaddr*>(&c.peer), c.peer_len) != 0) {
-    int e = errno;
-    close(s);
-    return dg_err(msg, cap, c, "cannot connect it to its peer again", e);
+  if (udp_deferred(c) && inject::coord_configured()) return place_socket(c, s, msg, cap);  // udp_connect
+  if (c.dgram_peer) {
+    // Its queue first, while any address may still send to it: the kernel keeps it across connect().
+    if (int rc = requeue_udp(c, s, msg, cap)) {
+      close(s);
+      return rc;
+    }
+    if (connect(s, reinterpret_cast<const sockaddr*>(&c.peer), c.peer_len) != 0) {
+      int e = errno;
+      close(s);
+      return dg_err(msg, cap, c, "cannot connect it to its peer again", e);
+    }
+    return place_socket(c, s, msg, cap);
   }
   if (int rc = place_socket(c, s, msg, cap)) return rc;
   if (!resend(c)) return dg_err(msg, cap, c, "cannot queue its datagrams again", errno);

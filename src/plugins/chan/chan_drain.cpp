@@ -127,8 +127,9 @@ int drain(uint64_t gen, char* msg, size_t cap) {
   if (int rc = scan(msg, cap)) return rc;
   char key[128];
   for (uint32_t i = 0; i < g_nchans; ++i) {
-    if (g_chans[i].kind != kOutside) continue;
-    name(key, sizeof key, "chan.", gen, g_chans[i].key);
+    if (g_chans[i].kind != kOutside && !(g_chans[i].kind == kDgramBound && g_chans[i].dgram_peer)) continue;
+    // A connected UDP socket too: its peer finds out at save whether we are in the computation.
+    name(key, sizeof key, g_chans[i].kind == kOutside ? "chan." : "chanu.", gen, g_chans[i].key);
     if (!inject::coord_publish(key, "1")) {
       plugins::Msg(msg, cap).s("fd ").i(g_chans[i].fd).s(": cannot publish the connection to the coordinator");
       return -EIO;
@@ -149,6 +150,18 @@ int drain_sockets(uint64_t gen, char* msg, size_t cap) {
   if (int rc = elect_sockets(gen, msg, cap)) return rc;
   // Our listeners' backlogs first: their clients wait for our decision below, we never wait for theirs.
   if (int rc = backlog_accept(gen, msg, cap)) return rc;
+  // Connected UDP sockets: is the peer in the computation (then restored connected to its new address)?
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    if (c.kind != kDgramBound || !c.dgram_peer) continue;
+    name(key, sizeof key, "chanu.", gen, c.peer_key);
+    int r = inject::coord_lookup(key, false, 10000, val, sizeof val);
+    if (r < 0) {
+      plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": coordinator lost while looking up the peer");
+      return -EIO;
+    }
+    c.dgram_internal = r == 1;
+  }
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
     if (c.kind != kOutside) continue;

@@ -4,7 +4,6 @@
 #include <netinet/tcp.h>
 #include <string.h>
 #include <linux/sockios.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -171,14 +170,17 @@ bool consider(int fd) {
     // Connected Unix pairs go on below; a nameless one stays the fd plugin's.
     socklen_t pl = sizeof c.peer;
     bool connected = getpeername(fd, reinterpret_cast<sockaddr*>(&c.peer), &pl) == 0;
-    // One with datagrams queued stays the fd plugin's, which refuses the checkpoint for now naming it
-    // (they cannot be put back: only its peer may send to it); keep_datagrams checks again at save.
-    int queued = 0;
-    if (connected && family != AF_UNIX && ioctl(fd, SIOCINQ, &queued) == 0 && queued > 0) return false;
     if (bound_name(family, c.local, l) && (!connected || family != AF_UNIX)) {
       c.kind = kDgramBound;
       c.dgram_peer = connected;
       c.peer_len = connected ? pl : 0;
+      socklen_t bl = sizeof c.rcvbuf;
+      if (connected && getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &c.rcvbuf, &bl) != 0) c.rcvbuf = 0;
+      if (connected) {  // named by its addresses, as a TCP connection: its peer may be in the computation
+        uint8_t ka[18], kb[18];
+        size_t la = addr_key(c.local, ka), lb = addr_key(c.peer, kb);
+        make_keys(c, ka, la, kb, lb);
+      }
       ++g_nchans;
       return true;
     }

@@ -1,8 +1,7 @@
 // fd plugin: the sockets the chan plugin does not rebuild (docs/channels.md). Those that hold nothing a
 // peer depends on are made again at restore, with their address and the options a program sets before
 // bind or connect: a socket not yet bound or connected, an unbound UDP socket, a Unix datagram socket whose
-// peer's name is gone (a connected UDP socket is the chan plugin's unless datagrams are queued, which
-// refuses for now here), a netlink socket (a new one, same protocol and groups), and a
+// peer's name is gone (a connected UDP socket is the chan plugin's, its queue too), a netlink socket (a new one, same protocol and groups), and a
 // Unix stream whose peer has closed (a pair whose other end is closed,
 // its unread bytes written back first: reads give those bytes, then EOF; writes EPIPE). A socket with
 // datagrams or netlink replies queued, or a TCP connect in progress, refuses the checkpoint for now (it is
@@ -10,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -106,9 +106,15 @@ int64_t socket_state(int fd, SocketState* s, char* data, size_t cap, char* why, 
   for (uint32_t i = 0; i < kSockOpts; ++i) s->opts[i] = applies(kOpts[i], domain, type) ? int_opt(fd, kOpts[i].level, kOpts[i].name) : -1;
   int queued = 0;
   if (ioctl(fd, SIOCINQ, &queued) != 0) queued = 0;
+  // SIOCINQ gives a datagram socket's first datagram's length (0 for an empty one) and fails on netlink;
+  // the receive memory counts every queued message.
+  uint32_t mi[SK_MEMINFO_VARS];
+  socklen_t ml = sizeof mi;
+  const bool any_queued = queued > 0 || (getsockopt(fd, SOL_SOCKET, SO_MEMINFO, mi, &ml) == 0 &&
+                                         ml > SK_MEMINFO_RMEM_ALLOC * sizeof(uint32_t) && mi[SK_MEMINFO_RMEM_ALLOC] > 0);
 
   if (domain == AF_NETLINK) {
-    if (queued > 0) return refuse(why, why_cap, domain, type, "with replies not yet read", -EAGAIN);
+    if (any_queued) return refuse(why, why_cap, domain, type, "with replies not yet read", -EAGAIN);
     auto* nl = reinterpret_cast<sockaddr_nl*>(s->local);
     s->how = nl->nl_pid != 0 || nl->nl_groups != 0 ? kSockBound : kSockFresh;
     nl->nl_pid = 0;  // the kernel gives the new socket a port id of its own
@@ -119,7 +125,7 @@ int64_t socket_state(int fd, SocketState* s, char* data, size_t cap, char* why, 
     return refuse(why, why_cap, domain, type, "listener is not rebuilt", -ENOTSUP);
   if (type == SOCK_DGRAM) {
     // The chan plugin takes one bound to a name; what is left has no name, or a peer address.
-    if (queued > 0) return refuse(why, why_cap, domain, type, "with datagrams queued", -EAGAIN);
+    if (any_queued) return refuse(why, why_cap, domain, type, "with datagrams queued", -EAGAIN);
     if (has_peer && (inet(domain) || s->peer_len > sizeof(sa_family_t))) {
       s->how = kSockConnected;
       return 0;
