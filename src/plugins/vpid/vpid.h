@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <signal.h>
 #include <sys/types.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 
 #include "plugins/vpid/vpid_table.h"
 
@@ -42,6 +44,8 @@ pid_t virtual_sender(int signo, int code, pid_t pid);
 // The reverse, for a siginfo the program's view was saved in (a pending signal in an image): its sender
 // as the kernel names it now, so that virtual_siginfo gives the program the id it had.
 void real_siginfo(siginfo_t* info);
+// waitid with the raw system call's rusage argument (the syscall() wrapper), as the waitid wrapper.
+int waitid_rusage(idtype_t idtype, id_t id, siginfo_t* info, int options, struct rusage* ru);
 // A child with kernel pid `real` was reaped: its entry goes.
 void reaped(pid_t real);
 
