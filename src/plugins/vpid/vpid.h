@@ -46,6 +46,14 @@ pid_t virtual_sender(int signo, int code, pid_t pid);
 void real_siginfo(siginfo_t* info);
 // waitid with the raw system call's rusage argument (the syscall() wrapper), as the waitid wrapper.
 int waitid_rusage(idtype_t idtype, id_t id, siginfo_t* info, int options, struct rusage* ru);
+// /proc/.../stat and status with the program's ids (vpid_procview.cpp): for an open of `path` (the
+// program's; `real_path` the kernel's) with `flags`, a sealed read-only memfd holding the rewritten text,
+// -1 with errno, or kNotAView when the path, the flags or the contents are not for it (open as usual).
+constexpr int kNotAView = -2;
+int proc_view(const char* path, const char* real_path, int flags);
+// For the fd plugin: the /proc path such a memfd stands for, from its /proc/self/fd link
+// ("/memfd:revive-proc:<path> (deleted)"), else nullptr.
+const char* proc_view_path(const char* link);
 // A child with kernel pid `real` was reaped: its entry goes.
 void reaped(pid_t real);
 
