@@ -173,6 +173,8 @@ int proc_view(const char* path, const char* real_path, int flags) {
   Out out{text, sizeof text};
   if (!(kind == 1 ? rewrite_stat(in, n, out) : rewrite_status(in, n, out))) return kNotAView;
   const int v = sealed_copy(path, text, out.len, flags);
+  // No memfds here (an old kernel, a seccomp filter) or an overlong path: the kernel's file.
+  if (v == -ENOSYS || v == -EPERM || v == -EACCES || v == -ENAMETOOLONG) return kNotAView;
   if (v < 0) {
     errno = -v;
     return -1;
