@@ -4,6 +4,7 @@
 // (launch, exact-pid restart) every wrapper passes straight through: one load and a branch.
 #pragma once
 
+#include <dirent.h>
 #include <stdint.h>
 #include <signal.h>
 #include <sys/types.h>
@@ -54,6 +55,9 @@ int proc_view(const char* path, const char* real_path, int flags);
 // For the fd plugin: the /proc path such a memfd stands for, from its /proc/self/fd link
 // ("/memfd:revive-proc:<path> (deleted)"), else nullptr.
 const char* proc_view_path(const char* link);
+// opendir of `path` (the program's) gave d: a /proc/<pid>/task listing is marked, so that readdir gives
+// its entries the program's tids (vpid_taskdir.cpp).
+void dir_opened(const char* path, DIR* d);
 // A child with kernel pid `real` was reaped: its entry goes.
 void reaped(pid_t real);
 

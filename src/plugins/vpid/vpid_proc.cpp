@@ -155,7 +155,20 @@ FILE* stream_on(int fd, const char* mode) {
 
 FOPEN_CALL(fopen)
 FOPEN_CALL(fopen64)
-PATH_CALL(DIR*, nullptr, opendir, (const char* path), (real_path))
+// opendir: /proc/<pid>/task listings also get the program's tids (vpid_taskdir.cpp).
+namespace {
+using opendir_fn = DIR* (*)(const char*);
+opendir_fn g_opendir;
+VPID_PRIME(g_opendir, "opendir")
+}  // namespace
+REVIVE_EXPORT DIR* opendir(const char* path) {
+  opendir_fn f = next_or_enosys(&g_opendir, "opendir");
+  if (!f) return nullptr;
+  TRANSLATED(path);
+  DIR* d = f(real_path);
+  if (d && vpid::active()) vpid::dir_opened(path, d);
+  return d;
+}
 PATH_CALL(int, -1, stat, (const char* path, struct stat* st), (real_path, st))
 PATH_CALL(int, -1, lstat, (const char* path, struct stat* st), (real_path, st))
 PATH_CALL(int, -1, stat64, (const char* path, struct stat64* st), (real_path, st))

@@ -5,12 +5,14 @@
  *   itself and to T, syscall(SYS_kill, C, 0), syscall(SYS_pidfd_open, C), syscall(SYS_wait4, C, WNOHANG);
  *   /proc/self/stat (fields pid, ppid, pgrp, session) read with open+read and with fopen,
  *   /proc/self/status (Pid, PPid, Tgid, TracerPid, NSpid), /proc/C/stat (pid, ppid, pgrp),
- *   /proc/self/task/T/stat and /proc/thread-self/status of T, and /proc/self/stat and /proc/C/stat held
+ *   /proc/self/task/T/stat and /proc/thread-self/status of T, the listing of /proc/self/task (P and T
+ *   among its entries), and /proc/self/stat and /proc/C/stat held
  *   open since the start and read again with pread (they cross every checkpoint).
  * It prints one line per round naming what differed, then ends C with syscall(SYS_kill) and reaps it with
  * syscall(SYS_wait4): the output holds no id, so a restarted run prints byte for byte what a run
  * without checkpoints prints. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -74,6 +76,19 @@ static int read_stream(const char* path, char* buf, size_t cap) {
   fclose(f);
   buf[n] = 0;
   return n > 0;
+}
+
+/* Whether the listing of /proc/self/task names both `a` and `b` (the engine may have threads of its own). */
+static int task_lists(pid_t a, pid_t b) {
+  DIR* d = opendir("/proc/self/task");
+  if (!d) return 0;
+  int seen = 0;
+  for (struct dirent* e; (e = readdir(d));) {
+    if (atoi(e->d_name) == a) seen |= 1;
+    if (atoi(e->d_name) == b) seen |= 2;
+  }
+  closedir(d);
+  return seen == 3;
 }
 
 static int read_held(int fd, char* buf, size_t cap) {
@@ -146,6 +161,7 @@ int main(int argc, char** argv) {
     CHECK(ok && stat_field(buf, 1) == T && stat_field(buf, 4) == getppid(), "/proc/self/task/T/stat");
     ok = read_path("/proc/thread-self/status", buf, sizeof buf);
     CHECK(ok && status_field(buf, "Pid") == gettid() && status_field(buf, "Tgid") == me, "/proc/thread-self/status");
+    CHECK(task_lists(me, T), "readdir(/proc/self/task)");
     ok = read_held(held_self, buf, sizeof buf);
     CHECK(ok && stat_field(buf, 1) == me, "held /proc/self/stat");
     ok = read_held(held_child, buf, sizeof buf);
