@@ -105,11 +105,16 @@ static int read_held(int fd, char* buf, size_t cap) {
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? atoi(argv[1]) : 250;
   setvbuf(stdout, NULL, _IOLBF, 0);
+  const pid_t P = getpid();
   pid_t C = fork();
   if (C < 0) return 90;
   if (C == 0) {
     setpgid(0, 0);
-    for (;;) pause();
+    /* Ended by P; if P dies first (a failed run), C goes too instead of lingering as an orphan. */
+    for (;;) {
+      nap(200);
+      if (getppid() != P) _exit(0);
+    }
   }
   setpgid(C, C); /* whichever of the two runs first */
   signal(SIGUSR1, on_usr1);
