@@ -1,6 +1,7 @@
 #!/bin/sh
 # Usage: bench/vpid/run.sh BUILD_DIR [ROUNDS] [N_FORK]
-# Virtual-pid wrappers: getpid, kill(self, 0), waitpid(WNOHANG) and fork+_exit+waitpid, native (the
+# Virtual-pid wrappers: getpid, kill(self, 0), waitpid(WNOHANG), fork+_exit+waitpid, libc's
+# syscall(SYS_getpid) and open+read+close of /proc/self/stat (rewritten under a table), native (the
 # limit), under librevive_inject.so without a table (every wrapper passes through; fork also pays the
 # proctree fork wrapper) and with a virtual-pid table mapped (this process registered under another
 # id, 200 other entries), and under `revive launch` (a coordinator: what a user's program sees, where
@@ -24,10 +25,10 @@ done
 awk '
   function med(a, n,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
                                   return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-  { m = $1; n[m]++; for (c = 2; c <= 5; c++) v[m, c, n[m]] = $c }
+  { m = $1; n[m]++; for (c = 2; c <= 7; c++) v[m, c, n[m]] = $c }
   END {
-    split("getpid_ns kill(self,0)_ns waitpid(WNOHANG)_ns fork+wait_us", name, " ")
-    for (c = 2; c <= 5; c++) {
+    split("getpid_ns kill(self,0)_ns waitpid(WNOHANG)_ns fork+wait_us syscall(getpid)_ns /proc/self/stat_us", name, " ")
+    for (c = 2; c <= 7; c++) {
       for (k = 1; k <= n["native"]; k++) a[k] = v["native", c, k]; x = med(a, n["native"])
       for (k = 1; k <= n["library"]; k++) l[k] = v["library", c, k]; z = med(l, n["library"])
       for (k = 1; k <= n["table"]; k++) b[k] = v["table", c, k]; y = med(b, n["table"])

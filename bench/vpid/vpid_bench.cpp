@@ -1,6 +1,7 @@
 // vpid_bench [--table LIB] N_FORK: one round of getpid, kill(self, 0), waitpid(WNOHANG) on a running
-// child and fork+_exit+waitpid; prints "getpid_ns kill_ns waitpid_ns fork_us" (each the median of 5
-// batches). With --table LIB it first makes a virtual-pid table as `revive restart` would (this process
+// child, fork+_exit+waitpid, libc's syscall(SYS_getpid) and open+read+close of /proc/self/stat; prints
+// "getpid_ns kill_ns waitpid_ns fork_us syscall_getpid_ns proc_stat_us" (each the median of 5 batches).
+// With --table LIB it first makes a virtual-pid table as `revive restart` would (this process
 // registered under another id, 200 other entries before it) and re-executes itself (same pid) with
 // LD_PRELOAD=LIB and REVIVE_VPID_TABLE, so every call goes through the active wrappers; the table is
 // removed at the end.
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -91,13 +93,20 @@ int main(int argc, char** argv) {
     int st;
     sink = waitpid(c, &st, 0);
   });
+  double sg = median_ns(5, 2000000, [] { sink = pid_t(syscall(SYS_getpid)); });
+  double ps = median_ns(5, 20000, [] {
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY);
+    sink = pid_t(read(fd, buf, sizeof buf));
+    close(fd);
+  });
   const char* t = getenv(revive::vpid::kEnv);
   // Under the table, getpid() must be our registered id (the wrappers are really in use).
-  if (t && getpid() != 4100000) {
+  if (t && (getpid() != 4100000 || syscall(SYS_getpid) != 4100000)) {
     fprintf(stderr, "vpid_bench: getpid() is %d, not the virtual id: the wrappers are not active\n", int(getpid()));
     return 3;
   }
   if (t) unlink(t);
-  printf("%.1f %.1f %.1f %.1f\n", g, k, w, f / 1000.0);
+  printf("%.1f %.1f %.1f %.1f %.1f %.2f\n", g, k, w, f / 1000.0, sg, ps / 1000.0);
   return 0;
 }

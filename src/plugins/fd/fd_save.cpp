@@ -290,7 +290,16 @@ int save_one(Out& out, int fd, ShareKey share, DeletedHolder holder, DeletedHold
   path[plen] = '\0';
   // The virtual pid may have another number of digits than the kernel's: the stored length is the
   // rewritten path's (a /proc/123/stat named /proc/32597/stat was once stored cut to 14 bytes).
-  virtual_proc_path(path, sizeof path);
+  if (const char* view = vpid::proc_view_path(path)) {
+    // A /proc stat/status file read with the program's ids (a memfd copy, vpid_procview.cpp): recorded
+    // as that /proc file (already in the program's ids), so a restart opens it again, fresh.
+    const size_t n = strlen(view), k = sizeof kDeletedSuffix - 1;
+    const size_t keep = n > k && strcmp(view + n - k, kDeletedSuffix) == 0 ? n - k : n;
+    memmove(path, view, keep);
+    path[keep] = '\0';
+  } else {
+    virtual_proc_path(path, sizeof path);
+  }
   struct stat st;
   if (fstat(fd, &st) != 0) return -errno;
   int fl = fcntl(fd, F_GETFL);

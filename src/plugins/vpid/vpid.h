@@ -4,9 +4,12 @@
 // (launch, exact-pid restart) every wrapper passes straight through: one load and a branch.
 #pragma once
 
+#include <dirent.h>
 #include <stdint.h>
 #include <signal.h>
 #include <sys/types.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 
 #include "plugins/vpid/vpid_table.h"
 
@@ -42,6 +45,19 @@ pid_t virtual_sender(int signo, int code, pid_t pid);
 // The reverse, for a siginfo the program's view was saved in (a pending signal in an image): its sender
 // as the kernel names it now, so that virtual_siginfo gives the program the id it had.
 void real_siginfo(siginfo_t* info);
+// waitid with the raw system call's rusage argument (the syscall() wrapper), as the waitid wrapper.
+int waitid_rusage(idtype_t idtype, id_t id, siginfo_t* info, int options, struct rusage* ru);
+// /proc/.../stat and status with the program's ids (vpid_procview.cpp): for an open of `path` (the
+// program's; `real_path` the kernel's) with `flags`, a sealed read-only memfd holding the rewritten text,
+// -1 with errno, or kNotAView when the path, the flags or the contents are not for it (open as usual).
+constexpr int kNotAView = -2;
+int proc_view(const char* path, const char* real_path, int flags);
+// For the fd plugin: the /proc path such a memfd stands for, from its /proc/self/fd link
+// ("/memfd:revive-proc:<path> (deleted)"), else nullptr.
+const char* proc_view_path(const char* link);
+// opendir of `path` (the program's) gave d: a /proc/<pid>/task listing is marked, so that readdir gives
+// its entries the program's tids (vpid_taskdir.cpp).
+void dir_opened(const char* path, DIR* d);
 // A child with kernel pid `real` was reaped: its entry goes.
 void reaped(pid_t real);
 

@@ -1,7 +1,9 @@
 // /proc/<pid>/... and /proc/<pid>/task/<tid>/... (and /proc/self/task/<tid>) paths the program names
 // with its ids: open, openat, fopen, opendir, the stat family (stat, lstat, fstatat, statx and their
 // 64 variants), access, faccessat, readlink, readlinkat see the kernel's ids. Only absolute paths (a path relative to an open /proc directory is not translated).
+// The open family and fopen also give stat/status files the program's ids inside (vpid_procview.cpp).
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -75,6 +77,11 @@ int open_at(OpenatFn* slot, const char* name, int dir, const char* path, int fla
   OpenatFn f = next_or_enosys(slot, name);
   if (!f) return -1;
   TRANSLATED(path);
+  // /proc/<pid>/stat and status: the program's ids in the text too (absolute paths only: dir unused).
+  if (vpid::active() && path && path[0] == '/') {
+    const int v = vpid::proc_view(path, real_path, flags);
+    if (v != vpid::kNotAView) return v;
+  }
   return f(dir, real_path, flags, mode);
 }
 
@@ -115,9 +122,53 @@ REVIVE_EXPORT int openat64(int dir, const char* path, int flags, ...) {
     return f args;                                      \
   }
 
-PATH_CALL(FILE*, nullptr, fopen, (const char* path, const char* mode), (real_path, mode))
-PATH_CALL(FILE*, nullptr, fopen64, (const char* path, const char* mode), (real_path, mode))
-PATH_CALL(DIR*, nullptr, opendir, (const char* path), (real_path))
+// fopen/fopen64: as open() for a stat/status file read ("r", "re", "rb"): a stream on the rewritten copy.
+#define FOPEN_CALL(name)                                                                         \
+  namespace {                                                                                    \
+  using name##_fn = FILE* (*)(const char*, const char*);                                         \
+  name##_fn g_##name;                                                                            \
+  VPID_PRIME(g_##name, #name)                                                                    \
+  }                                                                                              \
+  REVIVE_EXPORT FILE* name(const char* path, const char* mode) {                                 \
+    name##_fn f = next_or_enosys(&g_##name, #name);                                              \
+    if (!f) return nullptr;                                                                      \
+    TRANSLATED(path);                                                                            \
+    if (vpid::active() && path && path[0] == '/' && mode && mode[0] == 'r' && !strchr(mode, '+')) { \
+      const int v = vpid::proc_view(path, real_path, O_RDONLY | (strchr(mode, 'e') ? O_CLOEXEC : 0)); \
+      if (v == -1) return nullptr;                                                               \
+      if (v >= 0) return stream_on(v, mode);                                                     \
+    }                                                                                            \
+    return f(real_path, mode);                                                                   \
+  }
+
+namespace {
+FILE* stream_on(int fd, const char* mode) {
+  FILE* s = fdopen(fd, mode);
+  if (!s) {
+    const int e = errno;
+    close(fd);
+    errno = e;
+  }
+  return s;
+}
+}  // namespace
+
+FOPEN_CALL(fopen)
+FOPEN_CALL(fopen64)
+// opendir: /proc/<pid>/task listings also get the program's tids (vpid_taskdir.cpp).
+namespace {
+using opendir_fn = DIR* (*)(const char*);
+opendir_fn g_opendir;
+VPID_PRIME(g_opendir, "opendir")
+}  // namespace
+REVIVE_EXPORT DIR* opendir(const char* path) {
+  opendir_fn f = next_or_enosys(&g_opendir, "opendir");
+  if (!f) return nullptr;
+  TRANSLATED(path);
+  DIR* d = f(real_path);
+  if (d && vpid::active()) vpid::dir_opened(path, d);
+  return d;
+}
 PATH_CALL(int, -1, stat, (const char* path, struct stat* st), (real_path, st))
 PATH_CALL(int, -1, lstat, (const char* path, struct stat* st), (real_path, st))
 PATH_CALL(int, -1, stat64, (const char* path, struct stat64* st), (real_path, st))

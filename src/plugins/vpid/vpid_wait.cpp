@@ -6,6 +6,7 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 
+#include "inject/sys.h"
 #include "plugins/common/next_symbol.h"
 #include "plugins/vpid/vpid.h"
 #include "plugins/vpid/vpid_prime.h"
@@ -71,14 +72,17 @@ REVIVE_EXPORT pid_t wait4(pid_t pid, int* status, int options, struct rusage* ru
 
 REVIVE_EXPORT pid_t wait3(int* status, int options, struct rusage* ru) { return wait4(-1, status, options, ru); }
 
-REVIVE_EXPORT int waitid(idtype_t idtype, id_t id, siginfo_t* info, int options) {
-  WaitidFn f = next_or_enosys(&g_waitid, "waitid");
-  if (!f) return -1;
+namespace {
+
+// waitid through `call` (libc's, or the raw system call with its rusage argument): the id translated,
+// si_pid back; retried as in wait_for() after a checkpoint cut it.
+template <typename Call>
+int wait_id(idtype_t idtype, id_t id, siginfo_t* info, int options, Call call) {
   for (;;) {
     const uint32_t ep = vpid::epoch();
     id_t kid = id;
     if (vpid::active() && (idtype == P_PID || idtype == P_PGID) && id > 0) kid = id_t(vpid::to_real(pid_t(id)));
-    int r = f(idtype, kid, info, options);
+    int r = call(kid);
     const int err = errno;
     if (r < 0 && err == ECHILD && vpid::epoch() != ep && vpid::active()) continue;  // as in wait_for()
     if (r == 0 && info && info->si_pid > 0 && vpid::active()) {
@@ -91,3 +95,24 @@ REVIVE_EXPORT int waitid(idtype_t idtype, id_t id, siginfo_t* info, int options)
     return r;
   }
 }
+
+}  // namespace
+
+REVIVE_EXPORT int waitid(idtype_t idtype, id_t id, siginfo_t* info, int options) {
+  WaitidFn f = next_or_enosys(&g_waitid, "waitid");
+  if (!f) return -1;
+  return wait_id(idtype, id, info, options, [&](id_t kid) { return f(idtype, kid, info, options); });
+}
+
+namespace revive::vpid {
+
+// syscall(SYS_waitid, ...) also takes a struct rusage*, which libc's waitid() lacks.
+int waitid_rusage(idtype_t idtype, id_t id, siginfo_t* info, int options, struct rusage* ru) {
+  return wait_id(idtype, id, info, options, [&](id_t kid) {
+    const long r = revive::inject::sys::sc(SYS_waitid, idtype, kid, info, options, ru);
+    if (r < 0) errno = int(-r);
+    return r < 0 ? -1 : int(r);
+  });
+}
+
+}  // namespace revive::vpid
