@@ -12,8 +12,11 @@ mkdir -m 700 "$XDG_RUNTIME_DIR"
 unset REVIVE_CKPT_DIR REVIVE_PORT
 mkdir -p "$tmp/launchdir" "$tmp/elsewhere"
 cd "$tmp/launchdir"
+# The program outlives its coordinator (killed with -9 below): a marker in its command line lets the
+# cleanup find it (it ran on for hours after the test before).
+cleanup_patterns=("port-record-loop-$port")
 "$rv" launch --port "$port" --ckpt-dir "$tmp/launchdir/ck" -- sh -c 'while :; do sleep 0.1; done' \
-  >/dev/null 2>"$tmp/launch.err" &
+  "port-record-loop-$port" >/dev/null 2>"$tmp/launch.err" &
 for _ in $(seq 50); do [ -f "$XDG_RUNTIME_DIR/revive/port-$port" ] && break; sleep 0.1; done
 [ -f "$XDG_RUNTIME_DIR/revive/port-$port" ] || { cat "$tmp/launch.err"; fail "no record written in $XDG_RUNTIME_DIR/revive"; }
 cd "$tmp/elsewhere"
