@@ -302,6 +302,34 @@ const char* restart_env(const char* key) {
   return g_restart_info.magic == image::kRestartInfoMagic ? blob_env(g_restart_info, key) : nullptr;
 }
 
+// "KEY=VALUE\0" entries for what an exec'ed descendant must know of this process's coordinator, from
+// the engine's current config: a restored process's environment still names the dead launch's
+// coordinator (its port, a host it no longer runs on), and a child exec'ed with it never joined the
+// restart's coordinator (a `sleep` in a restarted shell script hung for good in its nanosleep while its
+// engine retried the old port). Port 0 (standalone) writes no coordinator keys. Returns the bytes used.
+size_t exec_coord_env(char* buf, size_t cap) {
+  size_t used = 0;
+  auto put = [&](const char* key, const char* val) {
+    size_t kl = sys::slen(key), vl = sys::slen(val);
+    if (used + kl + vl + 2 > cap) return;
+    sys::copy(buf + used, key, kl);
+    buf[used + kl] = '=';
+    sys::copy(buf + used + kl + 1, val, vl);
+    buf[used + kl + 1 + vl] = 0;
+    used += kl + vl + 2;
+  };
+  if (g.cfg.ckpt_dir[0]) put("REVIVE_CKPT_DIR", g.cfg.ckpt_dir);
+  if (g.cfg.host_id[0]) put("REVIVE_HOST_ID", g.cfg.host_id);
+  if (g.cfg.coord_port) {
+    char port[8] = "";
+    sys::append_u64(port, sizeof port, g.cfg.coord_port);
+    put("REVIVE_COORD_PORT", port);
+    put("REVIVE_COORD_HOST", g.cfg.coord_host);
+    put("REVIVE_SECRET_FILE", g.cfg.secret_file);
+  }
+  return used;
+}
+
 const char* generation_dir() { return g.gen_dir; }
 
 const char* restored_image() {

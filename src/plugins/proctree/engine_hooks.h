@@ -2,6 +2,8 @@
 // link (and their unit tests run) without the engine: a null address means "no engine".
 #pragma once
 
+#include <stddef.h>
+
 namespace revive::inject {
 
 // In the child of a fork: drop the parent's coordinator connection, connect as a new process of the
@@ -32,6 +34,9 @@ void coord_wait_connected(int timeout_ms) __attribute__((weak));
 // After this process's HELLO: true if it is not connected, or joined while a checkpoint it is not part
 // of was being taken (WELCOME outside=1). The byte a fork child or spawned image sends its parent says it.
 bool coord_joined_outside() __attribute__((weak));
+// "KEY=VALUE\0..." of the coordinator keys an exec'ed image must get (the engine's current config, not
+// the environment a restored process captured at its launch); the bytes written.
+size_t exec_coord_env(char* buf, size_t cap) __attribute__((weak));
 // The engine's forked image writer (a child of this process until reaped), or 0.
 long checkpoint_writer_pid() __attribute__((weak));
 

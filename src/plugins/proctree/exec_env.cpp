@@ -75,13 +75,31 @@ char** fixed_env(char* const* envp, int prev_fd, int sync_fd) {
   if (!envp) envp = environ;
   size_t n = 0;
   while (envp[n]) ++n;
-  char** out = static_cast<char**>(calloc(n + kMaxKeep + 5, sizeof(char*)));
+  char** out = static_cast<char**>(calloc(n + kMaxKeep + 10, sizeof(char*)));
   if (!out) return nullptr;
   size_t k = 0;
   bool have_preload = false;
+  // The coordinator keys come from the engine's current config (after a restart: the restart's
+  // coordinator, not the launch's that this process's environment still names).
+  char* coord = nullptr;
+  size_t coord_len = 0;
+  if (inject::exec_coord_env) {
+    coord = static_cast<char*>(malloc(4096));
+    if (!coord) return nullptr;
+    coord_len = inject::exec_coord_env(coord, 4096);
+  }
+  auto engine_owned = [&](const char* e) {
+    if (!coord) return false;
+    static const char* const kKeys[] = {"REVIVE_CKPT_DIR=", "REVIVE_HOST_ID=", "REVIVE_COORD_PORT=",
+                                        "REVIVE_COORD_HOST=", "REVIVE_SECRET_FILE="};
+    for (const char* key : kKeys)
+      if (same_key(e, key)) return true;
+    return false;
+  };
   for (size_t i = 0; i < n; ++i) {
     const char* e = envp[i];
     if (same_key(e, kPrevKey) || same_key(e, kSyncKey) || same_key(e, kVpidKey)) continue;
+    if (engine_owned(e)) continue;
     if (g_lib[0] && same_key(e, "LD_PRELOAD=")) {
       have_preload = true;
       if (!strstr(e, g_lib)) {  // the program's own preloads stay, after ours
@@ -104,8 +122,9 @@ char** fixed_env(char* const* envp, int prev_fd, int sync_fd) {
     strcat(p, g_lib);
     out[k++] = p;
   }
+  for (size_t off = 0; coord && off < coord_len; off += strlen(coord + off) + 1) out[k++] = coord + off;
   for (int j = 0; j < g_nkeep; ++j) {
-    if (same_key(g_keep[j], kVpidKey)) continue;
+    if (same_key(g_keep[j], kVpidKey) || engine_owned(g_keep[j])) continue;
     bool present = false;
     for (size_t i = 0; i < n && !present; ++i) present = same_key(envp[i], g_keep[j]);
     if (!present) out[k++] = g_keep[j];
