@@ -18,12 +18,13 @@ Usage: dmtcp_compare.py --build BUILD --dir DIR [--dmtcp /opt/dmtcp] [--dmtcp-fo
 import argparse, glob, os, random, re, shutil, signal, statistics, subprocess, sys, time
 
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import restart_bench  # its evict(): fsync + POSIX_FADV_DONTNEED of one file
+
+
 def evict(paths):
     for p in paths:
-        fd = os.open(p, os.O_RDONLY)
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        os.close(fd)
+        restart_bench.evict(p)
 
 
 def files_under(d):
