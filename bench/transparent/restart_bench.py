@@ -5,11 +5,14 @@ For each run: a program fills SIZE MB of heap (random data) and is checkpointed;
 from the page cache (fsync + POSIX_FADV_DONTNEED, as after any reboot-free kill) before each of:
   raw buffered  read(2) of the image into fresh anonymous memory (8 MiB pieces)
   raw direct    the same with O_DIRECT (no page cache), never touching the bytes
-  direct+touch  the same, then one load per page: on this VM the first CPU touch of a page a device wrote
+  direct x3     O_DIRECT with three reads in flight (three threads, 8 MiB pieces), then one load per
+                page: what revive-restart does since 2026-11-27, without its checksums
+  direct+touch  the same as direct, then one load per page: on this VM the first CPU touch of a page a device wrote
                 costs a host fault (~2 us), which the restored program pays anyway when it runs; the
-                faster of buffered and direct+touch is the physical limit
+                fastest of buffered, direct+touch and direct x3 is the physical limit
   restart       `revive-restart IMAGE` until the restored engine prints "revive: restored" (the next
-                instruction is the program's), with REVIVE_RESTART_NO_DIRECT=1 (buffered) and without.
+                instruction is the program's), with REVIVE_RESTART_NO_DIRECT=1 (buffered) and without,
+                and with REVIVE_RESTART_READERS=1 (one read in flight, the way before 2026-11-27).
 Prints medians and ratios restart / limit (goal <= 1.2). Usage:
   restart_bench.py --build BUILD --dir DIR [--size 1024] [--runs 5]"""
 import argparse, mmap, os, statistics, sys, time
@@ -47,6 +50,40 @@ def raw_read(path, direct, touch=False):
     buf.close()
     return t
 
+def raw_read_parallel(path, threads=3):
+    import threading
+    size = os.path.getsize(path)
+    evict(path)
+    buf = mmap.mmap(-1, (size + 4095) // 4096 * 4096)
+    view = memoryview(buf)
+    piece = 8 << 20
+    nxt = [0]
+    lock = threading.Lock()
+    t0 = time.time()
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+
+    def work():
+        while True:
+            with lock:
+                off = nxt[0]
+                nxt[0] += piece
+            if off >= size:
+                return
+            n = (min(piece, size - off) + 4095) // 4096 * 4096
+            os.preadv(fd, [view[off:off + n]], off)  # releases the GIL: the reads overlap
+
+    ts = [threading.Thread(target=work) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    view[::4096].tobytes()
+    os.close(fd)
+    t = time.time() - t0
+    view.release()
+    buf.close()
+    return t
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
@@ -58,27 +95,35 @@ def main():
     a.restart = os.path.join(a.build, "src/restart/revive-restart")
     a.prog = os.path.join(a.build, "bench/transparent/bench_transparent_prog")
     os.makedirs(a.dir, exist_ok=True)
-    rows = {k: [] for k in ("buffered", "direct", "direct+touch", "restart", "restart_buffered")}
+    rows = {k: [] for k in ("buffered", "direct", "direct+touch", "direct x3", "restart", "restart_1reader",
+                            "restart_buffered")}
     for _ in range(a.runs):
         img, _, _, _ = bench.checkpoint_once(a, a.size, "random", {})
         rows["buffered"].append(raw_read(img, False))
         rows["direct"].append(raw_read(img, True))
         rows["direct+touch"].append(raw_read(img, True, True))
+        rows["direct x3"].append(raw_read_parallel(img))
         evict(img)
         rows["restart"].append(bench.restart_once(a, img, False))
+        evict(img)
+        os.environ["REVIVE_RESTART_READERS"] = "1"
+        rows["restart_1reader"].append(bench.restart_once(a, img, False))
+        del os.environ["REVIVE_RESTART_READERS"]
         evict(img)
         os.environ["REVIVE_RESTART_NO_DIRECT"] = "1"
         rows["restart_buffered"].append(bench.restart_once(a, img, False))
         del os.environ["REVIVE_RESTART_NO_DIRECT"]
     med = {k: statistics.median(v) for k, v in rows.items()}
-    limit = min(med["buffered"], med["direct+touch"])
+    limit = min(med["buffered"], med["direct+touch"], med["direct x3"])
     print("# %d MB image, medians of %d runs, image evicted before each read; times in s" % (a.size, a.runs))
     for k in rows:
         print("%-17s %7.3f   runs: %s" % (k, med[k], " ".join("%.3f" % x for x in rows[k])))
-    print("restart / limit (buffered or direct+touch) %.2f" % (med["restart"] / limit))
+    print("restart / limit (fastest raw, touched)    %.2f" % (med["restart"] / limit))
     print("restart / raw direct read, untouched     %.2f" % (med["restart"] / med["direct"]))
     print("restart / raw buffered read              %.2f" % (med["restart"] / med["buffered"]))
+    print("restart (one reader) / limit             %.2f" % (med["restart_1reader"] / limit))
     print("restart (buffered, old way) / limit      %.2f" % (med["restart_buffered"] / limit))
+    print("restart / restart (one reader)           %.2f" % (med["restart"] / med["restart_1reader"]))
 
 if __name__ == "__main__":
     main()

@@ -32,26 +32,6 @@ ZSTD_DCtx* g_dctx;
 int g_direct_fd = -1;
 constexpr uint64_t kPiece = uint64_t{8} << 20;
 
-bool read_piece(int fd, char* dst, uint64_t len, uint64_t off) {
-  for (uint64_t done = 0; done < len;) {
-    const bool direct = g_direct_fd >= 0 && ((len - done) & 4095) == 0 && ((off + done) & 4095) == 0 &&
-                        (reinterpret_cast<uintptr_t>(dst + done) & 4095) == 0;
-    ssize_t got = pread(direct ? g_direct_fd : fd, dst + done, len - done, off_t(off + done));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0 && direct && errno == EINVAL) {  // this filesystem's O_DIRECT wants something else
-      close(g_direct_fd);
-      g_direct_fd = -1;
-      continue;
-    }
-    if (got <= 0) {
-      if (got == 0) errno = EIO;
-      return false;
-    }
-    done += uint64_t(got);
-  }
-  return true;
-}
-
 bool fail(char* err, size_t n, const image::RegionRecord& r, const char* what, int e) {
   snprintf(err, n, "region %llx-%llx %s: %s%s%s", (unsigned long long)r.start, (unsigned long long)r.end,
            r.path[0] ? r.path : "(anonymous)", what, e ? ": " : "", e ? strerror(e) : "");
@@ -259,61 +239,116 @@ bool map_region(const image::RegionRecord& r, char* err, size_t n) {
   return true;
 }
 
-bool read_chunk(int fd, char* dst, uint64_t len, uint64_t off, XXH3_state_t* st) {
-  for (uint64_t done = 0; done < len;) {
-    const uint64_t piece = len - done < kPiece ? len - done : kPiece;
-    if (!read_piece(fd, dst + done, piece, off + done)) return false;
-    XXH3_64bits_update(st, dst + done, piece);
-    done += piece;
-  }
+// A chunk whose bytes the readers bring in (the others are mapped lazily or decompressed here).
+bool read_kind(const image::RegionRecord& r, const image::ChunkRecord& k, bool lazy) {
+  const bool map_it = lazy && !(r.flags & (image::kRegShared | image::kRegGrowsDown));
+  return k.stored_len == k.len && !map_it;
+}
+
+uint64_t pieces_of(const image::ChunkRecord& k) { return (k.len + kPiece - 1) / kPiece; }
+
+// Regions whose bytes this process puts back: not special, not a shared object handed down filled.
+bool to_fill(const image::View& v, uint32_t i) {
+  if (v.regions[i].flags & image::kRegSpecial) return false;
+  if (!image::shm_of(v, i)) return true;
+  for (uint32_t k = 0; k < g_nhand; ++k)
+    if (g_hand[k].region == i) return false;
   return true;
 }
 
-bool fill_region(const image::View& v, const image::RegionRecord& r, const char* name, int fd, bool lazy, char* err,
-                 size_t n) {
-  // Lazy: page runs become private mappings of the image file (demand paging). Not for shared memory
-  // (must stay shared) nor a growsdown stack (a file mapping cannot grow down).
-  const bool map_it = lazy && !(r.flags & (image::kRegShared | image::kRegGrowsDown));
+// Region r's chunks in order. Chunks the readers bring in take their pieces from *next on (the order
+// the list was built in), each checksummed here as it arrives; lazy ones are mapped, compressed ones
+// decompressed from the image mapping.
+bool fill_region(const image::View& v, const image::RegionRecord& r, const char* name, int fd, bool lazy,
+                 uint32_t* next, char* err, size_t n) {
   for (uint32_t c = r.first_chunk; c < r.first_chunk + r.chunk_count; ++c) {
     const image::ChunkRecord& k = v.chunks[c];
     void* at = reinterpret_cast<void*>(k.addr);
-    if (map_it && k.stored_len == k.len) {  // a compressed chunk (small regions, REVIVE_COMPRESS) is read below
+    if (read_kind(r, k, lazy)) {
+      XXH3_state_t st;
+      XXH3_64bits_reset(&st);
+      for (uint64_t done = 0; done < k.len; done += kPiece) {
+        const int e = reader_wait((*next)++);
+        if (e) return fail(err, n, r, "reading the image failed", e);
+        XXH3_64bits_update(&st, static_cast<char*>(at) + done, k.len - done < kPiece ? k.len - done : kPiece);
+      }
+      if (XXH3_64bits_digest(&st) != k.xxh3) {
+        char what[160];
+        snprintf(what, sizeof what, "data chunk %u (%llu bytes at image offset %llu) checksum mismatch in %s", c,
+                 (unsigned long long)k.len, (unsigned long long)k.file_offset, name);
+        return fail(err, n, r, what, 0);
+      }
+      continue;
+    }
+    if (k.stored_len == k.len) {  // lazy: page runs become private mappings of the image (demand paging)
       void* got = mmap(at, k.len, int(r.prot) | PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd,
                        off_t(k.file_offset));
       if (got != at) return fail(err, n, r, "lazy mapping of the image failed", errno);
       continue;
     }
-    if (k.stored_len < k.len) {  // a zstd frame (compressed images only; the view checked the flag)
-      ZSTD_DCtx* dctx = g_dctx;
-      const uint8_t* src = v.base + k.file_offset;
-      if (XXH3_64bits(src, k.stored_len) != k.xxh3) {
-        char what[160];
-        snprintf(what, sizeof what, "compressed chunk %u (at image offset %llu) checksum mismatch in %s", c,
-                 (unsigned long long)k.file_offset, name);
-        return fail(err, n, r, what, 0);
-      }
-      size_t got = dctx ? ZSTD_decompressDCtx(dctx, at, k.len, src, k.stored_len) : 0;
-      if (!dctx || ZSTD_isError(got) || got != k.len) {
-        char what[200];
-        snprintf(what, sizeof what, "compressed chunk %u in %s does not decompress to %llu bytes (%s)", c, name,
-                 (unsigned long long)k.len, dctx && ZSTD_isError(got) ? ZSTD_getErrorName(got) : "size");
-        return fail(err, n, r, what, 0);
-      }
-      continue;
-    }
-    // In pieces, each checksummed right after it is read.
-    XXH3_state_t st;
-    XXH3_64bits_reset(&st);
-    if (!read_chunk(fd, static_cast<char*>(at), k.len, k.file_offset, &st))
-      return fail(err, n, r, "reading the image failed", errno ? errno : EIO);
-    if (XXH3_64bits_digest(&st) != k.xxh3) {
+    // A zstd frame (compressed images only; the view checked the flag).
+    const uint8_t* src = v.base + k.file_offset;
+    if (XXH3_64bits(src, k.stored_len) != k.xxh3) {
       char what[160];
-      snprintf(what, sizeof what, "data chunk %u (%llu bytes at image offset %llu) checksum mismatch in %s", c,
-               (unsigned long long)k.len, (unsigned long long)k.file_offset, name);
+      snprintf(what, sizeof what, "compressed chunk %u (at image offset %llu) checksum mismatch in %s", c,
+               (unsigned long long)k.file_offset, name);
+      return fail(err, n, r, what, 0);
+    }
+    size_t got = g_dctx ? ZSTD_decompressDCtx(g_dctx, at, k.len, src, k.stored_len) : 0;
+    if (!g_dctx || ZSTD_isError(got) || got != k.len) {
+      char what[200];
+      snprintf(what, sizeof what, "compressed chunk %u in %s does not decompress to %llu bytes (%s)", c, name,
+               (unsigned long long)k.len, g_dctx && ZSTD_isError(got) ? ZSTD_getErrorName(got) : "size");
       return fail(err, n, r, what, 0);
     }
   }
   return true;
+}
+
+// Every region's bytes: the pieces list, the readers, then region by region in order.
+bool fill_all(const image::View& v, const char* name, int fd, bool lazy, char* err, size_t n) {
+  uint64_t count = 0;
+  for (uint32_t i = 0; i < v.region_count; ++i) {
+    if (!to_fill(v, i)) continue;
+    const image::RegionRecord& r = v.regions[i];
+    for (uint32_t c = r.first_chunk; c < r.first_chunk + r.chunk_count; ++c)
+      if (read_kind(r, v.chunks[c], lazy)) count += pieces_of(v.chunks[c]);
+  }
+  if (count > UINT32_MAX / 2) {
+    snprintf(err, n, "image %s: too many data pieces (%llu)", name, (unsigned long long)count);
+    return false;
+  }
+  // Mapped, not malloc'ed: our heap must not grow (restart.h); every region is in place already, so the
+  // kernel cannot put this where the image needs to be.
+  const size_t list_len = size_t(count) * (sizeof(Piece) + sizeof(int)) + 1;
+  void* list = mmap(nullptr, list_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (list == MAP_FAILED) {
+    snprintf(err, n, "image %s: cannot map the list of %llu pieces: %s", name, (unsigned long long)count,
+             strerror(errno));
+    return false;
+  }
+  Piece* pieces = static_cast<Piece*>(list);
+  int* state = reinterpret_cast<int*>(pieces + count);
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < v.region_count; ++i) {
+    if (!to_fill(v, i)) continue;
+    const image::RegionRecord& r = v.regions[i];
+    for (uint32_t c = r.first_chunk; c < r.first_chunk + r.chunk_count; ++c) {
+      const image::ChunkRecord& ch = v.chunks[c];
+      if (!read_kind(r, ch, lazy)) continue;
+      for (uint64_t done = 0; done < ch.len; done += kPiece)
+        pieces[k++] = Piece{reinterpret_cast<char*>(ch.addr) + done, ch.len - done < kPiece ? ch.len - done : kPiece,
+                            ch.file_offset + done};
+    }
+  }
+  reader_start(fd, g_direct_fd, pieces, state, k, reader_count());
+  uint32_t next = 0;
+  bool ok = true;
+  for (uint32_t i = 0; i < v.region_count && ok; ++i)
+    if (to_fill(v, i)) ok = fill_region(v, v.regions[i], name, fd, lazy, &next, err, n);
+  reader_finish();
+  munmap(list, list_len);
+  return ok;
 }
 
 }  // namespace
@@ -326,13 +361,19 @@ bool restore_memory(const image::View& v, const char* name, int fd, bool lazy, c
   const char* nd = getenv("REVIVE_RESTART_NO_DIRECT");
   if (!lazy && !(nd && *nd == '1')) g_direct_fd = open(name, O_RDONLY | O_DIRECT | O_CLOEXEC);
   read_shm_env();
+  // Every region is mapped before any byte is read: the readers' threads and the pieces list then get
+  // addresses the image cannot need.
   for (uint32_t i = 0; i < v.region_count; ++i) {
     const image::RegionRecord& r = v.regions[i];
     if (r.flags & image::kRegSpecial) continue;
     const image::ShmRecord* s = image::shm_of(v, i);
     bool filled = false;
     if (s ? !map_shm(v, i, *s, &filled, err, n) : !map_region(r, err, n)) return false;
-    if (!filled && !fill_region(v, r, name, fd, lazy, err, n)) return false;
+  }
+  if (!fill_all(v, name, fd, lazy, err, n)) return false;
+  for (uint32_t i = 0; i < v.region_count; ++i) {
+    const image::RegionRecord& r = v.regions[i];
+    if (r.flags & image::kRegSpecial) continue;
     if (mprotect(reinterpret_cast<void*>(r.start), r.end - r.start, int(r.prot)) != 0)
       return fail(err, n, r, "mprotect failed", errno);
   }

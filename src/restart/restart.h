@@ -35,6 +35,21 @@ bool move_specials(const image::View& v, const Range* own, size_t n, char* err, 
 bool restore_memory(const image::View& v, const char* image_name, int image_fd, bool lazy, char* err,
                     size_t err_len);
 
+// One read of the image into restored memory (reader.cpp): LEN bytes at image offset OFF to DST.
+struct Piece {
+  char* dst;
+  uint64_t len, off;
+};
+// How many reads to keep in flight (REVIVE_RESTART_READERS, default 3).
+int reader_count();
+// Starts READERS threads that read PIECES in order of their index (fewer if threads cannot be made,
+// none for READERS 1). DIRECT_FD: the image opened with O_DIRECT, or -1. STATE: COUNT zeroed ints.
+void reader_start(int fd, int direct_fd, const Piece* pieces, int* state, uint32_t count, int readers);
+// Waits until piece I is in memory: 0, or the errno of its failed read.
+int reader_wait(uint32_t i);
+// Stops the readers (pieces not claimed yet are not read) and drops their stacks.
+void reader_finish();
+
 // Makes the kernel's idea of brk/code/data/stack/args match the restored memory (PR_SET_MM_MAP).
 void restore_mm(const image::View& v);
 // The struct prctl_mm_map the kernel accepted (g_mm_map_len 0: it refused), for the fd plugin to set it

@@ -22,6 +22,7 @@ using revive::image::View;
 namespace img = revive::image;
 
 std::string g_image, g_restart, g_work;
+std::string g_big;  // an image with a data chunk of several 8 MiB pieces (BigImage tests)
 
 std::vector<uint8_t> load(const std::string& p) {
   std::ifstream f(p, std::ios::binary);
@@ -248,6 +249,34 @@ TEST(BadImage, DataChunkBitFlip) {
   expect_refused(b, "dataflip", "checksum mismatch", 3);
 }
 
+// revive-restart reads the data in pieces of at most 8 MiB, several in flight (src/restart/reader.cpp), and
+// checksums them in order as they arrive: damage in a late one must still be caught whatever the number
+// of readers, and the refusal must come back as an exit status, not a hang or a signal.
+TEST(BigImage, LatePieceBitFlipRefused) {
+  ASSERT_FALSE(g_big.empty()) << "run with BIG_IMAGE (the engine.bad_big_image test)";
+  auto b = load(g_big);
+  View v;
+  char err[512];
+  ASSERT_TRUE(img::open_view("x", b.data(), b.size(), &v, err, sizeof err));
+  // The writer cuts chunks of at most 8 MiB: the heap is several, read in parallel. Damage the last.
+  uint32_t big = 0, n_big = 0;
+  for (uint32_t i = 0; i < v.chunk_count; ++i)
+    if (v.chunks[i].len >= (uint64_t{4} << 20)) big = i, ++n_big;
+  ASSERT_GE(n_big, 4u) << "the big image should hold 4+ large chunks";
+  const uint64_t at = (v.chunks[big].len / 4096 - 3) * 4096 + 77;
+  b[v.chunks[big].file_offset + at] ^= 0x01;
+  for (const char* readers : {"1", "3", "8"}) {
+    setenv("REVIVE_RESTART_READERS", readers, 1);
+    expect_refused(b, std::string("lateflip-r") + readers, "checksum mismatch", 3);
+  }
+  unsetenv("REVIVE_RESTART_READERS");
+  // The same image undamaged comes back and runs to its end (exit status 0), with three readers.
+  b[v.chunks[big].file_offset + at] ^= 0x01;
+  std::string e;
+  const int st = restart_on(b, "lateflip-undone", &e);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << e;
+}
+
 TEST(BadImage, VdsoSizeMismatchRefused) {
   auto b = load(g_image);
   img::SectionEntry* s = section(b, "process");
@@ -269,12 +298,13 @@ TEST(BadImage, MissingFile) {
 
 int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
-  if (argc != 4) {
-    fprintf(stderr, "usage: %s IMAGE RESTART WORKDIR\n", argv[0]);
+  if (argc != 4 && argc != 5) {
+    fprintf(stderr, "usage: %s IMAGE RESTART WORKDIR [BIG_IMAGE]\n", argv[0]);
     return 2;
   }
   g_image = argv[1];
   g_restart = argv[2];
   g_work = argv[3];
+  if (argc == 5) g_big = argv[4];
   return RUN_ALL_TESTS();
 }
