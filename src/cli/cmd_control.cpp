@@ -30,6 +30,7 @@ std::string Str(const coord::Payload& p, const char* key) {
 Status ResolveControlTarget(const ControlArgs& a, Target* t, std::string* note) {
   Status s = ResolveTarget(a.port, a.ckpt_dir, t);
   const char* e = getenv("REVIVE_CKPT_DIR");
+  if (s.ok() && (!a.ckpt_dir.empty() || (e != nullptr && *e) || !t->port_explicit)) PreferRecordedPort(t);
   if (!s.ok() || !a.ckpt_dir.empty() || (e != nullptr && *e)) return s;
   std::string why;
   std::string dir = launch::LookupUserRecord(t->port, &why);
@@ -149,7 +150,7 @@ int Kill(const ControlArgs& a) {
 
 CLI::App* AddControl(CLI::App& app, const char* name, const char* help, std::shared_ptr<ControlArgs> a) {
   CLI::App* c = app.add_subcommand(name, help);
-  c->add_option("--port", a->port, "Coordinator port (default: REVIVE_PORT or 7779)");
+  c->add_option("--port", a->port, "Coordinator port (default: REVIVE_PORT, else the port recorded by the directory's running coordinator, else 7779)");
   c->add_option("--ckpt-dir", a->ckpt_dir,
                 "Checkpoint directory holding the secret (default: REVIVE_CKPT_DIR or ./revive-ckpt)");
   return c;

@@ -72,6 +72,10 @@ int Serve(const CoordArgs& a, int ready_fd) {
     Report(ready_fd, "revive coordinator: " + s.message());
     return 1;
   }
+  // So that `revive status` can say "coordinator lost" when this process dies without shutting down, and
+  // commands given only --ckpt-dir find the port (cli PreferRecordedPort): written before the launch
+  // that started us hears we are ready, so a second launch it lets in finds it.
+  launch::WriteCoordRecord(o.ckpt_dir, server->port(), o.bind, o.parent);
   if (ready_fd >= 0) {
     Report(ready_fd, "ok");
     close(ready_fd);
@@ -79,8 +83,6 @@ int Serve(const CoordArgs& a, int ready_fd) {
     fprintf(stderr, "revive coordinator: listening on %s:%u, checkpoint directory %s\n", o.bind.c_str(),
             server->port(), o.ckpt_dir.c_str());
   }
-  // So that `revive status` can say "coordinator lost" when this process dies without shutting down.
-  launch::WriteCoordRecord(o.ckpt_dir, server->port(), o.bind);
   // So that `revive checkpoint/status/kill --port P` find the secret without --ckpt-dir (this user only).
   launch::WriteUserRecord(server->port(), o.ckpt_dir);
   g_server = server.get();

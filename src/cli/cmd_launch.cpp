@@ -119,6 +119,15 @@ int Launch(const LaunchArgs& a) {
   std::string secret;
   s = coord::LoadOrCreateSecret(t.secret_file, &secret);
   if (!s.ok()) return Fail(s.message());
+  // Which coordinator: without --port, the one already serving this directory (a launch that joins a
+  // computation moved off the default port), else the default port unless another computation holds it.
+  // Launches of one directory take turns until their coordinator is up, so two that start together
+  // while the default port is someone else's do not each pick a port of their own.
+  LaunchLock lock(t.ckpt_dir);
+  PreferRecordedPort(&t);
+  if (a.parent.empty()) s = AvoidForeignPort(&t, "revive launch");
+  if (!s.ok()) return Fail(s.message());
+  ArmCheckpointSignal(ckpt_sig, t);
 
   std::vector<std::string> extra;
   if (a.interval > 0) extra = {"--interval", std::to_string(a.interval)};
@@ -129,6 +138,7 @@ int Launch(const LaunchArgs& a) {
     s = PlanParts(a, t, &parts);
     if (s.ok()) s = EnsureCoordinator(t, extra);
     if (!s.ok()) return Fail(s.message());
+    lock.Release();
     return RunHostParts("revive launch", a.ho, t, parts);
   }
   std::vector<long> copies;  // indexes of the copies started here; empty: exec PROG in place
@@ -140,6 +150,7 @@ int Launch(const LaunchArgs& a) {
   if (!s.ok()) return Fail(a.parent.empty() ? s.message()
                                             : "sub-coordinator on port " + std::to_string(t.port) + " under " +
                                                   a.parent + ": " + s.message());
+  lock.Release();
 
   std::string preload = lib;
   const char* old = getenv("LD_PRELOAD");
@@ -219,7 +230,7 @@ void AddLaunchCommand(CLI::App& app, int* rc) {
       "host's copies behind a sub-coordinator there (docs/hosts.md).\n"
       "Example: revive launch --ckpt-dir /scratch/ck -- ./sim input.dat\n"
       "         REVIVE_COORD_HOST=10.0.0.1 revive launch --hosts n1,n2 -n 8 -- ./solver");
-  c->add_option("--port", a->port, "Coordinator port (default: REVIVE_PORT or 7779)");
+  c->add_option("--port", a->port, "Coordinator port (default: REVIVE_PORT, else the port recorded by the directory's running coordinator, else 7779, or a free port when 7779 serves another computation: docs/cli.md)");
   c->add_option("--ckpt-dir", a->ckpt_dir, "Checkpoint directory (default: REVIVE_CKPT_DIR or ./revive-ckpt)");
   c->add_option("--interval", a->interval, "Checkpoint automatically every SECONDS (new coordinator only)")
       ->check(CLI::NonNegativeNumber);

@@ -241,6 +241,11 @@ int Restart(const RestartArgs& a) {
   std::string secret;
   s = coord::LoadOrCreateSecret(t.secret_file, &secret);
   if (!s.ok()) return Fail(s.message());
+  // Without --port: the default port unless another computation holds it (then a free one, said).
+  LaunchLock lock(plan.ckpt_dir);
+  if (a.parent.empty()) s = AvoidForeignPort(&t, "revive restart");
+  if (!s.ok()) return Fail(s.message());
+  ArmCheckpointSignal(ckpt_sig, t);
   if (!a.only.empty()) {
     if (WantsHosts(a.ho) || !a.map.empty()) return Fail("--only is one host's part: it takes no placement options");
     s = KeepOnly(a.only, &plan);
@@ -259,6 +264,7 @@ int Restart(const RestartArgs& a) {
   if (!s.ok()) return Fail(a.parent.empty() ? s.message()
                                             : "sub-coordinator on port " + std::to_string(t.port) + " under " +
                                                   a.parent + ": " + s.message());
+  lock.Release();
   if (a.only.empty()) {  // a part (--only) runs after the whole restart's check
     s = CheckNotRunning(t, plan);
     if (!s.ok()) return Fail(s.message());
@@ -345,7 +351,7 @@ void AddRestartCommand(CLI::App& app, int* rc) {
       "coordinator if none answers, runs revive-restart for every image and returns the exit status of\n"
       "the restored program (128+N if killed by signal N). --hosts places whole process trees on hosts,\n"
       "each host rebuilding its trees behind a sub-coordinator there (docs/hosts.md).");
-  c->add_option("--port", a->port, "Coordinator port (default: REVIVE_PORT or 7779)");
+  c->add_option("--port", a->port, "Coordinator port (default: REVIVE_PORT, else 7779, or a free port when 7779 serves another computation: docs/cli.md)");
   c->add_option("--checkpoint-signal", a->ckpt_signal,
                 "SIG (e.g. USR1): that signal sent to revive asks for a checkpoint; default "
                 "REVIVE_CHECKPOINT_SIGNAL, else none");

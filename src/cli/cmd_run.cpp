@@ -23,6 +23,7 @@
 #include "cli/ckpt_signal.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "coord/secret.h"
 #include "cli/hosts.h"
 #include "cli/paths.h"
 #include "cli/run_policy.h"
@@ -147,6 +148,11 @@ Status Supervisor::Prepare() {
   if (!s.ok()) return s;
   s = ResolveTarget(a_.port, a_.ckpt_dir, &t_);
   if (s.ok()) s = CreateDirs(Env::Default(), t_.ckpt_dir);
+  std::string secret;
+  if (s.ok()) s = coord::LoadOrCreateSecret(t_.secret_file, &secret);
+  // Without --port: the default port unless another computation holds it; every launch and restart of
+  // this run then gets the chosen port explicitly.
+  if (s.ok()) s = AvoidForeignPort(&t_, "revive run");
   if (!s.ok()) return s;
   log_fd_ = open((t_.ckpt_dir + "/run.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   s = SelfPath(&self_);
@@ -609,7 +615,7 @@ void AddRunCommand(CLI::App& app, int* rc) {
                 "advance (--app), for this many seconds is hung (default 0: not watched)");
   c->add_flag("--app", a->app, "COMMAND uses the application-level library: run it as is; it restarts itself");
   c->add_flag("--fresh", a->fresh, "Do not restart from checkpoints already in the directory");
-  c->add_option("--port", a->port, "Coordinator port (default: REVIVE_PORT or 7779)");
+  c->add_option("--port", a->port, "Coordinator port (default: REVIVE_PORT, else 7779, or a free port when 7779 serves another computation: docs/cli.md)");
   c->add_option("--ckpt-dir", a->ckpt_dir, "Checkpoint directory (default: REVIVE_CKPT_DIR or ./revive-ckpt)");
   c->add_option("--hosts", a->ho.hosts, "Comma-separated hosts (docs/hosts.md); with --app, {hosts} in COMMAND");
   AddHostOptions(c, &a->ho);

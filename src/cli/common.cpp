@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "cli/paths.h"
 #include "coord/secret.h"
 #include "core/env.h"
+#include "launch/coord_record.h"
 
 namespace revive::cli {
 
@@ -30,6 +32,7 @@ Status ResolveTarget(const std::string& port_opt, const std::string& dir_opt, Ta
     }
   }
   t->port = kDefaultPort;
+  t->port_explicit = !port.empty();
   if (!port.empty()) {
     char* end = nullptr;
     errno = 0;
@@ -59,6 +62,61 @@ bool Listening(const Target& t) {
   bool ok = connect(fd, (sockaddr*)&a, sizeof a) == 0;
   close(fd);
   return ok;
+}
+
+LaunchLock::LaunchLock(const std::string& ckpt_dir) {
+  fd_ = open((ckpt_dir + "/.revive-launch.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  while (fd_ >= 0 && flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+  }
+}
+
+void LaunchLock::Release() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+void PreferRecordedPort(Target* t) {
+  if (t->port_explicit) return;
+  const unsigned p = launch::LiveCoordPort(t->ckpt_dir);
+  if (p != 0) t->port = uint16_t(p);
+}
+
+namespace {
+
+// A port nobody listens on now, on the address the coordinator will bind (loopback unless
+// REVIVE_COORD_HOST names another): the kernel picks it from the ephemeral range.
+Status FreePort(const Target& t, uint16_t* port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::FromErrno("socket", errno);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  if (inet_pton(AF_INET, t.host == "localhost" ? "127.0.0.1" : t.host.c_str(), &a.sin_addr) != 1)
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  const bool ok = bind(fd, (sockaddr*)&a, sizeof a) == 0 && getsockname(fd, (sockaddr*)&a, &len) == 0;
+  const int e = errno;
+  close(fd);
+  if (!ok) return Status::FromErrno("choosing a free port", e);
+  *port = ntohs(a.sin_port);
+  return Status::OK();
+}
+
+}  // namespace
+
+Status AvoidForeignPort(Target* t, const char* who) {
+  if (t->port_explicit || !Listening(*t)) return Status::OK();
+  coord::Client c;
+  Status s = ConnectCli(*t, 2000, &c);
+  // Only a coordinator that refuses our secret is someone else's: a slow or busy one of ours must not
+  // split the computation over two coordinators.
+  if (s.ok() || s.message().find("authentication failed") == std::string::npos) return Status::OK();
+  const uint16_t was = t->port;
+  s = FreePort(*t, &t->port);
+  if (!s.ok()) return s;
+  fprintf(stderr, "%s: port %u serves another computation (not %s); this one uses port %u "
+          "(`revive checkpoint/status/kill --ckpt-dir %s` find it)\n", who, unsigned(was), t->ckpt_dir.c_str(),
+          unsigned(t->port), t->ckpt_dir.c_str());
+  return Status::OK();
 }
 
 Status ConnectCli(const Target& t, int connect_timeout_ms, coord::Client* c) {

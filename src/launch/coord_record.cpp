@@ -1,5 +1,6 @@
 #include "launch/coord_record.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <time.h>
@@ -29,19 +30,31 @@ bool Alive(long pid) {
   return paren == std::string::npos || paren + 2 >= all.size() || (all[paren + 2] != 'Z' && all[paren + 2] != 'X');
 }
 
+std::map<std::string, std::string> ReadRecord(const std::string& path) {
+  std::ifstream f(path);
+  std::map<std::string, std::string> kv;
+  std::string line;
+  while (std::getline(f, line)) {
+    size_t eq = line.find('=');
+    if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return kv;
+}
+
 }  // namespace
 
 std::string CoordRecordPath(const std::string& ckpt_dir, unsigned port) {
   return ckpt_dir + "/.revive-coord-" + std::to_string(port);
 }
 
-void WriteCoordRecord(const std::string& ckpt_dir, unsigned port, const std::string& bind) {
+void WriteCoordRecord(const std::string& ckpt_dir, unsigned port, const std::string& bind,
+                      const std::string& parent) {
   std::string path = CoordRecordPath(ckpt_dir, port), tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::trunc);
     if (!f) return;
     f << "pid=" << getpid() << "\nhost=" << HostName() << "\nbind=" << bind << "\nport=" << port
-      << "\nstarted=" << time(nullptr) << "\n";
+      << "\nstarted=" << time(nullptr) << "\nparent=" << parent << "\n";
     if (!f) return;
   }
   (void)!rename(tmp.c_str(), path.c_str());
@@ -51,15 +64,30 @@ void RemoveCoordRecord(const std::string& ckpt_dir, unsigned port) {
   (void)!unlink(CoordRecordPath(ckpt_dir, port).c_str());
 }
 
-std::string DescribeLostCoordinator(const std::string& ckpt_dir, unsigned port) {
-  std::ifstream f(CoordRecordPath(ckpt_dir, port));
-  if (!f) return "";
-  std::map<std::string, std::string> kv;
-  std::string line;
-  while (std::getline(f, line)) {
-    size_t eq = line.find('=');
-    if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
+unsigned LiveCoordPort(const std::string& ckpt_dir) {
+  DIR* d = opendir(ckpt_dir.c_str());
+  if (d == nullptr) return 0;
+  const std::string prefix = ".revive-coord-";
+  unsigned best = 0;
+  long long best_started = -1;
+  while (struct dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.compare(0, prefix.size(), prefix) != 0 || name.find('.', prefix.size()) != std::string::npos) continue;
+    std::map<std::string, std::string> kv = ReadRecord(ckpt_dir + "/" + name);
+    const long pid = atol(kv["pid"].c_str());
+    const long port = atol(kv["port"].c_str());
+    const long long started = atoll(kv["started"].c_str());
+    if (pid <= 0 || port <= 0 || port > 65535 || !kv["parent"].empty() || kv["host"] != HostName() || !Alive(pid))
+      continue;
+    if (started > best_started) best = unsigned(port), best_started = started;
   }
+  closedir(d);
+  return best;
+}
+
+std::string DescribeLostCoordinator(const std::string& ckpt_dir, unsigned port) {
+  std::map<std::string, std::string> kv = ReadRecord(CoordRecordPath(ckpt_dir, port));
+  if (kv.empty()) return "";
   long pid = atol(kv["pid"].c_str());
   if (pid <= 0) return "";
   std::string where = "pid " + kv["pid"] + " on " + kv["host"] + " (" + kv["bind"] + ":" + kv["port"] + ")";

@@ -13,8 +13,14 @@ namespace revive::launch {
 std::string CoordRecordPath(const std::string& ckpt_dir, unsigned port);
 
 // Best effort: a coordinator must not fail to start because its directory is read-only.
-void WriteCoordRecord(const std::string& ckpt_dir, unsigned port, const std::string& bind);
+// parent: HOST:PORT of the root for a host's sub-coordinator, "" for a root.
+void WriteCoordRecord(const std::string& ckpt_dir, unsigned port, const std::string& bind,
+                      const std::string& parent);
 void RemoveCoordRecord(const std::string& ckpt_dir, unsigned port);
+
+// The port of the newest root coordinator whose record in ckpt_dir names a live process on this host; 0
+// if there is none (no record, or every one is stale). Sub-coordinators of --hosts are not roots.
+unsigned LiveCoordPort(const std::string& ckpt_dir);
 
 // When nothing answers on the port: a sentence saying the coordinator is lost (naming its pid, host and
 // start time) if a record shows one was running and did not shut down; "" if there is no such record.
