@@ -1,5 +1,6 @@
 // The ids inside /proc/<pid>/stat and /proc/<pid>/status (also of /proc/self, /proc/thread-self and
-// .../task/<tid>/) as the program knows them, while a virtual-pid table is mapped. The open wrappers
+// .../task/<tid>/), and in a thread's children list (.../task/<tid>/children, /proc/thread-self/children),
+// as the program knows them, while a virtual-pid table is mapped. The open wrappers
 // (vpid_proc.cpp) read the kernel's file, rewrite its ids (stat fields 1 pid, 4 ppid, 5 pgrp,
 // 6 session, 8 tpgid; status Tgid, Pid, PPid, TracerPid, and the first id of NStgid, NSpid, NSpgid,
 // NSsid: the one in our namespace) and give the program a sealed, read-only memfd holding the text at
@@ -26,7 +27,7 @@ using revive::plugins::Msg;
 constexpr char kMemfdPrefix[] = "revive-proc:";
 constexpr size_t kText = 4096;  // /proc/PID/status is about 1.5 KiB; larger: left as the kernel's
 
-// Whether `path` (the program's) names a stat (1) or status (2) file of a process or thread: /proc/
+// Whether `path` (the program's) names a stat (1), status (2) or children (3) file of a process or thread: /proc/
 // then self, thread-self or a number, then /task/<number> (not after thread-self), then the file name.
 int view_kind(const char* path) {
   if (strncmp(path, "/proc/", 6) != 0) return 0;
@@ -46,6 +47,7 @@ int view_kind(const char* path) {
   }
   if (strcmp(p, "/stat") == 0) return 1;
   if (strcmp(p, "/status") == 0) return 2;
+  if (strcmp(p, "/children") == 0) return 3;  // the kernel has it under task/<tid>/ only: else its error
   return 0;
 }
 
@@ -135,6 +137,21 @@ bool rewrite_status(const char* in, size_t n, Out& out) {
   return out.ok;
 }
 
+// children: "pid pid ... " (each followed by a space), the thread's children that are alive.
+bool rewrite_children(const char* in, size_t n, Out& out) {
+  const char* lim = in + n;
+  for (const char* p = in; p < lim;) {
+    if (*p < '0' || *p > '9') {
+      out.put(p++, 1);
+      continue;
+    }
+    const char* q;
+    out.id(number(p, lim, &q));
+    p = q;
+  }
+  return out.ok;
+}
+
 // A sealed read-only memfd holding text, named after the program's path; -errno.
 int sealed_copy(const char* path, const char* text, size_t n, int flags) {
   char name[256];
@@ -169,9 +186,12 @@ int proc_view(const char* path, const char* real_path, int flags) {
   size_t n = 0;
   for (long r; n < sizeof in && (r = sc(SYS_read, fd, in + n, sizeof in - n)) > 0;) n += size_t(r);
   sc(SYS_close, fd);
-  if (n == 0 || n == sizeof in) return kNotAView;  // unreadable or larger than expected: the kernel's
+  // Unreadable or larger than expected: the kernel's (an empty children list is the kernel's too: no ids).
+  if (n == 0 || n == sizeof in) return kNotAView;
   Out out{text, sizeof text};
-  if (!(kind == 1 ? rewrite_stat(in, n, out) : rewrite_status(in, n, out))) return kNotAView;
+  const bool ok = kind == 1 ? rewrite_stat(in, n, out) : kind == 2 ? rewrite_status(in, n, out)
+                                                                   : rewrite_children(in, n, out);
+  if (!ok) return kNotAView;
   const int v = sealed_copy(path, text, out.len, flags);
   // No memfds here (an old kernel, a seccomp filter) or an overlong path: the kernel's file.
   if (v == -ENOSYS || v == -EPERM || v == -EACCES || v == -ENAMETOOLONG) return kNotAView;

@@ -6,7 +6,7 @@
  *   /proc/self/stat (fields pid, ppid, pgrp, session) read with open+read and with fopen,
  *   /proc/self/status (Pid, PPid, Tgid, TracerPid, NSpid), /proc/C/stat (pid, ppid, pgrp),
  *   /proc/self/task/T/stat and /proc/thread-self/status of T, the listing of /proc/self/task (P and T
- *   among its entries), and /proc/self/stat and /proc/C/stat held
+ *   among its entries), /proc/self/task/P/children (C among them), and /proc/self/stat and /proc/C/stat held
  *   open since the start and read again with pread (they cross every checkpoint).
  * It prints one line per round naming what differed, then ends C with syscall(SYS_kill) and reaps it with
  * syscall(SYS_wait4): the output holds no id, so a restarted run prints byte for byte what a run
@@ -167,6 +167,15 @@ int main(int argc, char** argv) {
     ok = read_path("/proc/thread-self/status", buf, sizeof buf);
     CHECK(ok && status_field(buf, "Pid") == gettid() && status_field(buf, "Tgid") == me, "/proc/thread-self/status");
     CHECK(task_lists(me, T), "readdir(/proc/self/task)");
+    snprintf(tpath, sizeof tpath, "/proc/self/task/%d/children", (int)me);
+    ok = read_path(tpath, buf, sizeof buf);
+    int has_c = 0;
+    for (char *p = buf, *end; ok && *p; p = end) {
+      long v = strtol(p, &end, 10);
+      if (end == p) break;
+      has_c |= v == C;
+    }
+    CHECK(has_c, "/proc/self/task/P/children");
     ok = read_held(held_self, buf, sizeof buf);
     CHECK(ok && stat_field(buf, 1) == me, "held /proc/self/stat");
     ok = read_held(held_child, buf, sizeof buf);
