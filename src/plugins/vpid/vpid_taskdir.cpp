@@ -1,6 +1,9 @@
-// Listings of /proc/self/task and /proc/<pid>/task with the program's thread ids: opendir (vpid_proc.cpp)
-// marks the DIR of such a directory while a table is mapped, readdir/readdir64 give each numeric entry
-// its virtual id, closedir unmarks it. Other directories cost readdir one load and a branch (no table)
+// Listings of /proc/self/task and /proc/<pid>/task with the program's thread ids, and of /proc itself
+// with the program's pids (since 2026-11-27: a process of the computation appears under the id it knows,
+// an outside process under its own): opendir (vpid_proc.cpp) marks the DIR of such a directory while a
+// table is mapped, readdir/readdir64 give each numeric entry its virtual id, closedir unmarks it. An
+// outside process whose pid equals a virtual id of the computation is listed twice under that number and
+// reached as the computation's (the number means the computation's process everywhere else too). Other directories cost readdir one load and a branch (no table)
 // or a scan of the few marked DIRs. Not seen: fdopendir, scandir and ftw (glibc reads those
 // internally), getdents64 called directly, more than kMarks task directories open at once.
 #include <dirent.h>
@@ -28,8 +31,9 @@ bool marked(DIR* d) {
   return false;
 }
 
-// /proc/self/task or /proc/<digits>/task, with or without a trailing slash.
+// /proc, /proc/self/task or /proc/<digits>/task, with or without a trailing slash.
 bool task_path(const char* p) {
+  if (strcmp(p, "/proc") == 0 || strcmp(p, "/proc/") == 0) return true;
   if (strncmp(p, "/proc/", 6) != 0) return false;
   p += 6;
   if (strncmp(p, "self", 4) == 0) {

@@ -6,7 +6,7 @@
  *   /proc/self/stat (fields pid, ppid, pgrp, session) read with open+read and with fopen,
  *   /proc/self/status (Pid, PPid, Tgid, TracerPid, NSpid), /proc/C/stat (pid, ppid, pgrp),
  *   /proc/self/task/T/stat and /proc/thread-self/status of T, the listing of /proc/self/task (P and T
- *   among its entries), /proc/self/task/P/children (C among them), and /proc/self/stat and /proc/C/stat held
+ *   among its entries), the listing of /proc (P and C among its entries), /proc/self/task/P/children (C among them), and /proc/self/stat and /proc/C/stat held
  *   open since the start and read again with pread (they cross every checkpoint).
  * It prints one line per round naming what differed, then ends C with syscall(SYS_kill) and reaps it with
  * syscall(SYS_wait4): the output holds no id, so a restarted run prints byte for byte what a run
@@ -78,9 +78,9 @@ static int read_stream(const char* path, char* buf, size_t cap) {
   return n > 0;
 }
 
-/* Whether the listing of /proc/self/task names both `a` and `b` (the engine may have threads of its own). */
-static int task_lists(pid_t a, pid_t b) {
-  DIR* d = opendir("/proc/self/task");
+/* Whether the listing of `dir` names both `a` and `b` (the engine may have threads of its own). */
+static int dir_lists(const char* dir, pid_t a, pid_t b) {
+  DIR* d = opendir(dir);
   if (!d) return 0;
   int seen = 0;
   for (struct dirent* e; (e = readdir(d));) {
@@ -166,7 +166,8 @@ int main(int argc, char** argv) {
     CHECK(ok && stat_field(buf, 1) == T && stat_field(buf, 4) == getppid(), "/proc/self/task/T/stat");
     ok = read_path("/proc/thread-self/status", buf, sizeof buf);
     CHECK(ok && status_field(buf, "Pid") == gettid() && status_field(buf, "Tgid") == me, "/proc/thread-self/status");
-    CHECK(task_lists(me, T), "readdir(/proc/self/task)");
+    CHECK(dir_lists("/proc/self/task", me, T), "readdir(/proc/self/task)");
+    CHECK(dir_lists("/proc", me, C), "readdir(/proc)");
     snprintf(tpath, sizeof tpath, "/proc/self/task/%d/children", (int)me);
     ok = read_path(tpath, buf, sizeof buf);
     int has_c = 0;
