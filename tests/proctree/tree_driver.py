@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Process-tree checkpoint/restart test (docs/process-trees.md).
 
-Runs PROG natively (reference), then `revive launch PROG`: after a random delay `revive checkpoint`
-(--ckpts times), SIGKILL of the whole tree (every descendant of the launched process), `revive restart`;
---chain N checkpoints and kills the restored tree again N times. The output file (stdout, opened in
-append mode since parent and children write to it; with --stdout-trunc without O_APPEND, so they must
-share its one offset) and the exit code must equal the reference run's.
+Runs PROG natively (reference; beside the launched run with --ref-beside), then `revive launch PROG`:
+after a random delay `revive checkpoint` (--ckpts times), SIGKILL of the whole tree (every descendant of
+the launched process), `revive restart`; --chain N checkpoints and kills the restored tree again N times.
+The output file (stdout, opened in append mode since parent and children write to it; with --stdout-trunc
+without O_APPEND, so they must share its one offset) and the exit code must equal the reference run's.
 The programs check themselves that getpid()/getppid() stay what they were (pids are recreated)."""
 import argparse, json, os, random, shlex, shutil, signal, subprocess, sys, time
 
@@ -176,6 +176,9 @@ def main():
                                              "restart cannot bring back)")
     ap.add_argument("--again", type=int, default=0,
                     help="then restart the last checkpoint this many more times, one after the other, each to the end")
+    ap.add_argument("--ref-beside", action="store_true",
+                    help="run the reference beside the launched run, not before it (it sleeps most of the time): "
+                         "only for programs that name nothing machine-wide (ports, keys, paths outside the cwd)")
     ap.add_argument("--side-by-side", action="store_true",
                     help="then restart two copies of the checkpoint directory at once (each its own port): "
                          "both must end with the uninterrupted run's exit code (they share output files)")
@@ -208,10 +211,19 @@ def main():
         renv[k] = v
     pre = shlex.split(a.restart_prefix)
     mode = "wb" if a.stdout_trunc else "ab"
+    if a.ref_beside and a.pid_digits:
+        fail("--ref-beside with --pid-digits: the reference would take the pids the test steers")
     with open(os.path.join(ref, "stdout"), mode) as out:
-        r = subprocess.run(prog, cwd=ref, stdout=out, stdin=subprocess.DEVNULL, timeout=120)
-    ref_rc = r.returncode
-    print("reference: rc %d" % ref_rc, flush=True)
+        ref_proc = subprocess.Popen(prog, cwd=ref, stdout=out, stdin=subprocess.DEVNULL)
+    def wait_reference():
+        try:
+            rc = ref_proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            ref_proc.kill()
+            fail("the reference run did not end within 120 s", work)
+        print("reference: rc %d" % rc, flush=True)
+        return rc
+    ref_rc = None if a.ref_beside else wait_reference()
 
     def next_pids(at):
         # The next pid the kernel gives is at+1 (unless taken). Without root (ns_last_pid is not writable)
@@ -275,6 +287,8 @@ def main():
     except subprocess.TimeoutExpired:
         kill_tree([proc.pid])
         fail("restored tree did not finish", work)
+    if ref_rc is None:
+        ref_rc = wait_reference()
     if most < a.min_procs:
         fail("the checkpoints held at most %d process(es), want >= %d" % (most, a.min_procs), work)
     if most_z < a.min_zombies:

@@ -46,16 +46,21 @@ STEPS, SLEEP_MS = (300 if a.scenario in ("kills", "hostloss") else 150), 30
 env = clean_env(dict(REVIVE_INJECT_LIB=os.path.abspath(a.inject), REVIVE_RESTART_BIN=os.path.abspath(a.restart),
                      REVIVE_LOG="0", REVIVE_LOCAL_DIRS=""))
 
-def reference(ncopies):
-    """The uninterrupted runs, all copies at once (they sleep most of the time)."""
-    ref = os.path.join(a.workdir, "ref")
-    os.makedirs(ref, exist_ok=True)
-    procs = [subprocess.Popen([counter, str(STEPS + 7 * i), str(SLEEP_MS)], stdout=open(os.path.join(ref, "out-%d" % i), "wb"))
-             for i in range(ncopies)]
-    for p in procs:
-        if p.wait(timeout=60) != 0:
-            fail("reference run failed")
-    return ref
+class Reference:
+    """The uninterrupted runs, all copies at once and beside the run under test (they sleep most of the time:
+    run one after the other they added ~9 s to each scenario). compare() waits for them."""
+    def __init__(self, ncopies):
+        self.dir = os.path.join(a.workdir, "ref")
+        os.makedirs(self.dir, exist_ok=True)
+        self.procs = [subprocess.Popen([counter, str(STEPS + 7 * i), str(SLEEP_MS)],
+                                       stdout=open(os.path.join(self.dir, "out-%d" % i), "wb")) for i in range(ncopies)]
+
+    def wait(self):
+        for p in self.procs:
+            if p.wait(timeout=60) != 0:
+                fail("reference run failed")
+        return self.dir
+
 
 def copies_cmd(ncopies):
     # Copy i prints STEPS + 7i steps (so a mix-up of copies shows) into out-i of the job's directory.
@@ -64,6 +69,7 @@ def copies_cmd(ncopies):
         % (STEPS, SLEEP_MS), counter]
 
 def compare(ref, rund, ncopies):
+    ref = ref.wait()
     for i in range(ncopies):
         want = open(os.path.join(ref, "out-%d" % i), "rb").read()
         got = open(os.path.join(rund, "out-%d" % i), "rb").read()
@@ -134,7 +140,7 @@ def kill_after_progress(sup, name, sig, min_gen_lines):
 
 def scenario_kills():
     n = 2
-    ref = reference(n)
+    ref = Reference(n)
     rund = os.path.join(a.workdir, "run")
     port = free_port(rng)
     sup = start(["--port", str(port), "--ckpt-dir", ck, "--interval", "0.4", "--restarts", str(a.kills + 1)]
@@ -152,7 +158,7 @@ def scenario_kills():
     print("PASS: %d kills in a row, %d relaunches from checkpoints, output identical" % (a.kills, restarts))
 
 def scenario_hang():
-    ref = reference(1)
+    ref = Reference(1)
     rund = os.path.join(a.workdir, "run")
     port = free_port(rng)
     sup = start(["--port", str(port), "--ckpt-dir", ck, "--interval", "0.4", "--hang-timeout", "2"] + copies_cmd(1), rund)
@@ -183,7 +189,7 @@ def scenario_giveup():
     print("PASS: gave up with exit 70 after 2 restarts; bad options refused")
 
 def scenario_signal():
-    ref = reference(1)
+    ref = Reference(1)
     rund = os.path.join(a.workdir, "run")
     port = free_port(rng)
     args = ["--port", str(port), "--ckpt-dir", ck, "--checkpoint-signal", "USR1"] + copies_cmd(1)
@@ -234,7 +240,7 @@ def scenario_hostloss():
         fail("--netns is needed")
     def body(rng2, seed2, prefix, net):
         n = 2
-        ref = reference(n)
+        ref = Reference(n)
         rund = os.path.join(a.workdir, "run")
         hosts = [prefix + str(i) for i in range(1, 5)]
         coord_ip = net + ".1"
@@ -285,10 +291,10 @@ def scenario_app():
     mpi = ["mpiexec", "-n", "2", "--oversubscribe", "--mca", "btl", "self,vader"]
     steps = "600"
     ref_out = os.path.join(a.workdir, "ref-array")
-    r = subprocess.run(mpi + [os.path.abspath(a.nmapp), ref_out, steps, "0"], stdout=subprocess.PIPE, timeout=120,
-                       env=dict(env, REVIVE_CP_PATH=os.path.join(a.workdir, "refck")))
-    if r.returncode != 0 or not r.stdout:
-        fail("reference run failed")
+    # The uninterrupted run beside the supervised one (12 s of 20 ms steps, shared memory only: it takes no
+    # port a restart needs); waited for before the comparison.
+    ref = subprocess.Popen(mpi + [os.path.abspath(a.nmapp), ref_out, steps, "0"], stdout=subprocess.PIPE,
+                           env=dict(env, REVIVE_CP_PATH=os.path.join(a.workdir, "refck")))
     rund = os.path.join(a.workdir, "run")
     out = os.path.join(a.workdir, "array")
     sup = start(["--app", "--ckpt-dir", ck, "--hang-timeout", "4", "--restarts", str(a.kills + 2), "--"] + mpi
@@ -307,9 +313,16 @@ def scenario_app():
         wait_for(lambda: failures() > before, 40, "the supervisor to see event %d" % (k + 1))
         print("event %d (%s) seen" % (k + 1, "stop" if sig == signal.SIGSTOP else "kill"), flush=True)
     finish(sup, 0, timeout=240)
+    try:
+        ref_stdout = ref.communicate(timeout=120)[0]
+    except subprocess.TimeoutExpired:
+        ref.kill()
+        fail("reference run did not end within 120 s")
+    if ref.returncode != 0 or not ref_stdout:
+        fail("reference run failed (status %d)" % ref.returncode)
     text = open(os.path.join(rund, "supervisor-stderr"), "rb").read()
-    if r.stdout not in text or open(out, "rb").read() != open(ref_out, "rb").read():
-        fail("the final result differs from the uninterrupted run's:\nwant %r\nlog:\n%s" % (r.stdout, log()))
+    if ref_stdout not in text or open(out, "rb").read() != open(ref_out, "rb").read():
+        fail("the final result differs from the uninterrupted run's:\nwant %r\nlog:\n%s" % (ref_stdout, log()))
     if "hung" not in log():
         fail("the stopped rank was not found hung:\n" + log())
     print("PASS: %d events (kills, then a stopped rank found by its heartbeat), result identical" % a.kills)

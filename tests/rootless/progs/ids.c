@@ -74,6 +74,14 @@ static void sleep_ms(int ms) {
 
 static int rounds, delay, check_ppid, virtual_ids;
 static volatile int marker; /* the child sets it; the parent reads it with process_vm_readv */
+/* The parent's SIGUSR2 after its last round, which still uses the child: a fixed number of extra rounds
+ * (10, 200 ms) was not enough margin under load, where the parent's rounds (more calls each) fell behind
+ * and its last process_vm_readv found the child gone (rootless.ids, "mask 0x10"). */
+static volatile sig_atomic_t parent_done;
+static void on_parent_done(int sig) {
+  (void)sig;
+  parent_done = 1;
+}
 
 /* The calls that take a pid, on the child: each must reach it (0 = all did). */
 static int by_pid(pid_t child) {
@@ -141,6 +149,10 @@ int main(int argc, char** argv) {
   check_ppid = getenv("IDS_CHECK_PPID") && atoi(getenv("IDS_CHECK_PPID")) == 1;
   struct ids first;
   get_ids(&first);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_parent_done;
+  sigaction(SIGUSR2, &sa, NULL); /* before the fork: the child must not die of an early SIGUSR2 */
   pid_t child = fork();
   if (child < 0) return 1;
   if (child == 0) {
@@ -151,7 +163,7 @@ int main(int argc, char** argv) {
     FILE* f = fopen("child.id", "w");
     fprintf(f, "%d %d\n", (int)cfirst.pid, (int)cfirst.tid);
     fclose(f);
-    for (int r = 0; r < rounds + 10; ++r) { /* outlives the parent's last round, which uses it */
+    for (int r = 0; !parent_done; ++r) { /* outlives the parent's last round, which uses it */
       struct ids now;
       get_ids(&now);
       if (!same("child", r, &now, &cfirst)) _exit(4);
@@ -196,6 +208,7 @@ int main(int argc, char** argv) {
     printf("round %d: ids kept\n", r);
     sleep_ms(delay);
   }
+  kill(child, SIGUSR2);
   pthread_join(th, NULL);
   int st = 0;
   pid_t w = waitpid(child, &st, 0);
