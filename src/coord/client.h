@@ -81,6 +81,13 @@ class Client {
   int fd() const { return fd_; }
   // The socket now has another number (the engine moved it out of a program's dup2 target).
   void renumber(int fd) { fd_ = fd; }
+  // A fork child's copy of its parent's connection: forgets the descriptor (the caller closes its copy)
+  // and the frame count, writing nothing else (a fork child pays a copy-on-write fault per page written);
+  // the buffers are the child's own copy, which the next connect() replaces.
+  void forget() {
+    fd_ = -1;
+    if (seq_) seq_ = 0;
+  }
   uint8_t* tx_buffer() { return tx_; }
   uint32_t next_seq() { return ++seq_; }
   const char* error() const { return err_; }

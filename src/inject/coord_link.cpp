@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include "inject/fork_path.h"
 #include "coord/client.h"
 #include "inject/engine.h"
 #include "inject/hooks.h"
@@ -342,10 +343,18 @@ void after_failed_exec() {
 
 // A new process of the computation, now (fork child, exec'ed image: src/plugins/proctree). An inherited
 // connection is the parent's: forget it, closing only our copy of the socket, and say HELLO ourselves.
-void coord_drop_inherited() {
+REVIVE_FORK_PATH void coord_drop_inherited() {
   int fd = g_client.fd();
-  new (&g_client) coord::Client();
-  g_st = LinkState{};
+  g_client.forget();
+  // Field by field, only what is set: every page written is a copy-on-write fault of every fork.
+  sys::set_if(g_st.suspended, false);
+  sys::set_if(g_st.restored_parked, false);
+  sys::set_if(g_st.write_ok, false);
+  sys::set_if(g_st.durable_waiting, false);
+  sys::set_if(g_st.durable_seq, 0);
+  sys::set_if(g_st.suspend_deferred, false);
+  sys::set_if(g_st.suspend_seq, 0);
+  sys::set_if(g_st.suspend_at_ns, 0);
   g.coord_fd = -1;
   if (fd >= 0) sys::sc(SYS_close, fd);
 }
@@ -371,7 +380,8 @@ void restored_continue() {
 }
 
 void coord_wait_connected(int timeout_ms) {
-  if (!coord_configured()) return;
+  // Every fork asks: once connected, no clock read (a system call here).
+  if (!coord_configured() || __atomic_load_n(&g_first_attempt_done, __ATOMIC_ACQUIRE)) return;
   const uint64_t deadline = now_ns() + uint64_t(timeout_ms) * 1000000;
   while (!__atomic_load_n(&g_first_attempt_done, __ATOMIC_ACQUIRE)) {
     uint64_t now = now_ns();

@@ -61,13 +61,16 @@ struct PluginOut {
 struct Engine {
   Config cfg;
   uint64_t upid;
+  // Next to upid: a fork child writes these, one copy-on-write fault for the page (fork_child.cpp).
+  int coord_fd;  // coordinator socket (fd_reserved), -1 when none
+  bool joined_outside;  // WELCOME outside=1: joined during a checkpoint it is not part of (proctree)
+  volatile bool join_pending;  // a fork child that has not joined the coordinator yet (lazy join)
   uint64_t generation;  // last generation written
   char gen_dir[1200];   // the generation directory of the checkpoint being saved (plugins' generation_dir())
   // A forked writer the coordinator's phases did not wait for (ckpt_write with wait_writer false): its
   // pid until reaped (writer_reap), and the image it writes.
   long writer_pid;
-  long writer_parent;
-  bool joined_outside;  // WELCOME outside=1: joined during a checkpoint it is not part of (proctree)  // the process that forked it (a vfork child shares g, not the writer)
+  long writer_parent;  // the process that forked it (a vfork child shares g, not the writer)
   char writer_path[1400];
   // In a forked writer: where it says (one byte: '1' if the process maps shared memory objects, '0' if
   // not) that it has read them; -1 elsewhere. Until then the program may not write them (checkpoint.cpp).
@@ -121,14 +124,9 @@ struct Engine {
   bool have_timer;
   int retry_timer;            // one-shot timer of a deferred standalone checkpoint, valid if have_retry
   bool have_retry;
-  // A fork child that has not joined the coordinator yet (lazy join, fork_child.cpp): the write end of
-  // its parent's socketpair (the joined byte goes there) and the one-shot timer that makes it join soon.
-  volatile bool join_pending;
-  int join_sync_fd;
-  int join_timer;  // valid if have_join_timer
-  bool have_join_timer;
+  // The proctree plugin's join timer fired (its children that have not joined are poked in serve_main).
+  volatile uint32_t join_timer_fired;
   int image_fd;  // while writing (fd_reserved)
-  int coord_fd;  // coordinator socket (fd_reserved), -1 when none
   bool released; // user threads already let go in this checkpoint
   uint64_t t_start_ns, t_suspended_ns, t_released_ns;  // timings of the last checkpoint (log, bench)
   bool ready;

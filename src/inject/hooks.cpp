@@ -7,6 +7,7 @@
 #include <sys/prctl.h>
 #include <time.h>
 
+#include "inject/fork_path.h"
 #include "hooks/hooks_abi.h"
 #include "inject/engine.h"
 #include "inject/hooks.h"
@@ -218,15 +219,16 @@ void hooks_finish(int outcome) {
   if (load(&sh->thread)) wake_thread(outcome == 1 ? &sh->restart_req : &sh->cont_req);
 }
 
-void hooks_forked_child() {
+REVIVE_FORK_PATH void hooks_forked_child() {
   // The hooks library's atfork handler reset its block (no thread, gate open); our timer is the parent's.
-  h.have_timer = false;
-  h.stage = kIdle;
-  h.poke = h.poke_seen = 0;
+  sys::set_if(h.have_timer, false);
+  sys::set_if(h.stage, kIdle);
+  sys::set_if(h.poke, 0);
+  sys::set_if(h.poke_seen, 0);
   // Only the forking thread goes on in the child, and it was in no section of ours.
-  g_internal.inside = 0;
-  g_internal.gate = 0;
-  g_internal.want_wake = 0;
+  sys::set_if(g_internal.inside, 0);
+  sys::set_if(g_internal.gate, 0);
+  sys::set_if(g_internal.want_wake, 0);
 }
 
 }  // namespace revive::inject

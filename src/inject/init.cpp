@@ -29,9 +29,15 @@
 #include <unistd.h>
 
 #include "inject/engine.h"
+#include "inject/fork_path.h"
 #include "inject/hooks.h"
 #include "inject/plugin.h"
 #include "inject/sys.h"
+
+namespace revive::proctree {
+// The proctree plugin's (src/plugins/proctree/pending.cpp): its join timer fired.
+void join_timer_due() __attribute__((weak));
+}  // namespace revive::proctree
 
 namespace revive::inject {
 
@@ -171,7 +177,7 @@ bool signal_timer_create(int* id) {
   return sys::sc(SYS_timer_create, CLOCK_MONOTONIC, &ev, id) == 0;
 }
 
-void arm_interval_timer() {
+REVIVE_FORK_PATH void arm_interval_timer() {
   if (g.have_timer || !g.cfg.interval_s || (coord_configured() && coord_connected())) return;
   // Raw timer_create: the timer plugin's wrapper would save it as the program's. Created before the
   // program's own timers (constructor, fork child, restore before the plugins), so it takes the same
@@ -266,6 +272,9 @@ long serve_main(void*) {
   // A fork child that has not joined yet: whatever woke it (its join timer, its parent's poke during a
   // checkpoint), it joins first; until then it has no connection to serve.
   if (g.join_pending) join_finish();
+  // Our join timer: poke the fork children that are 30 ms old and have not joined yet.
+  if (__atomic_exchange_n(&g.join_timer_fired, 0u, __ATOMIC_ACQ_REL) && proctree::join_timer_due)
+    proctree::join_timer_due();
   for (;;) {
     hooks_poke_seen();  // what a notify() asks for is looked at below
     if (coord_connected()) coord_serve();
@@ -279,6 +288,7 @@ long serve_main(void*) {
 
 bool work_pending() {
   if (__atomic_load_n(&g.trigger, __ATOMIC_ACQUIRE) != g.trigger_seen) return true;
+  if (__atomic_load_n(&g.join_timer_fired, __ATOMIC_ACQUIRE)) return true;
   return hooks_poked() || coord_readable() || coord_durable_ready();
 }
 

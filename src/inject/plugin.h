@@ -111,6 +111,9 @@ const char* restored_image();
 
 // The checkpoint signal owned by the engine (default SIGRTMAX-2, REVIVE_SIGNAL overrides).
 int checkpoint_signal();
+// sigev_value of the proctree plugin's join timer (a raw POSIX timer sending the checkpoint signal): the
+// handler takes its SI_TIMER for a wake-up that pokes late fork children, never for a checkpoint trigger.
+constexpr int kJoinTimerTag = 0x4a4f494e;
 
 // How many times the engine's signals have interrupted the calling thread (wraps around). The signal
 // plugin compares it around sleeps and waits that failed with EINTR. The signal plugin has a weak default

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "inject/engine.h"
+#include "inject/plugin.h"
 #include "plugins/vpid/vpid.h"
 #include "inject/sys.h"
 
@@ -240,7 +241,11 @@ extern "C" void revive_handler(int, void* info, void*) {
     // A wake-up. Anyone else sending the checkpoint signal (kill, sigqueue) and the interval timer
     // (SI_TIMER) ask for a checkpoint (standalone trigger); data or EOF on the coordinator socket
     // (O_ASYNC, si_code POLL_*) only needs serving.
-    if (si->si_code <= 0) __atomic_add_fetch(&g.trigger, 1, __ATOMIC_RELEASE);
+    // The proctree plugin's join timer only asks for a look at late fork children.
+    if (si->si_code == SI_TIMER && si->si_value.sival_int == kJoinTimerTag)
+      __atomic_store_n(&g.join_timer_fired, 1u, __ATOMIC_RELEASE);
+    else if (si->si_code <= 0)
+      __atomic_add_fetch(&g.trigger, 1, __ATOMIC_RELEASE);
     serve_in_handler();
     errno = saved_errno;
     return;

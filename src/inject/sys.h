@@ -26,6 +26,13 @@ inline long sc(long n, A... a) {
   return call6(n, (long)a...);
 }
 
+// Stores v unless x holds it already. In a fork child every page written is a copy-on-write fault
+// (~1 us each, docs/performance.md "Virtual pids"); resets that are usually no-ops read instead.
+template <class T, class V>
+inline void set_if(T& x, V v) {
+  if (x != T(v)) x = T(v);
+}
+
 inline int gettid() { return (int)sc(SYS_gettid); }
 inline int getpid() { return (int)sc(SYS_getpid); }
 

@@ -10,11 +10,11 @@ namespace revive::inject {
 // computation (HELLO role=proc), arm this process's wake-ups. False if the coordinator could
 // not be reached (the child then runs on unchecked, like a process whose coordinator is lost).
 bool after_fork_child() __attribute__((weak));
-// The same, lazily (fork() returns at once in parent and child): drop the parent's connection, remember
-// sync_fd (where the joined byte goes) and join later: before the child's own fork/exec/spawn
-// (coord_join_now), on its join timer, or when its parent pokes it with the checkpoint signal. Call with
-// every signal blocked.
-void after_fork_child_lazy(int sync_fd) __attribute__((weak));
+// The same, lazily (fork() returns at once in parent and child): drop the parent's connection and join
+// later: before the child's own fork/exec/spawn (coord_join_now), on its join timer, or when its parent
+// pokes it with the checkpoint signal (30 ms after the fork, or at a checkpoint), or when `parent_pid`
+// dies; the joined byte then goes to proctree::report_joined. Call with every signal blocked.
+void after_fork_child_lazy(int parent_pid) __attribute__((weak));
 // Whether a lazy child could ever join on its own: only an engine that serves its signal (ready: a
 // disabled engine would leave the parent waiting for it at every checkpoint and exit).
 bool lazy_join_possible() __attribute__((weak));

@@ -17,6 +17,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "inject/fork_path.h"
+#include "inject/sys.h"
 #include "plugins/common/next_symbol.h"
 #include "plugins/proctree/engine_hooks.h"
 #include "plugins/proctree/proctree.h"
@@ -31,7 +33,38 @@ namespace {
 using ForkFn = pid_t (*)();
 ForkFn g_real_fork;
 
-pid_t tree_fork() {
+// The lazy fork, in slot `slot` (taken by the caller between users_enter and here). Signals stay
+// blocked in the child until it has dropped the parent's connection: a poke (or any wake-up) served
+// before that would read the parent's coordinator socket. Raw: the signal plugin keeps programs from
+// blocking our signal.
+REVIVE_FORK_PATH pid_t lazy_fork(ForkFn real, int slot) {
+  uint64_t all = ~uint64_t{0}, old = 0;
+  // Inline system calls (inject/sys.h): libc's syscall() is our wrapper, one more page for the child.
+  const int parent = revive::inject::sys::getpid();
+  revive::inject::sys::sc(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, 8);
+  pid_t pid = real();
+  if (pid == 0) {
+    revive::vpid::after_fork_child();
+    revive::proctree::inflight_reset_in_child(slot);  // keeps its word in our page: the joined byte goes there
+    revive::inject::after_fork_child_lazy(parent);
+    revive::inject::sys::sc(SYS_rt_sigprocmask, SIG_SETMASK, &old, nullptr, 8);
+    return 0;
+  }
+  const int saved = errno;
+  if (pid > 0) {
+    revive::proctree::inflight_pending(slot, pid);
+    revive::proctree::arm_join_timer();  // signals still blocked: no checkpoint parks us in the middle
+  } else {
+    revive::proctree::inflight_end(slot);
+  }
+  revive::inject::sys::sc(SYS_rt_sigprocmask, SIG_SETMASK, &old, nullptr, 8);
+  if (pid > 0) revive::proctree::register_exit_join();
+  revive::proctree::users_leave();
+  if (errno != saved) errno = saved;  // a store to a thread-local page would be one more fault
+  return pid;
+}
+
+REVIVE_FORK_PATH pid_t tree_fork() {
   ForkFn real = revive::plugins::next_or_enosys(&g_real_fork, "fork");
   if (!real) return -1;
   // A child that has not joined yet joins before it forks: its own child must find it a member.
@@ -45,39 +78,38 @@ pid_t tree_fork() {
     pid_t pid = real();
     if (pid == 0) {
       revive::vpid::after_fork_child();
-      revive::proctree::inflight_reset_in_child();
+      revive::proctree::inflight_reset_in_child(-1);
       if (revive::inject::after_fork_child) revive::inject::after_fork_child();
     }
     return pid;
   }
-  // Children of earlier forks that answered or ended give their slots back.
-  if (revive::proctree::pending_children()) revive::proctree::settle_pending(0, false);
+  // Lazy join: fork() returns at once in both, the child joins later (docs/process-trees.md). Not with
+  // a virtual-pid table (the parent must wait for the id the child takes), nor without a free slot (the
+  // checkpoint could not find the child).
+  const bool may_lazy = coord && !revive::vpid::active() && revive::inject::after_fork_child_lazy &&
+                        revive::inject::lazy_join_possible && revive::inject::lazy_join_possible();
+  if (may_lazy) {
+    revive::proctree::users_enter();
+    // Children of earlier forks that answered give their slots back; those that ended only when slots
+    // run short (a waitid each: in a fork+wait loop the previous child is one).
+    if (revive::proctree::pending_children())
+      revive::proctree::settle_pending(0, false, revive::proctree::pending_slots_scarce());
+    const int slot = revive::proctree::inflight_begin_lazy();
+    if (slot >= 0) return lazy_fork(real, slot);
+    revive::proctree::inflight_end(slot);
+    revive::proctree::users_leave();
+  }
   // A socketpair, not a pipe: a checkpoint peeks at the byte without taking it (inflight_all_joined).
   int sync[2] = {-1, -1};
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) != 0) sync[0] = sync[1] = -1;
   const int slot = revive::proctree::inflight_begin(sync[0]);
-  // Lazy join: fork() returns at once in both, the child joins later (docs/process-trees.md). Not with
-  // a virtual-pid table (the parent must wait for the id the child takes), nor without a free slot (the
-  // checkpoint could not find the child).
-  const bool lazy = coord && slot >= 0 && !revive::vpid::active() && revive::inject::after_fork_child_lazy &&
-                    revive::inject::lazy_join_possible && revive::inject::lazy_join_possible();
-  // Signals stay blocked in the child until it has dropped the parent's connection: a poke (or any
-  // wake-up) served before that would read the parent's coordinator socket. Raw: the signal plugin
-  // keeps programs from blocking our signal.
   uint64_t all = ~uint64_t{0}, old = 0;
-  if (lazy) syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, 8);
   pid_t pid = real();
   if (pid == 0) {
     // Its own ids first (registered in the virtual-pid table if it has one), before anything asks.
     revive::vpid::after_fork_child();
-    __atomic_store_n(&revive::proctree::g_forks_in_flight, 0, __ATOMIC_RELEASE);
-    revive::proctree::inflight_reset_in_child();
+    revive::proctree::inflight_reset_in_child(-1);
     if (sync[0] >= 0) close(sync[0]);
-    if (lazy) {
-      revive::inject::after_fork_child_lazy(sync[1]);  // keeps sync[1]: the joined byte goes there
-      syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, nullptr, 8);
-      return 0;
-    }
     // No checkpoint may suspend this child between its HELLO and its byte: the parent's checkpoint
     // decides on that byte.
     syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, 8);
@@ -93,14 +125,7 @@ pid_t tree_fork() {
     return 0;
   }
   int saved = errno;
-  if (lazy) syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, nullptr, 8);
   if (sync[1] >= 0) close(sync[1]);
-  if (lazy && pid > 0) {
-    revive::proctree::inflight_pending(slot, pid);  // the slot keeps sync[0] until the child answers
-    revive::proctree::register_exit_join();
-    errno = saved;
-    return pid;
-  }
   // Without a coordinator, only an id the child may have to take from the table is worth the wait.
   const bool wait = coord || (pid > 0 && !revive::vpid::keeps_kernel_id(pid));
   if (pid > 0 && sync[0] >= 0 && wait) {
@@ -118,7 +143,7 @@ pid_t tree_fork() {
 }  // namespace
 
 extern "C" {
-__attribute__((visibility("default"))) pid_t fork() { return tree_fork(); }
-__attribute__((visibility("default"))) pid_t vfork() { return tree_fork(); }
-__attribute__((visibility("default"))) pid_t __fork() { return tree_fork(); }
+REVIVE_FORK_PATH __attribute__((visibility("default"))) pid_t fork() { return tree_fork(); }
+REVIVE_FORK_PATH __attribute__((visibility("default"))) pid_t vfork() { return tree_fork(); }
+REVIVE_FORK_PATH __attribute__((visibility("default"))) pid_t __fork() { return tree_fork(); }
 }

@@ -188,6 +188,7 @@ int save(inject::SectionWriter& w) {
   // child that a standalone restart does not bring back, and the wait ends at EOF like a dead child's.
   const bool coordinated = inject::coord_socket && inject::coord_socket() >= 0;
   if (!coordinated) {
+    drop_join_timer();  // a coordinated checkpoint dropped it in its suspend phase
     if (uint32_t child = first_child()) {
       const uint64_t now = mono_ms();
       if (g_defer_since == 0) g_defer_since = now;

@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "inject/fork_path.h"
 #include "plugins/common/msg.h"
 #include "plugins/vpid/vpid.h"
 #include "plugins/vpid/vpid_prime.h"
@@ -283,9 +284,9 @@ bool keeps_kernel_id(pid_t real) {
   return !active() || (g_table.virt_of(uint32_t(real)) == 0 && g_table.real_of(uint32_t(real)) == 0);
 }
 
-void after_fork_child() {
+REVIVE_FORK_PATH void after_fork_child() {
   if (!active()) {
-    t_vtid = 0;
+    if (t_vtid) t_vtid = 0;  // a read first: a write is a copy-on-write fault of every fork
     return;
   }
   const pid_t real = real_pid();

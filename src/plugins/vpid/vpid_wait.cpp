@@ -49,7 +49,7 @@ pid_t wait_for(pid_t pid, int* status, Call call) {
     if (r < 0 && err == ECHILD && vpid::epoch() != ep && vpid::active()) continue;
     if (r > 0 && status) *status = st;
     r = back(r, st);
-    errno = err;
+    if (errno != err) errno = err;  // a store to the thread's page: after a fork, a copy-on-write fault
     return r;
   }
 }
