@@ -123,7 +123,7 @@ int Launch(const LaunchArgs& a) {
   // computation moved off the default port), else the default port unless another computation holds it.
   // Launches of one directory take turns until their coordinator is up, so two that start together
   // while the default port is someone else's do not each pick a port of their own.
-  LaunchLock lock(t.ckpt_dir);
+  LaunchLock lock(t.port_explicit || !a.parent.empty() ? std::string() : t.ckpt_dir);
   PreferRecordedPort(&t);
   if (a.parent.empty()) s = AvoidForeignPort(&t, "revive launch");
   if (!s.ok()) return Fail(s.message());

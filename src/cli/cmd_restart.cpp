@@ -242,7 +242,7 @@ int Restart(const RestartArgs& a) {
   s = coord::LoadOrCreateSecret(t.secret_file, &secret);
   if (!s.ok()) return Fail(s.message());
   // Without --port: the default port unless another computation holds it (then a free one, said).
-  LaunchLock lock(plan.ckpt_dir);
+  LaunchLock lock(t.port_explicit || !a.parent.empty() ? std::string() : plan.ckpt_dir);
   if (a.parent.empty()) s = AvoidForeignPort(&t, "revive restart");
   if (!s.ok()) return Fail(s.message());
   ArmCheckpointSignal(ckpt_sig, t);

@@ -65,6 +65,7 @@ bool Listening(const Target& t) {
 }
 
 LaunchLock::LaunchLock(const std::string& ckpt_dir) {
+  if (ckpt_dir.empty()) return;
   fd_ = open((ckpt_dir + "/.revive-launch.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   while (fd_ >= 0 && flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
   }

@@ -36,8 +36,11 @@ void PreferRecordedPort(Target* t);
 Status AvoidForeignPort(Target* t, const char* who);
 
 // An exclusive flock on <ckpt_dir>/.revive-launch.lock while it lives (or until Release): launches and
-// restarts of one directory choose their coordinator one at a time. Best effort: without the lock file
-// (read-only directory) nothing is serialised, as before.
+// restarts of one directory that choose their coordinator's port (none given) do so one at a time.
+// ckpt_dir "": no lock. Only such choosers take it: a host's part (--parent, its port given) must never
+// wait on another part, or a part that fails first could leave the next one starting after the restart
+// was already stopped (hosts.tree_rotate hung so). Best effort: without the lock file (read-only
+// directory) nothing is serialised, as before.
 class LaunchLock {
  public:
   explicit LaunchLock(const std::string& ckpt_dir);
