@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """End-to-end test of the `revive` command with the real engine:
-reference run of PROG beside `revive launch` PROG; then `revive checkpoint` at a random moment (or wait for an
+reference run of PROG; then `revive launch` PROG, `revive checkpoint` at a random moment (or wait for an
 --interval checkpoint), SIGKILL, `revive restart CKPT-DIR`; stdout (a regular file, restored by the fd
 plugin) and exit code must equal the reference. --chain N checkpoints and kills the restored program again
 N times (restart picks the newest generation each time)."""
@@ -166,10 +166,10 @@ def main():
     for k in ("REVIVE_PORT", "REVIVE_CKPT_DIR", "REVIVE_SECRET_FILE", "LD_PRELOAD"):
         env.pop(k, None)
 
-    # The reference beside the launched run (it sleeps most of the time; run first, it added its whole
-    # length to the test), waited for after the restarted program ends.
     with open(os.path.join(ref, "stdout"), "wb") as out:
-        ref_proc = subprocess.Popen(prog, cwd=ref, stdout=out, stdin=subprocess.DEVNULL)
+        r = subprocess.run(prog, cwd=ref, stdout=out, stdin=subprocess.DEVNULL, timeout=120)
+    ref_rc = r.returncode
+    print("reference: rc %d" % ref_rc, flush=True)
 
     launch = [a.revive, "launch", "--port", str(port), "--ckpt-dir", ck]
     if a.interval:
@@ -229,12 +229,6 @@ def main():
         except subprocess.TimeoutExpired:
             proc.kill()
             fail("restarted program did not finish")
-    try:
-        ref_rc = ref_proc.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        ref_proc.kill()
-        fail("the reference run did not end within 120 s")
-    print("reference: rc %d" % ref_rc, flush=True)
     if proc.returncode != ref_rc:
         fail("revive restart exited %s, the uninterrupted run %s; stderr: %s" % (
             proc.returncode, ref_rc, open(os.path.join(work, "restart-stderr-%d" % a.chain)).read()))
