@@ -52,11 +52,22 @@ Status ResolveTarget(const std::string& port_opt, const std::string& dir_opt, Ta
   return Status::OK();
 }
 
+namespace {
+
+// The coordinator's address for t (its host as a dotted IPv4 address, "localhost" as loopback) and port;
+// false when the host is not such an address (a name: callers treat it as "someone may listen there").
+bool CoordAddr(const Target& t, uint16_t port, sockaddr_in* a) {
+  *a = sockaddr_in{};
+  a->sin_family = AF_INET;
+  a->sin_port = htons(port);
+  return inet_pton(AF_INET, t.host == "localhost" ? "127.0.0.1" : t.host.c_str(), &a->sin_addr) == 1;
+}
+
+}  // namespace
+
 bool Listening(const Target& t) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(t.port);
-  if (inet_pton(AF_INET, t.host == "localhost" ? "127.0.0.1" : t.host.c_str(), &a.sin_addr) != 1) return true;
+  sockaddr_in a;
+  if (!CoordAddr(t, t.port, &a)) return true;
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
   bool ok = connect(fd, (sockaddr*)&a, sizeof a) == 0;
@@ -89,10 +100,8 @@ namespace {
 Status FreePort(const Target& t, uint16_t* port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::FromErrno("socket", errno);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  if (inet_pton(AF_INET, t.host == "localhost" ? "127.0.0.1" : t.host.c_str(), &a.sin_addr) != 1)
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sockaddr_in a;
+  if (!CoordAddr(t, 0, &a)) a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof a;
   const bool ok = bind(fd, (sockaddr*)&a, sizeof a) == 0 && getsockname(fd, (sockaddr*)&a, &len) == 0;
   const int e = errno;

@@ -4,7 +4,7 @@
 // Why threads: a piece is read with one O_DIRECT pread straight into the restored pages. Before the
 // kernel submits the I/O it faults in every destination page (zeroing it; on this VM each first touch is
 // also a host fault), so with one reader the disk idles while the CPU faults and the CPU idles while the
-// disk reads. Three readers on a 2-core VM read 1 GiB cold in 0.74-1.05 s where one took 1.30-1.48 s
+// disk reads. Three readers on a 2-core VM read 1 GiB cold in 0.74-0.97 s where one took 1.30-1.48 s
 // (docs/performance.md "Restart with several readers"). io_uring or Linux AIO would keep requests in
 // flight too, but the page faults would still run on one core.
 //
