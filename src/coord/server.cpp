@@ -373,6 +373,7 @@ void Server::Reap() {
         if (c->role == Conn::Role::kProc) SubPeerGone(c, why);
       } else if (c->role == Conn::Role::kProc || c->role == Conn::Role::kSub) {
         OnPeerGone(c, why);
+        for (const auto& [upid, m] : c->members) NoteGone(upid);
       }
     }
     for (uint64_t id : batch) conns_.erase(id);
@@ -558,6 +559,7 @@ void Server::RegisterMember(Conn* owner, const FrameHeader& h, const Payload& p)
     m.upid = next_upid_++;
   }
   owner->members[m.upid] = m;
+  kv_.erase("gone." + std::to_string(m.upid));  // restored again under this coordinator (NoteGone)
   ever_had_proc_ = true;
   // A new process (a fork child) while a checkpoint is being taken: during suspend it joins the barrier
   // (its parent is being suspended in the fork wrapper; the child is then in the generation too).
@@ -594,6 +596,7 @@ void Server::RemoveMember(Conn* sub, uint64_t upid, const std::string& why) {
   // --fork: it may have left after its sub got its image early; the sub's durable answer names it.
   if (state_ == State::kCheckpoint) departed_[upid] = std::make_unique<Member>(it->second);
   sub->members.erase(it);
+  NoteGone(upid);
 }
 
 }  // namespace revive::coord

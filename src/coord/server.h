@@ -67,6 +67,12 @@ class Server {
   void KillAll(Conn* requester, uint32_t seq);
   void HandleLookup(Conn* c, const FrameHeader& h, const Payload& p);
   void HandlePublish(const Payload& p);
+  // Sets key = value in the published table and answers the lookups waiting for it.
+  void Publish(const std::string& key, const std::string& value);
+  // Publishes "gone.<upid>": the process has left the computation (killed, crashed or exited). A plugin
+  // waiting for a peer that will never answer (the channels plugin rebuilding a connection at resume)
+  // looks it up instead of waiting out its timeout.
+  void NoteGone(uint64_t upid);
   void SendStatus(Conn* c, uint32_t seq);
   void Send(Conn* c, FrameBuilder& b);
   void SendError(Conn* c, uint32_t seq, const std::string& reason);

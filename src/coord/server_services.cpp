@@ -30,7 +30,14 @@ void Server::HandlePublish(const Payload& p) {
   size_t kn, vn;
   p.get("key", &k, &kn);
   p.get("value", &v, &vn);
-  std::string key(k, kn), value(v, vn);
+  Publish(std::string(k, kn), std::string(v, vn));
+}
+
+void Server::NoteGone(uint64_t upid) {
+  if (upid != 0) Publish("gone." + std::to_string(upid), "1");
+}
+
+void Server::Publish(const std::string& key, const std::string& value) {
   kv_[key] = value;
   auto range = lookup_waiters_.equal_range(key);
   for (auto it = range.first; it != range.second; ++it) {

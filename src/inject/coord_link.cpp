@@ -296,6 +296,8 @@ long coord_count(const char* prefix, int timeout_ms) {
 
 int coord_socket() { return g_client.connected() ? g_client.fd() : -1; }
 
+uint64_t coord_upid() { return g.cfg.coord_port != 0 ? g.upid : 0; }
+
 bool coord_configured() { return g.cfg.coord_port != 0; }
 
 bool coord_connected() { return g_client.connected(); }
@@ -429,6 +431,7 @@ void coord_serve() {
               nullptr, 0);
         continue;
       }
+      if (g.test_die_in_write) sys::sc(SYS_kill, sys::getpid(), SIGKILL);
       sys::sc(SYS_mkdir, dir, 0700);
       long bytes = 0;
       // Forked: answered as soon as the writer exists; the image comes with PHASE durable.

@@ -76,6 +76,9 @@ long coord_count(const char* prefix, int timeout_ms);
 bool coord_configured();
 // The engine's socket to the coordinator (-1 when none): its local address is this host as peers reach it.
 int coord_socket();
+// This process's id in the computation (upid; 0 without a coordinator). The coordinator publishes
+// "gone.<upid>" once a process has left the computation (killed, crashed or exited).
+uint64_t coord_upid();
 
 // Critical sections of plugins (the verbs plugin's wrappers): a block in the hooks ABI's layout
 // (src/hooks/hooks_abi.h: `inside`, `gate`, `want_wake`) that the engine gates like the program's own

@@ -81,6 +81,11 @@ struct Chan {
   // connection is rebuilt too (the marker tells the peer: kRebuildMark), and the end shuts it again.
   // rebuild_asked: the peer's marker asked for the rebuild.
   bool wr_shut, eof, rebuild, rd_shut, rebuild_asked;
+  // The drain hit a hard error on this connection (a peer killed during the checkpoint resets it): left
+  // out of the rest of the drain and of the refill, so the other connections still exchange their
+  // markers and this process's peers are not left waiting for one (the checkpoint fails all the same).
+  bool broken;
+  uint64_t peer_upid;  // the peer's process (published with its end in the drain phase; 0: unknown)
   // kPipe, kFifo read end: this process drains it and, for a pipe, rebuilds it on restart. A pipe or FIFO
   // read by several processes (workers sharing a queue) has one owner, or each would drain the same bytes.
   bool owner;

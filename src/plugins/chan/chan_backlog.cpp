@@ -160,7 +160,7 @@ void publish_backlogs(uint64_t gen) {
 }
 
 int backlog_accept(uint64_t gen, char* msg, size_t cap) {
-  char key[128], val[16];
+  char key[128], val[32];
   for (uint32_t i = 0; i < g_nchans; ++i) {
     if (g_chans[i].kind != kListen) continue;
     uint32_t first = 0, n = 0;  // publish_backlogs listed each listener's connections together

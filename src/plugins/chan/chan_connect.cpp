@@ -25,6 +25,10 @@ namespace revive::chan {
 namespace {
 
 constexpr int kReconnectTimeoutMs = 60000;
+// A wait for the peer is cut into slices, between which we ask whether the peer's process has left the
+// computation: a rank killed during a checkpoint never reconnects, and its peers (then every process
+// waiting for them) stalled for the whole timeout.
+constexpr int kSliceMs = 200;
 
 int err(char* msg, size_t cap, const Chan& c, const char* what, int e) {
   plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": ").s(what).s(": ").err(e);
@@ -121,11 +125,30 @@ int publish_addr(const Chan& c, uint64_t gen, const char* prefix, const sockaddr
   return inject::coord_publish(key, val) ? 0 : err(msg, cap, c, "cannot publish the new address", EIO);
 }
 
+// The peer's process has left the computation: the coordinator published "gone.<upid>" (Server::NoteGone).
+static bool peer_gone(const Chan& c) {
+  if (c.peer_upid == 0) return false;
+  char key[48], val[8];
+  plugins::Msg(key, sizeof key).s("gone.").u(c.peer_upid);
+  return inject::coord_lookup(key, false, 10000, val, sizeof val) == 1;
+}
+
+static int gone_err(char* msg, size_t cap, const Chan& c) {
+  plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": the peer (process upid ").u(c.peer_upid)
+      .s(") has left the computation");
+  return -ESRCH;
+}
+
 int lookup_addr(const Chan& c, uint64_t gen, const char* prefix, sockaddr_storage* a, size_t* n, char* msg,
                 size_t cap) {
   char key[128], val[300];
   plugins::Msg(key, sizeof key).s(prefix).u(gen).s(".").s(c.peer_key);
-  int r = inject::coord_lookup(key, true, kReconnectTimeoutMs, val, sizeof val);
+  const uint64_t deadline = now_ms() + kReconnectTimeoutMs;
+  int r;
+  while ((r = inject::coord_lookup(key, true, c.peer_upid ? kSliceMs : kReconnectTimeoutMs, val, sizeof val)) == 0) {
+    if (peer_gone(c)) return gone_err(msg, cap, c);
+    if (now_ms() > deadline) break;
+  }
   if (r != 1) return err(msg, cap, c, "the peer did not publish its new address", r < 0 ? EIO : ETIMEDOUT);
   memset(a, 0, sizeof *a);
   unhex(val, reinterpret_cast<uint8_t*>(a), sizeof *a, n);
@@ -165,7 +188,16 @@ int connect_peer(Chan& c, uint64_t gen, const char* prefix, char* msg, size_t ca
 }
 
 int accept_peer(Chan& c, char* msg, size_t cap) {
-  int r = wait_fd(c.listen_fd, POLLIN, kReconnectTimeoutMs);
+  const uint64_t deadline = now_ms() + kReconnectTimeoutMs;
+  int r;
+  while ((r = wait_fd(c.listen_fd, POLLIN, c.peer_upid ? kSliceMs : kReconnectTimeoutMs)) == 0) {
+    if (peer_gone(c)) {
+      close(c.listen_fd);
+      c.listen_fd = -1;
+      return gone_err(msg, cap, c);
+    }
+    if (now_ms() > deadline) break;
+  }
   int s = r > 0 ? accept4(c.listen_fd, nullptr, nullptr, SOCK_CLOEXEC) : -1;
   int e = r == 0 ? ETIMEDOUT : errno;
   close(c.listen_fd);
@@ -242,12 +274,54 @@ int relisten(Chan& c, char* msg, size_t cap) {
   return place(c, s, msg, cap);
 }
 
+// The peer left the computation (killed during a checkpoint that then failed): nothing can be rebuilt
+// with it. What it had sent that we had not read is all it will ever send, so the program gets those
+// bytes and then end of file, as it would have without the checkpoint: on the old socket when there are
+// none (it reads end of file already), else on a socketpair end holding them whose other end is closed.
+int keep_widowed(Chan& c, char* msg, size_t cap) {
+  c.broken = true;  // the refill leaves it alone
+  c.rebuild = false;
+  char line[200];
+  plugins::Msg(line, sizeof line).s("channels: fd ").i(c.fd).s(": its peer (process upid ").u(c.peer_upid)
+      .s(") has left the computation; the program reads its last ").u(c.rx.len).s(" bytes, then end of file");
+  plugins::warn(line);
+  if (c.rx.len == 0) return 0;
+  int sv[2];
+  if (socketpair(AF_UNIX, c.type | SOCK_CLOEXEC, 0, sv) != 0) return err(msg, cap, c, "socketpair", errno);
+  int want = c.rx.len > (1u << 29) ? 1 << 30 : int(2 * c.rx.len + (1 << 16));
+  if (setsockopt(sv[1], SOL_SOCKET, SO_SNDBUFFORCE, &want, sizeof want) != 0)
+    setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &want, sizeof want);
+  bool all = true;
+  if (is_msg(c)) {
+    Chan w = c;
+    w.fd = sv[1];
+    for (size_t off = 0; off + 4 <= c.rx.len && all;) all = send_record(w, c.rx, &off);
+  } else {
+    for (size_t off = 0; off < c.rx.len && all;) {
+      ssize_t n = send(sv[1], c.rx.p + off, c.rx.len - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+      all = n > 0;
+      if (all) off += size_t(n);
+    }
+  }
+  close(sv[1]);
+  if (!all) {
+    plugins::Msg(line, sizeof line).s("channels: fd ").i(c.fd).s(": not every byte its gone peer had sent fits ")
+        .s("the replacement socket: some are lost");
+    plugins::warn(line);
+  }
+  c.rx.clear();
+  return place(c, sv[0], msg, cap);
+}
+
 // New connections for the internal ones (all, or only the half-closed): every listener is published
 // before any lookup waits and accepted after every connect, so no cycle of waits across processes.
 int rebuild(uint64_t gen, const char* prefix, bool half_closed_only, char* msg, size_t cap) {
   // A SOCK_DGRAM pair has no accept: the "acceptor" binds and publishes first, the other end binds,
   // publishes and connects, then the acceptor connects back (chan_msg.cpp).
-  auto mine = [&](const Chan& c) { return c.kind == kConn && (!half_closed_only || c.rebuild); };
+  auto mine = [&](const Chan& c) { return c.kind == kConn && !c.broken && (!half_closed_only || c.rebuild); };
+  // At resume (half_closed_only) a peer that left the computation ends only its own connection: the
+  // program gets what it had sent, then end of file. A restart cannot go on without it.
+  auto gone = [&](Chan& c, int rc) { return half_closed_only && rc == -ESRCH ? keep_widowed(c, msg, cap) : rc; };
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
     if (!mine(c) || !c.acceptor) continue;
@@ -261,13 +335,14 @@ int rebuild(uint64_t gen, const char* prefix, bool half_closed_only, char* msg, 
       if (int rc = dgram_bind(c, gen, prefix, msg, cap)) return rc;
       if (int rc = dgram_connect(c, gen, prefix, msg, cap)) return rc;
     } else if (int rc = connect_peer(c, gen, prefix, msg, cap)) {
-      return rc;
+      if (int rc2 = gone(c, rc)) return rc2;
     }
   }
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
     if (!mine(c) || !c.acceptor) continue;
-    if (int rc = c.type == SOCK_DGRAM ? dgram_connect(c, gen, prefix, msg, cap) : accept_peer(c, msg, cap)) return rc;
+    if (int rc = c.type == SOCK_DGRAM ? dgram_connect(c, gen, prefix, msg, cap) : accept_peer(c, msg, cap))
+      if (int rc2 = gone(c, rc)) return rc2;
   }
   return 0;
 }

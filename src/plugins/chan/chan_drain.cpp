@@ -122,15 +122,25 @@ fail:
 
 }  // namespace
 
+// Decimal digits of v (our upid: the value of our published ends, so the peer knows whom to ask after).
+static void upid_text(char* out, size_t cap, uint64_t v) { plugins::Msg(out, cap).u(v); }
+
+static uint64_t parse_upid(const char* s) {
+  uint64_t v = 0;
+  for (; *s >= '0' && *s <= '9'; ++s) v = v * 10 + uint64_t(*s - '0');
+  return v;
+}
+
 int drain(uint64_t gen, char* msg, size_t cap) {
   g_drained = false;
   if (int rc = scan(msg, cap)) return rc;
-  char key[128];
+  char key[128], me[24];
+  upid_text(me, sizeof me, inject::coord_upid());
   for (uint32_t i = 0; i < g_nchans; ++i) {
     if (g_chans[i].kind != kOutside && !(g_chans[i].kind == kDgramBound && g_chans[i].dgram_peer)) continue;
     // A connected UDP socket too: its peer finds out at save whether we are in the computation.
     name(key, sizeof key, g_chans[i].kind == kOutside ? "chan." : "chanu.", gen, g_chans[i].key);
-    if (!inject::coord_publish(key, "1")) {
+    if (!inject::coord_publish(key, me)) {
       plugins::Msg(msg, cap).s("fd ").i(g_chans[i].fd).s(": cannot publish the connection to the coordinator");
       return -EIO;
     }
@@ -171,22 +181,37 @@ int drain_sockets(uint64_t gen, char* msg, size_t cap) {
       plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": coordinator lost while looking up the peer");
       return -EIO;
     }
-    if (r == 1) c.kind = kConn;
-    else if (int rc = backlog_join(gen, c, msg, cap)) return rc;  // not accepted yet?
+    if (r == 1) {
+      c.kind = kConn;
+      c.peer_upid = parse_upid(val);
+    } else if (int rc = backlog_join(gen, c, msg, cap)) return rc;  // not accepted yet?
   }
   uint8_t mk[16];
   marker(gen, mk);
   const uint64_t deadline = now_ms() + kDrainTimeoutMs;
+  // A hard error on one connection does not end the drain: every other peer waits for our marker (in
+  // its own drain, deaf to the coordinator until then), so returning at once made each of them wait the
+  // whole timeout when a rank died during a checkpoint. The first error is reported once the others are
+  // drained; they are refilled at resume like those of any failed checkpoint.
+  char first[256] = "";
+  g_drained = true;  // from the first byte read on, the bytes must be put back
   for (;;) {
     bool all = true;
     for (uint32_t i = 0; i < g_nchans; ++i) {
       Chan& c = g_chans[i];
-      if (c.kind != kConn) continue;
-      if (!step(c, mk, msg, cap)) return -EIO;
+      if (c.kind != kConn || c.broken) continue;
+      if (!step(c, mk, msg, cap)) {
+        c.broken = c.rx_done = c.tx_done = true;
+        if (!first[0]) plugins::Msg(first, sizeof first).s(msg);
+        continue;
+      }
       all = all && c.rx_done && c.tx_done;
     }
-    g_drained = true;  // from the first byte read on, the bytes must be put back
     if (all) {
+      if (first[0]) {
+        plugins::Msg(msg, cap).s(first);
+        return -EIO;
+      }
       for (uint32_t i = 0; i < g_nchans; ++i) g_chans[i].rebuild = g_chans[i].wr_shut || g_chans[i].eof || g_chans[i].rd_shut || g_chans[i].rebuild_asked;
       return backlog_transfer(msg, cap);
     }

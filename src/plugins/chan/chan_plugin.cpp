@@ -117,6 +117,7 @@ __attribute__((weak)) int coord_lookup(const char*, bool, int, char*, size_t) { 
 __attribute__((weak)) long coord_count(const char*, int) { return -1; }
 __attribute__((weak)) int coord_next(const char*, const char*, int, char*, size_t, char*, size_t) { return -1; }
 __attribute__((weak)) int coord_socket() { return -1; }
+__attribute__((weak)) uint64_t coord_upid() { return 0; }
 __attribute__((weak)) bool coord_configured() { return false; }
 
 extern const Plugin kChanPlugin = {"chan",     1,           nullptr,          chan::save,     chan::resume,

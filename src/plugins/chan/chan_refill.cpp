@@ -161,9 +161,13 @@ int refill(bool restored, char* msg, size_t cap) {
     c.sent = c.got = c.tx_off = c.wb_off = 0;
     c.want = 0;
     c.back.clear();
-    c.done = c.kind != kConn || c.fd < 0;
+    c.done = c.kind != kConn || c.fd < 0 || c.broken;  // broken: the drain gave it up (chan.h)
   }
   const uint64_t deadline = now_ms() + kRefillTimeoutMs;
+  // A connection whose peer is gone (a rank killed during a failed checkpoint) must not end the refill
+  // of the others: their peers wait for our half of the exchange, deaf to everything else, and gave up
+  // only after the whole timeout. The first error is reported once the others are done.
+  char first[256] = "";
   for (;;) {
     bool all = true;
     int pending = -1;
@@ -171,7 +175,11 @@ int refill(bool restored, char* msg, size_t cap) {
     for (uint32_t i = 0; i < g_nchans; ++i) {
       Chan& c = g_chans[i];
       if (c.done) continue;
-      if (!step(c, msg, cap)) return -EIO;
+      if (!step(c, msg, cap)) {
+        c.done = c.broken = true;
+        if (!first[0]) plugins::Msg(first, sizeof first).s(msg);
+        continue;
+      }
       if (!c.done && pending < 0) {
         pending = c.fd;
         ev = short(c.got < (is_msg(c) ? 1 : 8) + c.want ? POLLIN : POLLOUT);
@@ -202,6 +210,10 @@ int refill(bool restored, char* msg, size_t cap) {
       plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": cannot shut the receiving side again: ").err(e);
       return -e;
     }
+  }
+  if (first[0]) {
+    plugins::Msg(msg, cap).s(first);
+    return -EIO;
   }
   return 0;
 }
