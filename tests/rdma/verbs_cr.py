@@ -376,6 +376,14 @@ def main():
     ENV = clean_env(dict(REVIVE_INJECT_LIB=A.inject, REVIVE_RESTART_BIN=A.restart, REVIVE_LOG="1"))
     if not A.fabric:
         ENV["LD_LIBRARY_PATH"] = A.sv_lib + (":" + ENV["LD_LIBRARY_PATH"] if ENV.get("LD_LIBRARY_PATH") else "")
+    else:
+        # libfabric's tcp and sockets providers put their endpoints on an interface's own address, not on
+        # the 127.0.0.1 the program names, and may pick a bridge of a network-namespace test running
+        # beside (10.77.0.1, ...). When that test removes its bridge, every connection on the address
+        # stalls for good (zero-window probes to an address that is gone), natively too: the "lost drain
+        # marker" and fi_inflight's native hangs seen in CI (2026-11-27, `ss -tnie` of a stalled run).
+        # A user's cluster has no interfaces coming and going; here the providers use loopback.
+        ENV["FI_TCP_IFACE"] = ENV["FI_SOCKETS_IFACE"] = "lo"
     ENV["SOFTVERBS_DIR"] = os.path.join(A.workdir, "reg")  # private sockets and LID registry
     ENV["SOFTVERBS_NO_SPAWN"] = "1"  # the device is the test's daemon, never a child of the job
     try:
