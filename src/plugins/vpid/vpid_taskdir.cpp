@@ -4,10 +4,20 @@
 // table is mapped, readdir/readdir64 give each numeric entry its virtual id, closedir unmarks it. An
 // outside process whose pid equals a virtual id of the computation is listed twice under that number and
 // reached as the computation's (the number means the computation's process everywhere else too). Other directories cost readdir one load and a branch (no table)
-// or a scan of the few marked DIRs. Not seen: fdopendir, scandir and ftw (glibc reads those
-// internally), getdents64 called directly, more than kMarks task directories open at once.
+// or a scan of the few marked DIRs. fdopendir marks a DIR made from a descriptor of such a directory
+// (find's fts, Python's os.listdir(fd)), and scandir/scandir64 of one are listed here through opendir and
+// readdir (glibc's own scandir reads internally, past these wrappers). Not seen: ftw/nftw and scandirat
+// (glibc reads those internally), getdents64 called directly (a virtual id longer than the real one may
+// not fit the kernel's record), more than kMarks task directories open at once.
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+
+#include "inject/sys.h"
 
 #include "plugins/common/msg.h"
 #include "plugins/common/next_symbol.h"
@@ -59,12 +69,15 @@ void rename_entry(Dirent* e) {
 using ReaddirFn = struct dirent* (*)(DIR*);
 using Readdir64Fn = struct dirent64* (*)(DIR*);
 using ClosedirFn = int (*)(DIR*);
+using FdopendirFn = DIR* (*)(int);
 ReaddirFn g_readdir;
 Readdir64Fn g_readdir64;
 ClosedirFn g_closedir;
+FdopendirFn g_fdopendir;
 VPID_PRIME(g_readdir, "readdir")
 VPID_PRIME(g_readdir64, "readdir64")
 VPID_PRIME(g_closedir, "closedir")
+VPID_PRIME(g_fdopendir, "fdopendir")
 
 }  // namespace
 
@@ -97,6 +110,23 @@ REVIVE_EXPORT struct dirent64* readdir64(DIR* d) {
   return e;
 }
 
+// The directory's path from /proc/self/fd (the kernel's: real ids, which task_path accepts as well). A
+// raw readlinkat: the plugin's own readlink wrapper would translate it.
+REVIVE_EXPORT DIR* fdopendir(int fd) {
+  FdopendirFn f = next_or_enosys(&g_fdopendir, "fdopendir");
+  DIR* d = f ? f(fd) : nullptr;
+  if (d && vpid::active()) {
+    char link[32], path[64];
+    revive::plugins::Msg(link, sizeof link).s("/proc/self/fd/").i(fd);
+    long n = revive::inject::sys::sc(SYS_readlinkat, AT_FDCWD, link, path, sizeof path - 1);
+    if (n > 0) {
+      path[n] = 0;
+      vpid::dir_opened(path, d);
+    }
+  }
+  return d;
+}
+
 REVIVE_EXPORT int closedir(DIR* d) {
   ClosedirFn f = next_or_enosys(&g_closedir, "closedir");
   if (!f) return -1;
@@ -110,4 +140,71 @@ REVIVE_EXPORT int closedir(DIR* d) {
     }
   }
   return f(d);
+}
+
+namespace {
+
+using Filter64 = int (*)(const struct dirent64*);
+using Compar64 = int (*)(const struct dirent64**, const struct dirent64**);
+using Scandir64Fn = int (*)(const char*, struct dirent64***, Filter64, Compar64);
+Scandir64Fn g_scandir64;
+VPID_PRIME(g_scandir64, "scandir64")
+// On this ABI struct dirent and struct dirent64 are one layout (glibc makes scandir an alias of
+// scandir64), so one implementation serves both.
+static_assert(sizeof(struct dirent) == sizeof(struct dirent64) &&
+              offsetof(struct dirent, d_name) == offsetof(struct dirent64, d_name));
+
+// scandir of a task directory, listed through the wrappers above so the entries carry the program's ids.
+// Runs in the program's own call (not in a signal handler): malloc is fine, as in glibc's scandir.
+int scan_task_dir(const char* path, struct dirent64*** out, Filter64 filter, Compar64 compar) {
+  DIR* d = opendir(path);
+  if (!d) return -1;
+  struct dirent64** v = nullptr;
+  size_t n = 0, cap = 0;
+  int err = 0;
+  for (struct dirent64* e; (errno = 0, e = readdir64(d)) != nullptr;) {
+    if (filter && !filter(e)) continue;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 32;
+      auto* w = static_cast<struct dirent64**>(realloc(v, cap * sizeof *v));
+      if (!w) {
+        err = ENOMEM;
+        break;
+      }
+      v = w;
+    }
+    size_t len = offsetof(struct dirent64, d_name) + strlen(e->d_name) + 1;
+    auto* c = static_cast<struct dirent64*>(malloc(len < sizeof *e ? sizeof *e : len));
+    if (!c) {
+      err = ENOMEM;
+      break;
+    }
+    memcpy(c, e, len);
+    v[n++] = c;
+  }
+  if (!err) err = errno;
+  closedir(d);
+  if (err) {
+    while (n) free(v[--n]);
+    free(v);
+    errno = err;
+    return -1;
+  }
+  if (compar) qsort(v, n, sizeof *v, reinterpret_cast<int (*)(const void*, const void*)>(compar));
+  *out = v;
+  return int(n);
+}
+
+}  // namespace
+
+REVIVE_EXPORT int scandir64(const char* path, struct dirent64*** out, Filter64 filter, Compar64 compar) {
+  if (vpid::active() && task_path(path)) return scan_task_dir(path, out, filter, compar);
+  Scandir64Fn f = next_or_enosys(&g_scandir64, "scandir64");
+  return f ? f(path, out, filter, compar) : -1;
+}
+
+REVIVE_EXPORT int scandir(const char* path, struct dirent*** out, int (*filter)(const struct dirent*),
+                          int (*compar)(const struct dirent**, const struct dirent**)) {
+  return scandir64(path, reinterpret_cast<struct dirent64***>(out), reinterpret_cast<Filter64>(filter),
+                   reinterpret_cast<Compar64>(compar));
 }

@@ -6,7 +6,8 @@
  *   /proc/self/stat (fields pid, ppid, pgrp, session) read with open+read and with fopen,
  *   /proc/self/status (Pid, PPid, Tgid, TracerPid, NSpid), /proc/C/stat (pid, ppid, pgrp),
  *   /proc/self/task/T/stat and /proc/thread-self/status of T, the listing of /proc/self/task (P and T
- *   among its entries), the listing of /proc (P and C among its entries), /proc/self/task/P/children (C among them), and /proc/self/stat and /proc/C/stat held
+ *   among its entries), the listing of /proc (P and C among its entries; both listings also through
+ *   fdopendir and scandir), /proc/self/task/P/children (C among them), and /proc/self/stat and /proc/C/stat held
  *   open since the start and read again with pread (they cross every checkpoint).
  * It prints one line per round naming what differed, then ends C with syscall(SYS_kill) and reaps it with
  * syscall(SYS_wait4): the output holds no id, so a restarted run prints byte for byte what a run
@@ -79,8 +80,7 @@ static int read_stream(const char* path, char* buf, size_t cap) {
 }
 
 /* Whether the listing of `dir` names both `a` and `b` (the engine may have threads of its own). */
-static int dir_lists(const char* dir, pid_t a, pid_t b) {
-  DIR* d = opendir(dir);
+static int lists(DIR* d, pid_t a, pid_t b) {
   if (!d) return 0;
   int seen = 0;
   for (struct dirent* e; (e = readdir(d));) {
@@ -88,6 +88,30 @@ static int dir_lists(const char* dir, pid_t a, pid_t b) {
     if (atoi(e->d_name) == b) seen |= 2;
   }
   closedir(d);
+  return seen == 3;
+}
+
+static int dir_lists(const char* dir, pid_t a, pid_t b) { return lists(opendir(dir), a, b); }
+
+/* The same through fdopendir (find's fts, Python's os.listdir(fd)) and through scandir. */
+static int fddir_lists(const char* dir, pid_t a, pid_t b) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR* d = fd >= 0 ? fdopendir(fd) : NULL;
+  if (!d && fd >= 0) close(fd);
+  return lists(d, a, b);
+}
+
+static int scandir_lists(const char* dir, pid_t a, pid_t b) {
+  struct dirent** v;
+  int n = scandir(dir, &v, NULL, alphasort);
+  if (n < 0) return 0;
+  int seen = 0;
+  for (int i = 0; i < n; ++i) {
+    if (atoi(v[i]->d_name) == a) seen |= 1;
+    if (atoi(v[i]->d_name) == b) seen |= 2;
+    free(v[i]);
+  }
+  free(v);
   return seen == 3;
 }
 
@@ -168,6 +192,10 @@ int main(int argc, char** argv) {
     CHECK(ok && status_field(buf, "Pid") == gettid() && status_field(buf, "Tgid") == me, "/proc/thread-self/status");
     CHECK(dir_lists("/proc/self/task", me, T), "readdir(/proc/self/task)");
     CHECK(dir_lists("/proc", me, C), "readdir(/proc)");
+    CHECK(fddir_lists("/proc", me, C), "fdopendir(/proc)");
+    CHECK(fddir_lists("/proc/self/task", me, T), "fdopendir(/proc/self/task)");
+    CHECK(scandir_lists("/proc", me, C), "scandir(/proc)");
+    CHECK(scandir_lists("/proc/self/task", me, T), "scandir(/proc/self/task)");
     snprintf(tpath, sizeof tpath, "/proc/self/task/%d/children", (int)me);
     ok = read_path(tpath, buf, sizeof buf);
     int has_c = 0;
