@@ -6,9 +6,9 @@
 // reached as the computation's (the number means the computation's process everywhere else too). Other directories cost readdir one load and a branch (no table)
 // or a scan of the few marked DIRs. fdopendir marks a DIR made from a descriptor of such a directory
 // (find's fts, Python's os.listdir(fd)), and scandir/scandir64 of one are listed here through opendir and
-// readdir (glibc's own scandir reads internally, past these wrappers). Not seen: ftw/nftw and scandirat
-// (glibc reads those internally), getdents64 called directly (a virtual id longer than the real one may
-// not fit the kernel's record), more than kMarks task directories open at once.
+// readdir (glibc's own scandir reads internally, past these wrappers), and libc's getdents64() on a
+// descriptor of one gets its records rewritten (getdents64 below). Not seen: ftw/nftw and scandirat (glibc
+// reads those internally), the raw getdents64 system call, more than kMarks task directories open at once.
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -110,21 +110,65 @@ REVIVE_EXPORT struct dirent64* readdir64(DIR* d) {
   return e;
 }
 
-// The directory's path from /proc/self/fd (the kernel's: real ids, which task_path accepts as well). A
-// raw readlinkat: the plugin's own readlink wrapper would translate it.
+namespace {
+
+// Whether fd is open on /proc or a task directory, by its path in /proc/self/fd (the kernel's: real ids,
+// which task_path accepts as well). A raw readlinkat: the plugin's own readlink wrapper would translate.
+bool task_fd(int fd, char* path, size_t cap) {
+  char link[32];
+  revive::plugins::Msg(link, sizeof link).s("/proc/self/fd/").i(fd);
+  long n = revive::inject::sys::sc(SYS_readlinkat, AT_FDCWD, link, path, cap - 1);
+  if (n <= 0) return false;
+  path[n] = 0;
+  return task_path(path);
+}
+
+using Getdents64Fn = ssize_t (*)(int, void*, size_t);
+Getdents64Fn g_getdents64;
+VPID_PRIME(g_getdents64, "getdents64")
+
+}  // namespace
+
 REVIVE_EXPORT DIR* fdopendir(int fd) {
   FdopendirFn f = next_or_enosys(&g_fdopendir, "fdopendir");
   DIR* d = f ? f(fd) : nullptr;
-  if (d && vpid::active()) {
-    char link[32], path[64];
-    revive::plugins::Msg(link, sizeof link).s("/proc/self/fd/").i(fd);
-    long n = revive::inject::sys::sc(SYS_readlinkat, AT_FDCWD, link, path, sizeof path - 1);
-    if (n > 0) {
-      path[n] = 0;
-      vpid::dir_opened(path, d);
-    }
-  }
+  char path[64];
+  if (d && vpid::active() && task_fd(fd, path, sizeof path)) vpid::dir_opened(path, d);
   return d;
+}
+
+// libc's getdents64(): each numeric name of a task directory's records gets its virtual id. A virtual
+// id can be longer than the kernel's (a restart in a pid namespace of its own has 3-digit pids), and a
+// record grows by at most 8 bytes from its smallest size, 24 (4/3): so the kernel's records are read into
+// the last 3/4 of the buffer and rewritten from its start, each copied out before its place is reused
+// (the writer, at most 4/3 of what it consumed, stays behind the reader).
+REVIVE_EXPORT ssize_t getdents64(int fd, void* buf, size_t len) {
+  Getdents64Fn f = next_or_enosys(&g_getdents64, "getdents64");
+  if (!f) return -1;
+  char path[64];
+  if (!vpid::active() || !task_fd(fd, path, sizeof path)) return f(fd, buf, len);
+  constexpr size_t kHead = offsetof(struct dirent64, d_name);
+  const size_t room = (len / 4 + 7) & ~size_t(7), in_cap = len - room;  // 4 x room >= len: see above
+  if (in_cap < sizeof(struct dirent64)) return f(fd, buf, len);  // a tiny buffer: the kernel's ids
+  char* const base = static_cast<char*>(buf);
+  ssize_t r = f(fd, base + room, in_cap);
+  if (r <= 0) return r;
+  size_t out = 0;
+  for (size_t off = 0; off < size_t(r);) {
+    const auto* in = reinterpret_cast<const struct dirent64*>(base + room + off);
+    if (in->d_reclen < kHead + 1 || off + in->d_reclen > size_t(r)) break;  // never seen: a kernel record
+    struct dirent64 e;  // copied out first: the output may reach this record's bytes
+    memcpy(&e, in, kHead);
+    size_t nl = strnlen(in->d_name, in->d_reclen - kHead);
+    memcpy(e.d_name, in->d_name, nl < sizeof e.d_name ? nl : sizeof e.d_name - 1);
+    e.d_name[nl < sizeof e.d_name ? nl : sizeof e.d_name - 1] = 0;
+    off += in->d_reclen;
+    rename_entry(&e);
+    e.d_reclen = static_cast<unsigned short>((kHead + strlen(e.d_name) + 1 + 7) & ~size_t(7));
+    memcpy(base + out, &e, e.d_reclen);
+    out += e.d_reclen;
+  }
+  return ssize_t(out);
 }
 
 REVIVE_EXPORT int closedir(DIR* d) {

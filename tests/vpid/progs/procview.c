@@ -7,7 +7,7 @@
  *   /proc/self/status (Pid, PPid, Tgid, TracerPid, NSpid), /proc/C/stat (pid, ppid, pgrp),
  *   /proc/self/task/T/stat and /proc/thread-self/status of T, the listing of /proc/self/task (P and T
  *   among its entries), the listing of /proc (P and C among its entries; both listings also through
- *   fdopendir and scandir), /proc/self/task/P/children (C among them), and /proc/self/stat and /proc/C/stat held
+ *   fdopendir, scandir and getdents64), /proc/self/task/P/children (C among them), and /proc/self/stat and /proc/C/stat held
  *   open since the start and read again with pread (they cross every checkpoint).
  * It prints one line per round naming what differed, then ends C with syscall(SYS_kill) and reaps it with
  * syscall(SYS_wait4): the output holds no id, so a restarted run prints byte for byte what a run
@@ -115,6 +115,23 @@ static int scandir_lists(const char* dir, pid_t a, pid_t b) {
   return seen == 3;
 }
 
+/* And through libc's getdents64() on a descriptor (what ls-like tools of other runtimes do). */
+static int getdents_lists(const char* dir, pid_t a, pid_t b) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[16384];
+  int seen = 0;
+  for (ssize_t n; (n = getdents64(fd, buf, sizeof buf)) > 0;)
+    for (ssize_t off = 0; off < n;) {
+      struct dirent64* e = (struct dirent64*)(buf + off);
+      if (atoi(e->d_name) == a) seen |= 1;
+      if (atoi(e->d_name) == b) seen |= 2;
+      off += e->d_reclen;
+    }
+  close(fd);
+  return seen == 3;
+}
+
 static int read_held(int fd, char* buf, size_t cap) {
   ssize_t n = pread(fd, buf, cap - 1, 0);
   buf[n > 0 ? n : 0] = 0;
@@ -196,6 +213,8 @@ int main(int argc, char** argv) {
     CHECK(fddir_lists("/proc/self/task", me, T), "fdopendir(/proc/self/task)");
     CHECK(scandir_lists("/proc", me, C), "scandir(/proc)");
     CHECK(scandir_lists("/proc/self/task", me, T), "scandir(/proc/self/task)");
+    CHECK(getdents_lists("/proc", me, C), "getdents64(/proc)");
+    CHECK(getdents_lists("/proc/self/task", me, T), "getdents64(/proc/self/task)");
     snprintf(tpath, sizeof tpath, "/proc/self/task/%d/children", (int)me);
     ok = read_path(tpath, buf, sizeof buf);
     int has_c = 0;
