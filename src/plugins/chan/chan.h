@@ -103,6 +103,11 @@ struct Chan {
   // A pty end that shares the open file description of entry pty_same - 1 of this process (dup, kcmp); 0:
   // none. A slave opened twice is two descriptions (own flags and access mode): rebuilt as two.
   uint32_t pty_same;
+  // kPtySlave: the pair's slave is the controlling terminal of this process's session, which this process
+  // leads; fg_pgrp is the terminal's foreground group (as the program knows ids). The restored leader
+  // makes the new slave its session's terminal again and gives it that foreground group.
+  bool ctty;
+  int32_t fg_pgrp;
   // Sockets held more than once (chan_shared.cpp): alias 1 = a dup of entry alias_of of this process,
   // 2 = another process of the computation holds the socket and drains and rebuilds it. share_fd: on
   // restart, the owner's listener that hands the socket to the other holders / an alias's connection to it.

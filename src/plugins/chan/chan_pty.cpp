@@ -8,7 +8,11 @@
 // reads it at save (every process of the computation is suspended by then, so nothing is added to it)
 // and writes it back through the slave at once, with output processing off so the bytes are not
 // translated twice; a restored owner writes it into the new pair the same way. Input the master wrote
-// that the slave side has not read yet is not kept (docs/channels.md); nor is a controlling terminal.
+// that the slave side has not read yet is not kept (docs/channels.md).
+//
+// A slave that is the controlling terminal of a session (script, expect or ssh -t running a shell) is
+// made the new slave's role again by the restored session leader (TIOCSCTTY), with the foreground group
+// it had: without it /dev/tty fails with ENXIO/ENOTTY and job control is gone after a restart.
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -20,9 +24,12 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <linux/kcmp.h>
+#include <signal.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "inject/plugin.h"
+#include "inject/sys.h"
 #include "plugins/chan/chan.h"
 #include "plugins/common/msg.h"
 
@@ -143,6 +150,13 @@ bool consider_pty(int fd, const struct stat& st, Chan& c) {
   if (master) {
     tcgetattr(fd, &c.tio);
     ioctl(fd, TIOCGWINSZ, &c.ws);
+  } else {
+    // Kernel ids on both sides (raw calls: the vpid wrappers would give getsid the program's id); the
+    // foreground group through tcgetpgrp, as the program knows it, for tcsetpgrp at restore.
+    pid_t sid = 0;
+    const long me = inject::sys::sc(SYS_getpid), my_sid = inject::sys::sc(SYS_getsid, 0);
+    c.ctty = ioctl(fd, TIOCGSID, &sid) == 0 && sid == my_sid && my_sid == me;
+    c.fg_pgrp = c.ctty ? tcgetpgrp(fd) : -1;
   }
   // A dup of an earlier entry for the same end (the same open file description: kcmp). g_nchans is this
   // slot's index: the entries before it are this scan's.
@@ -228,6 +242,33 @@ int ptys_connect(uint64_t gen, char* msg, size_t cap) {
   return 0;
 }
 
+// The session's controlling terminal, once every slave is at its number. A warning, not a failed restart,
+// when the kernel refuses: the program runs on as before this change did, without one.
+static void give_back_ctty() {
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    if (c.kind != kPtySlave || !c.ctty) continue;
+    char line[200];
+    if (ioctl(c.fd, TIOCSCTTY, 0) != 0) {
+      int e = errno;
+      plugins::warn(plugins::Msg(line, sizeof line).s("channels: fd ").i(c.fd)
+                        .s(": cannot make the new pseudo-terminal the session's controlling terminal again: ").err(e).c_str());
+      return;
+    }
+    // From a background group tcsetpgrp raises SIGTTOU: held off for the call (raw: the signal plugin's
+    // wrappers keep the program's own mask).
+    uint64_t ttou = uint64_t(1) << (SIGTTOU - 1), old = 0;
+    inject::sys::sc(SYS_rt_sigprocmask, SIG_BLOCK, &ttou, &old, 8);
+    if (c.fg_pgrp > 0 && tcsetpgrp(c.fd, c.fg_pgrp) != 0) {
+      int e = errno;
+      plugins::warn(plugins::Msg(line, sizeof line).s("channels: fd ").i(c.fd).s(": cannot give the terminal its foreground group ")
+                        .i(c.fg_pgrp).s(" again: ").err(e).c_str());
+    }
+    inject::sys::sc(SYS_rt_sigprocmask, SIG_SETMASK, &old, nullptr, 8);
+    return;
+  }
+}
+
 int ptys_hand_over(char* msg, size_t cap) {
   // Owners serve every holder that connected during reconnect (a barrier ago).
   for (uint32_t i = 0; i < g_nchans; ++i) {
@@ -272,6 +313,7 @@ int ptys_hand_over(char* msg, size_t cap) {
     close(fd);
     if (rc) return rc;
   }
+  give_back_ctty();
   return 0;
 }
 

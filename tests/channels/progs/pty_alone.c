@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pty_open.h"
+
 static uint64_t sum = 1469598103934665603ull;
 static long lines_read;
 
@@ -44,10 +46,9 @@ static void read_lines(int m, long want) {
 int main(int argc, char** argv) {
   if (argc < 3) return 2;
   long n = atol(argv[1]), pace_us = atol(argv[2]);
-  int m = posix_openpt(O_RDWR | O_NOCTTY);
-  if (m < 0 || grantpt(m) != 0 || unlockpt(m) != 0) return 3;
   char name[64];
-  if (ptsname_r(m, name, sizeof name) != 0) return 3;
+  int m = open_pty_master(name, sizeof name);
+  if (m < 0) return 3;
   int s = open(name, O_RDWR | O_NOCTTY);
   int m2 = dup(m), s2 = dup(s), sw = open(name, O_WRONLY | O_NOCTTY);
   if (s < 0 || m2 < 0 || s2 < 0 || sw < 0) return 4;
