@@ -91,6 +91,16 @@ int FirstNonZero(std::vector<RootStatus> s);
 // reader never sees half of it. Errors name the file.
 Status WriteStatusFile(const std::string& path, const std::vector<RootStatus>& s);
 
+// This host's address on the route to HOST:PORT (the local address a connection there would use).
+Status AddressTowards(const std::string& parent, std::string* out);
+
+// In a child: execvp(argv); on failure prints "<what> <argv[0]>: <reason>" and _exit(127).
+[[noreturn]] void ExecArgv(std::vector<std::string>& argv, const std::string& what);
+
+// Starts `cmd` on `host` through the launcher (--launcher etc.) with its stdout on a pipe: *pid, *out_fd.
+Status StartOnHost(const HostOpts& o, const std::string& host, const std::vector<std::string>& cmd, pid_t* pid,
+                   int* out_fd);
+
 // Sets the variables a process of the computation reads to find its coordinator.
 void ExportTarget(const Target& t);
 
