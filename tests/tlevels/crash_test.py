@@ -8,9 +8,10 @@ restart must come back from the newest generation complete at a level; the last 
 outputs and exit status must equal an uninterrupted run's."""
 import os, shutil, signal, subprocess, sys, threading, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hosts"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import *
+from tlv import N, Setup
 
-N = 3
 
 def main():
     ap = hosts_parser()
@@ -46,24 +47,14 @@ def kill_all(ck):
     fail("processes of the computation survive SIGKILL: %s" % ours(ck))
 
 def test(a, rng, seed, prefix, net):
-    hosts = [prefix + str(k + 1) for k in range(N)]
-    coord_ip = net + ".1"
-    port = free_port(rng, coord_ip)
-    sub = free_port(rng)
-    print("seed %d port %d kills %d" % (seed, port, a.kills), flush=True)
-    shutil.rmtree(a.workdir, ignore_errors=True)
-    ck, ref, rund, local = (os.path.join(a.workdir, d) for d in ("ck", "ref", "run", "local"))
-    for d in (ref, rund):
-        os.makedirs(d)
-    revive = os.path.abspath(a.revive)
-    env = clean_env(dict(REVIVE_INJECT_LIB=os.path.abspath(a.inject), REVIVE_RESTART_BIN=os.path.abspath(a.restart),
-                         REVIVE_LOG="0", REVIVE_COORD_HOST=coord_ip, REVIVE_LEVELS="L1+L2", REVIVE_LOCAL_PATH=local,
-                         REVIVE_CKPT_DIR=ck))
+    print("seed %d" % seed, flush=True)
+    t = Setup(a, rng, prefix, net, "L1+L2", "kills %d" % a.kills, REVIVE_CKPT_DIR=os.path.join(a.workdir, "ck"))
+    hosts, port, ck, ref, rund, revive, env = t.hosts, t.port, t.ck, t.ref, t.rund, t.revive, t.env
     script = 'exec "$0" $((900 + 13 * REVIVE_LAUNCH_INDEX)) 2 > out-$REVIVE_LAUNCH_INDEX'
     cli_env = {k: v for k, v in env.items() if k != "REVIVE_CKPT_DIR"}  # not killed with the computation
     refs = [subprocess.Popen(["bash", "-c", script, os.path.abspath(a.worker)], cwd=ref,
                              env=dict(os.environ, REVIVE_LAUNCH_INDEX=str(i))) for i in range(N)]
-    common = ["--port", str(port), "--hosts", ",".join(hosts), "--launcher", "netns", "--sub-port", str(sub)]
+    common = t.placement
     launch = [revive, "launch"] + common + ["--ckpt-dir", ck, "-n", str(N), "--", "bash", "-c", script,
                                             os.path.abspath(a.worker)]
     restart = [revive, "restart"] + common + [ck]

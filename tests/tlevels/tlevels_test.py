@@ -11,9 +11,10 @@ byte with an uninterrupted run and the exit status with its. Cases:
             restored (the message names the image and what is missing); generation 2 from L4 and L1."""
 import json, os, shutil, signal, subprocess, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hosts"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import *
+from tlv import N, Setup
 
-N = 3
 
 def main():
     ap = hosts_parser()
@@ -30,25 +31,16 @@ def job_dir(local, host):
     return os.path.join(d, subs[0])
 
 def test(a, rng, seed, prefix, net):
-    hosts = [prefix + str(k + 1) for k in range(N)]
-    coord_ip = net + ".1"
-    port = free_port(rng, coord_ip)
-    sub = free_port(rng)
-    print("seed %d port %d case %s" % (seed, port, a.case), flush=True)
-    shutil.rmtree(a.workdir, ignore_errors=True)
-    ck, ref, rund, local = (os.path.join(a.workdir, d) for d in ("ck", "ref", "run", "local"))
-    for d in (ref, rund):
-        os.makedirs(d)
+    print("seed %d" % seed, flush=True)
     levels = {"partner": "L1+L2", "corrupt": "L1+L2", "fallback": "L1+L2,L4@2"}[a.case]
-    revive = os.path.abspath(a.revive)
-    env = clean_env(dict(REVIVE_INJECT_LIB=os.path.abspath(a.inject), REVIVE_RESTART_BIN=os.path.abspath(a.restart),
-                         REVIVE_LOG="0", REVIVE_COORD_HOST=coord_ip, REVIVE_LEVELS=levels, REVIVE_LOCAL_PATH=local))
+    t = Setup(a, rng, prefix, net, levels, "case " + a.case)
+    hosts, port, ck, ref, rund, local, revive, env = t.hosts, t.port, t.ck, t.ref, t.rund, t.local, t.revive, t.env
     script = 'exec "$0" $((260 + 13 * REVIVE_LAUNCH_INDEX)) 2 > out-$REVIVE_LAUNCH_INDEX'
     ref_rc = [subprocess.run(["bash", "-c", script, os.path.abspath(a.worker)], cwd=ref, timeout=120,
                              env=dict(os.environ, REVIVE_LAUNCH_INDEX=str(i))).returncode for i in range(N)]
 
-    cmd = [revive, "launch", "--port", str(port), "--ckpt-dir", ck, "--hosts", ",".join(hosts), "-n", str(N),
-           "--launcher", "netns", "--sub-port", str(sub), "--", "bash", "-c", script, os.path.abspath(a.worker)]
+    cmd = [revive, "launch"] + t.placement + ["--ckpt-dir", ck, "-n", str(N), "--", "bash", "-c", script,
+                                              os.path.abspath(a.worker)]
     lerr = open(os.path.join(a.workdir, "launch-stderr"), "wb")
     lp = subprocess.Popen(cmd, cwd=rund, stdout=lerr, stderr=lerr, stdin=subprocess.DEVNULL, env=env)
     wait_procs(revive, port, ck, env, N, procs=[lp])
@@ -120,8 +112,7 @@ def test(a, rng, seed, prefix, net):
                   "missing, partner copy on %s missing, not in the checkpoint directory (L4)" % (q["pid"], q["upid"], lost, partner),
                   "restarting from generation 2 (newest complete: 3)",
                   "using the checkpoint directory (L4)"]
-    rcmd = [revive, "restart", "--port", str(port), "--hosts", ",".join(hosts), "--launcher", "netns",
-            "--sub-port", str(sub), ck]
+    rcmd = [revive, "restart"] + t.placement + [ck]
     rerr = os.path.join(a.workdir, "restart-stderr")
     t0 = time.time()
     rp = subprocess.run(rcmd, cwd=rund, stdout=subprocess.DEVNULL, stderr=open(rerr, "wb"), stdin=subprocess.DEVNULL,
