@@ -39,10 +39,11 @@ void SetTimeouts(int fd, double s) {
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
-Status WriteAll(int fd, const void* p, size_t n, const std::string& what) {
+// To a socket (MSG_NOSIGNAL: a peer that hung up is an error, not SIGPIPE) or, with file=true, a file.
+Status WriteAll(int fd, const void* p, size_t n, const std::string& what, bool file = false) {
   const char* c = (const char*)p;
   while (n > 0) {
-    ssize_t w = write(fd, c, n);
+    ssize_t w = file ? write(fd, c, n) : send(fd, c, n, MSG_NOSIGNAL);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) return Status::FromErrno(what, w < 0 ? errno : EPIPE);
     c += w;
@@ -184,7 +185,7 @@ Status TlxReceive(int listen_fd, const std::string& secret, uint64_t gen, const 
   hmac_sha256(secret.data(), secret.size(), nonce, sizeof nonce, want);
   auto refuse = [&](const std::string& why) {
     std::string m = "ERR " + why + "\n";
-    (void)!write(s.fd, m.data(), m.size());
+    (void)!send(s.fd, m.data(), m.size(), MSG_NOSIGNAL);
     return Status::IOError(who + ": " + why);
   };
   if (memcmp(mac, want, sizeof mac) != 0) return refuse("does not hold the computation's secret");
@@ -216,7 +217,7 @@ Status TlxReceive(int listen_fd, const std::string& secret, uint64_t gen, const 
       size_t want_n = (size_t)std::min<uint64_t>(buf.size(), left);
       st = ReadAll(s.fd, buf.data(), want_n, who + " (" + name + ")");
       if (st.ok()) XXH3_64bits_update(h, buf.data(), want_n);
-      if (st.ok()) st = WriteAll(f.fd, buf.data(), want_n, tmp);
+      if (st.ok()) st = WriteAll(f.fd, buf.data(), want_n, tmp, /*file=*/true);
       left -= want_n;
     }
     uint64_t sum = XXH3_64bits_digest(h);
