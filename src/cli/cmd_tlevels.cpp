@@ -5,19 +5,24 @@
 //         "copy G OWNER NAME XXH" (the restart compares them with the manifests);
 //   recv: listens on this host's address toward the root, prints "IP:PORT", receives one transfer (tlx.h)
 //         into --dest and checks each file against --expect NAME=XXH;
-//   send: sends files to a recv over TCP, proving the computation's secret.
+//   send: sends files to a recv over TCP, proving the computation's secret;
+//   rebuild: rebuilds a lost host's images from its group's data and parity gathered in --from (tparity.h).
+//   scan also prints "parity G ok|bad" for the host's L3 parity.
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "cli/commands.h"
 #include "cli/hosts.h"
 #include "coord/secret.h"
 #include "coord/tlevels.h"
 #include "coord/tlx.h"
+#include "coord/tparity.h"
+#include "core/env.h"
 
 namespace revive::cli {
 namespace {
@@ -43,6 +48,16 @@ int Scan(const std::string& hostjob) {
     const std::string gd = hostjob + "/" + g;
     for (const std::string& f : Entries(gd)) {
       uint64_t h = 0;
+      if (f == "parity.meta") continue;
+      if (f == "parity") {  // intact when it matches its description's checksum
+        std::string text;
+        coord::TParityMeta meta;
+        bool ok = ReadFileToString(Env::Default(), gd + "/parity.meta", &text).ok() &&
+                  coord::TParityMeta::Parse(text, gd, &meta).ok() && coord::FileXxh3(gd + "/parity", &h).ok() &&
+                  h == meta.parity_xxh3;
+        printf("parity %s %s\n", g.c_str() + 5, ok ? "ok" : "bad");
+        continue;
+      }
       if (f.rfind("partner-", 0) == 0 && IsDir(gd + "/" + f)) {
         for (const std::string& c : Entries(gd + "/" + f))
           if (coord::FileXxh3(gd + "/" + f + "/" + c, &h).ok())
@@ -104,6 +119,17 @@ int Send(const std::string& to, const std::string& secret_file, uint64_t gen, co
   return 0;
 }
 
+int Rebuild(const std::string& from, const std::string& host, const std::string& dest) {
+  Status s = coord::TRebuildMember(from, host, dest);
+  std::error_code ec;
+  std::filesystem::remove_all(from, ec);
+  if (!s.ok()) {
+    fprintf(stderr, "revive tlevels-rebuild: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
 struct TlArgs {
   std::string hostjob, toward, secret_file, from, dest, to;
   uint64_t gen = 0;
@@ -133,6 +159,11 @@ void AddTLevelsCommands(CLI::App& app, int* rc) {
   common(send);
   send->add_option("--to", a->to)->required();
   send->add_option("FILES", a->files)->required();
+  CLI::App* rb = app.add_subcommand("tlevels-rebuild", "internal: rebuild a host's images from its group")->group("");
+  rb->add_option("--from", a->from)->required();
+  rb->add_option("--host", a->to)->required();
+  rb->add_option("--dest", a->dest)->required();
+  rb->callback([a, rc] { *rc = Rebuild(a->from, a->to, a->dest); });
   send->callback([a, rc] { *rc = Send(a->to, a->secret_file, a->gen, a->from, a->files); });
 }
 

@@ -24,6 +24,7 @@ using coord::Hex64;
 struct HostPieces {
   std::map<uint64_t, std::map<std::string, uint64_t>> own;
   std::map<uint64_t, std::map<std::string, std::map<std::string, uint64_t>>> copy;
+  std::map<uint64_t, bool> parity;  // L3: generation -> its parity intact
 };
 
 // The receiver's first line (IP:PORT); it keeps running, so not to EOF.
@@ -94,14 +95,50 @@ std::map<std::string, HostPieces> ScanHosts(const HostOpts& ho, const std::strin
       int n = sscanf(line.c_str(), "%7s %llu %511s %511s %511s", kind, &g, a, b, c);
       if (n == 4 && std::string(kind) == "own" && coord::ParseHex64(b, &x)) hp.own[g][a] = x;
       if (n == 5 && std::string(kind) == "copy" && coord::ParseHex64(c, &x)) hp.copy[g][a][b] = x;
+      if (n == 3 && std::string(kind) == "parity") hp.parity[g] = std::string(a) == "ok";
     }
   }
   return out;
 }
 
+std::vector<std::string> SplitList(const std::string& list) {
+  std::vector<std::string> out;
+  for (size_t pos = 0; !list.empty() && pos <= list.size();) {
+    size_t c = list.find(',', pos);
+    if (c == std::string::npos) c = list.size();
+    out.push_back(list.substr(pos, c - pos));
+    pos = c + 1;
+  }
+  return out;
+}
+
+// L3: the members of `group` that cannot serve a rebuild of generation m (an image of theirs not intact on
+// their host, or their parity missing or damaged), each with the reason.
+std::vector<std::pair<std::string, std::string>> GroupLost(const coord::Manifest& m, const std::vector<std::string>& group,
+                                                            std::map<std::string, HostPieces>& pieces) {
+  std::vector<std::pair<std::string, std::string>> lost;
+  for (const std::string& h : group) {
+    auto hp = pieces.find(h);
+    std::string why;
+    if (hp == pieces.end()) why = "unreachable";
+    else if (!hp->second.parity.count(m.generation)) why = "parity missing";
+    else if (!hp->second.parity[m.generation]) why = "parity damaged (checksum mismatch), not used";
+    for (const auto& q : m.procs) {
+      if (!why.empty()) break;
+      if (q.host != h) continue;
+      auto& own = hp->second.own[m.generation];
+      auto it = own.find(q.image);
+      if (it == own.end()) why = "image " + q.image + " missing";
+      else if (it->second != q.xxh3) why = "image " + q.image + " damaged";
+    }
+    if (!why.empty()) lost.push_back({h, why});
+  }
+  return lost;
+}
+
 // One image's source in a generation.
 struct Source {
-  enum Kind { kMissing, kOwn, kPartner, kGlobal } kind = kMissing;
+  enum Kind { kMissing, kOwn, kPartner, kRebuild, kGlobal } kind = kMissing;
   std::string notes;  // why not a faster level ("L1 copy missing, ...")
 };
 
@@ -142,6 +179,20 @@ Source Choose(const coord::Manifest& m, const coord::ManifestProc& p, const std:
       }
     }
   }
+  if (p.local && !p.l3.empty()) {
+    const std::vector<std::string> group = SplitList(p.l3);
+    auto lost = GroupLost(m, group, pieces);
+    std::string names;
+    for (const auto& [h, w] : lost) names += (names.empty() ? "" : ", ") + h + ": " + w;
+    if (lost.size() <= m.parity) {
+      s.kind = Source::kRebuild;
+      why.push_back("rebuilt from its group's parity (hosts " + p.l3 + ")");
+      for (size_t i = 0; i < why.size(); i++) s.notes += (i ? ", " : "") + why[i];
+      return s;
+    }
+    why.push_back("its group (hosts " + p.l3 + ") lost " + std::to_string(lost.size()) + " members (" + names +
+                  "), parity tolerates " + std::to_string(m.parity));
+  }
   const std::string global = gen_dir + "/" + p.image;
   struct stat st;
   if (stat(global.c_str(), &st) != 0) {
@@ -160,46 +211,88 @@ std::string Who(const coord::ManifestProc& p) {
   return "image of process " + std::to_string(p.pid) + " (upid " + std::to_string(p.upid) + ", host " + p.host + ")";
 }
 
-// Moves the partner copies of generation m to the hosts that need them: one `tlevels-recv` on the host
-// needing images (its own L1 directory), one `tlevels-send` on the host holding them, per pair.
+// One transfer over a socket: `revive tlevels-recv` on host `to` (listening on its address toward the
+// root, files into dest, each checked against `expect` NAME=XXH) and `revive tlevels-send` of `files` on
+// host `from`.
+Status Transfer(const HostOpts& ho, const Target& root, const std::string& self, uint64_t gen, const std::string& from,
+                const std::string& to, const std::vector<std::string>& files, const std::string& dest,
+                const std::vector<std::string>& expect, const std::string& what) {
+  const std::string g = std::to_string(gen);
+  std::vector<std::string> recv = {self, "tlevels-recv", "--toward", root.host + ":" + std::to_string(root.port),
+                                   "--secret-file", root.secret_file, "--gen", g, "--from", from, "--dest", dest};
+  for (const auto& e : expect) recv.insert(recv.end(), {"--expect", e});
+  pid_t rpid = -1, spid = -1;
+  int rfd = -1, sfd = -1;
+  Status s = StartOnHost(ho, to, recv, &rpid, &rfd);
+  if (!s.ok()) return s;
+  std::string addr = ReadLineFd(rfd);
+  close(rfd);
+  if (addr.empty()) {
+    WaitStatus(rpid);
+    return Status::IOError("no receiver for " + what + " on host " + to);
+  }
+  std::vector<std::string> send = {self, "tlevels-send", "--secret-file", root.secret_file, "--gen", g, "--from", from,
+                                   "--to", addr};
+  send.insert(send.end(), files.begin(), files.end());
+  s = StartOnHost(ho, from, send, &spid, &sfd);
+  if (!s.ok()) {
+    kill(rpid, SIGTERM);
+    WaitStatus(rpid);
+    return s;
+  }
+  close(sfd);
+  int sc = WaitStatus(spid), rc = WaitStatus(rpid);
+  if (sc != 0 || rc != 0)
+    return Status::IOError("moving " + what + " from host " + from + " to host " + to + " failed (send " +
+                           std::to_string(sc) + ", receive " + std::to_string(rc) + ")");
+  return Status::OK();
+}
+
+// The partner copies of generation m to the hosts that need them (their own L1 directory).
 Status MoveCopies(const HostOpts& ho, const Target& root, const std::string& self, const coord::Manifest& m,
                   const std::vector<const coord::ManifestProc*>& moved) {
   std::map<std::pair<std::string, std::string>, std::vector<const coord::ManifestProc*>> by_pair;  // (holder, owner)
   for (const auto* p : moved) by_pair[{p->l2, p->host}].push_back(p);
-  const std::string g = std::to_string(m.generation);
   for (const auto& [pair, procs] : by_pair) {
     const auto& [holder, owner] = pair;
-    std::vector<std::string> recv = {self, "tlevels-recv", "--toward", root.host + ":" + std::to_string(root.port),
-                                     "--secret-file", root.secret_file, "--gen", g, "--from", holder, "--dest",
-                                     coord::TLocalGenDir(m.local_root, owner, m.job, m.generation)};
-    std::vector<std::string> send = {self, "tlevels-send", "--secret-file", root.secret_file, "--gen", g, "--from",
-                                     holder, "--to"};
-    for (const auto* p : procs) recv.insert(recv.end(), {"--expect", p->image + "=" + Hex64(p->xxh3)});
-    pid_t rpid = -1, spid = -1;
-    int rfd = -1, sfd = -1;
-    Status s = StartOnHost(ho, owner, recv, &rpid, &rfd);
+    std::vector<std::string> files, expect;
+    for (const auto* p : procs) {
+      files.push_back(coord::TPartnerDir(m.local_root, holder, m.job, m.generation, owner) + "/" + p->image);
+      expect.push_back(p->image + "=" + Hex64(p->xxh3));
+    }
+    Status s = Transfer(ho, root, self, m.generation, holder, owner, files,
+                        coord::TLocalGenDir(m.local_root, owner, m.job, m.generation), expect,
+                        "the partner copies of host " + owner);
     if (!s.ok()) return s;
-    std::string addr = ReadLineFd(rfd);
-    close(rfd);
-    while (!addr.empty() && (addr.back() == '\n' || addr.back() == ' ')) addr.pop_back();
-    if (addr.empty()) {
-      WaitStatus(rpid);
-      return Status::IOError("no receiver for the partner copies on host " + owner);
+  }
+  return Status::OK();
+}
+
+// Rebuilds every host in `lost` on that host: each surviving member of its group sends its images and
+// parity there (tlevels-recv/send), then `revive tlevels-rebuild` decodes (tparity.h).
+Status RebuildHosts(const HostOpts& ho, const Target& root, const std::string& self, const coord::Manifest& m,
+                    const std::map<std::string, std::vector<std::string>>& lost_groups,
+                    const std::set<std::string>& unusable) {
+  for (const auto& [h, group] : lost_groups) {
+    const std::string dir = coord::TLocalGenDir(m.local_root, h, m.job, m.generation), from = dir + "/.rebuild";
+    for (const std::string& s : group) {
+      if (s == h || unusable.count(s)) continue;
+      const std::string sd = coord::TLocalGenDir(m.local_root, s, m.job, m.generation);
+      std::vector<std::string> files = {sd + "/parity", sd + "/parity.meta"};
+      for (const auto& q : m.procs)
+        if (q.host == s) files.push_back(sd + "/" + q.image);
+      Status st = Transfer(ho, root, self, m.generation, s, h, files, from + "/" + s, {},
+                           "host " + s + "'s images and parity");
+      if (!st.ok()) return st;
     }
-    send.push_back(addr);
-    for (const auto* p : procs)
-      send.push_back(coord::TPartnerDir(m.local_root, holder, m.job, m.generation, owner) + "/" + p->image);
-    s = StartOnHost(ho, holder, send, &spid, &sfd);
-    if (!s.ok()) {
-      kill(rpid, SIGTERM);
-      WaitStatus(rpid);
-      return s;
-    }
-    close(sfd);
-    int sc = WaitStatus(spid), rc = WaitStatus(rpid);
-    if (sc != 0 || rc != 0)
-      return Status::IOError("moving the partner copies of host " + owner + " from host " + holder + " failed (send " +
-                             std::to_string(sc) + ", receive " + std::to_string(rc) + ")");
+    pid_t pid = -1;
+    int fd = -1;
+    Status st = StartOnHost(ho, h, {self, "tlevels-rebuild", "--from", from, "--host", h, "--dest", dir}, &pid, &fd);
+    if (!st.ok()) return st;
+    close(fd);
+    if (int rc = WaitStatus(pid); rc != 0)
+      return Status::IOError("rebuilding the images of host " + h + " from its group failed (status " +
+                             std::to_string(rc) + ")");
   }
   return Status::OK();
 }
@@ -252,6 +345,7 @@ Status TLevelsRestart(const HostOpts& ho, const Target& root, const std::vector<
     if (!coord::ReadManifest(env, gd + "/MANIFEST.json", &m).ok()) continue;
     std::vector<std::string> missing, notes;
     std::vector<const coord::ManifestProc*> moved;
+    std::map<std::string, std::vector<std::string>> rebuild;  // lost host -> its group
     for (const auto& p : m.procs) {
       if (std::find(hosts.begin(), hosts.end(), p.host) == hosts.end())
         return Status::InvalidArgument(Who(p) + ": the images are kept on the hosts they ran on, so each process "
@@ -260,10 +354,15 @@ Status TLevelsRestart(const HostOpts& ho, const Target& root, const std::vector<
       if (src.kind == Source::kMissing) missing.push_back(Who(p) + ": " + src.notes);
       else if (!src.notes.empty()) notes.push_back(Who(p) + ": " + src.notes);
       if (src.kind == Source::kPartner) moved.push_back(&p);
+      if (src.kind == Source::kRebuild) rebuild[p.host] = SplitList(p.l3);
     }
     if (missing.empty()) {
       for (const auto& n : notes) fprintf(stderr, "revive restart: %s\n", n.c_str());
       s = MoveCopies(ho, root, self, m, moved);
+      std::set<std::string> unusable;
+      for (const auto& [h, group] : rebuild)
+        for (const auto& [l, w] : GroupLost(m, group, pieces)) unusable.insert(l);
+      if (s.ok()) s = RebuildHosts(ho, root, self, m, rebuild, unusable);
       if (!s.ok()) missing.push_back(s.ToString());
     }
     if (!missing.empty()) {

@@ -25,13 +25,15 @@ Status WriteManifest(Env* env, const std::string& gen_dir, const Manifest& m) {
     if (!m.levels.empty()) {
       e["local"] = p.local;
       e["l2"] = p.l2;
+      e["l3"] = p.l3;
       char x[17];
       snprintf(x, sizeof x, "%016llx", (unsigned long long)p.xxh3);
       e["xxh3"] = x;
     }
     j["processes"].push_back(e);
   }
-  if (!m.levels.empty()) j["storage"] = {{"levels", m.levels}, {"local_root", m.local_root}, {"job", m.job}};
+  if (!m.levels.empty())
+    j["storage"] = {{"levels", m.levels}, {"local_root", m.local_root}, {"job", m.job}, {"parity", m.parity}};
   return WriteFileAtomic(env, gen_dir + "/MANIFEST.json", j.dump(2) + "\n");
 }
 
@@ -69,6 +71,7 @@ Status ReadManifest(Env* env, const std::string& path, Manifest* m) {
     mp.image = p["image"].get<std::string>();
     if (p.contains("local") && p["local"].is_boolean()) mp.local = p["local"].get<bool>();
     if (p.contains("l2") && p["l2"].is_string()) mp.l2 = p["l2"].get<std::string>();
+    if (p.contains("l3") && p["l3"].is_string()) mp.l3 = p["l3"].get<std::string>();
     if (p.contains("xxh3") && p["xxh3"].is_string()) mp.xxh3 = strtoull(p["xxh3"].get<std::string>().c_str(), nullptr, 16);
     if (mp.image.empty() || mp.image.find('/') != std::string::npos)
       return Status::Corruption(path + ": " + where + "image \"" + mp.image + "\" is not a file name");
@@ -78,6 +81,7 @@ Status ReadManifest(Env* env, const std::string& path, Manifest* m) {
   m->levels.clear();
   m->local_root.clear();
   m->job.clear();
+  m->parity = 0;
   if (j.contains("storage") && j["storage"].is_object()) {
     const auto& st = j["storage"];
     for (const char* k : {"levels", "local_root", "job"})
@@ -85,6 +89,7 @@ Status ReadManifest(Env* env, const std::string& path, Manifest* m) {
     m->levels = st["levels"].get<std::string>();
     m->local_root = st["local_root"].get<std::string>();
     m->job = st["job"].get<std::string>();
+    if (st.contains("parity") && st["parity"].is_number_unsigned()) m->parity = st["parity"].get<uint64_t>();
   }
   return Status::OK();
 }

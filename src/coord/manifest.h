@@ -22,6 +22,7 @@ struct ManifestProc {
   // image is kept on `host` (L1), a copy on host `l2` (L2, "" if none), and its XXH3-64.
   bool local = false;
   std::string l2;
+  std::string l3;  // L3: the hosts of its group, comma-separated, in group order ("" if none)
   uint64_t xxh3 = 0;
 };
 
@@ -33,6 +34,7 @@ struct Manifest {
   std::string levels;      // "L1+L2+L4"
   std::string local_root;  // node-local root: a host's images are in <local_root>/<host>/<job>/ckpt-<G>/
   std::string job;         // TJobId of the checkpoint directory
+  uint64_t parity = 0;     // L3: m parity blocks per stripe
 };
 
 std::string GenerationDir(const std::string& ckpt_dir, uint64_t generation);  // <dir>/ckpt-<G>

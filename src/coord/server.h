@@ -149,6 +149,7 @@ class Server {
   void SubTLevelsListen();
   void SubTLevelsPhase(const Payload& p);
   void SubTLevelsExchange();
+  void SubTLevelsEncode();
   void SubTLevelsResumed();
 
   ServerOptions o_;
@@ -209,6 +210,7 @@ class Server {
   TLevelsConfig tl_;                 // REVIVE_LEVELS at the root
   unsigned cur_levels_ = 0;          // levels of cur_gen_ (0: the checkpoint directory only)
   std::map<std::string, std::string> tl_partner_, tl_from_;  // host -> its partner; partner -> owner
+  std::map<std::string, std::vector<std::string>> tl_group_;  // host -> its L3 group's hosts, in order
 
   // Sub-coordinator state.
   struct Upstream;

@@ -105,6 +105,8 @@ struct Server::Upstream {
     unsigned levels = 0;
     uint64_t gen = 0;
     std::string dir, partner, partner_addr, from;
+    std::vector<std::string> group, group_addrs;  // L3: the group's hosts and exchange addresses, in order
+    int parity = 1;
     std::map<std::string, uint64_t> xxh;  // image path -> XXH3-64
   } tl;
   std::vector<std::thread> background;

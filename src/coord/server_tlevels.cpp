@@ -11,12 +11,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <set>
 #include <thread>
 
 #include "coord/log.h"
 #include "coord/server.h"
 #include "coord/server_conn.h"
 #include "coord/tlevels.h"
+#include "coord/tparity.h"
 #include "coord/tlx.h"
 #include "core/env.h"
 
@@ -65,6 +68,18 @@ void Server::TLevelsBegin() {
       tl_from_[hosts[partner[i]]] = hosts[i];
     }
   }
+  tl_group_.clear();
+  if (lv & kTL3) {
+    std::vector<std::vector<std::string>> groups;
+    Status s = THostGroups(hosts, tl_.group_size, tl_.parity, &groups);
+    if (!s.ok()) {
+      FailGeneration("REVIVE_LEVELS=" + tl_.spec + ": parity groups over hosts: " + s.message());
+      return;
+    }
+    for (const auto& g : groups)
+      for (const auto& h : g) tl_group_[h] = g;
+    manifest_.parity = (uint64_t)tl_.parity;
+  }
   cur_levels_ = lv;
   manifest_.levels = TLevelNames(lv);
   manifest_.local_root = tl_.local_root;
@@ -76,6 +91,15 @@ void Server::TLevelsPhaseFields(Conn* c, FrameBuilder* b, std::string* dir) {
   if (state_ != State::kCheckpoint || !(cur_levels_ & kTL1) || c->role != Conn::Role::kSub) return;
   *dir = TLocalGenDir(tl_.local_root, c->host, TJobId(o_.ckpt_dir), cur_gen_);
   b->add("tl.levels", TLevelNames(cur_levels_).c_str()).add("tl.host", c->host.c_str());
+  if (cur_levels_ & kTL3) {
+    std::string members, addrs;
+    for (const auto& h : tl_group_[c->host]) {
+      auto a = kv_.find("tl.x." + h);
+      members += (members.empty() ? "" : ",") + h;
+      addrs += (addrs.empty() ? "" : ",") + (a == kv_.end() ? std::string("-") : a->second);
+    }
+    b->add("tl.group", members.c_str()).add("tl.group_addrs", addrs.c_str()).add_u64("tl.parity", (uint64_t)tl_.parity);
+  }
   if (!(cur_levels_ & kTL2)) return;
   const std::string& partner = tl_partner_[c->host];
   auto addr = kv_.find("tl.x." + partner);
@@ -95,6 +119,7 @@ bool Server::TLevelsAddImage(Conn* c, const Payload& p, const std::string& pre, 
   }
   mp->local = true;
   if (cur_levels_ & kTL2) mp->l2 = tl_partner_[c->host];
+  for (const auto& h : tl_group_[c->host]) mp->l3 += (mp->l3.empty() ? "" : ",") + h;
   return true;
 }
 
@@ -132,6 +157,20 @@ void Server::SubTLevelsPhase(const Payload& p) {
   if (p.get_str("tl.partner", v, sizeof v)) tl.partner = v;
   if (p.get_str("tl.partner_addr", v, sizeof v)) tl.partner_addr = v;
   if (p.get_str("tl.from", v, sizeof v)) tl.from = v;
+  auto split = [](const std::string& list) {
+    std::vector<std::string> out;
+    for (size_t pos = 0; pos <= list.size() && !list.empty();) {
+      size_t c = list.find(',', pos);
+      if (c == std::string::npos) c = list.size();
+      out.push_back(list.substr(pos, c - pos));
+      pos = c + 1;
+    }
+    return out;
+  };
+  uint64_t m = 1;
+  if (p.get_str("tl.group", v, sizeof v)) tl.group = split(v);
+  if (p.get_str("tl.group_addrs", v, sizeof v)) tl.group_addrs = split(v);
+  if (p.get_u64("tl.parity", &m)) tl.parity = (int)m;
   if (up_->phase == "write") {  // the processes create only the last component
     Status s = CreateDirs(Env::Default(), tl.dir);
     if (!s.ok() && !up_->failed) {
@@ -151,6 +190,7 @@ void Server::SubTLevelsExchange() {
     if (!up_->failed) up_->error = "host " + up_->host + ": " + why;
     up_->failed = true;
   };
+  if (tl.levels & kTL3) return SubTLevelsEncode();
   if (!(tl.levels & kTL2)) {
     for (const auto& im : up_->images) {
       uint64_t h = 0;
@@ -176,6 +216,72 @@ void Server::SubTLevelsExchange() {
   for (size_t i = 0; i < files.size() && i < paths.size(); i++) tl.xxh[paths[i]] = files[i].xxh3;
   Log(2, "generation %llu: %zu image(s) sent to %s, %zu received from %s in %.3f s", (unsigned long long)tl.gen,
       files.size(), tl.partner.c_str(), received.size(), tl.from.c_str(), MonotonicSeconds() - t0);
+}
+
+// Sub, L3: every member sends its images to every other member of its group while it receives theirs
+// (into .l3-<host>/, removed again), then encodes the group and keeps its own parity slots. Each member
+// receives the whole group's data (g - 1 times its own); SCR's distributed encode sends only the blocks.
+void Server::SubTLevelsEncode() {
+  auto& tl = up_->tl;
+  auto fail = [&](const std::string& why) {
+    if (!up_->failed) up_->error = "host " + up_->host + ": " + why;
+    up_->failed = true;
+  };
+  const size_t g = tl.group.size();
+  size_t me = std::find(tl.group.begin(), tl.group.end(), up_->host) - tl.group.begin();
+  if (me == g || tl.group_addrs.size() != g || up_->tlx_fd < 0) return fail("no parity group for this host");
+  std::vector<std::string> paths;
+  for (const auto& im : up_->images) {
+    uint64_t h = 0;
+    Status s = FileXxh3(im.image, &h);
+    if (!s.ok()) return fail(s.ToString());
+    tl.xxh[im.image] = h;
+    paths.push_back(im.image);
+  }
+  const double t0 = MonotonicSeconds();
+  std::vector<Status> sent(g);
+  std::vector<std::thread> senders;
+  for (size_t j = 0; j < g; j++) {
+    if (j == me) continue;
+    senders.emplace_back([&, j] {
+      std::vector<TlxFile> files;
+      sent[j] = tl.group_addrs[j] == "-" ? Status::NotFound("no exchange address")
+                                         : TlxSend(tl.group_addrs[j], secret_, tl.gen, up_->host, paths, &files, kExchangeTimeout);
+    });
+  }
+  Status got;
+  std::set<std::string> from_seen;
+  for (size_t k = 0; k + 1 < g && got.ok(); k++) {
+    std::vector<TlxFile> files;
+    std::string from;
+    got = TlxReceive(up_->tlx_fd, secret_, tl.gen, "", tl.dir + "/.l3-{from}", kExchangeTimeout, &files, &from);
+    if (got.ok() && (std::find(tl.group.begin(), tl.group.end(), from) == tl.group.end() || !from_seen.insert(from).second))
+      got = Status::InvalidArgument("host " + from + " sent its images twice or is not in the group");
+  }
+  for (auto& t : senders) t.join();
+  for (size_t j = 0; j < g; j++)
+    if (!sent[j].ok()) return fail("images to group member " + tl.group[j] + ": " + sent[j].ToString());
+  if (!got.ok()) return fail("images from the group: " + got.ToString());
+  std::vector<std::vector<std::string>> files_of(g);
+  for (size_t j = 0; j < g; j++) {
+    if (j == me) {
+      files_of[j] = paths;
+      continue;
+    }
+    std::vector<std::string> names;
+    const std::string d = tl.dir + "/.l3-" + tl.group[j];
+    Env::Default()->GetChildren(d, &names);
+    for (const auto& n : names)
+      if (n[0] != '.') files_of[j].push_back(d + "/" + n);
+  }
+  Status s = TEncodeGroup(tl.group, files_of, tl.parity, me, tl.dir);
+  for (size_t j = 0; j < g; j++) {
+    std::error_code ec;
+    if (j != me) std::filesystem::remove_all(tl.dir + "/.l3-" + tl.group[j], ec);
+  }
+  if (!s.ok()) return fail("parity: " + s.ToString());
+  Log(2, "generation %llu: parity of group %zu hosts encoded in %.3f s", (unsigned long long)tl.gen, g,
+      MonotonicSeconds() - t0);
 }
 
 // Sub, at a successful resume: the background L4 copy, then pruning of old local generations.

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <tuple>
 
 #include <xxhash.h>
 
@@ -36,9 +37,21 @@ Status LoadTLevelsConfig(TLevelsConfig* out) {
   Status s = applevel::LevelPolicy::Parse(spec, &p);
   if (!s.ok()) return s;
   for (const auto& r : p.rules)
-    if (r.levels & kTL3)
-      return Status::InvalidArgument(std::string("REVIVE_LEVELS=") + spec +
-                                     ": L3 (parity) is not implemented for transparent images; use L1+L2 or L4");
+    for (const auto& q : p.rules)
+      if (((r.levels | q.levels) & (kTL2 | kTL3)) == (kTL2 | kTL3))
+        return Status::InvalidArgument(std::string("REVIVE_LEVELS=") + spec +
+                                       ": a transparent generation goes to L2 or to L3, not both");
+  for (auto [name, field, lo, hi] : {std::tuple{"REVIVE_GROUP_SIZE", &out->group_size, 2, 255},
+                                     std::tuple{"REVIVE_PARITY", &out->parity, 1, 32}}) {
+    const char* v = getenv(name);
+    if (v == nullptr || *v == '\0') continue;
+    char* end = nullptr;
+    long n = strtol(v, &end, 10);
+    if (*end != '\0' || n < lo || n > hi)
+      return Status::InvalidArgument(std::string(name) + "=" + v + ": not a number in " + std::to_string(lo) + ".." +
+                                     std::to_string(hi));
+    *field = (int)n;
+  }
   out->spec = spec;
   return Status::OK();
 }
@@ -84,6 +97,19 @@ Status THostPartners(const std::vector<std::string>& hosts, std::vector<size_t>*
   Status s = storage::Partners(hosts, 0, &p);
   if (!s.ok()) return s;
   partner->assign(p.begin(), p.end());
+  return Status::OK();
+}
+
+Status THostGroups(const std::vector<std::string>& hosts, int group_size, int parity,
+                   std::vector<std::vector<std::string>>* groups) {
+  std::vector<std::vector<int>> g;
+  Status s = storage::FormGroups(hosts, 0, group_size, parity + 1, &g);
+  if (!s.ok()) return s;
+  groups->clear();
+  for (const auto& grp : g) {
+    groups->emplace_back();
+    for (int i : grp) groups->back().push_back(hosts[(size_t)i]);
+  }
   return Status::OK();
 }
 

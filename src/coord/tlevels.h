@@ -19,12 +19,14 @@ enum TLevel : unsigned { kTL1 = 1, kTL2 = 2, kTL3 = 4, kTL4 = 8 };
 struct TLevelsConfig {
   std::string spec;        // REVIVE_LEVELS as given ("" = off: every image goes to the checkpoint directory)
   std::string local_root;  // REVIVE_LOCAL_PATH, else /dev/shm/revive-<uid>
+  int group_size = 4;      // REVIVE_GROUP_SIZE: hosts per L3 group
+  int parity = 1;          // REVIVE_PARITY: m (1 = XOR, >= 2 = Reed-Solomon)
   // The levels generation g goes to (0 when off).
   unsigned LevelsFor(uint64_t g) const;
 };
 
-// Reads REVIVE_LEVELS / REVIVE_LOCAL_PATH; InvalidArgument quoting a malformed policy. L3 is refused for
-// transparent images (not implemented), naming the reason.
+// Reads REVIVE_LEVELS / REVIVE_LOCAL_PATH / REVIVE_GROUP_SIZE / REVIVE_PARITY; InvalidArgument quoting a
+// malformed policy. A version with both L2 and L3 is refused (one exchange per generation).
 Status LoadTLevelsConfig(TLevelsConfig* out);
 
 std::string TLevelNames(unsigned levels);               // "L1+L2+L4"
@@ -42,6 +44,10 @@ std::string TPartnerDir(const std::string& root, const std::string& holder, cons
 
 // partner[i] = index of the host keeping host i's copy (storage::Partners over hosts as domains).
 Status THostPartners(const std::vector<std::string>& hosts, std::vector<size_t>* partner);
+
+// L3 groups over hosts (storage::FormGroups, hosts as domains): groups[i] = member hosts in order.
+Status THostGroups(const std::vector<std::string>& hosts, int group_size, int parity,
+                   std::vector<std::vector<std::string>>* groups);
 
 // XXH3-64 of a whole file; errors name the file.
 Status FileXxh3(const std::string& path, uint64_t* h);

@@ -163,7 +163,7 @@ Status TlxSend(const std::string& addr, const std::string& secret, uint64_t gen,
 }
 
 Status TlxReceive(int listen_fd, const std::string& secret, uint64_t gen, const std::string& expect_from,
-                  const std::string& dest_dir, double timeout_s, std::vector<TlxFile>* got) {
+                  const std::string& dest_dir, double timeout_s, std::vector<TlxFile>* got, std::string* from_out) {
   struct pollfd pf = {listen_fd, POLLIN, 0};
   int pr = poll(&pf, 1, (int)(timeout_s * 1000));
   if (pr <= 0)
@@ -198,7 +198,9 @@ Status TlxReceive(int listen_fd, const std::string& secret, uint64_t gen, const 
   if (g != gen) return refuse("sends generation " + std::to_string(g) + ", expected " + std::to_string(gen));
   if (!expect_from.empty() && expect_from != from)
     return refuse(std::string("says it is host ") + from + ", expected " + expect_from);
-  st = CreateDirs(Env::Default(), dest_dir);
+  std::string dest = dest_dir;  // "{from}" names the sender's host
+  if (size_t at = dest.find("{from}"); at != std::string::npos) dest.replace(at, 6, from);
+  st = CreateDirs(Env::Default(), dest);
   if (!st.ok()) return refuse(st.ToString());
   std::vector<char> buf(1 << 20);
   got->clear();
@@ -207,7 +209,7 @@ Status TlxReceive(int listen_fd, const std::string& secret, uint64_t gen, const 
     char name[512] = "";
     unsigned long long size = 0;
     if (sscanf(line.c_str(), "%511s %llu", name, &size) != 2 || !GoodName(name)) return refuse("bad file line \"" + line + "\"");
-    const std::string tmp = dest_dir + "/." + name + ".tmp", dst = dest_dir + "/" + name;
+    const std::string tmp = dest + "/." + name + ".tmp", dst = dest + "/" + name;
     Fd f(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
     if (f.fd < 0) return refuse("cannot create " + tmp + ": " + strerror(errno));
     XXH3_state_t* h = XXH3_createState();
@@ -235,7 +237,8 @@ Status TlxReceive(int listen_fd, const std::string& secret, uint64_t gen, const 
     }
     got->push_back({name, size, sum});
   }
-  Fd d(open(dest_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (from_out != nullptr) *from_out = from;
+  Fd d(open(dest.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (d.fd >= 0) fsync(d.fd);
   return WriteAll(s.fd, "OK\n", 3, who);
 }

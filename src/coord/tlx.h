@@ -30,8 +30,10 @@ Status TlxSend(const std::string& addr, const std::string& secret, uint64_t gen,
                const std::vector<std::string>& paths, std::vector<TlxFile>* sent, double timeout_s);
 
 // Accepts one sender on listen_fd within timeout_s and stores what it sends in dest_dir (created).
-// expect_from: the sender must say it is that host ("" = any). Errors name the peer and the file.
+// expect_from: the sender must say it is that host ("" = any; *from_out gets it); "{from}" in dest_dir
+// is replaced by the sender's host. Errors name the peer and the file.
 Status TlxReceive(int listen_fd, const std::string& secret, uint64_t gen, const std::string& expect_from,
-                  const std::string& dest_dir, double timeout_s, std::vector<TlxFile>* got);
+                  const std::string& dest_dir, double timeout_s, std::vector<TlxFile>* got,
+                  std::string* from_out = nullptr);
 
 }  // namespace revive::coord

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Crash consistency of transparent multi-level storage (docs/storage-levels.md, "Transparent images"):
-a 3-host computation with REVIVE_LEVELS=L1+L2 is killed (SIGKILL of every process of it: the programs,
+a 3-host computation with REVIVE_LEVELS=L1+L2 (every other run: L1+L3, XOR over the three hosts) is killed (SIGKILL of every process of it: the programs,
 the host parts, the sub-coordinators and the root) --kills times, each at a random moment 20-120 ms after a
 checkpoint was asked for (so before, during or after the images are written and exchanged between the
 hosts), and restarted with `revive restart --hosts` each time from whatever the killed run left: every
@@ -48,7 +48,8 @@ def kill_all(ck):
 
 def test(a, rng, seed, prefix, net):
     print("seed %d" % seed, flush=True)
-    t = Setup(a, rng, prefix, net, "L1+L2", "kills %d" % a.kills, REVIVE_CKPT_DIR=os.path.join(a.workdir, "ck"))
+    t = Setup(a, rng, prefix, net, "L1+L2", "kills %d" % a.kills, REVIVE_CKPT_DIR=os.path.join(a.workdir, "ck"),
+              REVIVE_GROUP_SIZE="3")
     hosts, port, ck, ref, rund, revive, env = t.hosts, t.port, t.ck, t.ref, t.rund, t.revive, t.env
     script = 'exec "$0" $((900 + 13 * REVIVE_LAUNCH_INDEX)) 2 > out-$REVIVE_LAUNCH_INDEX'
     cli_env = {k: v for k, v in env.items() if k != "REVIVE_CKPT_DIR"}  # not killed with the computation
@@ -63,6 +64,9 @@ def test(a, rng, seed, prefix, net):
     kills, gens, run_ = 0, 0, None
     while True:
         cmd = launch if run_ is None else restart
+        # The policy is the root's, read when it starts: every other run writes XOR parity instead of
+        # partner copies, so restarts also come back from the other kind than the run writes.
+        env["REVIVE_LEVELS"] = ("L1+L2", "L1+L3")[kills % 2]
         run_ = subprocess.Popen(cmd, cwd=rund, stdout=subprocess.DEVNULL, stderr=errlog, stdin=subprocess.DEVNULL, env=env)
         if kills == a.kills:
             break

@@ -19,7 +19,7 @@ from tlv import N, Setup
 def main():
     ap = hosts_parser()
     ap.add_argument("--worker", required=True)
-    ap.add_argument("--case", required=True, choices=["partner", "corrupt", "fallback"])
+    ap.add_argument("--case", required=True, choices=["partner", "corrupt", "fallback", "xor", "xor_parity", "xor_two", "rs_two"])
     a = ap.parse_args()
     with_namespaces(a, "rvt", "10.85", N, lambda rng, seed, prefix, net: test(a, rng, seed, prefix, net))
 
@@ -30,10 +30,19 @@ def job_dir(local, host):
         fail("%s: want one job directory, found %s" % (d, subs))
     return os.path.join(d, subs[0])
 
+def damage(path):
+    """Flips one bit in the middle of a file (bit rot): its size stays, its checksum does not."""
+    data = bytearray(open(path, "rb").read())
+    data[len(data) // 2] ^= 0x40
+    open(path, "r+b").write(bytes(data))
+
 def test(a, rng, seed, prefix, net):
     print("seed %d" % seed, flush=True)
-    levels = {"partner": "L1+L2", "corrupt": "L1+L2", "fallback": "L1+L2,L4@2"}[a.case]
-    t = Setup(a, rng, prefix, net, levels, "case " + a.case)
+    levels = {"partner": "L1+L2", "corrupt": "L1+L2", "fallback": "L1+L2,L4@2", "xor": "L1+L3",
+              "xor_parity": "L1+L3", "xor_two": "L1+L3,L4", "rs_two": "L1+L3"}[a.case]
+    xor = "L3" in levels
+    parity = 2 if a.case == "rs_two" else 1
+    t = Setup(a, rng, prefix, net, levels, "case " + a.case, REVIVE_GROUP_SIZE="3", REVIVE_PARITY=str(parity))
     hosts, port, ck, ref, rund, local, revive, env = t.hosts, t.port, t.ck, t.ref, t.rund, t.local, t.revive, t.env
     script = 'exec "$0" $((260 + 13 * REVIVE_LAUNCH_INDEX)) 2 > out-$REVIVE_LAUNCH_INDEX'
     ref_rc = [subprocess.run(["bash", "-c", script, os.path.abspath(a.worker)], cwd=ref, timeout=120,
@@ -51,25 +60,38 @@ def test(a, rng, seed, prefix, net):
         print("generation %d in %.3f s" % (g, secs), flush=True)
     index = {q["upid"]: int(environ(q["pid"]).get(b"REVIVE_LAUNCH_INDEX", b"-1")) for q in m["processes"]}
     st = m.get("storage")
-    if not st or st.get("levels") != "L1+L2":
-        fail("MANIFEST.json of generation %d records storage %r, want levels L1+L2" % (gens, st))
-    for q in m["processes"]:  # every image on its host, its copy on its partner, none in the checkpoint dir
-        if not q.get("local") or q.get("l2") in ("", q["host"]) or len(q.get("xxh3", "")) != 16:
-            fail("manifest entry %s: want a local image with a partner on another host and a checksum" % q)
-        own = os.path.join(job_dir(local, q["host"]), "ckpt-%d" % gens, q["image"])
-        copy = os.path.join(job_dir(local, q["l2"]), "ckpt-%d" % gens, "partner-" + q["host"], q["image"])
-        for f in (own, copy):
-            if not os.path.isfile(f):
-                fail("%s is missing" % f)
-        if open(own, "rb").read() != open(copy, "rb").read():
-            fail("the partner copy %s differs from %s" % (copy, own))
-        if os.path.exists(os.path.join(ck, "ckpt-%d" % gens, q["image"])):
+    want = {"xor_two": "L1+L3+L4"}.get(a.case, "L1+L3" if xor else "L1+L2")  # the newest generation's
+    if not st or st.get("levels") != want:
+        fail("MANIFEST.json of generation %d records storage %r, want levels %s" % (gens, st, want))
+    for q in m["processes"]:  # every image on its host, its copy or parity on the others, none in the ckpt dir
+        if not q.get("local") or len(q.get("xxh3", "")) != 16:
+            fail("manifest entry %s: want a local image and a checksum" % q)
+        gdir = os.path.join(job_dir(local, q["host"]), "ckpt-%d" % gens)
+        own = os.path.join(gdir, q["image"])
+        if not os.path.isfile(own):
+            fail("%s is missing" % own)
+        if xor:
+            if sorted(q.get("l3", "").split(",")) != sorted(hosts) or st.get("parity") != parity:
+                fail("manifest entry %s, storage %s: want a group of all three hosts, parity %d" % (q, st, parity))
+            for f in ("parity", "parity.meta"):
+                if not os.path.isfile(os.path.join(gdir, f)):
+                    fail("%s/%s is missing" % (gdir, f))
+            if [d for d in os.listdir(gdir) if d.startswith(".l3") or d.startswith("partner-")]:
+                fail("%s keeps other hosts' images: %s" % (gdir, os.listdir(gdir)))
+        else:
+            if q.get("l2") in ("", q["host"]):
+                fail("manifest entry %s: want a partner on another host" % q)
+            copy = os.path.join(job_dir(local, q["l2"]), "ckpt-%d" % gens, "partner-" + q["host"], q["image"])
+            if not os.path.isfile(copy) or open(own, "rb").read() != open(copy, "rb").read():
+                fail("the partner copy %s is missing or differs from %s" % (copy, own))
+        if os.path.exists(os.path.join(ck, "ckpt-%d" % gens, q["image"])) and "L4" not in levels:
             fail("generation %d's image %s is in the checkpoint directory (L4 not asked for)" % (gens, q["image"]))
-    if a.case == "fallback":  # generation 2 also goes to L4, copied by the hosts in the background
+    if "L4" in levels:  # copied by the hosts in the background
+        l4 = 2 if a.case == "fallback" else gens
         deadline = time.time() + 20
-        while len([f for f in os.listdir(os.path.join(ck, "ckpt-2")) if f.endswith(".rimg")]) < N:
+        while len([f for f in os.listdir(os.path.join(ck, "ckpt-%d" % l4)) if f.endswith(".rimg")]) < N:
             if time.time() > deadline:
-                fail("generation 2's images did not reach the checkpoint directory (L4)")
+                fail("generation %d's images did not reach the checkpoint directory (L4)" % l4)
             time.sleep(0.05)
     for q in m["processes"]:
         if lp.poll() is not None:
@@ -85,23 +107,29 @@ def test(a, rng, seed, prefix, net):
 
     by_host = {q["host"]: q for q in m["processes"]}
     victim = by_host[hosts[1]]
-    expect = []
-    if a.case == "partner":
-        shutil.rmtree(os.path.join(local, hosts[1]))
-        expect = ["image of process %d (upid %d, host %s): L1 copy missing, using partner copy from %s" %
-                  (victim["pid"], victim["upid"], hosts[1], victim["l2"])]
-    elif a.case == "corrupt":
-        shutil.rmtree(os.path.join(local, hosts[1]))
-        copy = os.path.join(job_dir(local, victim["l2"]), "ckpt-2", "partner-" + hosts[1], victim["image"])
-        with open(copy, "r+b") as f:
-            f.seek(os.path.getsize(copy) // 2)
-            b = f.read(1)
-            f.seek(-1, 1)
-            f.write(bytes([b[0] ^ 0x40]))
-        expect = ["partner copy on %s damaged (checksum mismatch), not used" % victim["l2"],
-                  "generation 2 cannot be restored from any level",
-                  "restarting from generation 1 (newest complete: 2)",
-                  "L1 copy missing, using partner copy from %s" % victim["l2"]]
+    def who(q, how):
+        return "image of process %d (upid %d, host %s): L1 copy missing, %s" % (q["pid"], q["upid"], q["host"], how)
+    older = ["generation 2 cannot be restored from any level", "restarting from generation 1 (newest complete: 2)"]
+    rebuilt = lambda q: who(q, "rebuilt from its group's parity (hosts %s)" % q["l3"])
+    # case -> (hosts wiped, file damaged, what stderr must say)
+    plan = {
+        "partner": ([hosts[1]], None, [who(victim, "using partner copy from " + victim.get("l2", ""))]),
+        "corrupt": ([hosts[1]], (victim.get("l2"), "partner-%s/%s" % (hosts[1], victim["image"])),
+                    ["partner copy on %s damaged (checksum mismatch), not used" % victim.get("l2")] + older +
+                    [who(victim, "using partner copy from %s" % victim.get("l2"))]),
+        "xor": ([hosts[1]], None, [rebuilt(victim)]),
+        "xor_parity": ([hosts[1]], (hosts[2], "parity"),
+                       ["%s: parity damaged (checksum mismatch), not used" % hosts[2]] + older + [rebuilt(victim)]),
+        "xor_two": (hosts[:2], None, ["lost 2 members (%s: parity missing, %s: parity missing), parity tolerates 1, "
+                                      "using the checkpoint directory (L4)" % (hosts[0], hosts[1])]),
+        "rs_two": (hosts[:2], None, [rebuilt(by_host[hosts[0]]), rebuilt(victim)]),
+    }
+    if a.case in plan:
+        wiped, damaged, expect = plan[a.case]
+        for h in wiped:
+            shutil.rmtree(os.path.join(local, h))
+        if damaged:
+            damage(os.path.join(job_dir(local, damaged[0]), "ckpt-2", damaged[1]))
     else:
         lost = hosts[0]
         partner = by_host[lost]["l2"]
