@@ -86,6 +86,13 @@ def test(a, rng, seed, prefix, net):
                 fail("the partner copy %s is missing or differs from %s" % (copy, own))
         if os.path.exists(os.path.join(ck, "ckpt-%d" % gens, q["image"])) and "L4" not in levels:
             fail("generation %d's image %s is in the checkpoint directory (L4 not asked for)" % (gens, q["image"]))
+    # revive ls: the newest generation complete at L1 and at its redundancy level (this machine sees every
+    # host's directory, like the library's tools).
+    r = run([revive, "ls", ck], env=env, timeout=60)
+    row = next((l.split() for l in r.stdout.splitlines() if l.split()[:1] == [str(gens)]), [])
+    if r.returncode != 0 or row[3:4] != ["complete"] or row[5 if xor else 4] != "complete":
+        fail("revive ls %s: rc %d, generation %d row %s, want L1 and %s complete:\n%s%s" %
+             (ck, r.returncode, gens, row, "L3" if xor else "L2", r.stdout, r.stderr))
     if "L4" in levels:  # copied by the hosts in the background
         l4 = 2 if a.case == "fallback" else gens
         deadline = time.time() + 20
@@ -140,6 +147,12 @@ def test(a, rng, seed, prefix, net):
                   "missing, partner copy on %s missing, not in the checkpoint directory (L4)" % (q["pid"], q["upid"], lost, partner),
                   "restarting from generation 2 (newest complete: 3)",
                   "using the checkpoint directory (L4)"]
+    # revive verify: the lost L1 copies named; exit 1 only when no level holds an image of the newest generation.
+    r = run([revive, "verify", ck], env=env, timeout=60)
+    want_rc = 1 if a.case in ("fallback", "corrupt", "xor_parity") else 0  # the newest generation is lost
+    l1 = next((l for l in r.stdout.splitlines() if l.strip().startswith("L1 missing or damaged:")), "")
+    if r.returncode != want_rc or "upid %d (host %s)" % (victim["upid"], hosts[1]) not in l1 and a.case != "fallback":
+        fail("revive verify %s: rc %d (want %d):\n%s%s" % (ck, r.returncode, want_rc, r.stdout, r.stderr))
     rcmd = [revive, "restart"] + t.placement + [ck]
     rerr = os.path.join(a.workdir, "restart-stderr")
     t0 = time.time()
