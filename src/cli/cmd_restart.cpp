@@ -37,6 +37,7 @@ struct RestartArgs {
   std::string parent;       // --parent HOST:PORT: run this part behind a new sub-coordinator of that root
   std::string status_file;  // --status-file F: report each root's status by manifest index (a host's part)
   std::string ckpt_signal;  // --checkpoint-signal SIG (or REVIVE_CHECKPOINT_SIGNAL): ckpt_signal.h
+  std::string levels;       // --levels SPEC: REVIVE_LEVELS (images kept on the hosts)
   std::string local_dir;    // --local-dir D: this host's node-local generation directory (a host's part)
 };
 
@@ -239,6 +240,7 @@ Status PlanParts(const RestartArgs& a, const Plan& plan, std::vector<HostPart>* 
 int Restart(const RestartArgs& a) {
   // Every revive-restart below (and every host's part: hosts.cpp forwards it) hands it to its processes.
   if (a.ib2tcp) setenv("REVIVE_IB2TCP", "1", 1);
+  if (Status s = ApplyLevels(a.levels); !s.ok()) return Fail(s.message());
   Plan plan;
   Status s = MakePlan(a.what, &plan);
   if (!s.ok()) return Fail(s.message());
@@ -401,6 +403,7 @@ void AddRestartCommand(CLI::App& app, int* rc) {
   AddHostOptions(c, &a->ho);
   c->add_option("--local-dir", a->local_dir, "DIR: this host's node-local copy of the generation (a host's part)")
       ->group("");
+  AddLevelsOption(c, &a->levels);
   c->add_option("--only", a->only, "UPID,...: restore only these processes of the manifest (one host's part)");
   c->add_option("--parent", a->parent,
                 "HOST:PORT of the root coordinator: restore behind a new sub-coordinator on this host (with --port)");

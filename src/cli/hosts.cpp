@@ -17,6 +17,7 @@
 
 #include <algorithm>
 
+#include "coord/tlevels.h"
 #include "launch/hostlist.h"
 #include "launch/launcher.h"
 #include "launch/slurm_hostlist.h"
@@ -32,6 +33,18 @@ void AddHostOptions(CLI::App* c, HostOpts* o) {
   c->add_option("--sub-port", o->sub_port,
                 "With more than one host: port of the first host's sub-coordinator, host k uses it + k "
                 "(default: coordinator port + 1)");
+}
+
+void AddLevelsOption(CLI::App* c, std::string* levels) {
+  c->add_option("--levels", *levels,
+                "SPEC: REVIVE_LEVELS for this computation, e.g. L1+L2,L4@4: with --hosts each host keeps its images "
+                "(docs/storage-levels.md, Transparent images)");
+}
+
+Status ApplyLevels(const std::string& levels) {
+  if (!levels.empty()) setenv("REVIVE_LEVELS", levels.c_str(), 1);
+  coord::TLevelsConfig c;
+  return coord::LoadTLevelsConfig(&c);
 }
 
 std::string LauncherOf(const HostOpts& o) {

@@ -25,6 +25,12 @@ struct HostOpts {
 // --hostfile, --launcher, --sub-port (each command adds its own --hosts help).
 void AddHostOptions(CLI::App* c, HostOpts* o);
 
+// --levels SPEC (REVIVE_LEVELS for this computation: images kept on the hosts, storage-levels.md).
+void AddLevelsOption(CLI::App* c, std::string* levels);
+// Sets REVIVE_LEVELS from --levels (when given; the root coordinator started from here reads it) and
+// checks the policy in effect, so a malformed one is exit 2 before anything starts.
+Status ApplyLevels(const std::string& levels);
+
 // The launcher: --launcher, else srun for `--hosts slurm`, else ssh.
 std::string LauncherOf(const HostOpts& o);
 

@@ -48,8 +48,17 @@ def test(a, rng, seed, prefix, net):
     ref_rc = [subprocess.run(["bash", "-c", script, os.path.abspath(a.worker)], cwd=ref, timeout=120,
                              env=dict(os.environ, REVIVE_LAUNCH_INDEX=str(i))).returncode for i in range(N)]
 
-    cmd = [revive, "launch"] + t.placement + ["--ckpt-dir", ck, "-n", str(N), "--", "bash", "-c", script,
-                                              os.path.abspath(a.worker)]
+    opts = []
+    if a.case == "xor":  # the policy from --levels instead of the environment; bad ones refused first
+        env.pop("REVIVE_LEVELS")
+        opts = ["--levels", levels]
+        for bad, why in (("L1+L5", "'L5' is not a level"), ("L1+L2,L3@2", "goes to L2 or to L3, not both")):
+            r = run([revive, "launch", "--levels", bad] + t.placement + ["--ckpt-dir", ck, "--", "/bin/true"],
+                    env=env, timeout=30)
+            if r.returncode != 2 or why not in r.stderr or status(revive, port, ck, env).returncode == 0:
+                fail("launch --levels %s: rc %d %r, want 2 naming %r and no coordinator" % (bad, r.returncode, r.stderr, why))
+    cmd = [revive, "launch"] + opts + t.placement + ["--ckpt-dir", ck, "-n", str(N), "--", "bash", "-c", script,
+                                                     os.path.abspath(a.worker)]
     lerr = open(os.path.join(a.workdir, "launch-stderr"), "wb")
     lp = subprocess.Popen(cmd, cwd=rund, stdout=lerr, stderr=lerr, stdin=subprocess.DEVNULL, env=env)
     wait_procs(revive, port, ck, env, N, procs=[lp])
