@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Crash consistency of transparent multi-level storage (docs/storage-levels.md, "Transparent images"):
-a 3-host computation with REVIVE_LEVELS=L1+L2 (every other run: L1+L3, XOR over the three hosts) is killed (SIGKILL of every process of it: the programs,
+a 3-host computation with REVIVE_LEVELS=L1+L2 (every other run: L1+L3, XOR over the three hosts) is
+killed (SIGKILL of every process of it: the programs,
 the host parts, the sub-coordinators and the root) --kills times, each at a random moment 20-120 ms after a
 checkpoint was asked for (so before, during or after the images are written and exchanged between the
 hosts), and restarted with `revive restart --hosts` each time from whatever the killed run left: every

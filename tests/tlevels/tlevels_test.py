@@ -19,7 +19,7 @@ from tlv import N, Setup
 def main():
     ap = hosts_parser()
     ap.add_argument("--worker", required=True)
-    ap.add_argument("--case", required=True, choices=["partner", "corrupt", "fallback", "xor", "xor_parity", "xor_two", "rs_two"])
+    ap.add_argument("--case", required=True, choices=["partner", "corrupt", "fallback", "xor", "xor_parity", "xor_two", "rs_two", "here"])
     a = ap.parse_args()
     with_namespaces(a, "rvt", "10.85", N, lambda rng, seed, prefix, net: test(a, rng, seed, prefix, net))
 
@@ -38,7 +38,7 @@ def damage(path):
 
 def test(a, rng, seed, prefix, net):
     print("seed %d" % seed, flush=True)
-    levels = {"partner": "L1+L2", "corrupt": "L1+L2", "fallback": "L1+L2,L4@2", "xor": "L1+L3",
+    levels = {"partner": "L1+L2", "corrupt": "L1+L2", "fallback": "L1+L2,L4@2", "xor": "L1+L3", "here": "L1+L2",
               "xor_parity": "L1+L3", "xor_two": "L1+L3,L4", "rs_two": "L1+L3"}[a.case]
     xor = "L3" in levels
     parity = 2 if a.case == "rs_two" else 1
@@ -139,6 +139,7 @@ def test(a, rng, seed, prefix, net):
         "xor_two": (hosts[:2], None, ["lost 2 members (%s: parity missing, %s: parity missing), parity tolerates 1, "
                                       "using the checkpoint directory (L4)" % (hosts[0], hosts[1])]),
         "rs_two": (hosts[:2], None, [rebuilt(by_host[hosts[0]]), rebuilt(victim)]),
+        "here": ([], None, []),
     }
     if a.case in plan:
         wiped, damaged, expect = plan[a.case]
@@ -160,9 +161,10 @@ def test(a, rng, seed, prefix, net):
     r = run([revive, "verify", ck], env=env, timeout=60)
     want_rc = 1 if a.case in ("fallback", "corrupt", "xor_parity") else 0  # the newest generation is lost
     l1 = next((l for l in r.stdout.splitlines() if l.strip().startswith("L1 missing or damaged:")), "")
-    if r.returncode != want_rc or "upid %d (host %s)" % (victim["upid"], hosts[1]) not in l1 and a.case != "fallback":
+    named = a.case in ("fallback", "here") or "upid %d (host %s)" % (victim["upid"], hosts[1]) in l1
+    if r.returncode != want_rc or not named:
         fail("revive verify %s: rc %d (want %d):\n%s%s" % (ck, r.returncode, want_rc, r.stdout, r.stderr))
-    rcmd = [revive, "restart"] + t.placement + [ck]
+    rcmd = [revive, "restart"] + (["--port", str(port)] if a.case == "here" else t.placement) + [ck]
     rerr = os.path.join(a.workdir, "restart-stderr")
     t0 = time.time()
     rp = subprocess.run(rcmd, cwd=rund, stdout=subprocess.DEVNULL, stderr=open(rerr, "wb"), stdin=subprocess.DEVNULL,
