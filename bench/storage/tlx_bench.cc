@@ -2,7 +2,8 @@
 // host's images of a generation — sent over TCP with the secret's proof, checksummed, written, fsynced and
 // renamed by the receiver (coord/tlx.h, exactly what a sub-coordinator does) — against a raw write + fsync
 // of the same bytes into the same directory. Loopback TCP on one machine (the test hosts are network
-// namespaces of this machine too). Median of --runs runs; prints the ratio.
+// namespaces of this machine too). Also one member's L3 XOR encode of a group of three such hosts
+// (coord/tparity.h). Median of --runs runs; prints the ratios.
 //   tlx_bench [DIR (default /dev/shm)] [MiB per image (default 64)] [images (default 3)] [runs (default 7)]
 #include <fcntl.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "coord/tlx.h"
+#include "coord/tparity.h"
 
 using revive::coord::TlxFile;
 
@@ -61,7 +63,7 @@ int main(int argc, char** argv) {
     WriteFile(srcs.back(), bytes, false);
   }
   const std::string secret(32, 's');
-  std::vector<double> raw, exch;
+  std::vector<double> raw, exch, enc;
   for (int r = 0; r < runs; r++) {
     std::filesystem::remove_all(dir + "/raw");
     std::filesystem::create_directories(dir + "/raw");
@@ -83,6 +85,14 @@ int main(int argc, char** argv) {
     exch.push_back(Now() - t0);
     close(lfd);
     if (!s.ok() || !sent.ok()) Die(s.ok() ? sent.ToString() : s.ToString());
+
+    // L3: one member's encode of a group of three hosts holding this many bytes each (XOR), once the
+    // other members' images arrived (each member receives g - 1 = 2 such transfers first).
+    std::filesystem::create_directories(dir + "/par");
+    t0 = Now();
+    s = revive::coord::TEncodeGroup({"h1", "h2", "h3"}, {srcs, srcs, srcs}, 1, 0, dir + "/par");
+    enc.push_back(Now() - t0);
+    if (!s.ok()) Die(s.ToString());
   }
   std::filesystem::remove_all(dir);
   const double total = double(images) * double(mib);
@@ -92,5 +102,8 @@ int main(int argc, char** argv) {
   printf("raw write+fsync:              %.3f s (%.0f MiB/s)\n", mr, total / mr);
   printf("L2 exchange (TCP, XXH3, fsync): %.3f s (%.0f MiB/s)\n", me, total / me);
   printf("ratio exchange / raw: %.2f\n", me / mr);
+  const double mc = Median(enc);
+  printf("L3 XOR encode of a 3-host group (one member, after receiving 2 x the bytes): %.3f s; "
+         "L3 total ~ 2 x exchange + encode = %.3f s, ratio to raw %.2f\n", mc, 2 * me + mc, (2 * me + mc) / mr);
   return 0;
 }
