@@ -1,10 +1,9 @@
 #!/usr/bin/env python3
 """Crash consistency of transparent multi-level storage (docs/storage-levels.md, "Transparent images"):
 a 3-host computation with REVIVE_LEVELS=L1+L2 (every other run: L1+L3, XOR over the three hosts) is
-killed (SIGKILL of every process of it: the programs,
-the host parts, the sub-coordinators and the root) --kills times, each at a random moment 20-120 ms after a
-checkpoint was asked for (so before, during or after the images are written and exchanged between the
-hosts), and restarted with `revive restart --hosts` each time from whatever the killed run left: every
+killed (SIGKILL of every process of it: the programs, the host parts, the sub-coordinators and the root)
+--kills times, each at a random moment 20-120 ms after a checkpoint was asked for (so before, during or
+after the images are written and exchanged between the hosts), and restarted with `revive restart --hosts` each time from whatever the killed run left: every
 restart must come back from the newest generation complete at a level; the last run finishes and its
 outputs and exit status must equal an uninterrupted run's."""
 import os, shutil, signal, subprocess, sys, threading, time
