@@ -79,6 +79,12 @@ Status ReadLine(int fd, std::string* line, const std::string& what) {
 
 bool GoodName(const std::string& n) { return !n.empty() && n[0] != '.' && n.find('/') == std::string::npos; }
 
+// A host name as hosts.md allows them ([A-Za-z0-9._:@-], not starting with '.'): it becomes part of a path.
+bool GoodHost(const std::string& h) {
+  return !h.empty() && h[0] != '.' && h.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                          "0123456789._:@-") == std::string::npos;
+}
+
 std::string Base(const std::string& p) {
   size_t s = p.find_last_of('/');
   return s == std::string::npos ? p : p.substr(s + 1);
@@ -195,6 +201,7 @@ Status TlxReceive(int listen_fd, const std::string& secret, uint64_t gen, const 
   unsigned long long g = 0;
   size_t n = 0;
   if (sscanf(line.c_str(), "tlx 1 %llu %255s %zu", &g, from, &n) != 3) return refuse("bad header \"" + line + "\"");
+  if (!GoodHost(from)) return refuse(std::string("bad host name \"") + from + "\"");
   if (g != gen) return refuse("sends generation " + std::to_string(g) + ", expected " + std::to_string(gen));
   if (!expect_from.empty() && expect_from != from)
     return refuse(std::string("says it is host ") + from + ", expected " + expect_from);

@@ -94,6 +94,18 @@ TEST_F(TlxTest, OtherHostOrGenerationRefused) {
   EXPECT_TRUE(NoFinalFiles());
 }
 
+TEST_F(TlxTest, HostNameThatIsAPathRefused) {
+  // With any sender accepted ("" expected) the host name becomes a directory: it may not climb out.
+  std::vector<TlxFile> files, recv;
+  Status sent;
+  std::thread t([&] { sent = TlxSend("127.0.0.1:" + std::to_string(port_), kSecret, 7, "../x", src_, &files, 10); });
+  Status got = TlxReceive(fd_, kSecret, 7, "", dir_ + "/in-{from}", 10, &recv);
+  t.join();
+  EXPECT_NE(got.ToString().find("bad host name"), std::string::npos) << got.ToString();
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/x"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/in-../x"));
+}
+
 TEST_F(TlxTest, SenderGoneMidFileLeavesNoFile) {
   // A sender that proves the secret, announces a file and dies after half of it.
   std::thread t([&] {
