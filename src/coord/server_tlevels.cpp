@@ -8,6 +8,9 @@
 // root writes MANIFEST.json (recording levels, hosts, partners, checksums) only when every host's images
 // and copies are durable. After a successful resume each sub copies its images to the checkpoint
 // directory in the background when the generation also goes to L4, and prunes its old local generations.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -129,12 +132,20 @@ void Server::SubTLevelsListen() {
   up_->host = h != nullptr ? h : "";
   if (up_->host.empty()) return;
   uint16_t port = 0;
-  Status s = TlxListen(o_.bind == "0.0.0.0" ? "0.0.0.0" : o_.bind, &up_->tlx_fd, &port);
+  // The other hosts reach us where the root does: with --bind 0.0.0.0, the local address of our root link.
+  std::string ip = o_.bind;
+  sockaddr_in me{};
+  socklen_t len = sizeof me;
+  char ipbuf[INET_ADDRSTRLEN] = "";
+  if (ip == "0.0.0.0" && getsockname(up_->client.fd(), (sockaddr*)&me, &len) == 0 &&
+      inet_ntop(AF_INET, &me.sin_addr, ipbuf, sizeof ipbuf) != nullptr)
+    ip = ipbuf;
+  Status s = TlxListen(o_.bind, &up_->tlx_fd, &port);
   if (!s.ok()) {
     Log(1, "sub: no image exchange listener: %s", s.ToString().c_str());
     return;
   }
-  std::string key = "tl.x." + up_->host, value = o_.bind + ":" + std::to_string(port);
+  std::string key = "tl.x." + up_->host, value = ip + ":" + std::to_string(port);
   uint8_t buf[1024];
   FrameBuilder b(buf, sizeof buf, kPublish, 0);
   b.add("key", key.c_str()).add("value", value.c_str());
