@@ -33,6 +33,7 @@ struct LaunchArgs {
   std::string chdir;   // --chdir DIR: the part's working directory (ssh starts in $HOME)
   std::string status_file;  // --status-file F: report each copy's status by index (a host's part)
   std::string ckpt_signal;  // --checkpoint-signal SIG (or REVIVE_CHECKPOINT_SIGNAL): ckpt_signal.h
+  std::string levels;       // --levels SPEC: REVIVE_LEVELS (images kept on the hosts)
 };
 
 int Fail(const std::string& msg, int code = 2) {
@@ -84,6 +85,7 @@ Status PlanParts(const LaunchArgs& a, const Target& t, std::vector<HostPart>* pa
 
 int Launch(const LaunchArgs& a) {
   if (a.argv.empty()) return Fail("no program given (usage: revive launch [options] -- PROG ARGS...)");
+  if (Status s = ApplyLevels(a.levels); !s.ok()) return Fail(s.message());
   if (a.compress && a.no_compress) return Fail("--compress and --no-compress contradict each other");
   if (a.n < 0) return Fail("-n " + std::to_string(a.n) + ": the number of copies must be at least 1");
   if (!a.indexes.empty() && WantsHosts(a.ho)) return Fail("--indexes is one host's part: it takes no --hosts");
@@ -242,6 +244,7 @@ void AddLaunchCommand(CLI::App& app, int* rc) {
   c->add_option("--hosts", a->ho.hosts, "Comma-separated hosts: copy i of -n runs on host i mod n (docs/hosts.md); `slurm`: the nodes of "
                 "SLURM_JOB_NODELIST, reached with srun (docs/slurm.md)");
   AddHostOptions(c, &a->ho);
+  AddLevelsOption(c, &a->levels);
   c->add_option("-n", a->n, "Number of copies of PROG (default: one per host, or 1); each gets "
                             "REVIVE_LAUNCH_INDEX and REVIVE_LAUNCH_SIZE");
   c->add_option("--indexes", a->indexes, "I,J,...: start only these copies (one host's part of --hosts)");

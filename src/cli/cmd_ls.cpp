@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/levels_offline.h"
+#include "cli/tlevels_ls.h"
 
 namespace revive::cli {
 namespace {
@@ -31,6 +32,7 @@ const char* Mark(const std::vector<uint32_t>& have, uint32_t ranks, bool used) {
 }
 
 int Ls(const LsArgs& a) {
+  if (IsTransparentCheckpoint(a.dir)) return TransparentLs("revive ls", a.dir, a.local, a.json, false);
   Offline o;
   if (int rc = LoadForTool("revive ls", a.dir, a.local, &o)) return rc;
   nlohmann::json j;

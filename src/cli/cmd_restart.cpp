@@ -19,6 +19,7 @@
 #include "coord/secret.h"
 #include "core/env.h"
 #include "cli/hosts.h"
+#include "cli/tlevels_restart.h"
 #include "launch/hostlist.h"
 #include "launch/placement.h"
 #include "plugins/proctree/tree.h"
@@ -36,6 +37,8 @@ struct RestartArgs {
   std::string parent;       // --parent HOST:PORT: run this part behind a new sub-coordinator of that root
   std::string status_file;  // --status-file F: report each root's status by manifest index (a host's part)
   std::string ckpt_signal;  // --checkpoint-signal SIG (or REVIVE_CHECKPOINT_SIGNAL): ckpt_signal.h
+  std::string levels;       // --levels SPEC: REVIVE_LEVELS (images kept on the hosts)
+  std::string local_dir;    // --local-dir D: this host's node-local generation directory (a host's part)
 };
 
 struct Plan {
@@ -44,6 +47,7 @@ struct Plan {
   std::vector<std::string> images;  // absolute
   std::vector<uint64_t> upids;      // of each image (0 = unknown)
   std::vector<size_t> pos;          // of each image: its index in the manifest (kept by --only)
+  coord::Manifest man;              // the manifest read (images kept on hosts: ResolveImages)
 };
 
 // "<prog>-<upid>.rimg" -> upid (contracts.md layout); 0 if the name does not follow it.
@@ -143,12 +147,25 @@ Status MakePlan(const std::string& what, Plan* plan) {
   if (!s.ok()) return s;
   for (const auto& p : m.procs) {
     std::string image = gen_dir + "/" + p.image;
-    if (!IsFile(image))
+    if (!p.local && !IsFile(image))  // images kept on hosts: found by ResolveImages
       return Status::NotFound(plan->manifest + " lists " + p.image + " (upid " + std::to_string(p.upid) +
                               "), but " + image + " is missing");
     plan->pos.push_back(plan->images.size());
     plan->images.push_back(image);
     plan->upids.push_back(p.upid);
+  }
+  plan->man = m;
+  return Status::OK();
+}
+
+// Images kept on the hosts (REVIVE_LEVELS): each from the first intact place (checksum of the manifest).
+Status ResolveImages(const std::string& local_dir, Plan* plan) {
+  const std::string gen_dir = Parent(plan->manifest);
+  for (size_t i = 0; i < plan->images.size(); i++) {
+    const coord::ManifestProc& p = plan->man.procs[plan->pos[i]];
+    if (!p.local) continue;
+    Status s = ResolveKeptImage(plan->man, p, gen_dir, local_dir, &plan->images[i]);
+    if (!s.ok()) return s;
   }
   return Status::OK();
 }
@@ -223,6 +240,7 @@ Status PlanParts(const RestartArgs& a, const Plan& plan, std::vector<HostPart>* 
 int Restart(const RestartArgs& a) {
   // Every revive-restart below (and every host's part: hosts.cpp forwards it) hands it to its processes.
   if (a.ib2tcp) setenv("REVIVE_IB2TCP", "1", 1);
+  if (Status s = ApplyLevels(a.levels); !s.ok()) return Fail(s.message());
   Plan plan;
   Status s = MakePlan(a.what, &plan);
   if (!s.ok()) return Fail(s.message());
@@ -251,9 +269,25 @@ int Restart(const RestartArgs& a) {
     s = KeepOnly(a.only, &plan);
     if (!s.ok()) return Fail(s.message());
   }
+  // A host's part, or a restart on this machine (with --hosts, TLevelsRestart decides and moves first).
+  if (!plan.manifest.empty() && !plan.man.levels.empty() && !WantsHosts(a.ho) && a.map.empty()) {
+    s = ResolveImages(a.local_dir, &plan);
+    if (!s.ok()) return Fail(s.message());
+  }
   std::vector<HostPart> parts;  // --hosts etc.: this restart only places the host parts
   bool on_hosts = WantsHosts(a.ho) || !a.map.empty();
-  if (on_hosts) {
+  bool kept_on_hosts = false;
+  if (on_hosts && !plan.manifest.empty()) {  // images kept on the hosts: each process goes back to its host
+    std::vector<std::string> hosts;
+    std::string chosen;
+    s = ResolveHosts(a.ho, &hosts);
+    if (s.ok()) s = TLevelsRestart(a.ho, t, hosts, Parent(plan.manifest), a.lazy, &kept_on_hosts, &chosen, &parts);
+    if (s.ok() && kept_on_hosts && !a.map.empty())
+      s = Status::InvalidArgument("--map: images kept on the hosts (REVIVE_LEVELS) restart on the host they ran on");
+    if (s.ok() && kept_on_hosts && chosen != Parent(plan.manifest)) s = MakePlan(chosen, &plan);
+    if (!s.ok()) return Fail(s.message());
+  }
+  if (on_hosts && !kept_on_hosts) {
     s = PlanParts(a, plan, &parts);
     if (!s.ok()) return Fail(s.message());
   }
@@ -367,6 +401,9 @@ void AddRestartCommand(CLI::App& app, int* rc) {
                 "UPID=HOST,...: put the tree of that process on that host (the others follow --hosts); "
                 "two processes of one tree on different hosts are refused");
   AddHostOptions(c, &a->ho);
+  c->add_option("--local-dir", a->local_dir, "DIR: this host's node-local copy of the generation (a host's part)")
+      ->group("");
+  AddLevelsOption(c, &a->levels);
   c->add_option("--only", a->only, "UPID,...: restore only these processes of the manifest (one host's part)");
   c->add_option("--parent", a->parent,
                 "HOST:PORT of the root coordinator: restore behind a new sub-coordinator on this host (with --port)");

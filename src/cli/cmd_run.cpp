@@ -238,12 +238,7 @@ Status Supervisor::StartAttempt(uint64_t from) {
     } else if (a_.hang_timeout > 0) {
       setenv("REVIVE_PHASE_TIMEOUT", std::to_string(a_.hang_timeout).c_str(), 1);
     }
-    std::vector<char*> v;
-    for (auto& w : argv) v.push_back(w.data());
-    v.push_back(nullptr);
-    execvp(v[0], v.data());
-    fprintf(stderr, "revive run: exec %s: %s\n", v[0], strerror(errno));
-    _exit(127);
+    ExecArgv(argv, "revive run: exec");
   }
   setpgid(pid, pid);
   child_ = pid;

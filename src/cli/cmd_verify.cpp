@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/levels_offline.h"
+#include "cli/tlevels_ls.h"
 #include "storage/placement.h"
 
 namespace revive::cli {
@@ -26,6 +27,7 @@ struct Finding {
 };
 
 int Verify(const VerifyArgs& a) {
+  if (IsTransparentCheckpoint(a.dir)) return TransparentLs("revive verify", a.dir, a.local, a.json, true);
   Offline o;
   if (int rc = LoadForTool("revive verify", a.dir, a.local, &o)) return rc;
   std::vector<uint64_t> versions = o.AllVersions();

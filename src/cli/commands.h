@@ -22,5 +22,7 @@ void AddFlushCommand(CLI::App& app, int* rc);
 void AddRiskCommand(CLI::App& app, int* rc);
 // Supervisor: relaunch a failed job from its newest checkpoint (cmd_run.cpp, docs/run.md).
 void AddRunCommand(CLI::App& app, int* rc);
+// Internal helpers of `revive restart --hosts` for node-local transparent images (cmd_tlevels.cpp).
+void AddTLevelsCommands(CLI::App& app, int* rc);
 
 }  // namespace revive::cli

@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -16,6 +17,7 @@
 
 #include <algorithm>
 
+#include "coord/tlevels.h"
 #include "launch/hostlist.h"
 #include "launch/launcher.h"
 #include "launch/slurm_hostlist.h"
@@ -31,6 +33,18 @@ void AddHostOptions(CLI::App* c, HostOpts* o) {
   c->add_option("--sub-port", o->sub_port,
                 "With more than one host: port of the first host's sub-coordinator, host k uses it + k "
                 "(default: coordinator port + 1)");
+}
+
+void AddLevelsOption(CLI::App* c, std::string* levels) {
+  c->add_option("--levels", *levels,
+                "SPEC: REVIVE_LEVELS for this computation, e.g. L1+L2,L4@4: with --hosts each host keeps its images "
+                "(docs/storage-levels.md, Transparent images)");
+}
+
+Status ApplyLevels(const std::string& levels) {
+  if (!levels.empty()) setenv("REVIVE_LEVELS", levels.c_str(), 1);
+  coord::TLevelsConfig c;
+  return coord::LoadTLevelsConfig(&c);
 }
 
 std::string LauncherOf(const HostOpts& o) {
@@ -180,12 +194,7 @@ int RunHostParts(const char* who, const HostOpts& o, const Target& root, const s
     }
     if (pid == 0) {
       signal(SIGPIPE, SIG_DFL);
-      std::vector<char*> v;
-      for (auto& w : argv) v.push_back(w.data());
-      v.push_back(nullptr);
-      execvp(v[0], v.data());
-      fprintf(stderr, "%s: launcher %s: %s\n", who, v[0], strerror(errno));
-      _exit(127);
+      ExecArgv(argv, std::string(who) + ": launcher");
     }
     kids.push_back(pid);
   }
@@ -258,10 +267,7 @@ int WaitAll(const std::vector<pid_t>& kids) {
   return 0;
 }
 
-namespace {
-
-// This host's address on the route to `parent` (HOST:PORT): connecting a UDP socket sends nothing, it
-// only picks the route and the local address.
+// Connecting a UDP socket sends nothing, it only picks the route and the local address.
 Status AddressTowards(const std::string& parent, std::string* out) {
   size_t colon = parent.rfind(':');
   std::string host = parent.substr(0, colon), port = colon == std::string::npos ? "7779" : parent.substr(colon + 1);
@@ -285,7 +291,38 @@ Status AddressTowards(const std::string& parent, std::string* out) {
   return Status::OK();
 }
 
-}  // namespace
+void ExecArgv(std::vector<std::string>& argv, const std::string& what) {
+  std::vector<char*> v;
+  for (auto& w : argv) v.push_back(w.data());
+  v.push_back(nullptr);
+  execvp(v[0], v.data());
+  fprintf(stderr, "%s %s: %s\n", what.c_str(), v[0], strerror(errno));
+  _exit(127);
+}
+
+Status StartOnHost(const HostOpts& o, const std::string& host, const std::vector<std::string>& cmd, pid_t* pid,
+                   int* out_fd) {
+  std::vector<std::string> argv;
+  Status s = launch::Expand(launch::ResolveTemplate(LauncherOf(o)), host, cmd, &argv);
+  if (!s.ok()) return s;
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) return Status::FromErrno("pipe", errno);
+  *pid = fork();
+  if (*pid < 0) {
+    int e = errno;
+    close(p[0]);
+    close(p[1]);
+    return Status::FromErrno("fork", e);
+  }
+  if (*pid == 0) {
+    dup2(p[1], 1);
+    signal(SIGPIPE, SIG_DFL);
+    ExecArgv(argv, "launcher");
+  }
+  close(p[1]);
+  *out_fd = p[0];
+  return Status::OK();
+}
 
 Status EnsurePartCoordinator(const std::string& parent, Target* t, const std::vector<std::string>& extra) {
   if (parent.empty()) return EnsureCoordinator(*t, extra);

@@ -25,6 +25,12 @@ struct HostOpts {
 // --hostfile, --launcher, --sub-port (each command adds its own --hosts help).
 void AddHostOptions(CLI::App* c, HostOpts* o);
 
+// --levels SPEC (REVIVE_LEVELS for this computation: images kept on the hosts, storage-levels.md).
+void AddLevelsOption(CLI::App* c, std::string* levels);
+// Sets REVIVE_LEVELS from --levels (when given; the root coordinator started from here reads it) and
+// checks the policy in effect, so a malformed one is exit 2 before anything starts.
+Status ApplyLevels(const std::string& levels);
+
 // The launcher: --launcher, else srun for `--hosts slurm`, else ssh.
 std::string LauncherOf(const HostOpts& o);
 
@@ -90,6 +96,16 @@ int FirstNonZero(std::vector<RootStatus> s);
 // A part's report for RunHostParts: "POS STATUS" lines, written to PATH.tmp and renamed onto PATH so the
 // reader never sees half of it. Errors name the file.
 Status WriteStatusFile(const std::string& path, const std::vector<RootStatus>& s);
+
+// This host's address on the route to HOST:PORT (the local address a connection there would use).
+Status AddressTowards(const std::string& parent, std::string* out);
+
+// In a child: execvp(argv); on failure prints "<what> <argv[0]>: <reason>" and _exit(127).
+[[noreturn]] void ExecArgv(std::vector<std::string>& argv, const std::string& what);
+
+// Starts `cmd` on `host` through the launcher (--launcher etc.) with its stdout on a pipe: *pid, *out_fd.
+Status StartOnHost(const HostOpts& o, const std::string& host, const std::vector<std::string>& cmd, pid_t* pid,
+                   int* out_fd);
 
 // Sets the variables a process of the computation reads to find its coordinator.
 void ExportTarget(const Target& t);

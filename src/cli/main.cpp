@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   revive::cli::AddFlushCommand(app, &rc);
   revive::cli::AddRiskCommand(app, &rc);
   revive::cli::AddRunCommand(app, &rc);
+  revive::cli::AddTLevelsCommands(app, &rc);
   revive::cli::AddCoordinatorCommand(app, &rc);
   try {
     app.parse(argc, argv);

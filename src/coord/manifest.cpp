@@ -1,6 +1,8 @@
 #include "coord/manifest.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include <nlohmann/json.hpp>
 
@@ -18,9 +20,20 @@ Status WriteManifest(Env* env, const std::string& gen_dir, const Manifest& m) {
   j["time"] = m.time;
   j["processes"] = nlohmann::json::array();
   for (const auto& p : m.procs) {
-    j["processes"].push_back({{"upid", p.upid}, {"pid", p.pid}, {"host", p.host}, {"prog", p.prog},
-                              {"image", p.image}, {"bytes", p.bytes}});
+    nlohmann::json e = {{"upid", p.upid}, {"pid", p.pid}, {"host", p.host}, {"prog", p.prog},
+                        {"image", p.image}, {"bytes", p.bytes}};
+    if (!m.levels.empty()) {
+      e["local"] = p.local;
+      e["l2"] = p.l2;
+      e["l3"] = p.l3;
+      char x[17];
+      snprintf(x, sizeof x, "%016llx", (unsigned long long)p.xxh3);
+      e["xxh3"] = x;
+    }
+    j["processes"].push_back(e);
   }
+  if (!m.levels.empty())
+    j["storage"] = {{"levels", m.levels}, {"local_root", m.local_root}, {"job", m.job}, {"parity", m.parity}};
   return WriteFileAtomic(env, gen_dir + "/MANIFEST.json", j.dump(2) + "\n");
 }
 
@@ -56,11 +69,28 @@ Status ReadManifest(Env* env, const std::string& path, Manifest* m) {
     mp.host = p["host"].get<std::string>();
     mp.prog = p["prog"].get<std::string>();
     mp.image = p["image"].get<std::string>();
+    if (p.contains("local") && p["local"].is_boolean()) mp.local = p["local"].get<bool>();
+    if (p.contains("l2") && p["l2"].is_string()) mp.l2 = p["l2"].get<std::string>();
+    if (p.contains("l3") && p["l3"].is_string()) mp.l3 = p["l3"].get<std::string>();
+    if (p.contains("xxh3") && p["xxh3"].is_string()) mp.xxh3 = strtoull(p["xxh3"].get<std::string>().c_str(), nullptr, 16);
     if (mp.image.empty() || mp.image.find('/') != std::string::npos)
       return Status::Corruption(path + ": " + where + "image \"" + mp.image + "\" is not a file name");
     m->procs.push_back(std::move(mp));
   }
   if (m->procs.empty()) return Status::Corruption(path + ": no processes");
+  m->levels.clear();
+  m->local_root.clear();
+  m->job.clear();
+  m->parity = 0;
+  if (j.contains("storage") && j["storage"].is_object()) {
+    const auto& st = j["storage"];
+    for (const char* k : {"levels", "local_root", "job"})
+      if (!(s = need(st, k, &nlohmann::json::is_string, "storage.")).ok()) return s;
+    m->levels = st["levels"].get<std::string>();
+    m->local_root = st["local_root"].get<std::string>();
+    m->job = st["job"].get<std::string>();
+    if (st.contains("parity") && st["parity"].is_number_unsigned()) m->parity = st["parity"].get<uint64_t>();
+  }
   return Status::OK();
 }
 

@@ -132,10 +132,15 @@ Status Server::Start() {
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
   ev.data.u64 = UINT64_MAX;  // wake-up
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  if (o_.parent.empty()) {
+    s = LoadTLevelsConfig(&tl_);
+    if (!s.ok()) return s;
+  }
   if (!o_.parent.empty()) {
     o_.interval = 0;  // the root decides when to checkpoint
     s = ConnectUpstream();
     if (!s.ok()) return s;
+    SubTLevelsListen();
     ev.data.u64 = kUpstreamId;
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, up_->client.fd(), &ev);
   }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "coord/manifest.h"
+#include "coord/tlevels.h"
 #include "coord/wire.h"
 #include "core/status.h"
 
@@ -147,6 +148,16 @@ class Server {
   std::string StateName() const;
   Status LoadRestartManifest(Manifest* m);
 
+  // server_tlevels.cpp: multi-level storage of transparent images (tlevels.h).
+  void TLevelsBegin();
+  void TLevelsPhaseFields(Conn* c, FrameBuilder* b, std::string* dir);
+  bool TLevelsAddImage(Conn* c, const Payload& p, const std::string& pre, ManifestProc* mp);
+  void SubTLevelsListen();
+  void SubTLevelsPhase(const Payload& p);
+  void SubTLevelsExchange();
+  void SubTLevelsEncode();
+  void SubTLevelsResumed();
+
   ServerOptions o_;
   std::string secret_;
   int listen_fd_ = -1;
@@ -202,6 +213,10 @@ class Server {
   std::vector<std::pair<uint64_t, uint32_t>> requesters_;  // (conn id, seq) awaiting CKPT_DONE
   Manifest manifest_;                // being built for cur_gen_
   std::set<uint64_t> restart_expected_;  // upids still to come back
+  TLevelsConfig tl_;                 // REVIVE_LEVELS at the root
+  unsigned cur_levels_ = 0;          // levels of cur_gen_ (0: the checkpoint directory only)
+  std::map<std::string, std::string> tl_partner_, tl_from_;  // host -> its partner; partner -> owner
+  std::map<std::string, std::vector<std::string>> tl_group_;  // host -> its L3 group's hosts, in order
 
   // Sub-coordinator state.
   struct Upstream;

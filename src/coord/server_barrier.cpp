@@ -116,6 +116,7 @@ void Server::BeginGeneration() {
   phase_index_ = 0;
   Log(2, "checkpoint generation %llu of %zu processes%s", (unsigned long long)cur_gen_, participants_.size(),
       attempt_ ? (", attempt " + std::to_string(attempt_ + 1)).c_str() : "");
+  TLevelsBegin();
   if (participants_.empty()) {  // everybody left while a retry waited
     FailGeneration("no processes are connected to the coordinator");
     FinishCheckpoint();
@@ -150,8 +151,9 @@ void Server::SendPhase(Conn* c) {
   std::string dir = GenerationDir(o_.ckpt_dir, state_ == State::kCheckpoint ? cur_gen_ : generation_);
   uint8_t buf[4096 + 256];
   FrameBuilder b(buf, sizeof buf, kPhase, 0);
-  b.add("name", phase_.c_str()).add_u64("generation", state_ == State::kCheckpoint ? cur_gen_ : generation_)
-      .add("dir", dir.c_str());
+  b.add("name", phase_.c_str()).add_u64("generation", state_ == State::kCheckpoint ? cur_gen_ : generation_);
+  TLevelsPhaseFields(c, &b, &dir);  // with levels: a sub's processes write to their host's directory
+  b.add("dir", dir.c_str());
   if (phase_ == "resume") b.add("ok", failed_ ? "0" : "1");  // plugins' resume(ok)
   // Which of a sub-coordinator's processes take part: the running ones or the restored ones.
   b.add("barrier", state_ == State::kCheckpoint ? "checkpoint" : "restart");
@@ -210,8 +212,19 @@ bool Server::EarlyDurable(Conn* c, const Payload& p) {
 // bytes. Each image must exist in the generation directory.
 void Server::AddImages(Conn* c, const Payload& p) {
   std::string gen_dir = GenerationDir(o_.ckpt_dir, cur_gen_);
-  auto add = [&](const Member& m, const std::string& image, uint64_t bytes) {
+  auto add = [&](const Member& m, const std::string& image, uint64_t bytes, const std::string& pre) {
     std::string file = Basename(image);
+    ManifestProc lp;
+    lp.upid = m.upid;
+    if (!file.empty() && TLevelsAddImage(c, p, pre, &lp)) {
+      lp.pid = m.pid;
+      lp.host = m.host;
+      lp.prog = m.prog;
+      lp.image = file;
+      lp.bytes = bytes;
+      manifest_.procs.push_back(lp);
+      return;
+    }
     struct stat st;
     if (file.empty() || stat((gen_dir + "/" + file).c_str(), &st) != 0) {
       FailGeneration(m.Describe() + " reported image \"" + image + "\", not found in " + gen_dir);
@@ -231,7 +244,7 @@ void Server::AddImages(Conn* c, const Payload& p) {
   if (c->role == Conn::Role::kProc) {
     p.get_str("image", image, sizeof image);
     p.get_u64("bytes", &bytes);
-    add(*c->Self(), image, bytes);
+    add(*c->Self(), image, bytes, "");
     return;
   }
   uint64_t n = 0;
@@ -246,9 +259,9 @@ void Server::AddImages(Conn* c, const Payload& p) {
     p.get_u64((pre + "bytes").c_str(), &bytes);
     auto it = c->members.find(upid);
     if (it != c->members.end()) {
-      add(it->second, image, bytes);
+      add(it->second, image, bytes, pre);
     } else if (auto d = departed_.find(upid); d != departed_.end()) {
-      add(*d->second, image, bytes);
+      add(*d->second, image, bytes, pre);
     } else {
       FailGeneration(c->Describe() + " reported an image for unknown upid " + std::to_string(upid));
     }

@@ -1,10 +1,13 @@
 // One peer of the coordinator (internal to server*.cpp).
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "coord/client.h"
@@ -94,7 +97,24 @@ struct Server::Upstream {
   // --fork: processes that reported their image before phase durable (exiting), and those images.
   std::set<uint64_t> early;
   std::vector<Image> early_images;
-  ~Upstream() { client.close(); }
+  // Multi-level storage of transparent images (server_tlevels.cpp): this host, the exchange listener,
+  // what the root said for the generation in progress, and the background L4 copies.
+  std::string host;
+  int tlx_fd = -1;
+  struct TL {
+    unsigned levels = 0;
+    uint64_t gen = 0;
+    std::string dir, partner, partner_addr, from;
+    std::vector<std::string> group, group_addrs;  // L3: the group's hosts and exchange addresses, in order
+    int parity = 1;
+    std::map<std::string, uint64_t> xxh;  // image path -> XXH3-64
+  } tl;
+  std::vector<std::thread> background;
+  ~Upstream() {
+    for (auto& t : background) t.join();
+    if (tlx_fd >= 0) ::close(tlx_fd);
+    client.close();
+  }
 };
 
 // What a HELLO says about a process (host, prog, pid; awaiting_restart from restart=1; upid left 0).

@@ -223,6 +223,12 @@ void Server::SubStartPhase(const Payload& p) {
       if (!c->dead && c->role == Conn::Role::kProc && c->HasMembers(up_->restart) && c->members.count(0) == 0)
         up_->parts.insert(id);
   }
+  SubTLevelsPhase(p);  // before the processes hear of it: their directory must exist
+  if (!up_->restart && up_->phase == "resume") {
+    char ok[4] = "";
+    p.get_str("ok", ok, sizeof ok);
+    if (std::string(ok) == "1") SubTLevelsResumed();
+  }
   up_->in_phase = true;
   up_->phase_started = MonotonicSeconds();
   up_->images.clear();
@@ -290,6 +296,8 @@ void Server::SubOnPhaseDone(Conn* c, const Payload& p) {
 void Server::SubFinishPhaseIfDone() {
   if (!up_->in_phase || !up_->waiting.empty()) return;
   up_->in_phase = false;
+  const bool levels = !up_->restart && up_->phase == ImagePhase() && (up_->tl.levels & kTL1);
+  if (levels) SubTLevelsExchange();  // checksums, partner copies: durable before we answer
   std::string frame(kHeaderSize + kMaxPayload, '\0');
   FrameBuilder b((uint8_t*)frame.data(), frame.size(), kPhaseDone, 0);
   b.add("name", up_->phase.c_str()).add("ok", up_->failed ? "0" : "1");
@@ -302,6 +310,7 @@ void Server::SubFinishPhaseIfDone() {
       std::string pre = "p." + std::to_string(i) + ".";
       b.add_u64((pre + "upid").c_str(), up_->images[i].upid).add((pre + "image").c_str(), up_->images[i].image.c_str())
           .add_u64((pre + "bytes").c_str(), up_->images[i].bytes);
+      if (levels) b.add((pre + "xxh3").c_str(), Hex64(up_->tl.xxh[up_->images[i].image]).c_str());
     }
   }
   // The barrier's last phase (a forked checkpoint's durable comes after its resume).

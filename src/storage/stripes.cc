@@ -119,6 +119,11 @@ Status CheckLength(const StripeLayout& l, int i, uint64_t len) {
 
 Status EncodeGroup(const ErasureCode& code, const StripeLayout& layout, const std::vector<std::string_view>& member_data,
                    std::vector<std::string>* parity_out) {
+  return EncodeGroupFor(code, layout, member_data, -1, parity_out);
+}
+
+Status EncodeGroupFor(const ErasureCode& code, const StripeLayout& layout, const std::vector<std::string_view>& member_data,
+                      int holder, std::vector<std::string>* parity_out) {
   Status st = CheckShape(code, layout, member_data.size());
   const int g = layout.g();
   std::vector<uint8_t*> data(g), parity(g);
@@ -135,6 +140,9 @@ Status EncodeGroup(const ErasureCode& code, const StripeLayout& layout, const st
   StripeBlocks sb(layout, data, len, parity);
   const uint64_t B = layout.block_size();
   for (int s = 0; s < g; ++s) {
+    bool mine = holder < 0;
+    for (int t = 0; t < layout.m() && !mine; ++t) mine = layout.parity_holder(s, t) == holder;
+    if (!mine) continue;  // a stripe whose parity `holder` does not keep
     for (uint64_t off = 0; off < B; off += sb.piece()) {
       const uint64_t n = std::min(sb.piece(), B - off);
       uint8_t* const* b = sb.Get(s, off, n);

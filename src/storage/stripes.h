@@ -57,6 +57,12 @@ class StripeLayout {
 Status EncodeGroup(const ErasureCode& code, const StripeLayout& layout, const std::vector<std::string_view>& member_data,
                    std::vector<std::string>* parity_out);
 
+// EncodeGroup for one member that keeps only its own parity: only the stripes in which `holder` holds a
+// parity block are encoded (m of g), so (*parity_out)[holder] is exact and the others' buffers partial.
+// holder < 0: every stripe (EncodeGroup).
+Status EncodeGroupFor(const ErasureCode& code, const StripeLayout& layout, const std::vector<std::string_view>& member_data,
+                      int holder, std::vector<std::string>* parity_out);
+
 // Rebuilds the data (resized to lengths[i]) and the parity (m * B bytes) of every member i with
 // !member_present[i] from the others' data and parity. lengths holds all g true lengths (the lost ones
 // come from metadata); present members' data and parity must have exactly those sizes. More than m lost:

@@ -1,0 +1,401 @@
+#include "cli/tlevels_restart.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "coord/manifest.h"
+#include "coord/tlevels.h"
+#include "core/env.h"
+
+namespace revive::cli {
+namespace {
+
+using coord::Hex64;
+
+// What one host's `revive tlevels-scan` reported: own[G][name] and copy[G][owner][name] checksums.
+struct HostPieces {
+  std::map<uint64_t, std::map<std::string, uint64_t>> own;
+  std::map<uint64_t, std::map<std::string, std::map<std::string, uint64_t>>> copy;
+  std::map<uint64_t, bool> parity;  // L3: generation -> its parity intact
+};
+
+// The receiver's first line (IP:PORT); it keeps running, so not to EOF.
+std::string ReadLineFd(int fd) {
+  std::string out;
+  char c;
+  for (;;) {
+    ssize_t n = read(fd, &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0 || c == '\n') return out;
+    out.push_back(c);
+  }
+}
+
+std::string ReadAllFd(int fd) {
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, (size_t)n);
+  }
+  return out;
+}
+
+int WaitStatus(pid_t pid) {
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0)
+    if (errno != EINTR) return 1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// Every host's pieces, scanned on the hosts in parallel through the launcher. A host that cannot be
+// reached holds nothing (said on stderr).
+std::map<std::string, HostPieces> ScanHosts(const HostOpts& ho, const std::string& self, const std::set<std::string>& hosts,
+                                            const std::string& root, const std::string& job) {
+  std::map<std::string, HostPieces> out;
+  std::vector<std::pair<std::string, std::pair<pid_t, int>>> running;
+  for (const std::string& h : hosts) {
+    pid_t pid = -1;
+    int fd = -1;
+    Status s = StartOnHost(ho, h, {self, "tlevels-scan", coord::THostJobDir(root, h, job)}, &pid, &fd);
+    if (!s.ok()) {
+      fprintf(stderr, "revive restart: cannot list the images kept on host %s: %s\n", h.c_str(), s.ToString().c_str());
+      continue;
+    }
+    running.push_back({h, {pid, fd}});
+  }
+  for (auto& [h, pf] : running) {
+    std::string text = ReadAllFd(pf.second);
+    close(pf.second);
+    if (int rc = WaitStatus(pf.first); rc != 0) {
+      fprintf(stderr, "revive restart: listing the images kept on host %s failed (status %d): counted as lost\n",
+              h.c_str(), rc);
+      continue;
+    }
+    HostPieces& hp = out[h];
+    size_t pos = 0;
+    while (pos < text.size()) {
+      size_t nl = text.find('\n', pos);
+      if (nl == std::string::npos) nl = text.size();
+      std::string line = text.substr(pos, nl - pos);
+      pos = nl + 1;
+      char kind[8] = "", a[512] = "", b[512] = "", c[512] = "";
+      unsigned long long g = 0;
+      uint64_t x = 0;
+      int n = sscanf(line.c_str(), "%7s %llu %511s %511s %511s", kind, &g, a, b, c);
+      if (n == 4 && std::string(kind) == "own" && coord::ParseHex64(b, &x)) hp.own[g][a] = x;
+      if (n == 5 && std::string(kind) == "copy" && coord::ParseHex64(c, &x)) hp.copy[g][a][b] = x;
+      if (n == 3 && std::string(kind) == "parity") hp.parity[g] = std::string(a) == "ok";
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> SplitList(const std::string& list) {
+  std::vector<std::string> out;
+  for (size_t pos = 0; !list.empty() && pos <= list.size();) {
+    size_t c = list.find(',', pos);
+    if (c == std::string::npos) c = list.size();
+    out.push_back(list.substr(pos, c - pos));
+    pos = c + 1;
+  }
+  return out;
+}
+
+// L3: the members of `group` that cannot serve a rebuild of generation m (an image of theirs not intact on
+// their host, or their parity missing or damaged), each with the reason.
+std::vector<std::pair<std::string, std::string>> GroupLost(const coord::Manifest& m, const std::vector<std::string>& group,
+                                                            std::map<std::string, HostPieces>& pieces) {
+  std::vector<std::pair<std::string, std::string>> lost;
+  for (const std::string& h : group) {
+    auto hp = pieces.find(h);
+    std::string why;
+    if (hp == pieces.end()) why = "unreachable";
+    else if (!hp->second.parity.count(m.generation)) why = "parity missing";
+    else if (!hp->second.parity[m.generation]) why = "parity damaged (checksum mismatch), not used";
+    for (const auto& q : m.procs) {
+      if (!why.empty()) break;
+      if (q.host != h) continue;
+      auto& own = hp->second.own[m.generation];
+      auto it = own.find(q.image);
+      if (it == own.end()) why = "image " + q.image + " missing";
+      else if (it->second != q.xxh3) why = "image " + q.image + " damaged";
+    }
+    if (!why.empty()) lost.push_back({h, why});
+  }
+  return lost;
+}
+
+// One image's source in a generation.
+struct Source {
+  enum Kind { kMissing, kOwn, kPartner, kRebuild, kGlobal } kind = kMissing;
+  std::string notes;  // why not a faster level ("L1 copy missing, ...")
+};
+
+Source Choose(const coord::Manifest& m, const coord::ManifestProc& p, const std::string& gen_dir,
+              std::map<std::string, HostPieces>& pieces) {
+  Source s;
+  std::vector<std::string> why;
+  auto lookup = [](const std::map<std::string, uint64_t>* names, const std::string& n, uint64_t* x) {
+    if (names == nullptr) return false;
+    auto it = names->find(n);
+    if (it == names->end()) return false;
+    *x = it->second;
+    return true;
+  };
+  uint64_t x = 0;
+  if (p.local) {
+    auto h = pieces.find(p.host);
+    const std::map<std::string, uint64_t>* own = nullptr;
+    if (h != pieces.end() && h->second.own.count(m.generation)) own = &h->second.own[m.generation];
+    if (!lookup(own, p.image, &x)) why.push_back(h == pieces.end() ? "host " + p.host + " unreachable" : "L1 copy missing");
+    else if (x != p.xxh3) why.push_back("L1 copy damaged (checksum mismatch), not used");
+    else {
+      s.kind = Source::kOwn;
+      return s;
+    }
+    if (!p.l2.empty()) {
+      auto q = pieces.find(p.l2);
+      const std::map<std::string, uint64_t>* copy = nullptr;
+      if (q != pieces.end() && q->second.copy.count(m.generation) && q->second.copy[m.generation].count(p.host))
+        copy = &q->second.copy[m.generation][p.host];
+      if (!lookup(copy, p.image, &x)) why.push_back("partner copy on " + p.l2 + " missing");
+      else if (x != p.xxh3) why.push_back("partner copy on " + p.l2 + " damaged (checksum mismatch), not used");
+      else {
+        s.kind = Source::kPartner;
+        why.push_back("using partner copy from " + p.l2);
+        for (size_t i = 0; i < why.size(); i++) s.notes += (i ? ", " : "") + why[i];
+        return s;
+      }
+    }
+  }
+  if (p.local && !p.l3.empty()) {
+    const std::vector<std::string> group = SplitList(p.l3);
+    auto lost = GroupLost(m, group, pieces);
+    std::string names;
+    for (const auto& [h, w] : lost) names += (names.empty() ? "" : ", ") + h + ": " + w;
+    if (lost.size() <= m.parity) {
+      s.kind = Source::kRebuild;
+      why.push_back("rebuilt from its group's parity (hosts " + p.l3 + ")");
+      for (size_t i = 0; i < why.size(); i++) s.notes += (i ? ", " : "") + why[i];
+      return s;
+    }
+    why.push_back("its group (hosts " + p.l3 + ") lost " + std::to_string(lost.size()) + " members (" + names +
+                  "), parity tolerates " + std::to_string(m.parity));
+  }
+  const std::string global = gen_dir + "/" + p.image;
+  struct stat st;
+  if (stat(global.c_str(), &st) != 0) {
+    why.push_back("not in the checkpoint directory (L4)");
+  } else if (p.local && (!coord::FileXxh3(global, &x).ok() || x != p.xxh3)) {
+    why.push_back("the checkpoint directory's copy is damaged (checksum mismatch), not used");
+  } else {
+    s.kind = Source::kGlobal;
+    if (p.local) why.push_back("using the checkpoint directory (L4)");
+  }
+  for (size_t i = 0; i < why.size(); i++) s.notes += (i ? ", " : "") + why[i];
+  return s;
+}
+
+std::string Who(const coord::ManifestProc& p) {
+  return "image of process " + std::to_string(p.pid) + " (upid " + std::to_string(p.upid) + ", host " + p.host + ")";
+}
+
+// One transfer over a socket: `revive tlevels-recv` on host `to` (listening on its address toward the
+// root, files into dest, each checked against `expect` NAME=XXH) and `revive tlevels-send` of `files` on
+// host `from`.
+Status Transfer(const HostOpts& ho, const Target& root, const std::string& self, uint64_t gen, const std::string& from,
+                const std::string& to, const std::vector<std::string>& files, const std::string& dest,
+                const std::vector<std::string>& expect, const std::string& what) {
+  const std::string g = std::to_string(gen);
+  std::vector<std::string> recv = {self, "tlevels-recv", "--toward", root.host + ":" + std::to_string(root.port),
+                                   "--secret-file", root.secret_file, "--gen", g, "--from", from, "--dest", dest};
+  for (const auto& e : expect) recv.insert(recv.end(), {"--expect", e});
+  pid_t rpid = -1, spid = -1;
+  int rfd = -1, sfd = -1;
+  Status s = StartOnHost(ho, to, recv, &rpid, &rfd);
+  if (!s.ok()) return s;
+  std::string addr = ReadLineFd(rfd);
+  close(rfd);
+  if (addr.empty()) {
+    WaitStatus(rpid);
+    return Status::IOError("no receiver for " + what + " on host " + to);
+  }
+  std::vector<std::string> send = {self, "tlevels-send", "--secret-file", root.secret_file, "--gen", g, "--from", from,
+                                   "--to", addr};
+  send.insert(send.end(), files.begin(), files.end());
+  s = StartOnHost(ho, from, send, &spid, &sfd);
+  if (!s.ok()) {
+    kill(rpid, SIGTERM);
+    WaitStatus(rpid);
+    return s;
+  }
+  close(sfd);
+  int sc = WaitStatus(spid), rc = WaitStatus(rpid);
+  if (sc != 0 || rc != 0)
+    return Status::IOError("moving " + what + " from host " + from + " to host " + to + " failed (send " +
+                           std::to_string(sc) + ", receive " + std::to_string(rc) + ")");
+  return Status::OK();
+}
+
+// The partner copies of generation m to the hosts that need them (their own L1 directory).
+Status MoveCopies(const HostOpts& ho, const Target& root, const std::string& self, const coord::Manifest& m,
+                  const std::vector<const coord::ManifestProc*>& moved) {
+  std::map<std::pair<std::string, std::string>, std::vector<const coord::ManifestProc*>> by_pair;  // (holder, owner)
+  for (const auto* p : moved) by_pair[{p->l2, p->host}].push_back(p);
+  for (const auto& [pair, procs] : by_pair) {
+    const auto& [holder, owner] = pair;
+    std::vector<std::string> files, expect;
+    for (const auto* p : procs) {
+      files.push_back(coord::TPartnerDir(m.local_root, holder, m.job, m.generation, owner) + "/" + p->image);
+      expect.push_back(p->image + "=" + Hex64(p->xxh3));
+    }
+    Status s = Transfer(ho, root, self, m.generation, holder, owner, files,
+                        coord::TLocalGenDir(m.local_root, owner, m.job, m.generation), expect,
+                        "the partner copies of host " + owner);
+    if (!s.ok()) return s;
+  }
+  return Status::OK();
+}
+
+// Rebuilds every host in `lost` on that host: each surviving member of its group sends its images and
+// parity there (tlevels-recv/send), then `revive tlevels-rebuild` decodes (tparity.h).
+Status RebuildHosts(const HostOpts& ho, const Target& root, const std::string& self, const coord::Manifest& m,
+                    const std::map<std::string, std::vector<std::string>>& lost_groups,
+                    const std::set<std::string>& unusable) {
+  for (const auto& [h, group] : lost_groups) {
+    const std::string dir = coord::TLocalGenDir(m.local_root, h, m.job, m.generation), from = dir + "/.rebuild";
+    for (const std::string& s : group) {
+      if (s == h || unusable.count(s)) continue;
+      const std::string sd = coord::TLocalGenDir(m.local_root, s, m.job, m.generation);
+      std::vector<std::string> files = {sd + "/parity", sd + "/parity.meta"};
+      for (const auto& q : m.procs)
+        if (q.host == s) files.push_back(sd + "/" + q.image);
+      Status st = Transfer(ho, root, self, m.generation, s, h, files, from + "/" + s, {},
+                           "host " + s + "'s images and parity");
+      if (!st.ok()) return st;
+    }
+    pid_t pid = -1;
+    int fd = -1;
+    Status st = StartOnHost(ho, h, {self, "tlevels-rebuild", "--from", from, "--host", h, "--dest", dir}, &pid, &fd);
+    if (!st.ok()) return st;
+    close(fd);
+    if (int rc = WaitStatus(pid); rc != 0)
+      return Status::IOError("rebuilding the images of host " + h + " from its group failed (status " +
+                             std::to_string(rc) + ")");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ResolveKeptImage(const coord::Manifest& m, const coord::ManifestProc& p, const std::string& gen_dir,
+                        const std::string& local_dir, std::string* path) {
+  std::vector<std::string> places;
+  if (!local_dir.empty()) places.push_back(local_dir + "/" + p.image);
+  places.push_back(gen_dir + "/" + p.image);
+  places.push_back(coord::TLocalGenDir(m.local_root, p.host, m.job, m.generation) + "/" + p.image);
+  std::string why;
+  for (const std::string& f : places) {
+    uint64_t x = 0;
+    Status s = coord::FileXxh3(f, &x);
+    if (s.ok() && x == p.xxh3) {
+      *path = f;
+      return Status::OK();
+    }
+    why += "; " + f + (s.ok() ? ": checksum mismatch" : ": " + s.message());
+  }
+  return Status::NotFound(Who(p) + ": no intact copy" + why);
+}
+
+Status TLevelsRestart(const HostOpts& ho, const Target& root, const std::vector<std::string>& hosts,
+                      const std::string& gen_dir, bool lazy, bool* used, std::string* chosen_gen_dir,
+                      std::vector<HostPart>* parts) {
+  *used = false;
+  Env* env = Env::Default();
+  coord::Manifest newest;
+  Status s = coord::ReadManifest(env, gen_dir + "/MANIFEST.json", &newest);
+  if (!s.ok() || !(coord::ParseTLevelNames(newest.levels) & coord::kTL1)) return Status::OK();
+  *used = true;
+  const std::string ckpt_dir = gen_dir.substr(0, gen_dir.find_last_of('/'));
+  std::string self;
+  if (!(s = SelfPath(&self)).ok()) return s;
+  std::vector<uint64_t> gens;
+  if (!(s = coord::ListCompleteGenerations(env, ckpt_dir, &gens)).ok()) return s;
+  std::set<std::string> holders;  // every host that may keep pieces of the generations considered
+  for (const auto& p : newest.procs) {
+    holders.insert(p.host);
+    if (!p.l2.empty()) holders.insert(p.l2);
+  }
+  auto pieces = ScanHosts(ho, self, holders, newest.local_root, newest.job);
+  for (uint64_t g : gens) {
+    if (g > newest.generation) continue;
+    const std::string gd = coord::GenerationDir(ckpt_dir, g);
+    coord::Manifest m;
+    if (!coord::ReadManifest(env, gd + "/MANIFEST.json", &m).ok()) continue;
+    std::vector<std::string> missing, notes;
+    std::vector<const coord::ManifestProc*> moved;
+    std::map<std::string, std::vector<std::string>> rebuild;  // lost host -> its group
+    for (const auto& p : m.procs) {
+      if (std::find(hosts.begin(), hosts.end(), p.host) == hosts.end())
+        return Status::InvalidArgument(Who(p) + ": the images are kept on the hosts they ran on, so each process "
+                                       "restarts there; " + p.host + " is not in the host list");
+      Source src = Choose(m, p, gd, pieces);
+      if (src.kind == Source::kMissing) missing.push_back(Who(p) + ": " + src.notes);
+      else if (!src.notes.empty()) notes.push_back(Who(p) + ": " + src.notes);
+      if (src.kind == Source::kPartner) moved.push_back(&p);
+      if (src.kind == Source::kRebuild) rebuild[p.host] = SplitList(p.l3);
+    }
+    if (missing.empty()) {
+      for (const auto& n : notes) fprintf(stderr, "revive restart: %s\n", n.c_str());
+      s = MoveCopies(ho, root, self, m, moved);
+      std::set<std::string> unusable;
+      for (const auto& [h, group] : rebuild)
+        for (const auto& [l, w] : GroupLost(m, group, pieces)) unusable.insert(l);
+      if (s.ok()) s = RebuildHosts(ho, root, self, m, rebuild, unusable);
+      if (!s.ok()) missing.push_back(s.ToString());
+    }
+    if (!missing.empty()) {
+      std::string list;
+      for (const auto& x : missing) list += "; " + x;
+      fprintf(stderr, "revive restart: generation %llu cannot be restored from any level%s; trying an older one\n",
+              (unsigned long long)g, list.c_str());
+      continue;
+    }
+    if (g != newest.generation)
+      fprintf(stderr, "revive restart: restarting from generation %llu (newest complete: %llu)\n",
+              (unsigned long long)g, (unsigned long long)newest.generation);
+    *chosen_gen_dir = gd;
+    std::map<std::string, size_t> index;
+    for (size_t i = 0; i < m.procs.size(); i++) {
+      const auto& p = m.procs[i];
+      if (!index.count(p.host)) {
+        index[p.host] = parts->size();
+        HostPart part{p.host, {"restart", "--only", ""}, i};
+        parts->push_back(std::move(part));
+      }
+      std::string& only = (*parts)[index[p.host]].args[2];
+      only += (only.empty() ? "" : ",") + std::to_string(p.upid);
+    }
+    for (auto& part : *parts) {
+      if (!m.job.empty()) part.args.insert(part.args.end(), {"--local-dir", coord::TLocalGenDir(m.local_root, part.host, m.job, g)});
+      if (lazy) part.args.push_back("--lazy");
+      part.args.push_back(gd);
+      Progress("revive: " + part.host + ": process(es) " + part.args[2]);
+    }
+    return Status::OK();
+  }
+  return Status::NotFound(ckpt_dir + ": no generation can be restored from any level (see above)");
+}
+
+}  // namespace revive::cli

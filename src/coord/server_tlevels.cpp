@@ -1,0 +1,318 @@
+// Multi-level storage of transparent images in the coordinator tree (tlevels.h; docs/storage-levels.md,
+// "Transparent images"). The root decides which levels a generation goes to (REVIVE_LEVELS) and, for each
+// sub-coordinator (one per host), tells it in every PHASE of the checkpoint barrier where its processes
+// write (their host's node-local directory for L1) and, for L2, whose copy it keeps and where its own
+// copy goes (the partner's exchange address, published by that sub as "tl.x.<host>"). Each sub, once its
+// processes wrote their images, computes their checksums and, for L2, sends them to its partner's sub
+// over TCP (tlx.h) while it receives the copy it keeps; only then does it answer the image phase, so the
+// root writes MANIFEST.json (recording levels, hosts, partners, checksums) only when every host's images
+// and copies are durable. After a successful resume each sub copies its images to the checkpoint
+// directory in the background when the generation also goes to L4, and prunes its old local generations.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "coord/log.h"
+#include "coord/server.h"
+#include "coord/server_conn.h"
+#include "coord/tlevels.h"
+#include "coord/tparity.h"
+#include "coord/tlx.h"
+#include "core/env.h"
+
+namespace revive::coord {
+namespace {
+constexpr double kExchangeTimeout = 30;  // a partner that sends nothing this long failed (the generation fails)
+}
+
+// Root, at the start of each attempt: the generation's levels, and the partner ring over the hosts of the
+// participating sub-coordinators (the library's placement rule, hosts as failure domains).
+void Server::TLevelsBegin() {
+  cur_levels_ = 0;
+  tl_partner_.clear();
+  tl_from_.clear();
+  if (!o_.parent.empty()) return;
+  unsigned lv = tl_.LevelsFor(cur_gen_);
+  if (!(lv & kTL1)) return;
+  if (o_.fork) {  // the images become durable after resume there; the exchange would need a phase of its own
+    Log(1, "generation %llu: REVIVE_LEVELS is not applied to --fork checkpoints; the images go to the checkpoint "
+        "directory", (unsigned long long)cur_gen_);
+    return;
+  }
+  std::vector<std::string> hosts;
+  for (uint64_t id : participants_) {
+    auto it = conns_.find(id);
+    if (it != conns_.end() && it->second->role == Conn::Role::kSub) hosts.push_back(it->second->host);
+  }
+  std::sort(hosts.begin(), hosts.end());
+  hosts.erase(std::unique(hosts.begin(), hosts.end()), hosts.end());
+  if (hosts.empty()) {
+    Log(1, "generation %llu: REVIVE_LEVELS=%s applies to computations on several hosts (--hosts); this one "
+        "writes to the checkpoint directory", (unsigned long long)cur_gen_, tl_.spec.c_str());
+    return;
+  }
+  if (lv & kTL2) {
+    std::vector<size_t> partner;
+    Status s = hosts.size() < 2 ? Status::InvalidArgument("partner copies (L2) need at least two hosts, the "
+                                                          "computation runs on " + hosts[0] + " only")
+                                : THostPartners(hosts, &partner);
+    if (!s.ok()) {
+      FailGeneration("REVIVE_LEVELS=" + tl_.spec + ": " + s.message());
+      return;
+    }
+    for (size_t i = 0; i < hosts.size(); i++) {
+      tl_partner_[hosts[i]] = hosts[partner[i]];
+      tl_from_[hosts[partner[i]]] = hosts[i];
+    }
+  }
+  tl_group_.clear();
+  if (lv & kTL3) {
+    std::vector<std::vector<std::string>> groups;
+    Status s = THostGroups(hosts, tl_.group_size, tl_.parity, &groups);
+    if (!s.ok()) {
+      FailGeneration("REVIVE_LEVELS=" + tl_.spec + ": parity groups over hosts: " + s.message());
+      return;
+    }
+    for (const auto& g : groups)
+      for (const auto& h : g) tl_group_[h] = g;
+    manifest_.parity = (uint64_t)tl_.parity;
+  }
+  cur_levels_ = lv;
+  manifest_.levels = TLevelNames(lv);
+  manifest_.local_root = tl_.local_root;
+  manifest_.job = TJobId(o_.ckpt_dir);
+}
+
+// Root: what a sub-coordinator is told in a checkpoint PHASE (its processes' directory in *dir).
+void Server::TLevelsPhaseFields(Conn* c, FrameBuilder* b, std::string* dir) {
+  if (state_ != State::kCheckpoint || !(cur_levels_ & kTL1) || c->role != Conn::Role::kSub) return;
+  *dir = TLocalGenDir(tl_.local_root, c->host, TJobId(o_.ckpt_dir), cur_gen_);
+  b->add("tl.levels", TLevelNames(cur_levels_).c_str()).add("tl.host", c->host.c_str());
+  if (cur_levels_ & kTL3) {
+    std::string members, addrs;
+    for (const auto& h : tl_group_[c->host]) {
+      auto a = kv_.find("tl.x." + h);
+      members += (members.empty() ? "" : ",") + h;
+      addrs += (addrs.empty() ? "" : ",") + (a == kv_.end() ? std::string("-") : a->second);
+    }
+    b->add("tl.group", members.c_str()).add("tl.group_addrs", addrs.c_str()).add_u64("tl.parity", (uint64_t)tl_.parity);
+  }
+  if (!(cur_levels_ & kTL2)) return;
+  const std::string& partner = tl_partner_[c->host];
+  auto addr = kv_.find("tl.x." + partner);
+  b->add("tl.partner", partner.c_str()).add("tl.partner_addr", addr == kv_.end() ? "" : addr->second.c_str());
+  b->add("tl.from", tl_from_[c->host].c_str());
+}
+
+// Root: a sub's image of a generation with levels is on its host, not here (no stat: the root cannot see
+// node-local storage); its checksum came with the report.
+bool Server::TLevelsAddImage(Conn* c, const Payload& p, const std::string& pre, ManifestProc* mp) {
+  if (!(cur_levels_ & kTL1) || c->role != Conn::Role::kSub) return false;
+  char x[32] = "";
+  p.get_str((pre + "xxh3").c_str(), x, sizeof x);
+  if (!ParseHex64(x, &mp->xxh3)) {
+    FailGeneration(c->Describe() + " reported no checksum for upid " + std::to_string(mp->upid));
+    return true;
+  }
+  mp->local = true;
+  if (cur_levels_ & kTL2) mp->l2 = tl_partner_[c->host];
+  for (const auto& h : tl_group_[c->host]) mp->l3 += (mp->l3.empty() ? "" : ",") + h;
+  return true;
+}
+
+// Sub: the exchange listener, published to the root for the other hosts' subs.
+void Server::SubTLevelsListen() {
+  const char* h = getenv("REVIVE_HOST_ID");
+  up_->host = h != nullptr ? h : "";
+  if (up_->host.empty()) return;
+  uint16_t port = 0;
+  // The other hosts reach us where the root does: with --bind 0.0.0.0, the local address of our root link.
+  std::string ip = o_.bind;
+  sockaddr_in me{};
+  socklen_t len = sizeof me;
+  char ipbuf[INET_ADDRSTRLEN] = "";
+  if (ip == "0.0.0.0" && getsockname(up_->client.fd(), (sockaddr*)&me, &len) == 0 &&
+      inet_ntop(AF_INET, &me.sin_addr, ipbuf, sizeof ipbuf) != nullptr)
+    ip = ipbuf;
+  Status s = TlxListen(o_.bind, &up_->tlx_fd, &port);
+  if (!s.ok()) {
+    Log(1, "sub: no image exchange listener: %s", s.ToString().c_str());
+    return;
+  }
+  std::string key = "tl.x." + up_->host, value = ip + ":" + std::to_string(port);
+  uint8_t buf[1024];
+  FrameBuilder b(buf, sizeof buf, kPublish, 0);
+  b.add("key", key.c_str()).add("value", value.c_str());
+  if (size_t n = b.finish()) SendUp(kPublish, 0, (const char*)buf + kHeaderSize, n - kHeaderSize);
+}
+
+// Sub: the root's instructions in a checkpoint PHASE.
+void Server::SubTLevelsPhase(const Payload& p) {
+  auto& tl = up_->tl;
+  if (up_->restart) return;
+  char v[4096] = "";
+  uint64_t gen = 0;
+  p.get_u64("generation", &gen);
+  if (up_->phase == "suspend") tl = Upstream::TL();
+  if (!p.get_str("tl.levels", v, sizeof v)) return;
+  tl.levels = ParseTLevelNames(v);
+  tl.gen = gen;
+  p.get_str("dir", v, sizeof v);
+  tl.dir = v;
+  if (p.get_str("tl.partner", v, sizeof v)) tl.partner = v;
+  if (p.get_str("tl.partner_addr", v, sizeof v)) tl.partner_addr = v;
+  if (p.get_str("tl.from", v, sizeof v)) tl.from = v;
+  auto split = [](const std::string& list) {
+    std::vector<std::string> out;
+    for (size_t pos = 0; pos <= list.size() && !list.empty();) {
+      size_t c = list.find(',', pos);
+      if (c == std::string::npos) c = list.size();
+      out.push_back(list.substr(pos, c - pos));
+      pos = c + 1;
+    }
+    return out;
+  };
+  uint64_t m = 1;
+  if (p.get_str("tl.group", v, sizeof v)) tl.group = split(v);
+  if (p.get_str("tl.group_addrs", v, sizeof v)) tl.group_addrs = split(v);
+  if (p.get_u64("tl.parity", &m)) tl.parity = (int)m;
+  if (up_->phase == "write") {  // the processes create only the last component
+    Status s = CreateDirs(Env::Default(), tl.dir);
+    if (!s.ok() && !up_->failed) {
+      up_->failed = true;
+      up_->error = "host " + up_->host + ": cannot create " + tl.dir + ": " + s.ToString();
+    }
+  }
+}
+
+// Sub, when its processes answered the image phase: checksums, and the L2 exchange with the partners.
+void Server::SubTLevelsExchange() {
+  auto& tl = up_->tl;
+  tl.xxh.clear();
+  std::vector<std::string> paths;
+  for (const auto& im : up_->images) paths.push_back(im.image);
+  auto fail = [&](const std::string& why) {
+    if (!up_->failed) up_->error = "host " + up_->host + ": " + why;
+    up_->failed = true;
+  };
+  if (tl.levels & kTL3) return SubTLevelsEncode();
+  if (!(tl.levels & kTL2)) {
+    for (const auto& im : up_->images) {
+      uint64_t h = 0;
+      Status s = FileXxh3(im.image, &h);
+      if (!s.ok()) return fail(s.ToString());
+      tl.xxh[im.image] = h;
+    }
+    return;
+  }
+  if (tl.partner_addr.empty() || up_->tlx_fd < 0) return fail("no image exchange address for partner host " + tl.partner);
+  const double t0 = MonotonicSeconds();
+  Status sent;
+  std::vector<TlxFile> files;
+  std::thread sender([&] { sent = TlxSend(tl.partner_addr, secret_, tl.gen, up_->host, paths, &files, kExchangeTimeout); });
+  Status got = Status::OK();
+  std::vector<TlxFile> received;
+  if (!tl.from.empty())
+    got = TlxReceive(up_->tlx_fd, secret_, tl.gen, tl.from,
+                     tl.dir + "/partner-" + tl.from, kExchangeTimeout, &received);
+  sender.join();
+  if (!sent.ok()) return fail("copy to partner host " + tl.partner + ": " + sent.ToString());
+  if (!got.ok()) return fail("copy from host " + tl.from + ": " + got.ToString());
+  for (size_t i = 0; i < files.size() && i < paths.size(); i++) tl.xxh[paths[i]] = files[i].xxh3;
+  Log(2, "generation %llu: %zu image(s) sent to %s, %zu received from %s in %.3f s", (unsigned long long)tl.gen,
+      files.size(), tl.partner.c_str(), received.size(), tl.from.c_str(), MonotonicSeconds() - t0);
+}
+
+// Sub, L3: every member sends its images to every other member of its group while it receives theirs
+// (into .l3-<host>/, removed again), then encodes the group and keeps its own parity slots. Each member
+// receives the whole group's data (g - 1 times its own); SCR's distributed encode sends only the blocks.
+void Server::SubTLevelsEncode() {
+  auto& tl = up_->tl;
+  auto fail = [&](const std::string& why) {
+    if (!up_->failed) up_->error = "host " + up_->host + ": " + why;
+    up_->failed = true;
+  };
+  const size_t g = tl.group.size();
+  size_t me = std::find(tl.group.begin(), tl.group.end(), up_->host) - tl.group.begin();
+  if (me == g || tl.group_addrs.size() != g || up_->tlx_fd < 0) return fail("no parity group for this host");
+  std::vector<std::string> paths;
+  for (const auto& im : up_->images) {
+    uint64_t h = 0;
+    Status s = FileXxh3(im.image, &h);
+    if (!s.ok()) return fail(s.ToString());
+    tl.xxh[im.image] = h;
+    paths.push_back(im.image);
+  }
+  const double t0 = MonotonicSeconds();
+  std::vector<Status> sent(g);
+  std::vector<std::thread> senders;
+  for (size_t j = 0; j < g; j++) {
+    if (j == me) continue;
+    senders.emplace_back([&, j] {
+      std::vector<TlxFile> files;
+      sent[j] = tl.group_addrs[j] == "-" ? Status::NotFound("no exchange address")
+                                         : TlxSend(tl.group_addrs[j], secret_, tl.gen, up_->host, paths, &files, kExchangeTimeout);
+    });
+  }
+  Status got;
+  std::set<std::string> from_seen;
+  for (size_t k = 0; k + 1 < g && got.ok(); k++) {
+    std::vector<TlxFile> files;
+    std::string from;
+    got = TlxReceive(up_->tlx_fd, secret_, tl.gen, "", tl.dir + "/.l3-{from}", kExchangeTimeout, &files, &from);
+    if (got.ok() && (std::find(tl.group.begin(), tl.group.end(), from) == tl.group.end() || !from_seen.insert(from).second))
+      got = Status::InvalidArgument("host " + from + " sent its images twice or is not in the group");
+  }
+  for (auto& t : senders) t.join();
+  for (size_t j = 0; j < g; j++)
+    if (!sent[j].ok()) return fail("images to group member " + tl.group[j] + ": " + sent[j].ToString());
+  if (!got.ok()) return fail("images from the group: " + got.ToString());
+  std::vector<std::vector<std::string>> files_of(g);
+  for (size_t j = 0; j < g; j++) {
+    if (j == me) {
+      files_of[j] = paths;
+      continue;
+    }
+    std::vector<std::string> names;
+    const std::string d = tl.dir + "/.l3-" + tl.group[j];
+    Env::Default()->GetChildren(d, &names);
+    for (const auto& n : names)
+      if (n[0] != '.') files_of[j].push_back(d + "/" + n);
+  }
+  Status s = TEncodeGroup(tl.group, files_of, tl.parity, me, tl.dir);
+  for (size_t j = 0; j < g; j++) {
+    std::error_code ec;
+    if (j != me) std::filesystem::remove_all(tl.dir + "/.l3-" + tl.group[j], ec);
+  }
+  if (!s.ok()) return fail("parity: " + s.ToString());
+  Log(2, "generation %llu: parity of group %zu hosts encoded in %.3f s", (unsigned long long)tl.gen, g,
+      MonotonicSeconds() - t0);
+}
+
+// Sub, at a successful resume: the background L4 copy, then pruning of old local generations.
+void Server::SubTLevelsResumed() {
+  auto tl = up_->tl;
+  if (!(tl.levels & kTL1)) return;
+  std::vector<std::string> images;
+  for (const auto& [path, h] : tl.xxh) images.push_back(path);
+  const std::string ckpt_dir = o_.ckpt_dir;
+  const std::string hostjob = tl.dir.substr(0, tl.dir.find_last_of('/'));
+  up_->background.emplace_back([tl, images, ckpt_dir, hostjob] {
+    if (tl.levels & kTL4) {
+      const std::string dst = ckpt_dir + "/ckpt-" + std::to_string(tl.gen);
+      for (const std::string& src : images) {
+        Status s = TCopyDurable(src, dst);
+        if (!s.ok()) Log(1, "generation %llu: L4 copy: %s", (unsigned long long)tl.gen, s.ToString().c_str());
+      }
+    }
+    TPruneLocal(hostjob, ckpt_dir, 2);
+  });
+}
+
+}  // namespace revive::coord

@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""Multi-level storage of transparent images of a `--hosts` computation (docs/storage-levels.md,
+"Transparent images"): `revive launch --hosts h1,h2,h3 -n 3 --launcher netns` with REVIVE_LEVELS, each host
+a network namespace whose node-local storage is <work>/local/<host>/. Checkpointed, SIGKILLed, some hosts'
+local storage wiped or damaged, restarted with `revive restart --hosts`; every output is compared byte for
+byte with an uninterrupted run and the exit status with its. Cases:
+  partner   L1+L2: host 2 wiped; its image comes from its partner over a socket (stderr names it).
+  corrupt   L1+L2: host 2 wiped and its partner copy of generation 2 damaged: detected, named, not used;
+            generation 1 restores from its partner copy.
+  fallback  L1+L2,L4@2: generations 1-3; two hosts wiped (a host and its partner): generation 3 cannot be
+            restored (the message names the image and what is missing); generation 2 from L4 and L1."""
+import json, os, shutil, signal, subprocess, sys, time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hosts"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import *
+from tlv import N, Setup
+
+
+def main():
+    ap = hosts_parser()
+    ap.add_argument("--worker", required=True)
+    ap.add_argument("--case", required=True, choices=["partner", "corrupt", "fallback", "xor", "xor_parity", "xor_two", "rs_two", "here"])
+    a = ap.parse_args()
+    with_namespaces(a, "rvt", "10.85", N, lambda rng, seed, prefix, net: test(a, rng, seed, prefix, net))
+
+def job_dir(local, host):
+    d = os.path.join(local, host)
+    subs = os.listdir(d) if os.path.isdir(d) else []
+    if len(subs) != 1:
+        fail("%s: want one job directory, found %s" % (d, subs))
+    return os.path.join(d, subs[0])
+
+def damage(path):
+    """Flips one bit in the middle of a file (bit rot): its size stays, its checksum does not."""
+    data = bytearray(open(path, "rb").read())
+    data[len(data) // 2] ^= 0x40
+    open(path, "r+b").write(bytes(data))
+
+def test(a, rng, seed, prefix, net):
+    print("seed %d" % seed, flush=True)
+    levels = {"partner": "L1+L2", "corrupt": "L1+L2", "fallback": "L1+L2,L4@2", "xor": "L1+L3", "here": "L1+L2",
+              "xor_parity": "L1+L3", "xor_two": "L1+L3,L4", "rs_two": "L1+L3"}[a.case]
+    xor = "L3" in levels
+    parity = 2 if a.case == "rs_two" else 1
+    t = Setup(a, rng, prefix, net, levels, "case " + a.case, REVIVE_GROUP_SIZE="3", REVIVE_PARITY=str(parity))
+    hosts, port, ck, ref, rund, local, revive, env = t.hosts, t.port, t.ck, t.ref, t.rund, t.local, t.revive, t.env
+    script = 'exec "$0" $((260 + 13 * REVIVE_LAUNCH_INDEX)) 2 > out-$REVIVE_LAUNCH_INDEX'
+    ref_rc = [subprocess.run(["bash", "-c", script, os.path.abspath(a.worker)], cwd=ref, timeout=120,
+                             env=dict(os.environ, REVIVE_LAUNCH_INDEX=str(i))).returncode for i in range(N)]
+
+    opts = []
+    if a.case == "xor":  # the policy from --levels instead of the environment; bad ones refused first
+        env.pop("REVIVE_LEVELS")
+        opts = ["--levels", levels]
+        for bad, why in (("L1+L5", "'L5' is not a level"), ("L1+L2,L3@2", "goes to L2 or to L3, not both")):
+            r = run([revive, "launch", "--levels", bad] + t.placement + ["--ckpt-dir", ck, "--", "/bin/true"],
+                    env=env, timeout=30)
+            if r.returncode != 2 or why not in r.stderr or status(revive, port, ck, env).returncode == 0:
+                fail("launch --levels %s: rc %d %r, want 2 naming %r and no coordinator" % (bad, r.returncode, r.stderr, why))
+    cmd = [revive, "launch"] + opts + t.placement + ["--ckpt-dir", ck, "-n", str(N), "--", "bash", "-c", script,
+                                                     os.path.abspath(a.worker)]
+    lerr = open(os.path.join(a.workdir, "launch-stderr"), "wb")
+    lp = subprocess.Popen(cmd, cwd=rund, stdout=lerr, stderr=lerr, stdin=subprocess.DEVNULL, env=env)
+    wait_procs(revive, port, ck, env, N, procs=[lp])
+    gens = 3 if a.case == "fallback" else 2
+    for g in range(1, gens + 1):
+        time.sleep(rng.uniform(0.1, 0.4))
+        m, secs = checkpoint(revive, port, ck, env, g, N)
+        print("generation %d in %.3f s" % (g, secs), flush=True)
+    index = {q["upid"]: int(environ(q["pid"]).get(b"REVIVE_LAUNCH_INDEX", b"-1")) for q in m["processes"]}
+    st = m.get("storage")
+    want = {"xor_two": "L1+L3+L4"}.get(a.case, "L1+L3" if xor else "L1+L2")  # the newest generation's
+    if not st or st.get("levels") != want:
+        fail("MANIFEST.json of generation %d records storage %r, want levels %s" % (gens, st, want))
+    for q in m["processes"]:  # every image on its host, its copy or parity on the others, none in the ckpt dir
+        if not q.get("local") or len(q.get("xxh3", "")) != 16:
+            fail("manifest entry %s: want a local image and a checksum" % q)
+        gdir = os.path.join(job_dir(local, q["host"]), "ckpt-%d" % gens)
+        own = os.path.join(gdir, q["image"])
+        if not os.path.isfile(own):
+            fail("%s is missing" % own)
+        if xor:
+            if sorted(q.get("l3", "").split(",")) != sorted(hosts) or st.get("parity") != parity:
+                fail("manifest entry %s, storage %s: want a group of all three hosts, parity %d" % (q, st, parity))
+            for f in ("parity", "parity.meta"):
+                if not os.path.isfile(os.path.join(gdir, f)):
+                    fail("%s/%s is missing" % (gdir, f))
+            if [d for d in os.listdir(gdir) if d.startswith(".l3") or d.startswith("partner-")]:
+                fail("%s keeps other hosts' images: %s" % (gdir, os.listdir(gdir)))
+        else:
+            if q.get("l2") in ("", q["host"]):
+                fail("manifest entry %s: want a partner on another host" % q)
+            copy = os.path.join(job_dir(local, q["l2"]), "ckpt-%d" % gens, "partner-" + q["host"], q["image"])
+            if not os.path.isfile(copy) or open(own, "rb").read() != open(copy, "rb").read():
+                fail("the partner copy %s is missing or differs from %s" % (copy, own))
+        if os.path.exists(os.path.join(ck, "ckpt-%d" % gens, q["image"])) and "L4" not in levels:
+            fail("generation %d's image %s is in the checkpoint directory (L4 not asked for)" % (gens, q["image"]))
+    # revive ls: the newest generation complete at L1 and at its redundancy level (this machine sees every
+    # host's directory, like the library's tools).
+    r = run([revive, "ls", ck], env=env, timeout=60)
+    row = next((l.split() for l in r.stdout.splitlines() if l.split()[:1] == [str(gens)]), [])
+    if r.returncode != 0 or row[3:4] != ["complete"] or row[5 if xor else 4] != "complete":
+        fail("revive ls %s: rc %d, generation %d row %s, want L1 and %s complete:\n%s%s" %
+             (ck, r.returncode, gens, row, "L3" if xor else "L2", r.stdout, r.stderr))
+    if "L4" in levels:  # copied by the hosts in the background
+        l4 = 2 if a.case == "fallback" else gens
+        deadline = time.time() + 20
+        while len([f for f in os.listdir(os.path.join(ck, "ckpt-%d" % l4)) if f.endswith(".rimg")]) < N:
+            if time.time() > deadline:
+                fail("generation %d's images did not reach the checkpoint directory (L4)" % l4)
+            time.sleep(0.05)
+    for q in m["processes"]:
+        if lp.poll() is not None:
+            fail("the computation ended before it was killed; give the worker more rounds")
+    for q in m["processes"]:
+        os.kill(q["pid"], signal.SIGKILL)
+    lp.wait(timeout=60)
+    if not coordinator_gone(revive, port, ck, env):
+        fail("coordinator did not exit after its processes died")
+    # Older generations are pruned per host once two newer ones are complete there.
+    if a.case == "fallback" and os.path.exists(os.path.join(job_dir(local, hosts[0]), "ckpt-1")):
+        fail("host %s still keeps generation 1 after generations 2 and 3 completed" % hosts[0])
+
+    by_host = {q["host"]: q for q in m["processes"]}
+    victim = by_host[hosts[1]]
+    def who(q, how):
+        return "image of process %d (upid %d, host %s): L1 copy missing, %s" % (q["pid"], q["upid"], q["host"], how)
+    older = ["generation 2 cannot be restored from any level", "restarting from generation 1 (newest complete: 2)"]
+    rebuilt = lambda q: who(q, "rebuilt from its group's parity (hosts %s)" % q["l3"])
+    # case -> (hosts wiped, file damaged, what stderr must say)
+    plan = {
+        "partner": ([hosts[1]], None, [who(victim, "using partner copy from " + victim.get("l2", ""))]),
+        "corrupt": ([hosts[1]], (victim.get("l2"), "partner-%s/%s" % (hosts[1], victim["image"])),
+                    ["partner copy on %s damaged (checksum mismatch), not used" % victim.get("l2")] + older +
+                    [who(victim, "using partner copy from %s" % victim.get("l2"))]),
+        "xor": ([hosts[1]], None, [rebuilt(victim)]),
+        "xor_parity": ([hosts[1]], (hosts[2], "parity"),
+                       ["%s: parity damaged (checksum mismatch), not used" % hosts[2]] + older + [rebuilt(victim)]),
+        "xor_two": (hosts[:2], None, ["lost 2 members (%s: parity missing, %s: parity missing), parity tolerates 1, "
+                                      "using the checkpoint directory (L4)" % (hosts[0], hosts[1])]),
+        "rs_two": (hosts[:2], None, [rebuilt(by_host[hosts[0]]), rebuilt(victim)]),
+        "here": ([], None, []),
+    }
+    if a.case in plan:
+        wiped, damaged, expect = plan[a.case]
+        for h in wiped:
+            shutil.rmtree(os.path.join(local, h))
+        if damaged:
+            damage(os.path.join(job_dir(local, damaged[0]), "ckpt-2", damaged[1]))
+    else:
+        lost = hosts[0]
+        partner = by_host[lost]["l2"]
+        for h in (lost, partner):
+            shutil.rmtree(os.path.join(local, h))
+        q = by_host[lost]
+        expect = ["generation 3 cannot be restored from any level; image of process %d (upid %d, host %s): L1 copy "
+                  "missing, partner copy on %s missing, not in the checkpoint directory (L4)" % (q["pid"], q["upid"], lost, partner),
+                  "restarting from generation 2 (newest complete: 3)",
+                  "using the checkpoint directory (L4)"]
+    # revive verify: the lost L1 copies named; exit 1 only when no level holds an image of the newest generation.
+    r = run([revive, "verify", ck], env=env, timeout=60)
+    want_rc = 1 if a.case in ("fallback", "corrupt", "xor_parity") else 0  # the newest generation is lost
+    l1 = next((l for l in r.stdout.splitlines() if l.strip().startswith("L1 missing or damaged:")), "")
+    named = a.case in ("fallback", "here") or "upid %d (host %s)" % (victim["upid"], hosts[1]) in l1
+    if r.returncode != want_rc or not named:
+        fail("revive verify %s: rc %d (want %d):\n%s%s" % (ck, r.returncode, want_rc, r.stdout, r.stderr))
+    rcmd = [revive, "restart"] + (["--port", str(port)] if a.case == "here" else t.placement) + [ck]
+    rerr = os.path.join(a.workdir, "restart-stderr")
+    t0 = time.time()
+    rp = subprocess.run(rcmd, cwd=rund, stdout=subprocess.DEVNULL, stderr=open(rerr, "wb"), stdin=subprocess.DEVNULL,
+                        env=env, timeout=120)
+    err = open(rerr).read()
+    sys.stdout.write(err)
+    for e in expect:
+        if e not in err:
+            fail("restart stderr does not say %r" % e)
+    first = next((ref_rc[index[q["upid"]]] for q in m["processes"] if ref_rc[index[q["upid"]]] != 0), 0)
+    if rp.returncode != first:
+        fail("revive restart exited %d, want %d" % (rp.returncode, first))
+    for i in range(N):
+        if open(os.path.join(ref, "out-%d" % i), "rb").read() != open(os.path.join(rund, "out-%d" % i), "rb").read():
+            fail("copy %d: output differs from the uninterrupted run" % i)
+    if not coordinator_gone(revive, port, ck, env):
+        fail("restart's coordinator did not exit")
+    shutil.rmtree(a.workdir, ignore_errors=True)
+    print("OK: case %s, restarted in %.2f s, outputs identical, exit %d" % (a.case, time.time() - t0, rp.returncode),
+          flush=True)
+
+if __name__ == "__main__":
+    main()
