@@ -97,7 +97,16 @@ coord::Manifest Gen(uint64_t g, double time, std::vector<uint64_t> upids) {
   coord::Manifest m;
   m.generation = g;
   m.time = time;
-  for (uint64_t u : upids) m.procs.push_back({u, u + 100, "h", "prog" + std::to_string(u), "x.rimg", 1});
+  for (uint64_t u : upids) {
+    coord::ManifestProc p;
+    p.upid = u;
+    p.pid = u + 100;
+    p.host = "h";
+    p.prog = "prog" + std::to_string(u);
+    p.image = "x.rimg";
+    p.bytes = 1;
+    m.procs.push_back(p);
+  }
   return m;
 }
 
