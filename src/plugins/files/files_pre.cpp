@@ -97,7 +97,7 @@ void set_target(const char* gen_dir) {
   g_t.t_sec = sx.stx_btime.tv_sec;
   g_t.t_nsec = sx.stx_btime.tv_nsec;
   ++g_t.epoch;
-  g_t.on = true;
+  g_t.on = g_files.written;  // REVIVE_FILES=none: the files plugin keeps nothing, pre-images included
 }
 
 bool before_target(int64_t sec, int64_t nsec) { return sec < g_t.t_sec || (sec == g_t.t_sec && nsec < g_t.t_nsec); }
