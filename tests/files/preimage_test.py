@@ -12,6 +12,7 @@ run, byte for byte:
   ops      python3 rewriting files that existed at the checkpoint: O_TRUNC of one whose new contents are
            derived from its old, an append, a rename over one, an unlink of one it read first, an
            in-place r+ rewrite, a truncate(): run twice from the old state they give other results.
+           Restarted, killed again at a random moment, restarted again from the same checkpoint.
   damaged  ops, then one byte of a pre-image flipped: the restart must refuse naming the file, and change
            nothing.
 Failures print FAIL and exit 1. REVIVE_TEST_NO_PRE=1 restarts without putting pre-images back (moves
@@ -185,8 +186,6 @@ class Case:
         if p.poll() is not None:
             fail("the program ended before the kill")
         kill_all(p, port)
-        if not self.make:
-            open(os.path.join(d, "ctl", "end"), "w").close()
         gen = sorted(x for x in os.listdir(ck) if x.startswith("ckpt-"))[-1]
         pre = os.path.join(ck, gen, ".pre")
         npre = len([x for x in os.listdir(pre) if "." not in x]) if os.path.isdir(pre) else 0
@@ -196,6 +195,18 @@ class Case:
             os.rename(pre, pre + "-aside")
         shutil.rmtree(os.path.join(d, "nodetmp"))
         os.makedirs(os.path.join(d, "nodetmp"))
+        if not self.make:
+            # Restarted once and killed again in the middle of its changes: a pre-image serves any number of
+            # restarts of its generation (files the first restarted run changes again keep the first one).
+            with open(os.path.join(d, "stdout"), "ab") as out:
+                r1 = subprocess.Popen([self.revive, "restart", "--port", str(port), ck], cwd=d, env=self.env,
+                                      stdout=out, stderr=subprocess.DEVNULL)
+                time.sleep(self.rng.uniform(0.3, 1.5))
+                if r1.poll() is not None:
+                    fail("the first restart ended before the kill (exit %d); program's stderr: %s"
+                         % (r1.returncode, open(os.path.join(d, "stderr")).read()[-800:]))
+                kill_all(r1, port)
+            open(os.path.join(d, "ctl", "end"), "w").close()
         with open(os.path.join(d, "stdout"), "ab") as out:
             rr = self.restart(port, ck, d, out)
         if rr.returncode != 0:
