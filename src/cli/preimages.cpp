@@ -85,7 +85,9 @@ Status PutBack(const Pre& p) {
   MakeParents(p.path);
   int dst = open(p.path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, p.r.mode & 07777);
   std::string tmp;
-  if (dst < 0 && errno == ETXTBSY) {  // a program running it: a new inode under the name
+  // A program running it (ETXTBSY), or a symlink the stopped run put in its place (ELOOP): a new inode
+  // renamed over the name.
+  if (dst < 0 && (errno == ETXTBSY || errno == ELOOP)) {
     tmp = p.path + ".revive-pre";
     dst = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, p.r.mode & 07777);
   }
