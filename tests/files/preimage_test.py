@@ -11,7 +11,7 @@ run, byte for byte:
            it and the link fails. (The uninterrupted reference rebuild runs /usr/bin/as without the wait.)
   ops      python3 rewriting files that existed at the checkpoint: O_TRUNC of one whose new contents are
            derived from its old, an append, a rename over one, an unlink of one it read first, an
-           in-place r+ rewrite, a truncate(): run twice from the old state they give other results.
+           in-place r+ rewrite, a truncate(), a symlink renamed over one: run twice from the old state they give other results.
            Restarted, killed again at a random moment, restarted again from the same checkpoint.
   damaged  ops, then one byte of a pre-image flipped: the restart must refuse naming the file, and change
            nothing.
@@ -47,11 +47,13 @@ for step in range(60):
         with open("rw.txt", "r+b") as f: d = f.read(); f.seek(0); f.write(h(d).encode())
     if step == 40:   # truncate(2)
         print("tr", h(rd("cut.txt")), flush=True); os.truncate("cut.txt", 10)
+    if step == 47:   # a symlink renamed over a file
+        print("sym", h(rd("sym.txt")), flush=True); os.symlink("rw.txt", "sym.new"); os.rename("sym.new", "sym.txt")
     print("step", step, flush=True)
     time.sleep(0.02)
 while not os.path.exists("ctl/end"): time.sleep(0.01)
-for n in ("trunc.txt", "app.txt", "ren.txt", "del.txt", "rw.txt", "cut.txt"):
-    print(n, h(rd(n)) if os.path.exists(n) else "missing", oct(os.stat(n).st_mode) if os.path.exists(n) else "")
+for n in ("trunc.txt", "app.txt", "ren.txt", "del.txt", "rw.txt", "cut.txt", "sym.txt"):
+    print(n, h(rd(n)) if os.path.exists(n) else "missing", oct(os.lstat(n).st_mode) if os.path.exists(n) else "")
 '''
 
 
@@ -103,7 +105,7 @@ class Case:
         os.makedirs(os.path.join(d, "ctl"))
         with open(os.path.join(d, "ops.py"), "w") as f:
             f.write(OPS)
-        for n in ("trunc.txt", "app.txt", "ren.txt", "del.txt", "rw.txt", "cut.txt"):
+        for n in ("trunc.txt", "app.txt", "ren.txt", "del.txt", "rw.txt", "cut.txt", "sym.txt"):
             with open(os.path.join(d, n), "w") as f:
                 f.write("%s at the start\n" % n * 20)
             os.chmod(os.path.join(d, n), 0o640)
