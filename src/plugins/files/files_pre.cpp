@@ -52,7 +52,7 @@ Target g_t;
 char g_next[1200];       // the generation this process's checkpoint is writing (files_save)
 bool g_warned_btime;
 volatile int g_quiet;    // the engine's plugins are saving or restoring: their own opens are not the program's
-int64_t g_t0_sec = -1;   // REVIVE_LAUNCH_T0 (all processes): node-local files born since are the walk's
+int64_t g_t0_sec = -1, g_t0_nsec;  // REVIVE_LAUNCH_T0 (all processes): node-local files born since are the walk's
 PreStats g_stats;
 
 // Files already preserved (or found preserved) for the current target: a direct-mapped cache, so a
@@ -268,7 +268,8 @@ void consider(int dirfd, const char* path, bool follow, bool victim) {
     // Not ours: revive's own files; what G's images of this process hold (written back anyway);
     // node-local files born since the launch (the launch root's walk saves those).
     if (abs[0] != '/' || under(abs, inject::checkpoint_dir()) || files_saved(st.st_dev, st.st_ino) ||
-        (g_t0_sec >= 0 && files_local(abs) && (sx.stx_mask & STATX_BTIME) && sx.stx_btime.tv_sec >= g_t0_sec)) {
+        (g_t0_sec >= 0 && files_local(abs) && (sx.stx_mask & STATX_BTIME) &&
+         (sx.stx_btime.tv_sec > g_t0_sec || (sx.stx_btime.tv_sec == g_t0_sec && sx.stx_btime.tv_nsec >= g_t0_nsec)))) {
       ++g_stats.skipped;
     } else if (int64_t(sx.stx_size) > g_files.max_bytes) {
       warn_big(abs, dev, sx.stx_ino, int64_t(sx.stx_size));
@@ -316,7 +317,11 @@ void pre_fd(int fd) {
 }
 
 void pre_init() {
-  if (const char* v = getenv("REVIVE_LAUNCH_T0")) g_t0_sec = strtoll(v, nullptr, 10) / 1000000000;
+  if (const char* v = getenv("REVIVE_LAUNCH_T0")) {
+    const long long t0 = strtoll(v, nullptr, 10);
+    g_t0_sec = t0 / 1000000000;
+    g_t0_nsec = t0 % 1000000000;
+  }
   // The newest complete generation on disk (ckpt-G with a MANIFEST.json): a program exec'd after it.
   const char* dir = inject::checkpoint_dir();
   if (!dir || !*dir) return;
