@@ -104,7 +104,7 @@ bool before_target(int64_t sec, int64_t nsec) { return sec < g_t.t_sec || (sec =
 
 void warn_failed(const char* path, const char* what, long rc) {
   char line[PATH_MAX + 400];
-  warn(Msg(line, sizeof line).s("cannot keep the pre-image of '").s(path).s("' in '").s(g_t.pre).s("' (").s(what)
+  warn(Msg(line, sizeof line).s("process ").i(sys::getpid()).s(": cannot keep the pre-image of '").s(path).s("' in '").s(g_t.pre).s("' (").s(what)
       .s(": ").err(int(-rc)).s("): a restart from this checkpoint leaves it as the run changed it").c_str());
 }
 
@@ -117,7 +117,8 @@ void warn_big(const char* path, uint64_t dev, uint64_t ino, int64_t size) {
       break;
     }
   char line[PATH_MAX + 300];
-  warn(Msg(line, sizeof line).s("file '").s(path).s("' (").i(size).s(" bytes) changed after the checkpoint is larger "
+  warn(Msg(line, sizeof line).s("process ").i(sys::getpid()).s(": file '").s(path).s("' (").i(size)
+      .s(" bytes) changed after the checkpoint is larger "
       "than ").i(g_files.max_bytes >> 20).s(" MiB (REVIVE_FILES_MAX_MB): its pre-image is not kept; a restart "
       "leaves it as the run changed it").c_str());
 }
