@@ -11,7 +11,7 @@ run, byte for byte:
            it and the link fails. (The uninterrupted reference rebuild runs /usr/bin/as without the wait.)
   ops      python3 rewriting files that existed at the checkpoint: O_TRUNC of one whose new contents are
            derived from its old, an append, a rename over one, an unlink of one it read first, an
-           in-place r+ rewrite, a truncate(), a symlink renamed over one: run twice from the old state they give other results.
+           in-place r+ rewrite, a truncate(), a symlink renamed over one, a chmod and a utime: run twice from the old state they give other results.
            Restarted, killed again at a random moment, restarted again from the same checkpoint.
   damaged  ops, then one byte of a pre-image flipped: the restart must refuse naming the file, and change
            nothing.
@@ -34,7 +34,7 @@ def h(b): return hashlib.sha256(b).hexdigest()[:16]
 def rd(p): return open(p, "rb").read()
 print("ready", flush=True)
 while not os.path.exists("ctl/go"): time.sleep(0.01)
-for step in range(60):
+for step in range(56):
     if step == 5:    # O_TRUNC, new contents from the old
         old = rd("trunc.txt"); open("trunc.txt", "wb").write(h(old).encode() * 3)
     if step == 12:   # append
@@ -47,6 +47,9 @@ for step in range(60):
         with open("rw.txt", "r+b") as f: d = f.read(); f.seek(0); f.write(h(d).encode())
     if step == 40:   # truncate(2)
         print("tr", h(rd("cut.txt")), flush=True); os.truncate("cut.txt", 10)
+    if step == 52:   # metadata alone, derived from the old: chmod and utime
+        st = os.stat("mode.txt"); os.chmod("mode.txt", (st.st_mode & 0o777) ^ 0o004)
+        os.utime("mode.txt", ns=(st.st_atime_ns, st.st_mtime_ns + 10**11))
     if step == 47:   # a symlink renamed over a file
         print("sym", h(rd("sym.txt")), flush=True); os.symlink("rw.txt", "sym.new"); os.rename("sym.new", "sym.txt")
     print("step", step, flush=True)
@@ -54,6 +57,7 @@ for step in range(60):
 while not os.path.exists("ctl/end"): time.sleep(0.01)
 for n in ("trunc.txt", "app.txt", "ren.txt", "del.txt", "rw.txt", "cut.txt", "sym.txt"):
     print(n, h(rd(n)) if os.path.exists(n) else "missing", oct(os.lstat(n).st_mode) if os.path.exists(n) else "")
+print("mode.txt", oct(os.stat("mode.txt").st_mode), os.stat("mode.txt").st_mtime_ns)
 '''
 
 
@@ -109,6 +113,10 @@ class Case:
             with open(os.path.join(d, n), "w") as f:
                 f.write("%s at the start\n" % n * 20)
             os.chmod(os.path.join(d, n), 0o640)
+        with open(os.path.join(d, "mode.txt"), "w") as f:
+            f.write("mode.txt\n")
+        os.chmod(os.path.join(d, "mode.txt"), 0o640)
+        os.utime(os.path.join(d, "mode.txt"), (1000000, 1000000))
         return ["/usr/bin/python3", "ops.py"]
 
     def result(self, d):

@@ -1,11 +1,16 @@
 // libc wrappers that keep pre-images (files_pre.cpp) of files about to be changed, beyond the open family
 // and fopen (vpid_proc.cpp wraps those): creat, freopen, truncate, ftruncate, unlink, unlinkat, remove,
-// rename, renameat, renameat2. glibc's creat, freopen and remove call open/unlink inside libc, where the
-// open and unlink wrappers never see them, so each is wrapped itself.
+// rename, renameat, renameat2; and the calls that change only a file's metadata (chmod, chown, utime...)
+// or add a name to it (link): each moves its ctime, after which the file no longer looks unchanged since
+// the checkpoint, so its pre-image is kept first (it restores mode and mtime too). glibc's creat,
+// freopen, remove, utime, utimes, lutimes and futimes call open/unlink/utimensat inside libc, where the
+// other wrappers never see them, so each is wrapped itself.
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
+#include <utime.h>
 
 #include "plugins/common/next_symbol.h"
 #include "plugins/files/files_pre.h"
@@ -52,3 +57,24 @@ PRE_CALL(int, -1, rename, (const char* a, const char* b), (a, b), pre_rename(AT_
 PRE_CALL(int, -1, renameat, (int da, const char* a, int db, const char* b), (da, a, db, b), pre_rename(da, a, db, b, 0))
 PRE_CALL(int, -1, renameat2, (int da, const char* a, int db, const char* b, unsigned flags), (da, a, db, b, flags),
          pre_rename(da, a, db, b, flags))
+
+// Metadata and names.
+PRE_CALL(int, -1, chmod, (const char* path, mode_t mode), (path, mode), pre_path(AT_FDCWD, path, true, false))
+PRE_CALL(int, -1, fchmod, (int fd, mode_t mode), (fd, mode), pre_fd(fd))
+PRE_CALL(int, -1, fchmodat, (int dir, const char* path, mode_t mode, int flags), (dir, path, mode, flags),
+         pre_path(dir, path, !(flags & AT_SYMLINK_NOFOLLOW), false))
+PRE_CALL(int, -1, chown, (const char* path, uid_t u, gid_t g), (path, u, g), pre_path(AT_FDCWD, path, true, false))
+PRE_CALL(int, -1, lchown, (const char* path, uid_t u, gid_t g), (path, u, g), pre_path(AT_FDCWD, path, false, false))
+PRE_CALL(int, -1, fchown, (int fd, uid_t u, gid_t g), (fd, u, g), pre_fd(fd))
+PRE_CALL(int, -1, fchownat, (int dir, const char* path, uid_t u, gid_t g, int flags), (dir, path, u, g, flags),
+         if (*path) pre_path(dir, path, !(flags & AT_SYMLINK_NOFOLLOW), false); else pre_fd(dir))
+PRE_CALL(int, -1, utime, (const char* path, const struct utimbuf* t), (path, t), pre_path(AT_FDCWD, path, true, false))
+PRE_CALL(int, -1, utimes, (const char* path, const struct timeval* t), (path, t), pre_path(AT_FDCWD, path, true, false))
+PRE_CALL(int, -1, lutimes, (const char* path, const struct timeval* t), (path, t), pre_path(AT_FDCWD, path, false, false))
+PRE_CALL(int, -1, futimes, (int fd, const struct timeval* t), (fd, t), pre_fd(fd))
+PRE_CALL(int, -1, futimens, (int fd, const struct timespec* t), (fd, t), pre_fd(fd))
+PRE_CALL(int, -1, utimensat, (int dir, const char* path, const struct timespec* t, int flags), (dir, path, t, flags),
+         pre_path(dir, path, !(flags & AT_SYMLINK_NOFOLLOW), false))  // a null path (futimens' way) is skipped
+PRE_CALL(int, -1, link, (const char* a, const char* b), (a, b), pre_path(AT_FDCWD, a, false, false))
+PRE_CALL(int, -1, linkat, (int da, const char* a, int db, const char* b, int flags), (da, a, db, b, flags),
+         if (*a) pre_path(da, a, flags & AT_SYMLINK_FOLLOW, false); else pre_fd(da))
