@@ -5,6 +5,7 @@
 
 #include "inject/engine.h"
 #include "inject/plugin.h"
+#include "plugins/plugins.h"
 #include "inject/sys.h"
 
 namespace revive::inject {
@@ -65,7 +66,16 @@ void plugin_refusal(const char* text) {
   sys::append(g_refusal, sizeof g_refusal, text);
 }
 
+namespace {
+// Pre-images (files plugin) are for the program's own changes, not for what the plugins write back.
+struct QuietFiles {
+  QuietFiles() { preimage_quiet(true); }
+  ~QuietFiles() { preimage_quiet(false); }
+};
+}  // namespace
+
 bool plugins_save(char* err, size_t err_len) {
+  QuietFiles quiet;
   g.plugin_out_count = 0;
   g_refusal[0] = 0;
   for (size_t i = 0; i < kPluginCount && g.plugin_out_count < kMaxPluginSections; ++i) {
@@ -130,6 +140,7 @@ void plugins_free_output() {
 }
 
 bool plugins_restore(const image::RestartInfo& ri, char* err, size_t err_len) {
+  QuietFiles quiet;
   for (size_t i = 0; i < kPluginCount; ++i) {
     const Plugin* p = kPlugins[i];
     if (!p || !p->restore) continue;

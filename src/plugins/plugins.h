@@ -40,4 +40,8 @@ bool fd_owned_by_plugin(int fd);
 // libc's real sigaction, untouched by the wrapper. Returns like sigaction(2).
 int real_sigaction(int sig, const struct sigaction* act, struct sigaction* old);
 
+// The files plugin's pre-images (files_pre.cpp) ignore the file calls made while this is on: the engine
+// sets it around every plugin's save and restore (user threads held), whose opens are not the program's.
+void preimage_quiet(bool on);
+
 }  // namespace revive::inject

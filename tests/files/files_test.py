@@ -36,7 +36,7 @@ def sqlite_script(path):
         f.write("\n".join(lines) + "\n")
 
 
-def make_project(d, slow_as=False):
+def make_project(d, slow_as=False, nfiles=NFILES, nfuncs=60):
     os.makedirs(d)
     cc = "gcc"
     if slow_as:
@@ -48,15 +48,15 @@ def make_project(d, slow_as=False):
         os.chmod(os.path.join(d, "slow", "as"), 0o755)
         cc = "gcc -B%s/" % os.path.join(d, "slow")
     calls = []
-    for i in range(NFILES):
+    for i in range(nfiles):
         with open(os.path.join(d, "f%02d.c" % i), "w") as f:
             # Enough code per file that the compiler runs long enough to be caught in its middle.
             f.write("static unsigned mix%d(unsigned x) { return x * %du + (x >> %d); }\n" % (i, 2 * i + 3, i % 7 + 1))
-            for j in range(60):
+            for j in range(nfuncs):
                 f.write("unsigned g%d_%d(unsigned x) { for (int k = 0; k < %d; k++) x = mix%d(x) ^ %du; return x; }\n"
                         % (i, j, j + 2, i, i * 97 + j))
             f.write("unsigned f%d(unsigned x) { unsigned s = 0;\n" % i)
-            f.write("".join("  s += g%d_%d(x + %d);\n" % (i, j, j) for j in range(60)))
+            f.write("".join("  s += g%d_%d(x + %d);\n" % (i, j, j) for j in range(nfuncs)))
             f.write("  return s; }\n")
         calls.append(i)
     with open(os.path.join(d, "main.c"), "w") as f:
@@ -65,7 +65,7 @@ def make_project(d, slow_as=False):
         f.write("int main(void) { unsigned s = 1;\n")
         f.write("".join('  s = f%d(s); printf("f%d %%u\\n", s);\n' % (i, i) for i in calls))
         f.write("  return 0; }\n")
-    objs = " ".join("f%02d.o" % i for i in range(NFILES)) + " main.o"
+    objs = " ".join("f%02d.o" % i for i in range(nfiles)) + " main.o"
     with open(os.path.join(d, "Makefile"), "w") as f:
         f.write("prog: %s\n\tgcc -o $@ $^\n%%.o: %%.c\n\t%s -O2 -c -o $@ $<\n" % (objs, cc))
 

@@ -5,7 +5,7 @@
 // file there that is not in the list and was born (statx btime) after the listing is moved into
 // DIR/.revive-displaced/ (renamed, never deleted: it may be a user's file) with a warning naming both
 // paths. REVIVE_FILES_AFTER=keep turns this off. Files that existed at the checkpoint and were changed
-// after it without being open at the checkpoint are not covered (docs/plugins.md).
+// after it without being open at the checkpoint come back from their pre-images (files_pre.cpp).
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -34,6 +34,8 @@ int files_restore(inject::SectionReader& r, char* msg, size_t cap);
 // Saved-file bookkeeping of one checkpoint (save.cpp): false if (dev, ino) was saved already, else
 // remembers it. Static table; files past its end are saved again (harmless duplicates).
 bool files_first(dev_t dev, ino_t ino);
+// Whether the last save of this process holds (dev, ino) (pre-images leave such files to the image).
+bool files_saved(dev_t dev, ino_t ino);
 // Saves one entry: FileEntry, path, then `size` bytes read from fd with pread. 0 or -errno (warned).
 int files_put(Out& out, FileOrigin origin, int fd, const char* path, int64_t size, uint32_t mode,
               int64_t mtime_sec, int64_t mtime_nsec);

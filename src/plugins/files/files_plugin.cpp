@@ -9,6 +9,7 @@
 
 #include "plugins/common/msg.h"
 #include "plugins/files/files_internal.h"
+#include "plugins/files/files_pre.h"
 #include "plugins/plugins.h"
 
 namespace revive::plugins {
@@ -96,6 +97,7 @@ int files_init() {
     g_files.t0_sec = t0 / 1000000000;
     g_files.t0_nsec = t0 % 1000000000;
   }
+  pre_init();
   return 0;
 }
 
@@ -107,7 +109,7 @@ namespace revive::inject {
 __attribute__((weak)) const char* checkpoint_dir() { return ""; }
 
 const Plugin kFilesPlugin = {"files", plugins::kFilesVersion, plugins::files_init, plugins::files_save,
-                             [](bool) {}, plugins::files_restore, nullptr, nullptr, nullptr, nullptr,
+                             plugins::pre_resumed, plugins::files_restore, nullptr, nullptr, nullptr, nullptr,
                              plugins::kFilesOldestVersion};
 
 }  // namespace revive::inject

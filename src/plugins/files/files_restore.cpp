@@ -11,6 +11,7 @@
 
 #include "plugins/common/msg.h"
 #include "plugins/files/files_internal.h"
+#include "plugins/files/files_pre.h"
 #include "plugins/plugins.h"
 
 namespace revive::plugins {
@@ -149,6 +150,7 @@ int listing(Ctx& c, const FileEntry& e, const char* path) {
 }  // namespace
 
 int files_restore(inject::SectionReader& r, char* msg, size_t cap) {
+  pre_restored(inject::restored_image());  // files changed from now on are kept for this generation
   In in(r);
   Ctx c{in, msg, cap, {}};
   if (!in.tag(kFilesTag)) return fail(msg, cap, Msg(c.line, sizeof c.line).s("files section: bad tag"), EINVAL);

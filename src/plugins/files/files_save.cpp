@@ -13,6 +13,7 @@
 #include "plugins/common/msg.h"
 #include "plugins/common/proc_fds.h"
 #include "plugins/files/files_internal.h"
+#include "plugins/files/files_pre.h"
 #include "plugins/plugins.h"
 
 namespace revive::plugins {
@@ -94,6 +95,12 @@ bool files_first(dev_t dev, ino_t ino) {
     if (g_saved[k].dev == dev && g_saved[k].ino == ino) return false;
   if (g_nsaved < kMaxFds) g_saved[g_nsaved++] = FileId{dev, ino};
   return true;
+}
+
+bool files_saved(dev_t dev, ino_t ino) {
+  for (int k = 0; k < g_nsaved; ++k)
+    if (g_saved[k].dev == dev && g_saved[k].ino == ino) return true;
+  return false;
 }
 
 void files_too_large(const char* path, dev_t dev, ino_t ino, int64_t size) {
@@ -184,6 +191,7 @@ int save_all(inject::SectionWriter& w) {
 
 int files_save(inject::SectionWriter& w) {
   g_nsaved = 0;
+  pre_saving(inject::generation_dir());
   files_blocks_begin();
   int rc = save_all(w);
   int end = files_blocks_end(rc == 0);

@@ -15,3 +15,18 @@ struct PrimeSlot {
 #define VPID_PRIME(slot, name)                                                                   \
   __attribute__((used, section("revive_vpid_prime"))) const revive::vpid::PrimeSlot prime_##slot = { \
       reinterpret_cast<void*>(&slot), name};
+
+// An exported wrapper NAME(PARAMS) whose libc slot is primed: runs BEFORE (statements), then returns libc's
+// NAME(ARGS), or FAIL with errno ENOSYS when libc lacks it. Needs next_symbol.h and REVIVE_EXPORT.
+#define VPID_WRAPPER(ret, fail, name, params, args, before)    \
+  namespace {                                                  \
+  using name##_fn = ret (*) params;                            \
+  name##_fn g_##name;                                          \
+  VPID_PRIME(g_##name, #name)                                  \
+  }                                                            \
+  REVIVE_EXPORT ret name params {                              \
+    name##_fn f = revive::plugins::next_or_enosys(&g_##name, #name); \
+    if (!f) return fail;                                       \
+    before;                                                    \
+    return f args;                                             \
+  }

@@ -14,6 +14,7 @@
 
 #include "plugins/common/msg.h"
 #include "plugins/common/next_symbol.h"
+#include "plugins/files/files_pre.h"
 #include "plugins/vpid/vpid.h"
 #include "plugins/vpid/vpid_prime.h"
 
@@ -82,6 +83,7 @@ int open_at(OpenatFn* slot, const char* name, int dir, const char* path, int fla
     const int v = vpid::proc_view(path, real_path, flags);
     if (v != vpid::kNotAView) return v;
   }
+  revive::plugins::pre_open(dir, path, flags);  // a file about to change keeps its checkpoint contents
   return f(dir, real_path, flags, mode);
 }
 
@@ -109,18 +111,7 @@ REVIVE_EXPORT int openat64(int dir, const char* path, int flags, ...) {
 }
 
 // Wrapper NAME(PARAMS) (one of them `path`) calling libc's with ARGS, in which real_path stands for path.
-#define PATH_CALL(ret, fail, name, params, args)        \
-  namespace {                                           \
-  using name##_fn = ret (*) params;                     \
-  name##_fn g_##name;                                   \
-  VPID_PRIME(g_##name, #name)                           \
-  }                                                     \
-  REVIVE_EXPORT ret name params {                       \
-    name##_fn f = next_or_enosys(&g_##name, #name);     \
-    if (!f) return fail;                                \
-    TRANSLATED(path);                                   \
-    return f args;                                      \
-  }
+#define PATH_CALL(ret, fail, name, params, args) VPID_WRAPPER(ret, fail, name, params, args, TRANSLATED(path))
 
 // fopen/fopen64: as open() for a stat/status file read ("r", "re", "rb"): a stream on the rewritten copy.
 #define FOPEN_CALL(name)                                                                         \
@@ -138,6 +129,7 @@ REVIVE_EXPORT int openat64(int dir, const char* path, int flags, ...) {
       if (v == -1) return nullptr;                                                               \
       if (v >= 0) return stream_on(v, mode);                                                     \
     }                                                                                            \
+    revive::plugins::pre_fopen(path, mode); /* glibc's fopen opens inside libc, unseen by open */ \
     return f(real_path, mode);                                                                   \
   }
 

@@ -1,0 +1,33 @@
+// Pre-images of files changed after a checkpoint (files_pre.cpp, docs/plugins.md "files"). The hooks run
+// in the program's threads, inside the libc wrappers, before the call that modifies a file proceeds; they
+// keep errno, never fail the program's call, and use raw system calls only (no allocation, no lock).
+#pragma once
+
+#include <stdio.h>
+
+namespace revive::plugins {
+
+// open/openat/creat with these flags: preserves the file `path` (relative to dirfd) names, if it exists.
+void pre_open(int dirfd, const char* path, int flags);
+// fopen/freopen with this mode ("w", "a", "r+"...).
+void pre_fopen(const char* path, const char* mode);
+// truncate (follow: the file a symlink names), unlink/rename's victim or source (!follow: the name itself).
+// `victim`: the name goes away and the inode with it, so a hard link is enough when it has one link.
+void pre_path(int dirfd, const char* path, bool follow, bool victim);
+// ftruncate: the file open at fd.
+void pre_fd(int fd);
+
+// The generation pre-images go to, kept by the files plugin: found on disk at init (the newest complete
+// ckpt-G), taken from the checkpoint this process was part of (resume), or the restored one (restore).
+void pre_init();
+void pre_saving(const char* gen_dir);  // files_save: the generation being written
+void pre_resumed(bool ok);
+void pre_restored(const char* image);  // the image this process was restored from
+
+// Cost figures for bench/plugins: the last preserve's phases (ns) and whether it copied.
+struct PreStats {
+  long preserved, skipped;
+};
+const PreStats& pre_stats();
+
+}  // namespace revive::plugins
