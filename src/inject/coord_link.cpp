@@ -431,7 +431,11 @@ void coord_serve() {
               nullptr, 0);
         continue;
       }
-      if (g.test_die_in_write) sys::sc(SYS_kill, sys::getpid(), SIGKILL);
+      if (uint64_t ms = g.test_die_in_write) {
+        struct timespec ts = {time_t((ms - 1) / 1000), long((ms - 1) % 1000) * 1000000};
+        sys::sc(SYS_nanosleep, &ts, nullptr);
+        sys::sc(SYS_kill, sys::getpid(), SIGKILL);
+      }
       sys::sc(SYS_mkdir, dir, 0700);
       long bytes = 0;
       // Forked: answered as soon as the writer exists; the image comes with PHASE durable.

@@ -65,7 +65,8 @@ struct Engine {
   int coord_fd;  // coordinator socket (fd_reserved), -1 when none
   bool joined_outside;  // WELCOME outside=1: joined during a checkpoint it is not part of (proctree)
   volatile bool join_pending;  // a fork child that has not joined the coordinator yet (lazy join)
-  bool test_die_in_write;  // REVIVE_TEST_DIE_IN_WRITE=1 (tests/channels/peer_gone): SIGKILL at the write phase
+  // REVIVE_TEST_DIE_IN_WRITE=1+MS (tests/channels/peer_gone): SIGKILL MS ms into the write phase; 0: off
+  uint64_t test_die_in_write;
   uint64_t generation;  // last generation written
   char gen_dir[1200];   // the generation directory of the checkpoint being saved (plugins' generation_dir())
   // A forked writer the coordinator's phases did not wait for (ckpt_write with wait_writer false): its

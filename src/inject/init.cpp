@@ -460,9 +460,9 @@ __attribute__((constructor)) void revive_init() {
     struct timespec ts = {time_t(ms / 1000), long(ms % 1000) * 1000000};
     sys::sc(SYS_nanosleep, &ts, nullptr);
   }
-  // Test hook (tests/channels/peer_gone_test.sh): this process dies when a checkpoint's write phase
-  // begins, after its peers drained towards it: a rank killed in the middle of a checkpoint, on cue.
-  g.test_die_in_write = env_u64("REVIVE_TEST_DIE_IN_WRITE", 0) == 1;
+  // Test hook (tests/channels/peer_gone_test.sh): this process dies MS ms (value 1+MS) into a
+  // checkpoint's write phase, while its peers drain towards it: a rank killed in a checkpoint, on cue.
+  g.test_die_in_write = env_u64("REVIVE_TEST_DIE_IN_WRITE", 0);
   if (!plugins_ok) sys::log(0, "a plugin failed to initialise; checkpointing disabled");
   else g.ready = g.cstack != nullptr;
   if (!g.ready) return;

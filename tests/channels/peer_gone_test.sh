@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# peer_gone_test.sh REVIVE INJECT RESTART WORKDIR -- a process killed in the middle of a checkpoint (an MPI
+# peer_gone_test.sh REVIVE INJECT RESTART WORKDIR [DELAY_MS] -- a process killed in the middle of a checkpoint (an MPI
 # rank SIGKILLed while its job is being checkpointed): its peer had drained what it sent, then read its
 # end of file. The checkpoint fails, naming it, and the others go on at once: the peer's program reads the
 # dead process's last bytes and then end of file, as without revive. Until 2026-11-27 the peer waited
@@ -8,6 +8,7 @@
 # Then the job is checkpointed again, killed, restarted, and finishes with the expected output.
 set -uo pipefail
 revive=$1 inject=$2 restart_bin=$3 work=$4
+export PEER_GONE_DELAY_MS=${5:-0}
 progs=$(cd "$(dirname "$0")/progs" && pwd)
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 export REVIVE_INJECT_LIB=$inject REVIVE_RESTART_BIN=$restart_bin REVIVE_LOCAL_DIRS=

@@ -85,6 +85,11 @@ struct Chan {
   // out of the rest of the drain and of the refill, so the other connections still exchange their
   // markers and this process's peers are not left waiting for one (the checkpoint fails all the same).
   bool broken;
+  // The drain ended on the peer's reset (ECONNRESET: it died with bytes of ours unread). Our own marker
+  // may be those bytes: the program is given the reset after the peer's last bytes only when bytes of
+  // the program's were unread too (unread_out: SIOCOUTQ before the marker), else end of file, as it would
+  // have seen without the checkpoint.
+  bool reset, unread_out;
   uint64_t peer_upid;  // the peer's process (published with its end in the drain phase; 0: unknown)
   // kPipe, kFifo read end: this process drains it and, for a pipe, rebuilds it on restart. A pipe or FIFO
   // read by several processes (workers sharing a queue) has one owner, or each would drain the same bytes.

@@ -276,18 +276,23 @@ int relisten(Chan& c, char* msg, size_t cap) {
 
 // The peer left the computation (killed during a checkpoint that then failed): nothing can be rebuilt
 // with it. What it had sent that we had not read is all it will ever send, so the program gets those
-// bytes and then end of file, as it would have without the checkpoint: on the old socket when there are
-// none (it reads end of file already), else on a socketpair end holding them whose other end is closed.
+// bytes and then end of file (or the reset the drain read), as it would have without the checkpoint: on
+// the old socket when there is nothing to give back, else on a socketpair end holding them whose other
+// end is closed.
 int keep_widowed(Chan& c, char* msg, size_t cap) {
   c.broken = true;  // the refill leaves it alone
   c.rebuild = false;
   char line[200];
   plugins::Msg(line, sizeof line).s("channels: fd ").i(c.fd).s(": its peer (process upid ").u(c.peer_upid)
-      .s(") has left the computation; the program reads its last ").u(c.rx.len).s(" bytes, then end of file");
+      .s(") has left the computation; the program reads its last ").u(c.rx.len)
+      .s(c.reset ? " bytes, then a reset" : " bytes, then end of file");
   plugins::warn(line);
-  if (c.rx.len == 0) return 0;
+  if (c.rx.len == 0 && !c.reset) return 0;
   int sv[2];
   if (socketpair(AF_UNIX, c.type | SOCK_CLOEXEC, 0, sv) != 0) return err(msg, cap, c, "socketpair", errno);
+  // A reset is given back the way the kernel makes one: the other end closes with a byte of ours unread,
+  // so the program reads the peer's last bytes and then ECONNRESET, as without the checkpoint.
+  if (c.reset) (void)!send(sv[0], "", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
   int want = c.rx.len > (1u << 29) ? 1 << 30 : int(2 * c.rx.len + (1 << 16));
   if (setsockopt(sv[1], SOL_SOCKET, SO_SNDBUFFORCE, &want, sizeof want) != 0)
     setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &want, sizeof want);

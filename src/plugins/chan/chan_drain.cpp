@@ -8,8 +8,10 @@
 #include <poll.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <linux/sockios.h>
 
 #include "plugins/chan/chan.h"
 #include "inject/plugin.h"
@@ -63,7 +65,7 @@ bool step(Chan& c, const uint8_t mk[16], char* msg, size_t cap) {
     const uint8_t* m = c.rd_shut ? rb : mk;
     ssize_t w = send(c.fd, m + c.sent, 16 - c.sent, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (w > 0) c.sent += size_t(w);
-    else if (w < 0 && errno == EPIPE) c.sent = 16;  // the peer shut its reading side: nothing to tell it
+    else if (w < 0 && (errno == EPIPE || errno == ECONNRESET)) c.sent = 16;  // the peer shut its reading side or is gone: nothing to tell it
     else if (w < 0 && errno != EAGAIN && errno != EINTR) goto fail;
     c.tx_done = c.sent == 16;
   }
@@ -94,6 +96,11 @@ bool step(Chan& c, const uint8_t mk[16], char* msg, size_t cap) {
     size_t room = c.backlog == 2 ? 16 - c.rx.len : c.rx.cap - c.rx.len;
     ssize_t r = recv(c.fd, c.rx.p + c.rx.len, room, MSG_DONTWAIT);
     if (r < 0 && (errno == EAGAIN || errno == EINTR)) break;
+    if (r < 0 && errno == ECONNRESET) {  // after all its bytes (the kernel reports the error last)
+      c.rx_done = c.eof = true;
+      c.reset = c.unread_out;
+      break;
+    }
     if (r < 0) goto fail;
     if (r == 0 && c.rd_shut && !fin_arrived(c.fd)) {
       // Our own SHUT_RD reads as end of file once the queue is empty; the peer's marker is still to
@@ -188,6 +195,10 @@ int drain_sockets(uint64_t gen, char* msg, size_t cap) {
   }
   uint8_t mk[16];
   marker(gen, mk);
+  for (uint32_t i = 0; i < g_nchans; ++i) {  // before our marker joins them (chan.h: reset)
+    int q = 0;
+    g_chans[i].unread_out = g_chans[i].kind == kConn && ioctl(g_chans[i].fd, SIOCOUTQ, &q) == 0 && q > 0;
+  }
   const uint64_t deadline = now_ms() + kDrainTimeoutMs;
   // A hard error on one connection does not end the drain: every other peer waits for our marker (in
   // its own drain, deaf to the coordinator until then), so returning at once made each of them wait the

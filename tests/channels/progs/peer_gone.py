@@ -3,7 +3,9 @@ Child A sends 5000 bytes the parent does not read yet, says so in A.sent, and sl
 hook kills it when a checkpoint's write phase begins (a process killed in the middle of a checkpoint).
 Child B streams numbered lines that the parent checks as they come, before, during and after the checkpoint.
 Once the file `go` exists the parent reads A's socket to its end, reaps A and waits for B to finish.
-Usage: peer_gone.py [A FD | B FD LINES]"""
+A dies PEER_GONE_DELAY_MS ms into the write phase (default 0): with a delay its peer's drain marker is
+in its queue when it dies, so the peer reads a reset (made by revive's own marker: the program must
+still see end of file). Usage: peer_gone.py [A FD | B FD LINES]"""
 import os, signal, socket, subprocess, sys, threading, time
 
 def pattern(n):
@@ -27,7 +29,7 @@ lines = 2500
 pa, ca = socket.socketpair()
 pb, cb = socket.socketpair()
 a = subprocess.Popen([sys.executable, __file__, "A", str(ca.fileno())], pass_fds=[ca.fileno()],
-                     env=dict(os.environ, REVIVE_TEST_DIE_IN_WRITE="1"))
+                     env=dict(os.environ, REVIVE_TEST_DIE_IN_WRITE=str(1 + int(os.environ.get("PEER_GONE_DELAY_MS", "0")))))
 b = subprocess.Popen([sys.executable, __file__, "B", str(cb.fileno()), str(lines)], pass_fds=[cb.fileno()])
 ca.close()
 cb.close()
