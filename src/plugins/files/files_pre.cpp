@@ -173,28 +173,24 @@ long preserve(int fd, const char* path, const struct statx& sx, bool victim) {
   long rc = sys::sc(SYS_mkdirat, AT_FDCWD, g_t.pre, 0700);
   if (rc != 0 && rc != -EEXIST) return warn_failed(path, "mkdir", rc), rc;
   sys::sc(SYS_unlinkat, AT_FDCWD, data, 0);  // a leftover of a killed thread of this number
-  // A name that goes away with its only link: the inode itself is the pre-image (nothing copied).
-  bool linked = victim && sx.stx_nlink == 1 &&
-                sys::sc(SYS_linkat, AT_FDCWD, self, AT_FDCWD, data, AT_SYMLINK_FOLLOW) == 0;
-  int dfd;
-  if (linked) {
-    dfd = int(sys::sc(SYS_openat, AT_FDCWD, data, O_RDONLY | O_CLOEXEC));
-    if (dfd < 0) return warn_failed(path, "open", dfd), dfd;
-  } else {
-    int src = int(sys::sc(SYS_openat, AT_FDCWD, self, O_RDONLY | O_CLOEXEC));
-    if (src < 0) return warn_failed(path, "read", src), src;
-    dfd = int(sys::sc(SYS_openat, AT_FDCWD, data, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-    if (dfd < 0) {
-      sys::sc(SYS_close, src);
-      return warn_failed(path, "create", dfd), dfd;
-    }
-    rc = copy_into(dfd, src);
+  // Always a copy (a clone where the filesystem shares extents), never a hard link of a file about to
+  // lose its only name: the inode lives on in its mappings and open descriptors, and a write through
+  // one (Open MPI's PMIx lock segment in /tmp, mapped by every rank, unlinked at the job's end) changed
+  // the linked pre-image after its checksum was taken, so `revive run`'s restart refused it as damaged.
+  (void)victim;
+  int src = int(sys::sc(SYS_openat, AT_FDCWD, self, O_RDONLY | O_CLOEXEC));
+  if (src < 0) return warn_failed(path, "read", src), src;
+  int dfd = int(sys::sc(SYS_openat, AT_FDCWD, data, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (dfd < 0) {
     sys::sc(SYS_close, src);
-    if (rc != 0) {
-      sys::sc(SYS_close, dfd);
-      sys::sc(SYS_unlinkat, AT_FDCWD, data, 0);
-      return warn_failed(path, "copy", rc), rc;
-    }
+    return warn_failed(path, "create", dfd), dfd;
+  }
+  rc = copy_into(dfd, src);
+  sys::sc(SYS_close, src);
+  if (rc != 0) {
+    sys::sc(SYS_close, dfd);
+    sys::sc(SYS_unlinkat, AT_FDCWD, data, 0);
+    return warn_failed(path, "copy", rc), rc;
   }
   struct stat ds;
   uint64_t h = 0;
