@@ -158,7 +158,7 @@ long hash_fd(int fd, uint64_t size, uint64_t* out) {
 }
 
 // Keeps the file `fd` (O_PATH, at abs path `path`, stat sx) in the target directory. 0 or -errno (warned).
-long preserve(int fd, const char* path, const struct statx& sx, bool victim) {
+long preserve(int fd, const char* path, const struct statx& sx) {
   const uint64_t dev = (uint64_t(sx.stx_dev_major) << 32) | sx.stx_dev_minor, ino = sx.stx_ino;
   char name[64], rec[1400], data[1400], tmp[1400], self[40];
   Msg(name, sizeof name).u(dev).s("-").u(ino);
@@ -177,7 +177,6 @@ long preserve(int fd, const char* path, const struct statx& sx, bool victim) {
   // lose its only name: the inode lives on in its mappings and open descriptors, and a write through
   // one (Open MPI's PMIx lock segment in /tmp, mapped by every rank, unlinked at the job's end) changed
   // the linked pre-image after its checksum was taken, so `revive run`'s restart refused it as damaged.
-  (void)victim;
   int src = int(sys::sc(SYS_openat, AT_FDCWD, self, O_RDONLY | O_CLOEXEC));
   if (src < 0) return warn_failed(path, "read", src), src;
   int dfd = int(sys::sc(SYS_openat, AT_FDCWD, data, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
@@ -245,7 +244,7 @@ long preserve(int fd, const char* path, const struct statx& sx, bool victim) {
 }
 
 // The common path of every hook: is `path` (relative to dirfd) a file to preserve now?
-void consider(int dirfd, const char* path, bool follow, bool victim) {
+void consider(int dirfd, const char* path, bool follow) {
   if (!g_t.on || g_quiet || !path || !*path) return;
   struct stat st;  // the one check most calls stop at
   if (sys::sc(SYS_newfstatat, dirfd, path, &st, follow ? 0 : AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
@@ -271,7 +270,7 @@ void consider(int dirfd, const char* path, bool follow, bool victim) {
     } else if (int64_t(sx.stx_size) > g_files.max_bytes) {
       warn_big(abs, dev, sx.stx_ino, int64_t(sx.stx_size));
     } else {
-      preserve(fd, abs, sx, victim);
+      preserve(fd, abs, sx);
     }
   }
   sys::sc(SYS_close, fd);
@@ -289,20 +288,20 @@ void pre_open(int dirfd, const char* path, int flags) {
   if (!g_t.on || (flags & O_PATH) || ((flags & O_CREAT) && (flags & O_EXCL))) return;
   if ((flags & O_ACCMODE) == O_RDONLY && !(flags & O_TRUNC)) return;
   KeepErrno k;
-  consider(dirfd, path, !(flags & O_NOFOLLOW), false);
+  consider(dirfd, path, !(flags & O_NOFOLLOW));
 }
 
 void pre_fopen(const char* path, const char* mode) {
   if (!g_t.on || !path || !mode || strchr(mode, 'x')) return;
   if (mode[0] == 'r' && !strchr(mode, '+')) return;
   KeepErrno k;
-  consider(AT_FDCWD, path, true, false);
+  consider(AT_FDCWD, path, true);
 }
 
-void pre_path(int dirfd, const char* path, bool follow, bool victim) {
+void pre_path(int dirfd, const char* path, bool follow) {
   if (!g_t.on) return;
   KeepErrno k;
-  consider(dirfd, path, follow, victim);
+  consider(dirfd, path, follow);
 }
 
 void pre_fd(int fd) {
@@ -310,7 +309,7 @@ void pre_fd(int fd) {
   KeepErrno k;
   char self[40];
   Msg(self, sizeof self).s("/proc/self/fd/").i(fd);
-  consider(AT_FDCWD, self, true, false);
+  consider(AT_FDCWD, self, true);
 }
 
 void pre_init() {

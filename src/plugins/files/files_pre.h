@@ -12,8 +12,8 @@ void pre_open(int dirfd, const char* path, int flags);
 // fopen/freopen with this mode ("w", "a", "r+"...).
 void pre_fopen(const char* path, const char* mode);
 // truncate (follow: the file a symlink names), unlink/rename's victim or source (!follow: the name itself).
-// `victim`: the name goes away and the inode with it, so a hard link is enough when it has one link.
-void pre_path(int dirfd, const char* path, bool follow, bool victim);
+// The contents are always copied (files_pre.cpp preserve: a hard link would go on changing).
+void pre_path(int dirfd, const char* path, bool follow);
 // ftruncate: the file open at fd.
 void pre_fd(int fd);
 

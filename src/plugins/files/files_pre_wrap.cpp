@@ -25,56 +25,53 @@ using revive::plugins::pre_path;
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
 #endif
-#ifndef RENAME_EXCHANGE
-#define RENAME_EXCHANGE (1 << 1)
-#endif
 
 // Wrapper NAME(PARAMS): the pre-image hook BEFORE, then libc's NAME(ARGS).
 #define PRE_CALL(ret, fail, name, params, args, before) VPID_WRAPPER(ret, fail, name, params, args, before)
 
 namespace {
-// rename's source keeps living under the new name (copied: a later change through that name would change
-// a hard link too); the target it replaces goes away (one link: linked, nothing copied).
+// rename's source keeps living under the new name, and the target it replaces goes away: both are kept
+// (copies, as every pre-image).
 void pre_rename(int olddir, const char* oldpath, int newdir, const char* newpath, unsigned flags) {
-  pre_path(olddir, oldpath, false, false);
-  if (!(flags & RENAME_NOREPLACE)) pre_path(newdir, newpath, false, !(flags & RENAME_EXCHANGE));
+  pre_path(olddir, oldpath, false);
+  if (!(flags & RENAME_NOREPLACE)) pre_path(newdir, newpath, false);
 }
 }  // namespace
 
-PRE_CALL(int, -1, creat, (const char* path, mode_t mode), (path, mode), pre_path(AT_FDCWD, path, true, false))
-PRE_CALL(int, -1, creat64, (const char* path, mode_t mode), (path, mode), pre_path(AT_FDCWD, path, true, false))
+PRE_CALL(int, -1, creat, (const char* path, mode_t mode), (path, mode), pre_path(AT_FDCWD, path, true))
+PRE_CALL(int, -1, creat64, (const char* path, mode_t mode), (path, mode), pre_path(AT_FDCWD, path, true))
 PRE_CALL(FILE*, nullptr, freopen, (const char* path, const char* mode, FILE* s), (path, mode, s), pre_fopen(path, mode))
 PRE_CALL(FILE*, nullptr, freopen64, (const char* path, const char* mode, FILE* s), (path, mode, s), pre_fopen(path, mode))
-PRE_CALL(int, -1, truncate, (const char* path, off_t len), (path, len), pre_path(AT_FDCWD, path, true, false))
-PRE_CALL(int, -1, truncate64, (const char* path, off64_t len), (path, len), pre_path(AT_FDCWD, path, true, false))
+PRE_CALL(int, -1, truncate, (const char* path, off_t len), (path, len), pre_path(AT_FDCWD, path, true))
+PRE_CALL(int, -1, truncate64, (const char* path, off64_t len), (path, len), pre_path(AT_FDCWD, path, true))
 PRE_CALL(int, -1, ftruncate, (int fd, off_t len), (fd, len), pre_fd(fd))
 PRE_CALL(int, -1, ftruncate64, (int fd, off64_t len), (fd, len), pre_fd(fd))
-PRE_CALL(int, -1, unlink, (const char* path), (path), pre_path(AT_FDCWD, path, false, true))
+PRE_CALL(int, -1, unlink, (const char* path), (path), pre_path(AT_FDCWD, path, false))
 PRE_CALL(int, -1, unlinkat, (int dir, const char* path, int flags), (dir, path, flags),
-         if (!(flags & AT_REMOVEDIR)) pre_path(dir, path, false, true))
-PRE_CALL(int, -1, remove, (const char* path), (path), pre_path(AT_FDCWD, path, false, true))
+         if (!(flags & AT_REMOVEDIR)) pre_path(dir, path, false))
+PRE_CALL(int, -1, remove, (const char* path), (path), pre_path(AT_FDCWD, path, false))
 PRE_CALL(int, -1, rename, (const char* a, const char* b), (a, b), pre_rename(AT_FDCWD, a, AT_FDCWD, b, 0))
 PRE_CALL(int, -1, renameat, (int da, const char* a, int db, const char* b), (da, a, db, b), pre_rename(da, a, db, b, 0))
 PRE_CALL(int, -1, renameat2, (int da, const char* a, int db, const char* b, unsigned flags), (da, a, db, b, flags),
          pre_rename(da, a, db, b, flags))
 
 // Metadata and names.
-PRE_CALL(int, -1, chmod, (const char* path, mode_t mode), (path, mode), pre_path(AT_FDCWD, path, true, false))
+PRE_CALL(int, -1, chmod, (const char* path, mode_t mode), (path, mode), pre_path(AT_FDCWD, path, true))
 PRE_CALL(int, -1, fchmod, (int fd, mode_t mode), (fd, mode), pre_fd(fd))
 PRE_CALL(int, -1, fchmodat, (int dir, const char* path, mode_t mode, int flags), (dir, path, mode, flags),
-         pre_path(dir, path, !(flags & AT_SYMLINK_NOFOLLOW), false))
-PRE_CALL(int, -1, chown, (const char* path, uid_t u, gid_t g), (path, u, g), pre_path(AT_FDCWD, path, true, false))
-PRE_CALL(int, -1, lchown, (const char* path, uid_t u, gid_t g), (path, u, g), pre_path(AT_FDCWD, path, false, false))
+         pre_path(dir, path, !(flags & AT_SYMLINK_NOFOLLOW)))
+PRE_CALL(int, -1, chown, (const char* path, uid_t u, gid_t g), (path, u, g), pre_path(AT_FDCWD, path, true))
+PRE_CALL(int, -1, lchown, (const char* path, uid_t u, gid_t g), (path, u, g), pre_path(AT_FDCWD, path, false))
 PRE_CALL(int, -1, fchown, (int fd, uid_t u, gid_t g), (fd, u, g), pre_fd(fd))
 PRE_CALL(int, -1, fchownat, (int dir, const char* path, uid_t u, gid_t g, int flags), (dir, path, u, g, flags),
-         if (*path) pre_path(dir, path, !(flags & AT_SYMLINK_NOFOLLOW), false); else pre_fd(dir))
-PRE_CALL(int, -1, utime, (const char* path, const struct utimbuf* t), (path, t), pre_path(AT_FDCWD, path, true, false))
-PRE_CALL(int, -1, utimes, (const char* path, const struct timeval* t), (path, t), pre_path(AT_FDCWD, path, true, false))
-PRE_CALL(int, -1, lutimes, (const char* path, const struct timeval* t), (path, t), pre_path(AT_FDCWD, path, false, false))
+         if (*path) pre_path(dir, path, !(flags & AT_SYMLINK_NOFOLLOW)); else pre_fd(dir))
+PRE_CALL(int, -1, utime, (const char* path, const struct utimbuf* t), (path, t), pre_path(AT_FDCWD, path, true))
+PRE_CALL(int, -1, utimes, (const char* path, const struct timeval* t), (path, t), pre_path(AT_FDCWD, path, true))
+PRE_CALL(int, -1, lutimes, (const char* path, const struct timeval* t), (path, t), pre_path(AT_FDCWD, path, false))
 PRE_CALL(int, -1, futimes, (int fd, const struct timeval* t), (fd, t), pre_fd(fd))
 PRE_CALL(int, -1, futimens, (int fd, const struct timespec* t), (fd, t), pre_fd(fd))
 PRE_CALL(int, -1, utimensat, (int dir, const char* path, const struct timespec* t, int flags), (dir, path, t, flags),
-         pre_path(dir, path, !(flags & AT_SYMLINK_NOFOLLOW), false))  // a null path (futimens' way) is skipped
-PRE_CALL(int, -1, link, (const char* a, const char* b), (a, b), pre_path(AT_FDCWD, a, false, false))
+         pre_path(dir, path, !(flags & AT_SYMLINK_NOFOLLOW)))  // a null path (futimens' way) is skipped
+PRE_CALL(int, -1, link, (const char* a, const char* b), (a, b), pre_path(AT_FDCWD, a, false))
 PRE_CALL(int, -1, linkat, (int da, const char* a, int db, const char* b, int flags), (da, a, db, b, flags),
-         if (*a) pre_path(da, a, flags & AT_SYMLINK_FOLLOW, false); else pre_fd(da))
+         if (*a) pre_path(da, a, flags & AT_SYMLINK_FOLLOW); else pre_fd(da))

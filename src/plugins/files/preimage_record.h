@@ -3,8 +3,7 @@
 // looked like at G. Written by the process about to modify it (files_pre.cpp), read back by
 // `revive restart` before any process is restored (src/cli/preimages.cpp). In DIR/ckpt-G/.pre/:
 //   <dev>-<ino>          the record (below), published last with link(): its presence is the claim
-//   <dev>-<ino>.<tid>.d  the contents (a copy, a clone, or for a deleted or replaced file with one link,
-//                        the victim itself hard-linked)
+//   <dev>-<ino>.<tid>.d  the contents (a copy, or a clone where the file system shares extents)
 // Anything else there (a *.r temporary, a data file without a record) is what a killed process left
 // before its modification could happen: ignored.
 #pragma once
