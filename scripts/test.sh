@@ -40,47 +40,25 @@ run_ctest() {  # run_ctest DIR [ctest args...]
   ctest --test-dir "$dir" --output-on-failure -j"$jobs" --timeout 900 "$@" || status=1
 }
 
-# The sanitizer builds (stages 2 and 3), both Debug (-O0): the instrumented -O2 ASan build took 461 s here,
-# -O0 161 s; its tests run 17 s vs 25 s.
-sanitizer_builds() {
-  build_for_label build-asan san -DCMAKE_BUILD_TYPE=Debug -DREVIVE_SANITIZE=address -DREVIVE_WITH_MPI=OFF \
-    -DREVIVE_BUILD_BENCH=OFF -DREVIVE_BUILD_EXAMPLES=OFF
-  build_for_label build-tsan tsan -DCMAKE_BUILD_TYPE=Debug -DREVIVE_SANITIZE=thread -DREVIVE_WITH_MPI=OFF \
-    -DREVIVE_BUILD_BENCH=OFF -DREVIVE_BUILD_EXAMPLES=OFF
-}
-
 echo "== [1/3] full build and test suite"
 scripts/build.sh build "${G1[@]}"
 echo "== built in $(( $(date +%s) - start )) s"
-# Many tests of stage 1 mostly wait (checkpoint intervals, sleeps, a killed process's restart): the two
-# sanitizer builds run meanwhile at the lowest priority, on the CPU those tests leave idle. At nice 19 a
-# compiler gets ~1.5 % of a core that a test wants (CFS weights 15 vs 1024), so the tests' timing is left
-# as it was; run one after the other, the builds added ~250 s to a ~33 min CI run.
-san_pid=
-if [ "${REVIVE_TEST_QUICK:-0}" != 1 ]; then
-  (renice -n 19 -p "$BASHPID" >/dev/null  # before anything starts: the builds inherit it
-   sanitizer_builds >build/sanitizer-builds.log 2>&1; echo "exit $?" >>build/sanitizer-builds.log) &
-  san_pid=$!
-fi
 run_ctest build
 echo "== [1/3] done at $(( $(date +%s) - start )) s"
 
-if [ -n "$san_pid" ]; then
-  wait "$san_pid" || true
-  echo "== sanitizer builds done at $(( $(date +%s) - start )) s (log: build/sanitizer-builds.log)"
-  if [ "$(tail -n1 build/sanitizer-builds.log)" != "exit 0" ]; then
-    tail -n 40 build/sanitizer-builds.log
-    echo "== the sanitizer builds failed"
-    status=1
-  else
-    echo "== [2/3] ASan+UBSan build (no MPI), tests labelled san"
-    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      run_ctest build-asan -L '^san$'
-    echo "== [2/3] done at $(( $(date +%s) - start )) s"
+if [ "${REVIVE_TEST_QUICK:-0}" != 1 ]; then
+  echo "== [2/3] ASan+UBSan build (no MPI), tests labelled san"
+  # Debug (-O0): the instrumented -O2 build took 461 s here, -O0 161 s; the tests run 17 s vs 25 s.
+  build_for_label build-asan san -DCMAKE_BUILD_TYPE=Debug -DREVIVE_SANITIZE=address -DREVIVE_WITH_MPI=OFF \
+    -DREVIVE_BUILD_BENCH=OFF -DREVIVE_BUILD_EXAMPLES=OFF
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    run_ctest build-asan -L '^san$'
+  echo "== [2/3] done at $(( $(date +%s) - start )) s"
 
-    echo "== [3/3] TSan build, tests labelled tsan"
-    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_ctest build-tsan -L '^tsan$'
-  fi
+  echo "== [3/3] TSan build, tests labelled tsan"
+  build_for_label build-tsan tsan -DCMAKE_BUILD_TYPE=Debug -DREVIVE_SANITIZE=thread -DREVIVE_WITH_MPI=OFF \
+    -DREVIVE_BUILD_BENCH=OFF -DREVIVE_BUILD_EXAMPLES=OFF
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_ctest build-tsan -L '^tsan$'
 fi
 
 echo "== test.sh: $(( $(date +%s) - start )) s, status $status"
