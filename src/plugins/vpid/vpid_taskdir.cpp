@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 #include "inject/sys.h"
 
@@ -200,8 +201,7 @@ static_assert(sizeof(struct dirent) == sizeof(struct dirent64) &&
 
 // scandir of a task directory, listed through the wrappers above so the entries carry the program's ids.
 // Runs in the program's own call (not in a signal handler): malloc is fine, as in glibc's scandir.
-int scan_task_dir(const char* path, struct dirent64*** out, Filter64 filter, Compar64 compar) {
-  DIR* d = opendir(path);
+int scan_task_dir(DIR* d, struct dirent64*** out, Filter64 filter, Compar64 compar) {
   if (!d) return -1;
   struct dirent64** v = nullptr;
   size_t n = 0, cap = 0;
@@ -242,9 +242,46 @@ int scan_task_dir(const char* path, struct dirent64*** out, Filter64 filter, Com
 }  // namespace
 
 REVIVE_EXPORT int scandir64(const char* path, struct dirent64*** out, Filter64 filter, Compar64 compar) {
-  if (vpid::active() && task_path(path)) return scan_task_dir(path, out, filter, compar);
+  if (vpid::active() && task_path(path)) return scan_task_dir(opendir(path), out, filter, compar);
   Scandir64Fn f = next_or_enosys(&g_scandir64, "scandir64");
   return f ? f(path, out, filter, compar) : -1;
+}
+
+namespace {
+using Scandirat64Fn = int (*)(int, const char*, struct dirent64***, Filter64, Compar64);
+Scandirat64Fn g_scandirat64;
+VPID_PRIME(g_scandirat64, "scandirat64")
+}  // namespace
+
+// scandirat: a task directory named relative to an open directory too (dirfd on /proc or /proc/<pid>),
+// told by what the opened directory is, as fdopendir() does; anything else is glibc's.
+REVIVE_EXPORT int scandirat64(int dirfd, const char* path, struct dirent64*** out, Filter64 filter,
+                              Compar64 compar) {
+  if (vpid::active()) {
+    // open() translates an absolute path's ids (vpid_proc.cpp); a relative one names kernel ids below
+    // dirfd, whose own path in /proc/self/fd is the kernel's too.
+    const int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    char real[64];
+    if (fd >= 0 && task_fd(fd, real, sizeof real)) {
+      DIR* d = fdopendir(fd);
+      if (!d) {
+        const int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+      }
+      return scan_task_dir(d, out, filter, compar);
+    }
+    if (fd >= 0) close(fd);
+  }
+  Scandirat64Fn f = next_or_enosys(&g_scandirat64, "scandirat64");
+  return f ? f(dirfd, path, out, filter, compar) : -1;
+}
+
+REVIVE_EXPORT int scandirat(int dirfd, const char* path, struct dirent*** out, int (*filter)(const struct dirent*),
+                            int (*compar)(const struct dirent**, const struct dirent**)) {
+  return scandirat64(dirfd, path, reinterpret_cast<struct dirent64***>(out), reinterpret_cast<Filter64>(filter),
+                     reinterpret_cast<Compar64>(compar));
 }
 
 REVIVE_EXPORT int scandir(const char* path, struct dirent*** out, int (*filter)(const struct dirent*),

@@ -101,9 +101,11 @@ static int fddir_lists(const char* dir, pid_t a, pid_t b) {
   return lists(d, a, b);
 }
 
-static int scandir_lists(const char* dir, pid_t a, pid_t b) {
+/* scandir, or scandirat relative to `at` (an open directory) when at >= 0 (glibc's ftw/nftw go through
+ * neither: they read with internal calls). */
+static int scandirat_lists(int at, const char* dir, pid_t a, pid_t b) {
   struct dirent** v;
-  int n = scandir(dir, &v, NULL, alphasort);
+  int n = at >= 0 ? scandirat(at, dir, &v, NULL, alphasort) : scandir(dir, &v, NULL, alphasort);
   if (n < 0) return 0;
   int seen = 0;
   for (int i = 0; i < n; ++i) {
@@ -114,6 +116,8 @@ static int scandir_lists(const char* dir, pid_t a, pid_t b) {
   free(v);
   return seen == 3;
 }
+
+static int scandir_lists(const char* dir, pid_t a, pid_t b) { return scandirat_lists(-1, dir, a, b); }
 
 /* And through libc's getdents64() on a descriptor (what ls-like tools of other runtimes do). */
 static int getdents_lists(const char* dir, pid_t a, pid_t b) {
@@ -169,7 +173,7 @@ int main(int argc, char** argv) {
   const int held_child = open(cpath, O_RDONLY);
   if (held_self < 0 || held_child < 0) return 92;
   for (int i = 0; i < rounds; i++) {
-    char fails[512] = "", buf[4096];
+    char fails[1024] = "", buf[4096];
     const pid_t me = getpid(), T = g_T;
     CHECK(syscall(SYS_getpid) == me, "getpid");
     CHECK(syscall(SYS_gettid) == gettid(), "gettid");
@@ -213,6 +217,12 @@ int main(int argc, char** argv) {
     CHECK(fddir_lists("/proc/self/task", me, T), "fdopendir(/proc/self/task)");
     CHECK(scandir_lists("/proc", me, C), "scandir(/proc)");
     CHECK(scandir_lists("/proc/self/task", me, T), "scandir(/proc/self/task)");
+    CHECK(scandirat_lists(AT_FDCWD, "/proc/self/task", me, T), "scandirat(AT_FDCWD, /proc/self/task)");
+    {
+      int proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      CHECK(proc_fd >= 0 && scandirat_lists(proc_fd, "self/task", me, T), "scandirat(/proc fd, self/task)");
+      if (proc_fd >= 0) close(proc_fd);
+    }
     CHECK(getdents_lists("/proc", me, C), "getdents64(/proc)");
     CHECK(getdents_lists("/proc/self/task", me, T), "getdents64(/proc/self/task)");
     snprintf(tpath, sizeof tpath, "/proc/self/task/%d/children", (int)me);
