@@ -1,13 +1,16 @@
 // libc's syscall(nr, ...): programs ask for their ids with syscall(SYS_gettid), signal threads with
 // syscall(SYS_tgkill, ...), open pidfds with syscall(SYS_pidfd_open, ...). The numbers whose named
 // wrappers translate ids (vpid_ids, vpid_signal, vpid_wait, vpid_pidargs) are translated the same way;
-// every other number goes to the kernel with its six arguments as given. An inline `syscall`
+// open/openat/getdents64 go through the path and listing wrappers; every other number goes to the
+// kernel with its six arguments as given. An inline `syscall`
 // instruction in the program is not seen (that would need seccomp).
 //
 // The library's own code (the plugins' raw calls, libstdc++'s futexes) must keep reaching the kernel
 // with kernel ids: it is linked with --wrap=syscall (src/plugins/CMakeLists.txt), so its references
 // bind to __wrap_syscall below, never to the exported wrapper.
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
@@ -75,6 +78,17 @@ long translated(long nr, long a, long b, long c, long d, long e, long f, bool* l
       *libc = true;
       return vpid::waitid_rusage(idtype_t(a), id_t(b), reinterpret_cast<siginfo_t*>(c), int(d),
                                  reinterpret_cast<struct rusage*>(e));
+    // Paths and listings with ids in them: the named wrappers (vpid_proc.cpp, vpid_taskdir.cpp), which
+    // also keep a file's checkpoint contents before it changes (files_pre).
+    case SYS_open:
+      *libc = true;
+      return open(reinterpret_cast<const char*>(a), int(b), mode_t(c));
+    case SYS_openat:
+      *libc = true;
+      return openat(int(a), reinterpret_cast<const char*>(b), int(c), mode_t(d));
+    case SYS_getdents64:
+      *libc = true;
+      return getdents64(int(a), reinterpret_cast<void*>(b), size_t(c));
     case SYS_kcmp: return call6(nr, R(a), R(b), c, d, e);
     case SYS_ioprio_get:
     case SYS_ioprio_set:  // IOPRIO_WHO_PROCESS (1), IOPRIO_WHO_PGRP (2): `who` is an id

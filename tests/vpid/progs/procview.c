@@ -120,12 +120,14 @@ static int scandirat_lists(int at, const char* dir, pid_t a, pid_t b) {
 static int scandir_lists(const char* dir, pid_t a, pid_t b) { return scandirat_lists(-1, dir, a, b); }
 
 /* And through libc's getdents64() on a descriptor (what ls-like tools of other runtimes do). */
-static int getdents_lists(const char* dir, pid_t a, pid_t b) {
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+/* raw: through libc's syscall(SYS_getdents64), and the directory opened by syscall(SYS_openat). */
+static int getdents_via(int raw, const char* dir, pid_t a, pid_t b) {
+  int fd = raw ? (int)syscall(SYS_openat, AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+               : open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return 0;
   char buf[16384];
   int seen = 0;
-  for (ssize_t n; (n = getdents64(fd, buf, sizeof buf)) > 0;)
+  for (ssize_t n; (n = raw ? syscall(SYS_getdents64, fd, buf, sizeof buf) : getdents64(fd, buf, sizeof buf)) > 0;)
     for (ssize_t off = 0; off < n;) {
       struct dirent64* e = (struct dirent64*)(buf + off);
       if (atoi(e->d_name) == a) seen |= 1;
@@ -135,6 +137,8 @@ static int getdents_lists(const char* dir, pid_t a, pid_t b) {
   close(fd);
   return seen == 3;
 }
+
+static int getdents_lists(const char* dir, pid_t a, pid_t b) { return getdents_via(0, dir, a, b); }
 
 static int read_held(int fd, char* buf, size_t cap) {
   ssize_t n = pread(fd, buf, cap - 1, 0);
@@ -225,6 +229,12 @@ int main(int argc, char** argv) {
     }
     CHECK(getdents_lists("/proc", me, C), "getdents64(/proc)");
     CHECK(getdents_lists("/proc/self/task", me, T), "getdents64(/proc/self/task)");
+    CHECK(getdents_via(1, "/proc/self/task", me, T), "syscall(SYS_getdents64, /proc/self/task)");
+    {
+      int sfd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/stat", O_RDONLY | O_CLOEXEC);
+      CHECK(sfd >= 0 && read_held(sfd, buf, sizeof buf) && stat_field(buf, 1) == me, "syscall(SYS_openat, /proc/self/stat)");
+      if (sfd >= 0) close(sfd);
+    }
     snprintf(tpath, sizeof tpath, "/proc/self/task/%d/children", (int)me);
     ok = read_path(tpath, buf, sizeof buf);
     int has_c = 0;
