@@ -247,7 +247,9 @@ int Restart(const RestartArgs& a) {
   if (!s.ok()) return Fail(s.message());
   // A damaged pre-image refuses the restart before anything is started (put back further down).
   PreimageList pre;
-  s = CheckPreimages(Parent(plan.manifest.empty() ? plan.images[0] : plan.manifest), &pre);
+  PreimageFilter pf;
+  pf.here = !WantsHosts(a.ho) && a.map.empty();
+  s = CheckPreimages(Parent(plan.manifest.empty() ? plan.images[0] : plan.manifest), pf, &pre);
   if (!s.ok()) return Fail(s.message());
   std::string bin;
   s = FindHelper("REVIVE_RESTART_BIN", "restart", "revive-restart", &bin);

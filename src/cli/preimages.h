@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -16,11 +17,18 @@ struct PreimagesDeleter {
 };
 using PreimageList = std::unique_ptr<Preimages, PreimagesDeleter>;
 
-// Reads and checks every record of gen_dir/.pre and its contents (length, XXH3): a damaged or missing one
-// is an error naming the file and the pre-image. Writes nothing (run it before anything is started).
-Status CheckPreimages(const std::string& gen_dir, PreimageList* out);
-// Writes each checked file back in place (contents, size, mode, owner when permitted, mtime); returns how
-// many files were put back.
+// `here`: the files of cut-back records are on this machine (not so for the root of --hosts): check them.
+struct PreimageFilter {
+  bool here = true;
+};
+
+// Reads and checks every record of gen_dir/.pre (a damaged or foreign one is an error naming the record
+// and, when it can be read, its file), then, of the records the filter keeps, each copy's contents
+// (length, XXH3) and each cut-back record's file (same file, at least as long as at the checkpoint): an
+// error names the file and the record. Writes nothing (run it before anything is started).
+Status CheckPreimages(const std::string& gen_dir, const PreimageFilter& f, PreimageList* out);
+// Writes each kept file back in place (copies: contents, size; cut-back records: the size; both: mode,
+// owner when permitted, mtime); returns how many files were put back.
 Status RestorePreimages(const Preimages& list, size_t* restored);
 
 }  // namespace revive::cli

@@ -107,6 +107,7 @@ namespace revive::inject {
 
 // Weak default so the plugins link without the engine (plugin tests).
 __attribute__((weak)) const char* checkpoint_dir() { return ""; }
+__attribute__((weak)) const char* host_name() { return ""; }
 
 const Plugin kFilesPlugin = {"files", plugins::kFilesVersion, plugins::files_init, plugins::files_save,
                              plugins::pre_resumed, plugins::files_restore, nullptr, nullptr, nullptr, nullptr,
