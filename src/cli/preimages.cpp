@@ -228,6 +228,7 @@ Status CheckPreimages(const std::string& gen_dir, const PreimageFilter& f, Preim
   std::vector<Pre>& pres = (*out)->pres;
   for (Pre& p : all) {
     if (p.r.kind == plugins::kPreCut && copies.count(NameOf(p))) continue;
+    if (!f.all && (std::find(f.hosts.begin(), f.hosts.end(), p.host) != f.hosts.end()) == f.except) continue;
     std::string why = p.r.kind == plugins::kPreCut ? (f.here ? CheckCut(p) : "") : CheckData(p);
     if (!why.empty() && p.r.kind == plugins::kPreCut)
       return Status::Corruption("pre-image of '" + p.path + "' cannot be applied: " + why + " (record '" + p.rec +
@@ -238,6 +239,40 @@ Status CheckPreimages(const std::string& gen_dir, const PreimageFilter& f, Preim
     pres.push_back(std::move(p));
   }
   return Status::OK();
+}
+
+Status ParsePreHosts(const std::string& spec, PreimageFilter* f) {
+  if (spec.empty() || (spec[0] != '=' && spec[0] != '!'))
+    return Status::InvalidArgument("--pre-hosts " + spec + ": expected =HOST or !HOST,HOST...");
+  f->all = false;
+  f->except = spec[0] == '!';
+  f->hosts.clear();
+  if (!f->except) {
+    f->hosts.push_back(spec.substr(1));
+    return Status::OK();
+  }
+  for (size_t i = 1; i < spec.size();) {
+    size_t comma = spec.find(',', i);
+    f->hosts.push_back(spec.substr(i, comma == std::string::npos ? std::string::npos : comma - i));
+    if (comma == std::string::npos) break;
+    i = comma + 1;
+  }
+  return Status::OK();
+}
+
+std::vector<std::string> PreHostsSpecs(const std::vector<std::string>& parts) {
+  std::vector<std::string> out;
+  for (size_t k = 0; k < parts.size(); k++) {
+    if (k > 0) {
+      out.push_back("=" + parts[k]);
+      continue;
+    }
+    std::string others = "!";
+    for (size_t j = 1; j < parts.size(); j++)
+      if (parts[j] != parts[0]) others += (others.size() > 1 ? "," : "") + parts[j];
+    out.push_back(others);
+  }
+  return out;
 }
 
 Status RestorePreimages(const Preimages& list, size_t* restored) {
