@@ -18,6 +18,9 @@ run, byte for byte:
            appended to and then switched out of O_APPEND (fcntl F_SETFL) and overwritten at offset 0: the
            log must be kept by its size only (a cut-back record, no copy), the others copied at their
            first change that is not an append, of their checkpoint-time bytes only.
+  subdir   a child working in a subdirectory of the launch's creates files there with O_CREAT|O_EXCL
+           after the checkpoint: the restart must move them aside (as in the root's working directory),
+           or the restarted child fails on the first one.
   damaged  ops, then one byte of a pre-image flipped: the restart must refuse naming the file, and change
            nothing; then a record under another file's name (foreign): refused naming both.
 Failures print FAIL and exit 1. REVIVE_TEST_NO_PRE=1 restarts without putting pre-images back (moves
@@ -92,6 +95,24 @@ for n in ("log.txt", "mix.txt", "fl.txt"):
 '''
 APPEND_FILES = ("log.txt", "mix.txt", "fl.txt")
 
+# A child exec'd in a subdirectory of the launch's (as make -C sub does): the files it creates there after
+# the checkpoint (O_CREAT|O_EXCL) must be moved aside at restart, or the restarted child fails on the first.
+# (A child forked without exec shares the launch root's state, which always listed its own directory.)
+SUBDIR = r'''
+import os, subprocess, sys, time
+if len(sys.argv) > 1:  # the child, in sub/
+    print("ready", flush=True)
+    while not os.path.exists("../ctl/go"): time.sleep(0.01)
+    for step in range(40):
+        with open("out-%d.txt" % step, "xb") as f: f.write(b"%d\n" % step)
+        print("child", step, flush=True)
+        time.sleep(0.025)
+    sys.exit(0)
+subprocess.run([sys.executable, os.path.abspath(sys.argv[0]), "child"], cwd="sub", check=True)
+while not os.path.exists("ctl/end"): time.sleep(0.01)
+print(sorted(n for n in os.listdir("sub") if not n.startswith(".")), flush=True)
+'''
+
 
 def make_project(d, slow):
     files_test.make_project(d, slow_as=True, nfiles=NFILES, nfuncs=20)
@@ -110,6 +131,24 @@ def make_project(d, slow):
             # As `as` does: the output is truncated first; here it then stays empty for 0.3 s.
             f.write('#!/bin/sh\nout=\nprev=\nfor a in "$@"; do [ "$prev" = -o ] && out=$a; prev=$a; done\n'
                     '[ -n "$out" ] && : > "$out"\nsleep 0.3\nexec /usr/bin/as "$@"\n')
+
+
+def kill_under(d):
+    """SIGKILLs what is left of a killed run working in d (restored processes need not descend from the
+    restart that was killed) and waits until they are gone, so none changes files during the next restart."""
+    for _ in range(100):
+        left = []
+        for q in os.listdir("/proc"):
+            try:
+                if q.isdigit() and int(q) != os.getpid() and (os.readlink("/proc/%s/cwd" % q) + "/").startswith(d + "/"):
+                    os.kill(int(q), 9)
+                    left.append(q)
+            except OSError:
+                pass
+        if not left:
+            return
+        time.sleep(0.05)
+    fail("processes working in %s survive SIGKILL" % d)
 
 
 def wait_for(pred, what, timeout=60):
@@ -139,6 +178,11 @@ class Case:
         # The test's signals to the program live in a subdirectory: the restart moves files created after the
         # checkpoint in the program's working directory aside (docs/plugins.md "files").
         os.makedirs(os.path.join(d, "ctl"))
+        if self.a.case == "subdir":
+            os.makedirs(os.path.join(d, "sub"))
+            with open(os.path.join(d, "sub.py"), "w") as f:
+                f.write(SUBDIR)
+            return ["/usr/bin/python3", "sub.py"]
         if self.a.case == "append":
             with open(os.path.join(d, "app.py"), "w") as f:
                 f.write(APPEND)
@@ -244,6 +288,7 @@ class Case:
             return self.damaged(d, ck, pre, port)
         if self.a.case == "append":
             self.check_append_records(d, pre)
+        made = open(os.path.join(d, "stdout"), "rb").read().count(b"child ")
         if os.environ.get("REVIVE_TEST_NO_PRE") == "1" and os.path.isdir(pre):
             os.rename(pre, pre + "-aside")
         shutil.rmtree(os.path.join(d, "nodetmp"))
@@ -259,6 +304,7 @@ class Case:
                     fail("the first restart ended before the kill (exit %d); program's stderr: %s"
                          % (r1.returncode, open(os.path.join(d, "stderr")).read()[-800:]))
                 kill_all(r1, port)
+            kill_under(d)
             open(os.path.join(d, "ctl", "end"), "w").close()
         with open(os.path.join(d, "stdout"), "ab") as out:
             rr = self.restart(port, ck, d, out)
@@ -266,6 +312,9 @@ class Case:
             fail("restart exited %d: %s\nprogram's stderr: %s" % (rr.returncode, rr.stderr[-1500:],
                                                                    open(os.path.join(d, "stderr")).read()[-1500:]))
         got = self.result(d)
+        aside = os.path.join(d, "sub", ".revive-displaced")
+        if self.a.case == "subdir" and made and not (os.path.isdir(aside) and os.listdir(aside)):
+            fail("subdir: the child's %d files created after the checkpoint were not moved aside" % made)
         if got != self.ref:
             fail("%s: result differs from the uninterrupted run (%d pre-images):\n%r\nvs\n%r"
                  % (self.a.case, npre, str(got)[:1500], str(self.ref)[:1500]))
@@ -295,6 +344,7 @@ class Case:
                 fail("append: the rewritten file has no copy record (%s)" % sorted(names))
 
     def restart(self, port, ck, d, out):
+        kill_under(d)
         try:
             return subprocess.run([self.revive, "restart", "--port", str(port), ck], cwd=d, env=self.env, stdout=out,
                                   stderr=subprocess.PIPE, text=True, timeout=60)
@@ -344,7 +394,7 @@ def main():
     ap.add_argument("--revive", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--seed", type=int)
-    ap.add_argument("case", choices=["make", "ops", "append", "damaged"])
+    ap.add_argument("case", choices=["make", "ops", "append", "subdir", "damaged"])
     a = ap.parse_args()
     for tool in ("make", "gcc", "python3"):
         if not shutil.which(tool):
