@@ -1,5 +1,6 @@
 // `revive launch [options] -- PROG ARGS`: run a program with the injected library and a coordinator.
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <time.h>
 #include <stdio.h>
@@ -170,6 +171,9 @@ int Launch(const LaunchArgs& a) {
   clock_gettime(CLOCK_REALTIME, &t0);
   setenv("REVIVE_LAUNCH_T0", std::to_string(int64_t(t0.tv_sec) * 1000000000 + t0.tv_nsec).c_str(), 1);
   setenv("REVIVE_LAUNCH_ROOT", std::to_string(getpid()).c_str(), 1);
+  // Its working directory: the root lists it at each checkpoint; other processes list theirs when it is
+  // another (files created there after the checkpoint are moved aside at restart).
+  if (char cwd[PATH_MAX]; getcwd(cwd, sizeof cwd)) setenv("REVIVE_LAUNCH_CWD", cwd, 1);
 
   std::vector<char*> argv;
   for (const auto& s2 : a.argv) argv.push_back(const_cast<char*>(s2.c_str()));

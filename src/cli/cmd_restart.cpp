@@ -40,6 +40,7 @@ struct RestartArgs {
   std::string ckpt_signal;  // --checkpoint-signal SIG (or REVIVE_CHECKPOINT_SIGNAL): ckpt_signal.h
   std::string levels;       // --levels SPEC: REVIVE_LEVELS (images kept on the hosts)
   std::string local_dir;    // --local-dir D: this host's node-local generation directory (a host's part)
+  std::string pre_hosts;    // --pre-hosts SPEC: the pre-images this host's part puts back (preimages.h)
 };
 
 struct Plan {
@@ -245,9 +246,14 @@ int Restart(const RestartArgs& a) {
   Plan plan;
   Status s = MakePlan(a.what, &plan);
   if (!s.ok()) return Fail(s.message());
-  // A damaged pre-image refuses the restart before anything is started (put back further down).
+  // A damaged pre-image refuses the restart before anything is started (put back further down; with
+  // --hosts by each host's part, each the pre-images made on its host).
   PreimageList pre;
-  s = CheckPreimages(Parent(plan.manifest.empty() ? plan.images[0] : plan.manifest), &pre);
+  PreimageFilter pf;
+  pf.here = !WantsHosts(a.ho) && a.map.empty();
+  if (!a.pre_hosts.empty()) s = ParsePreHosts(a.pre_hosts, &pf);
+  if (!s.ok()) return Fail(s.message());
+  s = CheckPreimages(Parent(plan.manifest.empty() ? plan.images[0] : plan.manifest), pf, &pre);
   if (!s.ok()) return Fail(s.message());
   std::string bin;
   s = FindHelper("REVIVE_RESTART_BIN", "restart", "revive-restart", &bin);
@@ -295,6 +301,14 @@ int Restart(const RestartArgs& a) {
   if (on_hosts && !kept_on_hosts) {
     s = PlanParts(a, plan, &parts);
     if (!s.ok()) return Fail(s.message());
+  }
+  if (on_hosts) {
+    // Each part puts back the pre-images made on its host; the first part also those of hosts that
+    // have no part now (a shared file comes back once; a node-local one on the first host).
+    std::vector<std::string> hosts;
+    for (const HostPart& part : parts) hosts.push_back(part.host);
+    std::vector<std::string> specs = PreHostsSpecs(hosts);
+    for (size_t k = 0; k < parts.size(); k++) parts[k].args.insert(parts[k].args.begin() + 1, {"--pre-hosts", specs[k]});
   }
   std::vector<std::string> extra;
   if (!plan.manifest.empty()) extra = {"--restart-manifest", plan.manifest};
@@ -422,6 +436,9 @@ void AddRestartCommand(CLI::App& app, int* rc) {
                 "HOST:PORT of the root coordinator: restore behind a new sub-coordinator on this host (with --port)");
   c->add_option("--status-file", a->status_file,
                 "FILE: write each root's exit status by manifest index there (a host's part of --hosts)");
+  c->add_option("--pre-hosts", a->pre_hosts,
+                "=HOST or !HOST,...: put back only the pre-images made on HOST (on any host but these) (a host's part)")
+      ->group("");
   c->add_option("what", a->what, "IMAGE.rimg, ckpt-G directory or checkpoint directory")->required();
   c->callback([a, rc] { *rc = Restart(*a); });
 }

@@ -48,6 +48,8 @@ int checkpoint_signal() { return g.cfg.sig; }
 
 const char* checkpoint_dir() { return g.cfg.ckpt_dir; }
 
+const char* host_name() { return g.cfg.host_id; }
+
 // The engine's descriptors are not the program's: the fd plugin must neither save nor replace them.
 bool fd_reserved(int fd) { return fd >= 0 && (fd == g.image_fd || fd == g.coord_fd); }
 

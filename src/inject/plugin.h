@@ -105,6 +105,9 @@ const char* restart_env(const char* key);
 
 // The checkpoint directory (absolute; "" when unknown). Plugins keep their own data out of it.
 const char* checkpoint_dir();
+// The name this process's host goes by in the computation: REVIVE_HOST_ID (set by --hosts; after a restart,
+// the restarter's), "" when not set (then the node name, as the coordinator's HELLO does). Weak default "".
+const char* host_name();
 // During a plugin's save: the generation directory this checkpoint's image goes to (absolute, e.g.
 // DIR/ckpt-3; "" outside a save). The files plugin puts the blocks of large files next to the image.
 const char* generation_dir();

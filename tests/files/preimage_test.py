@@ -13,8 +13,16 @@ run, byte for byte:
            derived from its old, an append, a rename over one, an unlink of one it read first, an
            in-place r+ rewrite, a truncate(), a symlink renamed over one, a chmod and a utime: run twice from the old state they give other results.
            Restarted, killed again at a random moment, restarted again from the same checkpoint.
+  append   a logger that reopens its log O_APPEND for every line, a file appended to with fopen "a" and
+           then rewritten with O_TRUNC from its contents (by then longer than at the checkpoint), and one
+           appended to and then switched out of O_APPEND (fcntl F_SETFL) and overwritten at offset 0: the
+           log must be kept by its size only (a cut-back record, no copy), the others copied at their
+           first change that is not an append, of their checkpoint-time bytes only.
+  subdir   a child working in a subdirectory of the launch's creates files there with O_CREAT|O_EXCL
+           after the checkpoint: the restart must move them aside (as in the root's working directory),
+           or the restarted child fails on the first one.
   damaged  ops, then one byte of a pre-image flipped: the restart must refuse naming the file, and change
-           nothing.
+           nothing; then a record under another file's name (foreign): refused naming both.
 Failures print FAIL and exit 1. REVIVE_TEST_NO_PRE=1 restarts without putting pre-images back (moves
 .pre aside first): the make and ops cases must then fail (that is how the test was checked).
 """
@@ -28,12 +36,16 @@ from files_test import digest, kill_all  # noqa: E402
 
 NFILES = 16
 
-OPS = r'''
-import hashlib, os, sys, time
+# What every test program starts with: helpers, then it waits for the test's go.
+PROLOGUE = r'''
+import fcntl, hashlib, os, sys, time
 def h(b): return hashlib.sha256(b).hexdigest()[:16]
 def rd(p): return open(p, "rb").read()
 print("ready", flush=True)
 while not os.path.exists("ctl/go"): time.sleep(0.01)
+'''
+
+OPS = PROLOGUE + r'''
 for step in range(56):
     if step == 5:    # O_TRUNC, new contents from the old
         old = rd("trunc.txt"); open("trunc.txt", "wb").write(h(old).encode() * 3)
@@ -60,6 +72,47 @@ for n in ("trunc.txt", "app.txt", "ren.txt", "del.txt", "rw.txt", "cut.txt", "sy
 print("mode.txt", oct(os.stat("mode.txt").st_mode), os.stat("mode.txt").st_mtime_ns)
 '''
 
+APPEND = PROLOGUE + r'''
+for step in range(60):
+    fd = os.open("log.txt", os.O_WRONLY | os.O_APPEND)  # a logger reopening its log for every line
+    os.write(fd, b"line %d\n" % step)
+    os.close(fd)
+    with open("mix.txt", "ab") as f: f.write(b"mix %d\n" % step)
+    if step == 30:   # rewritten from its contents: O_TRUNC after appends
+        old = rd("mix.txt"); open("mix.txt", "wb").write(h(old).encode() + b"\n")
+    if step < 40:
+        with open("fl.txt", "ab") as f: f.write(b"fl %d\n" % step)
+    if step == 40:   # out of O_APPEND, then overwritten at 0 with a digest of the whole
+        fd = os.open("fl.txt", os.O_RDWR | os.O_APPEND)
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_APPEND)
+        os.pwrite(fd, h(rd("fl.txt")).encode(), 0)
+        os.close(fd)
+    print("step", step, flush=True)
+    time.sleep(0.02)
+while not os.path.exists("ctl/end"): time.sleep(0.01)
+for n in ("log.txt", "mix.txt", "fl.txt"):
+    print(n, h(rd(n)), os.path.getsize(n))
+'''
+APPEND_FILES = ("log.txt", "mix.txt", "fl.txt")
+
+# A child exec'd in a subdirectory of the launch's (as make -C sub does): the files it creates there after
+# the checkpoint (O_CREAT|O_EXCL) must be moved aside at restart, or the restarted child fails on the first.
+# (A child forked without exec shares the launch root's state, which always listed its own directory.)
+SUBDIR = r'''
+import os, subprocess, sys, time
+if len(sys.argv) > 1:  # the child, in sub/
+    print("ready", flush=True)
+    while not os.path.exists("../ctl/go"): time.sleep(0.01)
+    for step in range(40):
+        with open("out-%d.txt" % step, "xb") as f: f.write(b"%d\n" % step)
+        print("child", step, flush=True)
+        time.sleep(0.025)
+    sys.exit(0)
+subprocess.run([sys.executable, os.path.abspath(sys.argv[0]), "child"], cwd="sub", check=True)
+while not os.path.exists("ctl/end"): time.sleep(0.01)
+print(sorted(n for n in os.listdir("sub") if not n.startswith(".")), flush=True)
+'''
+
 
 def make_project(d, slow):
     files_test.make_project(d, slow_as=True, nfiles=NFILES, nfuncs=20)
@@ -78,6 +131,24 @@ def make_project(d, slow):
             # As `as` does: the output is truncated first; here it then stays empty for 0.3 s.
             f.write('#!/bin/sh\nout=\nprev=\nfor a in "$@"; do [ "$prev" = -o ] && out=$a; prev=$a; done\n'
                     '[ -n "$out" ] && : > "$out"\nsleep 0.3\nexec /usr/bin/as "$@"\n')
+
+
+def kill_under(d):
+    """SIGKILLs what is left of a killed run working in d (restored processes need not descend from the
+    restart that was killed) and waits until they are gone, so none changes files during the next restart."""
+    for _ in range(100):
+        left = []
+        for q in os.listdir("/proc"):
+            try:
+                if q.isdigit() and int(q) != os.getpid() and (os.readlink("/proc/%s/cwd" % q) + "/").startswith(d + "/"):
+                    os.kill(int(q), 9)
+                    left.append(q)
+            except OSError:
+                pass
+        if not left:
+            return
+        time.sleep(0.05)
+    fail("processes working in %s survive SIGKILL" % d)
 
 
 def wait_for(pred, what, timeout=60):
@@ -107,6 +178,20 @@ class Case:
         # The test's signals to the program live in a subdirectory: the restart moves files created after the
         # checkpoint in the program's working directory aside (docs/plugins.md "files").
         os.makedirs(os.path.join(d, "ctl"))
+        if self.a.case == "subdir":
+            os.makedirs(os.path.join(d, "sub"))
+            with open(os.path.join(d, "sub.py"), "w") as f:
+                f.write(SUBDIR)
+            return ["/usr/bin/python3", "sub.py"]
+        if self.a.case == "append":
+            with open(os.path.join(d, "app.py"), "w") as f:
+                f.write(APPEND)
+            for n in APPEND_FILES:
+                with open(os.path.join(d, n), "w") as f:
+                    f.write("%s at the start\n" % n * 20)
+                os.chmod(os.path.join(d, n), 0o640)
+                os.utime(os.path.join(d, n), (1000000, 1000000))
+            return ["/usr/bin/python3", "app.py"]
         with open(os.path.join(d, "ops.py"), "w") as f:
             f.write(OPS)
         for n in ("trunc.txt", "app.txt", "ren.txt", "del.txt", "rw.txt", "cut.txt", "sym.txt"):
@@ -201,6 +286,9 @@ class Case:
         npre = len([x for x in os.listdir(pre) if "." not in x]) if os.path.isdir(pre) else 0
         if self.a.case == "damaged":
             return self.damaged(d, ck, pre, port)
+        if self.a.case == "append":
+            self.check_append_records(d, pre)
+        made = open(os.path.join(d, "stdout"), "rb").read().count(b"child ")
         if os.environ.get("REVIVE_TEST_NO_PRE") == "1" and os.path.isdir(pre):
             os.rename(pre, pre + "-aside")
         shutil.rmtree(os.path.join(d, "nodetmp"))
@@ -216,6 +304,7 @@ class Case:
                     fail("the first restart ended before the kill (exit %d); program's stderr: %s"
                          % (r1.returncode, open(os.path.join(d, "stderr")).read()[-800:]))
                 kill_all(r1, port)
+            kill_under(d)
             open(os.path.join(d, "ctl", "end"), "w").close()
         with open(os.path.join(d, "stdout"), "ab") as out:
             rr = self.restart(port, ck, d, out)
@@ -223,12 +312,39 @@ class Case:
             fail("restart exited %d: %s\nprogram's stderr: %s" % (rr.returncode, rr.stderr[-1500:],
                                                                    open(os.path.join(d, "stderr")).read()[-1500:]))
         got = self.result(d)
+        aside = os.path.join(d, "sub", ".revive-displaced")
+        if self.a.case == "subdir" and made and not (os.path.isdir(aside) and os.listdir(aside)):
+            fail("subdir: the child's %d files created after the checkpoint were not moved aside" % made)
         if got != self.ref:
             fail("%s: result differs from the uninterrupted run (%d pre-images):\n%r\nvs\n%r"
                  % (self.a.case, npre, str(got)[:1500], str(self.ref)[:1500]))
         print("%s: %d pre-images put back, result identical" % (self.a.case, npre), flush=True)
 
+    def check_append_records(self, d, pre):
+        """The mechanism, not only the outcome: the log, only ever appended to, has a cut-back record and
+        no copy; a file whose O_TRUNC rewrite has begun has a copy of its checkpoint-time bytes."""
+        names = set(os.listdir(pre)) if os.path.isdir(pre) else set()
+        steps = open(os.path.join(d, "stdout"), "rb").read().count(b"step ")
+        if steps == 0:
+            return
+        def key(n):
+            st = os.stat(os.path.join(d, n))
+            return "%d-%d" % ((os.major(st.st_dev) << 32) | os.minor(st.st_dev), st.st_ino)
+        def records(n):  # "<dev>-<ino>-<host hash>" (copy) and "...+a" (cut back) of file n
+            k = key(n) + "-"
+            mine = [x for x in names if x.startswith(k) and "." not in x and x[len(k):].rstrip("+a").isdigit()]
+            return [x for x in mine if not x.endswith("+a")], [x for x in mine if x.endswith("+a")]
+        copies, cuts = records("log.txt")
+        if not cuts or copies:
+            fail("append: the log has no cut-back record, or a copy (%s)" % sorted(names))
+        if any(x.startswith(key("log.txt") + "-") and x.endswith(".d") for x in names):
+            fail("append: the log was copied (%s)" % sorted(names))
+        if steps > 31:  # mix.txt's O_TRUNC (step 30) has begun: its record is a copy (its inode is the same)
+            if not records("mix.txt")[0]:
+                fail("append: the rewritten file has no copy record (%s)" % sorted(names))
+
     def restart(self, port, ck, d, out):
+        kill_under(d)
         try:
             return subprocess.run([self.revive, "restart", "--port", str(port), ck], cwd=d, env=self.env, stdout=out,
                                   stderr=subprocess.PIPE, text=True, timeout=60)
@@ -255,6 +371,22 @@ class Case:
         if before != after:
             fail("damaged: files were changed by the refused restart")
         print("damaged: refused: %s" % rr.stderr.strip().splitlines()[-1], flush=True)
+        # A record under a name it does not describe (another generation's, another file's): refused,
+        # naming the record and the file it describes.
+        with open(victim, "r+b") as f:
+            f.write(b)
+        recs = sorted(x for x in os.listdir(pre) if "." not in x and "-" in x)
+        foreign = os.path.join(pre, "1-2")
+        shutil.copyfile(os.path.join(pre, recs[0]), foreign)
+        rr = self.restart(port, ck, d, subprocess.DEVNULL)
+        after = {n: digest(os.path.join(d, n)) for n in os.listdir(d) if n.endswith(".txt")}
+        if rr.returncode == 0:
+            fail("damaged: the restart went on with a foreign record")
+        if "foreign" not in rr.stderr or foreign not in rr.stderr or d not in rr.stderr:
+            fail("damaged: the error does not name the record and its file: %s" % rr.stderr)
+        if before != after:
+            fail("damaged: files were changed by the refused restart")
+        print("damaged: foreign record refused: %s" % rr.stderr.strip().splitlines()[-1], flush=True)
 
 
 def main():
@@ -262,7 +394,7 @@ def main():
     ap.add_argument("--revive", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--seed", type=int)
-    ap.add_argument("case", choices=["make", "ops", "damaged"])
+    ap.add_argument("case", choices=["make", "ops", "append", "subdir", "damaged"])
     a = ap.parse_args()
     for tool in ("make", "gcc", "python3"):
         if not shutil.which(tool):

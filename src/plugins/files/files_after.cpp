@@ -1,7 +1,10 @@
 // files plugin: files the killed run created after the checkpoint. A restart goes back to the checkpoint,
 // but the files the computation created after it are still there -- make's half-written f26.o, created
 // by an `as` that was killed, is newer than f26.c, so the restarted make skips it and the link fails.
-// The launch root lists its working directory's regular files at checkpoint time; at restore, a regular
+// The launch root lists its working directory's regular files at checkpoint time, and so does every
+// other process of the launch whose working directory lies below the launch's (make -C sub; a child
+// that chdir'ed into its own work area; each such process lists its own, so several may list one
+// directory, and at restore the first to look moves a file aside); at restore, a regular
 // file there that is not in the list and was born (statx btime) after the listing is moved into
 // DIR/.revive-displaced/ (renamed, never deleted: it may be a user's file) with a warning naming both
 // paths. REVIVE_FILES_AFTER=keep turns this off. Files that existed at the checkpoint and were changed
@@ -90,6 +93,14 @@ bool regular_at(int dirfd, const struct dirent64* d) {
   return fstatat(dirfd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
 }
 
+// Whether `path` lies strictly below directory `dir` (both absolute, no trailing '/' but for "/").
+bool below(const char* path, const char* dir) {
+  size_t n = strlen(dir);
+  if (n == 0) return false;
+  if (n == 1) return path[1] != '\0';  // below "/": anything but "/"
+  return strncmp(path, dir, n) == 0 && path[n] == '/' && path[n + 1] != '\0';
+}
+
 }  // namespace
 
 int files_list_cwd(Out& out) {
@@ -98,6 +109,9 @@ int files_list_cwd(Out& out) {
   if (pl <= 0) return 0;
   path[pl] = '\0';
   if (path[0] != '/') return 0;  // "(unreachable)" cwd: nothing to list
+  // Another process: its directory when it lies below the launch's (the root lists that one itself). Not
+  // elsewhere: a daemon's "/" or a home directory collects other programs' new files, which must stay.
+  if (!g_files.root && !below(path, g_files.launch_cwd)) return 0;
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
   int dir = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);

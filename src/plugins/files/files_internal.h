@@ -20,10 +20,12 @@ struct FilesPolicy {
   char local[1024];    // REVIVE_LOCAL_DIRS: ':'-separated absolute directories ("" = none)
   char records[512];   // revive's per-user runtime records (launch/user_record.cpp): never walked
   bool displace;       // REVIVE_FILES_AFTER=move (default) | keep: files born after the checkpoint in the
-                       // root's working directory are moved aside at restore
+                       // root's working directory, and in another process's when it lies below the
+                       // launch's, are moved aside at restore
   bool root;           // this process is the one `revive launch` started (REVIVE_LAUNCH_ROOT == pid)
   int64_t t0_sec;      // REVIVE_LAUNCH_T0: when the computation was launched (unix seconds, ns)
   int64_t t0_nsec;
+  char launch_cwd[1024];  // REVIVE_LAUNCH_CWD: the launch root's working directory ("" = unknown)
 };
 extern FilesPolicy g_files;
 
@@ -68,7 +70,8 @@ bool files_local(const char* path);
 // The root's walk of the node-local directories: saves every regular file of ours created since launch
 // (birth time >= t0) that is not saved yet, outside the checkpoint directory. 0 or -errno.
 int files_scan(Out& out);
-// The root's working directory listing (kListing). 0 or -errno.
+// This process's working directory listing (kListing): the root's always, another process's when it lies
+// below the launch's working directory (REVIVE_LAUNCH_CWD). 0 or -errno.
 int files_list_cwd(Out& out);
 // Restore of a kListing entry: moves files born after e.mtime that are not listed aside. 0 or -errno.
 int files_displace(In& in, const FileEntry& e, const char* dir, char* msg, size_t cap);

@@ -14,7 +14,7 @@
 
 namespace revive::plugins {
 
-FilesPolicy g_files = {true, kDefaultFilesMaxBytes, kDefaultFilesDeltaBytes, "/tmp:/var/tmp:/dev/shm", "", true, false, 0, 0};
+FilesPolicy g_files = {true, kDefaultFilesMaxBytes, kDefaultFilesDeltaBytes, "/tmp:/var/tmp:/dev/shm", "", true, false, 0, 0, ""};
 
 namespace {
 
@@ -90,6 +90,8 @@ int files_init() {
     snprintf(g_files.records, sizeof g_files.records, "%s/revive", x);
   else
     snprintf(g_files.records, sizeof g_files.records, "/tmp/revive-%u", unsigned(getuid()));
+  if (const char* v = getenv("REVIVE_LAUNCH_CWD"); v && *v == '/' && strlen(v) < sizeof g_files.launch_cwd)
+    memcpy(g_files.launch_cwd, v, strlen(v) + 1);
   int64_t root = 0, t0 = 0;
   if (parse_i64(getenv("REVIVE_LAUNCH_ROOT"), 1, 1LL << 31, &root) && root == getpid() &&
       parse_i64(getenv("REVIVE_LAUNCH_T0"), 1, INT64_MAX, &t0)) {
@@ -107,6 +109,7 @@ namespace revive::inject {
 
 // Weak default so the plugins link without the engine (plugin tests).
 __attribute__((weak)) const char* checkpoint_dir() { return ""; }
+__attribute__((weak)) const char* host_name() { return ""; }
 
 const Plugin kFilesPlugin = {"files", plugins::kFilesVersion, plugins::files_init, plugins::files_save,
                              plugins::pre_resumed, plugins::files_restore, nullptr, nullptr, nullptr, nullptr,

@@ -26,6 +26,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "inject/sys.h"
@@ -57,9 +59,10 @@ PreStats g_stats;
 
 // Files already preserved (or found preserved) for the current target: a direct-mapped cache, so a
 // second open of the same file costs one stat. A collision only costs a look at the record on disk.
+enum : uint32_t { kSeenCut = 1, kSeenFinal = 2 };  // a cut-back record only (appends); nothing more to do
 struct Done {
   uint64_t dev, ino;
-  uint32_t epoch;
+  uint32_t epoch, state;
 };
 constexpr uint32_t kDone = 1024;
 Done g_done[kDone];
@@ -67,12 +70,11 @@ Done g_done[kDone];
 Done g_big[64];
 
 uint32_t slot(uint64_t dev, uint64_t ino) { return uint32_t((ino * 0x9E3779B97F4A7C15ull) ^ dev) & (kDone - 1); }
-bool done(uint64_t dev, uint64_t ino) {
+uint32_t seen(uint64_t dev, uint64_t ino) {
   const Done& d = g_done[slot(dev, ino)];
-  return d.ino == ino && d.dev == dev && d.epoch == g_t.epoch;
+  return d.ino == ino && d.dev == dev && d.epoch == g_t.epoch ? d.state : 0;
 }
-void mark(uint64_t dev, uint64_t ino) { g_done[slot(dev, ino)] = Done{dev, ino, g_t.epoch}; }
-
+void mark(uint64_t dev, uint64_t ino, uint32_t state) { g_done[slot(dev, ino)] = Done{dev, ino, g_t.epoch, state}; }
 bool under(const char* path, const char* dir) {
   size_t n = strlen(dir);
   while (n > 1 && dir[n - 1] == '/') --n;
@@ -113,7 +115,7 @@ void warn_big(const char* path, uint64_t dev, uint64_t ino, int64_t size) {
     if (b.dev == dev && b.ino == ino && b.epoch) return;
   for (auto& b : g_big)
     if (!b.epoch) {
-      b = Done{dev, ino, 1};
+      b = Done{dev, ino, 1, 0};
       break;
     }
   char line[PATH_MAX + 300];
@@ -123,13 +125,20 @@ void warn_big(const char* path, uint64_t dev, uint64_t ino, int64_t size) {
       "leaves it as the run changed it").c_str());
 }
 
-// Copies src into dst: a clone where the file system shares extents, else in the kernel. 0 or -errno.
-long copy_into(int dst, int src) {
+// Copies src's first `limit` bytes into dst: a clone where the file system shares extents (of the whole
+// file: the caller cuts it to `limit`), else in the kernel. 0 or -errno.
+long copy_into(int dst, int src, uint64_t limit) {
   if (sys::sc(SYS_ioctl, dst, FICLONE, src) == 0) return 0;
+  constexpr uint64_t kStep = uint64_t(1) << 30;
+  uint64_t copied = 0;
   for (;;) {
-    long n = sys::sc(SYS_copy_file_range, src, nullptr, dst, nullptr, size_t(1) << 30, 0);
+    if (copied >= limit) return 0;
+    long n = sys::sc(SYS_copy_file_range, src, nullptr, dst, nullptr, size_t(limit - copied < kStep ? limit - copied : kStep), 0);
     if (n == 0) return 0;
-    if (n > 0) continue;
+    if (n > 0) {
+      copied += uint64_t(n);
+      continue;
+    }
     if (n == -EINTR) continue;
     if (n != -EXDEV && n != -EINVAL && n != -EOPNOTSUPP && n != -ENOSYS) return n;
     break;  // another file system on an older kernel: sendfile from the current offsets
@@ -138,9 +147,11 @@ long copy_into(int dst, int src) {
   if (off < 0) return off;
   sys::sc(SYS_lseek, src, off, SEEK_SET);
   for (;;) {
-    long n = sys::sc(SYS_sendfile, dst, src, nullptr, size_t(1) << 30);
+    if (copied >= limit) return 0;
+    long n = sys::sc(SYS_sendfile, dst, src, nullptr, size_t(limit - copied < kStep ? limit - copied : kStep));
     if (n == 0) return 0;
-    if (n < 0 && n != -EINTR) return n;
+    if (n > 0) copied += uint64_t(n);
+    else if (n != -EINTR) return n;
   }
 }
 
@@ -157,99 +168,215 @@ long hash_fd(int fd, uint64_t size, uint64_t* out) {
   return 0;
 }
 
-// Keeps the file `fd` (O_PATH, at abs path `path`, stat sx) in the target directory. 0 or -errno (warned).
-long preserve(int fd, const char* path, const struct statx& sx) {
+// The host a record says made it (`revive restart --hosts` puts it back there only): REVIVE_HOST_ID,
+// else the node name, as the coordinator's HELLO names hosts.
+const char* host_of(char* buf, size_t n) {
+  const char* h = inject::host_name();
+  if (h && *h) return h;
+  struct utsname u;
+  buf[0] = '\0';
+  if (sys::sc(SYS_uname, &u) == 0) Msg(buf, n).s(u.nodename);
+  return buf;
+}
+
+// "<dev>-<ino>-<host>": the record's name (host: XXH3-64 of host_of, so that equal (dev, ino) pairs of
+// two hosts' node-local files sharing one checkpoint directory never claim one name).
+void record_name(char* out, size_t n, uint64_t dev, uint64_t ino) {
+  char hb[72];
+  const char* host = host_of(hb, sizeof hb);
+  Msg(out, n).u(dev).s("-").u(ino).s("-").u(XXH3_64bits(host, strlen(host)));
+}
+
+// Writes record r and the names after it (path, data_name, host) under tmp, fsyncs it and links it at
+// rec: published atomically, the first process wins. 0, -EEXIST (another was first) or -errno.
+long publish(PreRecord& r, const char* path, const char* data_name, const char* tmp, const char* rec) {
+  char hb[72];
+  const char* host = host_of(hb, sizeof hb);
+  alignas(8) char buf[sizeof(PreRecord) + PATH_MAX + 128 + 80];
+  memcpy(r.magic, kPreMagic, sizeof r.magic);
+  r.version = kPreVersion;
+  r.path_len = uint32_t(strlen(path));
+  r.data_len = uint32_t(strlen(data_name));
+  r.host_len = uint32_t(strnlen(host, 72));
+  r.self_hash = 0;
+  if (r.path_len > PATH_MAX || r.data_len > 128) return -ENAMETOOLONG;
+  const size_t len = sizeof r + r.path_len + r.data_len + r.host_len;
+  memcpy(buf, &r, sizeof r);
+  memcpy(buf + sizeof r, path, r.path_len);
+  memcpy(buf + sizeof r + r.path_len, data_name, r.data_len);
+  memcpy(buf + sizeof r + r.path_len + r.data_len, host, r.host_len);
+  r.self_hash = XXH3_64bits(buf, len);
+  memcpy(buf, &r, sizeof r);
+  int tfd = int(sys::sc(SYS_openat, AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  long rc = tfd < 0 ? tfd : sys::write_all(tfd, buf, len);
+  if (rc == 0) rc = sys::sc(SYS_fsync, tfd);
+  if (tfd >= 0) sys::sc(SYS_close, tfd);
+  // Published last, atomically: a record names complete, durable contents. First one wins.
+  if (rc == 0) rc = sys::sc(SYS_linkat, AT_FDCWD, tmp, AT_FDCWD, rec, 0);
+  sys::sc(SYS_unlinkat, AT_FDCWD, tmp, 0);
+  if (rc != 0) return rc;
+  int dir = int(sys::sc(SYS_openat, AT_FDCWD, g_t.pre, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir >= 0) {
+    sys::sc(SYS_fsync, dir);
+    sys::sc(SYS_close, dir);
+  }
+  return 0;
+}
+
+// The cut-back record at `cut` of the file (dev, ino), checked: true and *out when there is a valid one.
+bool read_cut(const char* cut, uint64_t dev, uint64_t ino, PreRecord* out) {
+  int fd = int(sys::sc(SYS_openat, AT_FDCWD, cut, O_RDONLY | O_CLOEXEC));
+  if (fd < 0) return false;
+  alignas(8) char buf[sizeof(PreRecord) + PATH_MAX + 128 + 80];
+  long n = sys::sc(SYS_read, fd, buf, sizeof buf);
+  sys::sc(SYS_close, fd);
+  if (n < long(sizeof(PreRecord))) return false;
+  memcpy(out, buf, sizeof *out);
+  const size_t len = sizeof(PreRecord) + size_t(out->path_len) + out->data_len + out->host_len;
+  if (memcmp(out->magic, kPreMagic, 4) != 0 || out->version != kPreVersion || out->kind != kPreCut ||
+      out->dev != dev || out->ino != ino || len != size_t(n))
+    return false;
+  PreRecord z = *out;
+  z.self_hash = 0;
+  memcpy(buf, &z, sizeof z);
+  return XXH3_64bits(buf, len) == out->self_hash;
+}
+
+void warn_lost(const char* path, const char* why) {
+  char line[PATH_MAX + 500];
+  warn(Msg(line, sizeof line).s("process ").i(sys::getpid()).s(": file '").s(path).s("': ").s(why)
+      .s(": its pre-image is not kept; a restart from this checkpoint leaves it as the run changed it").c_str());
+}
+
+// Keeps the file `fd` (O_PATH, at abs path `path`, stat sx) in the target directory: before an append
+// (O_APPEND), only its size, to cut it back to (a cut-back record); before any other change, a copy of
+// it, or, when it has a cut-back record, of the bytes it had at G (its first `size`). Returns what is
+// left to do for this file in this generation (kSeenCut: a copy if a change other than an append comes;
+// kSeenFinal: nothing); a failure is warned.
+uint32_t preserve(int fd, const char* path, const struct statx& sx, bool append) {
   const uint64_t dev = (uint64_t(sx.stx_dev_major) << 32) | sx.stx_dev_minor, ino = sx.stx_ino;
-  char name[64], rec[1400], data[1400], tmp[1400], self[40];
-  Msg(name, sizeof name).u(dev).s("-").u(ino);
+  char name[96], rec[1400], cut[1400], data[1400], tmp[1400], self[40];
+  record_name(name, sizeof name, dev, ino);
   Msg(rec, sizeof rec).s(g_t.pre).s("/").s(name);
+  Msg(cut, sizeof cut).s(rec).s(kPreCutSuffix);
   const int tid = sys::gettid();
-  char data_name[96];
+  char data_name[128];
   Msg(data_name, sizeof data_name).s(name).s(".").i(tid).s(".d");
   Msg(data, sizeof data).s(g_t.pre).s("/").s(data_name);
   Msg(tmp, sizeof tmp).s(g_t.pre).s("/").s(name).s(".").i(tid).s(".r");
   Msg(self, sizeof self).s("/proc/self/fd/").i(fd);
-  if (sys::sc(SYS_faccessat, AT_FDCWD, rec, F_OK) == 0) return 0;  // someone was first
+  if (sys::sc(SYS_faccessat, AT_FDCWD, rec, F_OK) == 0) return kSeenFinal;  // someone was first
+  if (append && sys::sc(SYS_faccessat, AT_FDCWD, cut, F_OK) == 0) return kSeenCut;
   long rc = sys::sc(SYS_mkdirat, AT_FDCWD, g_t.pre, 0700);
-  if (rc != 0 && rc != -EEXIST) return warn_failed(path, "mkdir", rc), rc;
+  if (rc != 0 && rc != -EEXIST) return warn_failed(path, "mkdir", rc), kSeenFinal;
+  PreRecord r{};
+  r.dev = dev;
+  r.ino = ino;
+  r.mode = sx.stx_mode & 07777;
+  r.uid = sx.stx_uid;
+  r.gid = sx.stx_gid;
+  r.mtime_sec = sx.stx_mtime.tv_sec;
+  r.mtime_nsec = sx.stx_mtime.tv_nsec;
+  if (sx.stx_mask & STATX_BTIME) {
+    r.btime_sec = sx.stx_btime.tv_sec;
+    r.btime_nsec = sx.stx_btime.tv_nsec;
+  }
+  if (append) {
+    // An append cannot change the bytes the file had: its size is enough (and its metadata).
+    r.kind = kPreCut;
+    r.size = sx.stx_size;
+    rc = publish(r, path, "", tmp, cut);
+    if (rc == 0) ++g_stats.cut_back;
+    if (rc == 0 || rc == -EEXIST) return kSeenCut;
+    return warn_failed(path, "record", rc), kSeenFinal;
+  }
+  // Appended to since G (a cut-back record): G's bytes are the first `size`, G's metadata the record's.
+  PreRecord c;
+  bool had_cut = read_cut(cut, dev, ino, &c);
+  if (had_cut && sx.stx_size < c.size) {
+    sys::sc(SYS_unlinkat, AT_FDCWD, cut, 0);  // it would cut back a file that is no longer G's
+    warn_lost(path, "shorter than at the checkpoint although the processes under revive only appended to it");
+    return kSeenFinal;
+  }
+  if (int64_t(had_cut ? c.size : sx.stx_size) > g_files.max_bytes) {
+    if (had_cut) sys::sc(SYS_unlinkat, AT_FDCWD, cut, 0);
+    warn_big(path, dev, ino, int64_t(had_cut ? c.size : sx.stx_size));
+    return kSeenFinal;
+  }
   sys::sc(SYS_unlinkat, AT_FDCWD, data, 0);  // a leftover of a killed thread of this number
   // Always a copy (a clone where the filesystem shares extents), never a hard link of a file about to
   // lose its only name: the inode lives on in its mappings and open descriptors, and a write through
   // one (Open MPI's PMIx lock segment in /tmp, mapped by every rank, unlinked at the job's end) changed
   // the linked pre-image after its checksum was taken, so `revive run`'s restart refused it as damaged.
   int src = int(sys::sc(SYS_openat, AT_FDCWD, self, O_RDONLY | O_CLOEXEC));
-  if (src < 0) return warn_failed(path, "read", src), src;
+  if (src < 0) return warn_failed(path, "read", src), kSeenFinal;
   int dfd = int(sys::sc(SYS_openat, AT_FDCWD, data, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (dfd < 0) {
     sys::sc(SYS_close, src);
-    return warn_failed(path, "create", dfd), dfd;
+    return warn_failed(path, "create", dfd), kSeenFinal;
   }
-  rc = copy_into(dfd, src);
+  rc = copy_into(dfd, src, had_cut ? c.size : UINT64_MAX);
   sys::sc(SYS_close, src);
-  if (rc != 0) {
-    sys::sc(SYS_close, dfd);
-    sys::sc(SYS_unlinkat, AT_FDCWD, data, 0);
-    return warn_failed(path, "copy", rc), rc;
-  }
+  // A process appending concurrently may have published its cut-back record (and appended) while this
+  // copy ran: the bytes past its size are not G's.
+  if (rc == 0 && !had_cut) had_cut = read_cut(cut, dev, ino, &c);
   struct stat ds;
-  uint64_t h = 0;
-  rc = sys::sc(SYS_fsync, dfd);
   if (rc == 0) rc = sys::sc(SYS_fstat, dfd, &ds);
+  if (rc == 0 && had_cut) {
+    if (uint64_t(ds.st_size) < c.size) rc = -ENODATA;  // it shrank meanwhile: not G's any more
+    else if (uint64_t(ds.st_size) > c.size) rc = sys::sc(SYS_ftruncate, dfd, c.size);
+    ds.st_size = off_t(c.size);
+    r.mode = c.mode, r.uid = c.uid, r.gid = c.gid;
+    r.mtime_sec = c.mtime_sec, r.mtime_nsec = c.mtime_nsec;
+    r.btime_sec = c.btime_sec, r.btime_nsec = c.btime_nsec;
+  }
+  uint64_t h = 0;
+  if (rc == 0) rc = sys::sc(SYS_fsync, dfd);
   if (rc == 0) rc = hash_fd(dfd, uint64_t(ds.st_size), &h);
   sys::sc(SYS_close, dfd);
   if (rc != 0) {
     sys::sc(SYS_unlinkat, AT_FDCWD, data, 0);
-    return warn_failed(path, "write", rc), rc;
+    return warn_failed(path, "copy", rc), kSeenFinal;
   }
-  alignas(8) char buf[sizeof(PreRecord) + PATH_MAX + 96];
-  PreRecord r{};
-  memcpy(r.magic, kPreMagic, sizeof r.magic);
-  r.version = kPreVersion;
-  r.dev = dev;
-  r.ino = ino;
+  r.kind = kPreCopy;
   r.size = uint64_t(ds.st_size);
-  r.mode = sx.stx_mode & 07777;
-  r.uid = sx.stx_uid;
-  r.gid = sx.stx_gid;
-  r.path_len = uint32_t(strlen(path));
-  r.data_len = uint32_t(strlen(data_name));
-  r.mtime_sec = sx.stx_mtime.tv_sec;
-  r.mtime_nsec = sx.stx_mtime.tv_nsec;
   r.data_hash = h;
-  const size_t len = sizeof r + r.path_len + r.data_len;
-  memcpy(buf, &r, sizeof r);
-  memcpy(buf + sizeof r, path, r.path_len);
-  memcpy(buf + sizeof r + r.path_len, data_name, r.data_len);
-  r.self_hash = XXH3_64bits(buf, len);
-  memcpy(buf, &r, sizeof r);
-  int tfd = int(sys::sc(SYS_openat, AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  rc = tfd < 0 ? tfd : sys::write_all(tfd, buf, len);
-  if (rc == 0) rc = sys::sc(SYS_fsync, tfd);
-  if (tfd >= 0) sys::sc(SYS_close, tfd);
-  // Published last, atomically: a record names complete, durable contents. First one wins.
-  if (rc == 0) rc = sys::sc(SYS_linkat, AT_FDCWD, tmp, AT_FDCWD, rec, 0);
-  sys::sc(SYS_unlinkat, AT_FDCWD, tmp, 0);
+  rc = publish(r, path, data_name, tmp, rec);
   if (rc != 0) {
     sys::sc(SYS_unlinkat, AT_FDCWD, data, 0);
-    if (rc == -EEXIST) return 0;
-    return warn_failed(path, "record", rc), rc;
-  }
-  int dir = int(sys::sc(SYS_openat, AT_FDCWD, g_t.pre, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir >= 0) {
-    sys::sc(SYS_fsync, dir);
-    sys::sc(SYS_close, dir);
+    if (rc != -EEXIST) warn_failed(path, "record", rc);
+    return kSeenFinal;
   }
   ++g_stats.preserved;
-  return 0;
+  return kSeenFinal;
 }
 
-// The common path of every hook: is `path` (relative to dirfd) a file to preserve now?
-void consider(int dirfd, const char* path, bool follow) {
+// The common path of every hook: is `path` (relative to dirfd) a file to preserve now, before an append
+// (`append`) or before any other change?
+void consider(int dirfd, const char* path, bool follow, bool append) {
   if (!g_t.on || g_quiet || !path || !*path) return;
-  struct stat st;  // the one check most calls stop at
-  if (sys::sc(SYS_newfstatat, dirfd, path, &st, follow ? 0 : AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
-      !before_target(st.st_ctim.tv_sec, st.st_ctim.tv_nsec) || done(st.st_dev, st.st_ino))
+  struct statx s0;  // the one check most calls stop at
+  if (sys::sc(SYS_statx, dirfd, path, follow ? 0 : AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, &s0) != 0 ||
+      !S_ISREG(s0.stx_mode))
     return;
+  const uint64_t sdev = makedev(s0.stx_dev_major, s0.stx_dev_minor), ino = s0.stx_ino;
+  const uint32_t state = seen(sdev, ino);
+  if (state == kSeenFinal || (state == kSeenCut && append)) return;
+  if (!before_target(s0.stx_ctime.tv_sec, s0.stx_ctime.tv_nsec)) {
+    // Changed since G: only a file whose changes since were appends (it has a cut-back record, maybe
+    // another process's) still needs its pre-image, a copy, now that another kind of change comes.
+    if (append) return;
+    if (state != kSeenCut) {
+      if ((s0.stx_mask & STATX_BTIME) && !before_target(s0.stx_btime.tv_sec, s0.stx_btime.tv_nsec)) return;  // born since
+      char name[96], cut[1400];
+      record_name(name, sizeof name, (uint64_t(s0.stx_dev_major) << 32) | s0.stx_dev_minor, ino);
+      Msg(cut, sizeof cut).s(g_t.pre).s("/").s(name).s(kPreCutSuffix);
+      if (sys::sc(SYS_faccessat, AT_FDCWD, cut, F_OK) != 0) {
+        mark(sdev, ino, kSeenFinal);
+        return;
+      }
+    }
+  }
   int fd = int(sys::sc(SYS_openat, dirfd, path, O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW)));
   if (fd < 0) return;
   struct statx sx;
@@ -258,23 +385,21 @@ void consider(int dirfd, const char* path, bool follow) {
   long n = sys::sc(SYS_readlinkat, AT_FDCWD, self, abs, sizeof abs - 1);
   bool take = n > 1 && sys::sc(SYS_statx, fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS | STATX_BTIME, &sx) == 0 &&
               S_ISREG(sx.stx_mode) && sx.stx_nlink > 0;
+  uint32_t next = kSeenFinal;
   if (take) {
     abs[n] = '\0';
-    const uint64_t dev = (uint64_t(sx.stx_dev_major) << 32) | sx.stx_dev_minor;
     // Not ours: revive's own files; what G's images of this process hold (written back anyway);
     // node-local files born since the launch (the launch root's walk saves those).
-    if (abs[0] != '/' || under(abs, inject::checkpoint_dir()) || files_saved(st.st_dev, st.st_ino) ||
+    if (abs[0] != '/' || under(abs, inject::checkpoint_dir()) || files_saved(sdev, ino) ||
         (g_t0_sec >= 0 && files_local(abs) && (sx.stx_mask & STATX_BTIME) &&
          (sx.stx_btime.tv_sec > g_t0_sec || (sx.stx_btime.tv_sec == g_t0_sec && sx.stx_btime.tv_nsec >= g_t0_nsec)))) {
       ++g_stats.skipped;
-    } else if (int64_t(sx.stx_size) > g_files.max_bytes) {
-      warn_big(abs, dev, sx.stx_ino, int64_t(sx.stx_size));
     } else {
-      preserve(fd, abs, sx);
+      next = preserve(fd, abs, sx, append);
     }
   }
   sys::sc(SYS_close, fd);
-  mark(st.st_dev, st.st_ino);  // whatever came of it: once per file and generation
+  mark(sdev, ino, next);  // whatever came of it: once per file and generation (and kind of change)
 }
 
 struct KeepErrno {
@@ -288,20 +413,20 @@ void pre_open(int dirfd, const char* path, int flags) {
   if (!g_t.on || (flags & O_PATH) || ((flags & O_CREAT) && (flags & O_EXCL))) return;
   if ((flags & O_ACCMODE) == O_RDONLY && !(flags & O_TRUNC)) return;
   KeepErrno k;
-  consider(dirfd, path, !(flags & O_NOFOLLOW));
+  consider(dirfd, path, !(flags & O_NOFOLLOW), (flags & O_APPEND) && !(flags & O_TRUNC));
 }
 
 void pre_fopen(const char* path, const char* mode) {
   if (!g_t.on || !path || !mode || strchr(mode, 'x')) return;
   if (mode[0] == 'r' && !strchr(mode, '+')) return;
   KeepErrno k;
-  consider(AT_FDCWD, path, true);
+  consider(AT_FDCWD, path, true, mode[0] == 'a');
 }
 
 void pre_path(int dirfd, const char* path, bool follow) {
   if (!g_t.on) return;
   KeepErrno k;
-  consider(dirfd, path, follow);
+  consider(dirfd, path, follow, false);
 }
 
 void pre_fd(int fd) {
@@ -309,7 +434,14 @@ void pre_fd(int fd) {
   KeepErrno k;
   char self[40];
   Msg(self, sizeof self).s("/proc/self/fd/").i(fd);
-  consider(AT_FDCWD, self, true);
+  consider(AT_FDCWD, self, true, false);
+}
+
+void pre_setfl(int fd) {
+  if (!g_t.on || g_quiet) return;
+  KeepErrno k;
+  long fl = sys::sc(SYS_fcntl, fd, F_GETFL);
+  if (fl >= 0 && (fl & O_APPEND)) pre_fd(fd);
 }
 
 void pre_init() {

@@ -7,15 +7,18 @@
 
 namespace revive::plugins {
 
-// open/openat/creat with these flags: preserves the file `path` (relative to dirfd) names, if it exists.
+// open/openat/creat with these flags: preserves the file `path` (relative to dirfd) names, if it exists
+// (O_APPEND without O_TRUNC: only its size, to cut it back to; a later change of another kind copies it).
 void pre_open(int dirfd, const char* path, int flags);
-// fopen/freopen with this mode ("w", "a", "r+"...).
+// fopen/freopen with this mode ("w", "a", "r+"...; "a", "a+": appends).
 void pre_fopen(const char* path, const char* mode);
 // truncate (follow: the file a symlink names), unlink/rename's victim or source (!follow: the name itself).
 // The contents are always copied (files_pre.cpp preserve: a hard link would go on changing).
 void pre_path(int dirfd, const char* path, bool follow);
 // ftruncate: the file open at fd.
 void pre_fd(int fd);
+// fcntl(F_SETFL) without O_APPEND: if fd was open for appending, as pre_fd (its writes may now land anywhere).
+void pre_setfl(int fd);
 
 // The generation pre-images go to, kept by the files plugin: found on disk at init (the newest complete
 // ckpt-G), taken from the checkpoint this process was part of (resume), or the restored one (restore).
@@ -24,9 +27,9 @@ void pre_saving(const char* gen_dir);  // files_save: the generation being writt
 void pre_resumed(bool ok);
 void pre_restored(const char* image);  // the image this process was restored from
 
-// Cost figures for bench/plugins: the last preserve's phases (ns) and whether it copied.
+// Counts for bench/plugins and tests: copies kept, cut-back records kept (appends), files skipped.
 struct PreStats {
-  long preserved, skipped;
+  long preserved, skipped, cut_back;
 };
 const PreStats& pre_stats();
 

@@ -179,7 +179,7 @@ int save_all(inject::SectionWriter& w) {
   if (g_files.root && g_files.local[0]) {
     if (int rc = files_scan(out); rc != 0) return rc;
   }
-  if (g_files.root && g_files.displace) {
+  if (g_files.displace && (g_files.root || g_files.launch_cwd[0])) {
     if (int rc = files_list_cwd(out); rc != 0) return rc;
   }
   FileEntry end{};

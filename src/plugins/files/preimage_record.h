@@ -2,34 +2,53 @@
 // checkpoint G, was not saved in G's images and was modified, truncated, replaced or deleted afterwards
 // looked like at G. Written by the process about to modify it (files_pre.cpp), read back by
 // `revive restart` before any process is restored (src/cli/preimages.cpp). In DIR/ckpt-G/.pre/:
-//   <dev>-<ino>          the record (below), published last with link(): its presence is the claim
-//   <dev>-<ino>.<tid>.d  the contents (a copy, or a clone where the file system shares extents)
+//   <dev>-<ino>-<h>          a copy record (kPreCopy), published last with link(): its presence is the
+//                            claim (h: XXH3-64 of the host name it holds, decimal; version 1: no -<h>)
+//   <dev>-<ino>-<h>.<tid>.d  its contents (a copy, or a clone where the file system shares extents)
+//   <dev>-<ino>-<h>+a        a cut-back record (kPreCut, version 2): the file was only appended to
+//                            (O_APPEND open), so its first `size` bytes are still G's; no contents. A copy
+//                            record of the same file, made at its first change that was not an append,
+//                            supersedes it.
 // Anything else there (a *.r temporary, a data file without a record) is what a killed process left
 // before its modification could happen: ignored.
 #pragma once
 
+#include <stddef.h>
 #include <stdint.h>
 
 namespace revive::plugins {
 
 constexpr char kPreDir[] = ".pre";
+constexpr char kPreCutSuffix[] = "+a";
 constexpr char kPreMagic[4] = {'R', 'V', 'P', 'I'};
-constexpr uint32_t kPreVersion = 1;
+// 1: copies only, the first 88 bytes below, then path and data name (still read). 2: kind, host, birth time.
+constexpr uint32_t kPreVersion = 2;
+constexpr size_t kPreV1Size = 88;
+
+enum PreKind : uint32_t {
+  kPreCopy = 0,  // the data file holds the file's contents at G
+  kPreCut = 1,   // the file is to be cut back to `size` bytes (same inode), no data file
+};
 
 struct PreRecord {
   char magic[4];
   uint32_t version;
   uint64_t dev, ino;   // of the file at G (also the record's name)
-  uint64_t size;       // bytes of the data file
+  uint64_t size;       // kPreCopy: bytes of the data file; kPreCut: the file's size at G
   uint32_t mode;       // st_mode & 07777
   uint32_t uid, gid;
   uint32_t path_len;   // then the file's absolute path (no nul)
-  uint32_t data_len;   // then the data file's name in the same directory (no nul)
+  uint32_t data_len;   // then the data file's name in the same directory (no nul; 0 for kPreCut)
   uint32_t pad;
   int64_t mtime_sec, mtime_nsec;
-  uint64_t data_hash;  // XXH3-64 of the data file's `size` bytes
-  uint64_t self_hash;  // XXH3-64 of this struct (with self_hash 0), the path and the data file's name
+  uint64_t data_hash;  // XXH3-64 of the data file's `size` bytes (0 for kPreCut)
+  uint64_t self_hash;  // XXH3-64 of the header (with self_hash 0) and the names that follow it
+  // Version 2.
+  uint32_t kind;       // PreKind
+  uint32_t host_len;   // then (after the data name) the host that made it: REVIVE_HOST_ID or the node name
+  int64_t btime_sec, btime_nsec;  // birth time of the file at G (0, 0: unknown): its identity with dev, ino
 };
-static_assert(sizeof(PreRecord) == 88, "PreRecord layout");
+static_assert(offsetof(PreRecord, kind) == kPreV1Size, "PreRecord version 1 prefix");
+static_assert(sizeof(PreRecord) == 112, "PreRecord layout");
 
 }  // namespace revive::plugins

@@ -1,7 +1,8 @@
 // Ids inside other calls' arguments and results: fcntl F_SETOWN/F_GETOWN (a pid, or -pgid) and
 // F_SETOWN_EX/F_GETOWN_EX (a tid, pid or pgid), getsockopt SO_PEERCRED and recvmsg SCM_CREDENTIALS (the
 // peer's pid, when it is a process of the computation), sendmsg SCM_CREDENTIALS (the kernel checks that
-// the pid sent is the sender's own kernel pid).
+// the pid sent is the sender's own kernel pid). And F_SETFL clearing O_APPEND, for the files plugin's
+// pre-images (files_pre.h).
 #include <fcntl.h>
 #include <stdarg.h>
 #include <sys/socket.h>
@@ -9,6 +10,7 @@
 
 #include "plugins/common/next_symbol.h"
 #include "plugins/common/sigfd_set.h"
+#include "plugins/files/files_pre.h"
 #include "plugins/vpid/vpid.h"
 #include "plugins/vpid/vpid_prime.h"
 
@@ -43,6 +45,8 @@ int fcntl_with(FcntlFn* slot, const char* name, int fd, int cmd, va_list ap) {
     if (r >= 0) revive::plugins::sigfd_copied(fd, r);
     return r;
   }
+  // Clearing O_APPEND lets writes land before the end: a file kept by its size only needs its copy.
+  if (cmd == F_SETFL && !(reinterpret_cast<long>(arg) & O_APPEND)) revive::plugins::pre_setfl(fd);
   if (!vpid::active()) return f(fd, cmd, arg);
   switch (cmd) {
     case F_SETOWN:
