@@ -30,7 +30,8 @@ REVIVE_LOG=2 "$rv" launch $mode --port "$port" --ckpt-dir "$ck" -- "$tmp/busy.sh
 launcher=$!
 for _ in $(seq 50); do [ -s "$tmp/run.out" ] && break; sleep 0.1; done
 for k in $(seq 25); do
-  "$rv" checkpoint --port "$port" --ckpt-dir "$ck" >"$tmp/ck.out" 2>&1 || { cat "$tmp/ck.out"; fail "checkpoint $k of a busy script"; }
+  "$rv" checkpoint --port "$port" --ckpt-dir "$ck" >"$tmp/ck.out" 2>&1 ||
+    { cat "$tmp/ck.out"; tail -20 "$tmp/launch.err"; fail "checkpoint $k of a busy script"; }
 done
 last=$(ls -d "$ck"/ckpt-* | sort -t- -k2 -n | tail -1)
 [ -f "$last/MANIFEST.json" ] || fail "$last has no manifest"
@@ -42,6 +43,9 @@ pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
 sleep 0.3
 # Keep only what the restored run will write: the output up to the checkpoint is in run.out already,
 # and the restored shell writes on at its recorded offset.
-"$rv" restart --port "$port" "$ck" 2>"$tmp/restart.err" || { tail -20 "$tmp/restart.err"; fail "restart"; }
+# Bounded, so that a restart that hangs fails here with what it and the coordinator said, not at ctest's
+# timeout with nothing.
+REVIVE_LOG=2 timeout 120 "$rv" restart --port "$port" "$ck" 2>"$tmp/restart.err" ||
+  { tail -20 "$tmp/restart.err"; tail -20 "$ck/coordinator.log"; fail "restart"; }
 cmp "$tmp/ref.out" "$tmp/run.out" || { diff "$tmp/ref.out" "$tmp/run.out" | head; fail "output differs after restart"; }
 echo "busy script test passed ($mode)"

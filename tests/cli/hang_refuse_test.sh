@@ -21,7 +21,8 @@ ck=$tmp/ck
 REVIVE_PHASE_TIMEOUT=2 "$rv" launch --port "$port" --ckpt-dir "$ck" -- "$tmp/prog.sh" >"$tmp/run.out" 2>"$tmp/launch.err" &
 launcher=$!
 for _ in $(seq 50); do [ -s "$tmp/run.out" ] && break; sleep 0.1; done
-"$rv" checkpoint --port "$port" --ckpt-dir "$ck" >"$tmp/ck1.out" 2>&1 || { cat "$tmp/ck1.out"; fail "first checkpoint"; }
+"$rv" checkpoint --port "$port" --ckpt-dir "$ck" >"$tmp/ck1.out" 2>&1 ||
+  { cat "$tmp/ck1.out"; tail -20 "$tmp/launch.err"; fail "first checkpoint"; }
 hung=$(pgrep -f "^sleep 77.5") || fail "no sleep 77.5"
 kill -STOP "$hung"
 if "$rv" checkpoint --port "$port" --ckpt-dir "$ck" >"$tmp/ck2.out" 2>&1; then fail "a checkpoint with a stopped process succeeded"; fi
