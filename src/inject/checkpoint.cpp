@@ -95,6 +95,7 @@ int ckpt_write(uint64_t gen, const char* dir, char* path, size_t path_cap, long*
   // continues as this record (src/restart/handover.cpp).
   g.ckpt_rec.is_main = g.ckpt_rec.tid == uint64_t(sys::getpid());
   vpid::thread_checkpoint();
+  vpid::remember_incarnation();  // every other thread parked: their kernel ids in hand are this map's
   if (revive_save_ctx(g.ckpt_rec.ctx) != 0) return 1;  // we are the restored process
 
   g.gen_dir[0] = 0;

@@ -227,20 +227,37 @@ int special_state(FdRecord& rec, int fd, const struct stat& st, int fl, char* pa
 
 // /proc/<pid>/... of another process as the program names it (virtual pids, plugins/vpid): restore
 // reopens it through the open() wrapper, which finds that process's kernel pid then. Our own stays as
-// the kernel shows it: restore maps it to /proc/self (the section records our kernel pid).
+// the kernel shows it: restore maps it to /proc/self (the section records our kernel pid). A
+// /task/<tid> after either is a thread's kernel id too: the program's, or a restart would ask the
+// wrapper for a thread named by an id of the previous incarnation (a checkpoint that lands just as
+// open() of /proc/self/task/T/stat returns keeps that descriptor: "cannot be reopened", seen in CI).
 void virtual_proc_path(char* path, size_t cap) {
   if (!vpid::active() || strncmp(path, "/proc/", 6) != 0) return;
-  char* p = path + 6;
-  long v = 0;
-  char* q = p;
-  while (*q >= '0' && *q <= '9' && v < 0x7fffffff) v = v * 10 + (*q++ - '0');
-  if (q == p || (*q && *q != '/') || v == g_self) return;
-  char num[16];
-  Msg(num, sizeof num).i(vpid::to_virt(pid_t(v)));
-  const size_t nl = strlen(num), tail = strlen(q) + 1;
-  if (size_t(p - path) + nl + tail > cap) return;
-  memmove(p + nl, q, tail);
-  memcpy(p, num, nl);
+  // Parses a number at *q (advancing it); -1 if none or not followed by '/' or the end.
+  auto number = [](const char*& q) -> long {
+    const char* start = q;
+    long v = 0;
+    while (*q >= '0' && *q <= '9' && v < 0x7fffffff) v = v * 10 + (*q++ - '0');
+    return q == start || (*q && *q != '/') ? -1 : v;
+  };
+  const char* q = path + 6;
+  const long pid = number(q);
+  if (pid < 0) return;
+  long tid = -1;
+  const char* rest = q;
+  if (strncmp(q, "/task/", 6) == 0) {
+    const char* t = q + 6;
+    tid = number(t);
+    if (tid >= 0) rest = t;
+  }
+  if (pid == g_self && tid < 0) return;
+  static char out[PATH_MAX];  // off the checkpoint thread's stack (only it runs save)
+  Msg m(out, sizeof out);
+  m.s("/proc/").i(pid == g_self ? pid_t(pid) : vpid::to_virt(pid_t(pid)));
+  if (tid >= 0) m.s("/task/").i(vpid::to_virt(pid_t(tid)));
+  m.s(rest);
+  if (m.size() + 1 >= sizeof out || m.size() + 1 > cap) return;
+  memcpy(path, out, m.size() + 1);
 }
 
 // Without the coordinator's list (a standalone checkpoint): the lowest of this process's descriptors of

@@ -327,8 +327,9 @@ REVIVE_EXPORT int sigwaitinfo(const sigset_t* set, siginfo_t* info) {
   sigset_t copy;
   auto f = next_or_enosys(&g_real.sigwaitinfo, "sigwaitinfo");
   const sigset_t* s = strip(set, &copy);
-  int r = f ? revive::plugins::resume_ms(-1, [&](int) { return f(s, info); }) : -1;
-  if (r > 0) revive::vpid::virtual_siginfo(info);
+  uint32_t ep = 0;  // of the attempt that returned (vpid.h, to_virt_since)
+  int r = f ? revive::plugins::resume_ms(-1, [&](int) { ep = revive::vpid::epoch(); return f(s, info); }) : -1;
+  if (r > 0) revive::vpid::virtual_siginfo_since(info, ep);
   return r;
 }
 
@@ -336,8 +337,12 @@ REVIVE_EXPORT int sigtimedwait(const sigset_t* set, siginfo_t* info, const struc
   sigset_t copy;
   auto f = next_or_enosys(&g_real.sigtimedwait, "sigtimedwait");
   const sigset_t* s = strip(set, &copy);
-  int r = f ? revive::plugins::resume_ts(timeout, [&](const struct timespec* t) { return f(s, info, t); }) : -1;
-  if (r > 0) revive::vpid::virtual_siginfo(info);
+  uint32_t ep = 0;  // of the attempt that returned (vpid.h, to_virt_since)
+  int r = f ? revive::plugins::resume_ts(timeout, [&](const struct timespec* t) {
+    ep = revive::vpid::epoch();
+    return f(s, info, t);
+  }) : -1;
+  if (r > 0) revive::vpid::virtual_siginfo_since(info, ep);
   return r;
 }
 

@@ -42,6 +42,16 @@ uint32_t epoch();
 void virtual_siginfo(siginfo_t* info);
 // The same for one sender pid of a signal (signo, si_code), e.g. a signalfd's ssi_pid.
 pid_t virtual_sender(int signo, int code, pid_t pid);
+// A checkpoint's signal reaches a thread as the kernel returns from a system call: a wrapper that got a
+// kernel id from it (a sigtimedwait's sender) may translate it only after a restart, in another
+// incarnation's ids. The checkpoint thread keeps this incarnation's map in the image, once per
+// checkpoint (remember_incarnation); to_virt_since translates an id the kernel gave while epoch() was
+// `ep` with the map of that incarnation. For calls the kernel never restarts (sigtimedwait,
+// sigwaitinfo: EINTR, asked again by the wrapper with a new `ep`); a restartable call's result may come
+// from either incarnation.
+void remember_incarnation();
+pid_t to_virt_since(pid_t real, uint32_t ep);
+void virtual_siginfo_since(siginfo_t* info, uint32_t ep);
 // The reverse, for a siginfo the program's view was saved in (a pending signal in an image): its sender
 // as the kernel names it now, so that virtual_siginfo gives the program the id it had.
 void real_siginfo(siginfo_t* info);

@@ -201,6 +201,44 @@ void real_siginfo(siginfo_t* info) {
     info->si_pid = to_real(info->si_pid);
 }
 
+// The ids of the incarnation a checkpoint was taken in, kept in the image (see remember_incarnation).
+// Zero-initialised: no checkpoint yet.
+struct Incarnation {
+  uint32_t epoch;
+  uint32_t n;
+  bool identity;  // no table then: kernel ids were the program's
+  uint64_t w[kCapacity];
+};
+Incarnation g_prev;
+
+void remember_incarnation() {
+  g_prev.epoch = epoch();
+  g_prev.identity = !active();
+  uint32_t n = 0;
+  if (!g_prev.identity) {
+    uint32_t used = __atomic_load_n(&g_table.h->used, __ATOMIC_ACQUIRE);
+    if (used > kCapacity) used = kCapacity;
+    for (uint32_t i = 0; i < used; ++i)
+      if (uint64_t w = __atomic_load_n(&g_table.slot[i], __ATOMIC_ACQUIRE)) g_prev.w[n++] = w;
+  }
+  g_prev.n = n;
+}
+
+pid_t to_virt_since(pid_t r, uint32_t ep) {
+  if (r <= 0 || ep == epoch() || ep != g_prev.epoch) return to_virt(r);  // (two restarts since: best effort)
+  if (g_prev.identity) return r;
+  for (uint32_t i = 0; i < g_prev.n; ++i)
+    if (uint32_t(g_prev.w[i]) == uint32_t(r)) return pid_t(uint32_t(g_prev.w[i] >> 32));
+  return r;
+}
+
+void virtual_siginfo_since(siginfo_t* info, uint32_t ep) {
+  if (!info || info->si_pid <= 0) return;
+  const int c = info->si_code;
+  if (c == SI_USER || c == SI_QUEUE || c == SI_TKILL || c == SI_MESGQ || info->si_signo == SIGCHLD)
+    info->si_pid = to_virt_since(info->si_pid, ep);
+}
+
 void reaped(pid_t real) {
   if (active() && real > 0) g_table.remove_real(uint32_t(real));
 }
