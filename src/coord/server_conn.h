@@ -107,6 +107,7 @@ struct Server::Upstream {
     std::string dir, partner, partner_addr, from;
     std::vector<std::string> group, group_addrs;  // L3: the group's hosts and exchange addresses, in order
     int parity = 1;
+    int keep = 2;                         // REVIVE_KEEP at the root: complete generations kept per level
     std::map<std::string, uint64_t> xxh;  // image path -> XXH3-64
   } tl;
   std::vector<std::thread> background;

@@ -7,7 +7,7 @@
 // over TCP (tlx.h) while it receives the copy it keeps; only then does it answer the image phase, so the
 // root writes MANIFEST.json (recording levels, hosts, partners, checksums) only when every host's images
 // and copies are durable. After a successful resume each sub copies its images to the checkpoint
-// directory in the background when the generation also goes to L4, and prunes its old local generations.
+// directory in the background when the generation also goes to L4, and prunes old generations per level.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -94,6 +94,7 @@ void Server::TLevelsPhaseFields(Conn* c, FrameBuilder* b, std::string* dir) {
   if (state_ != State::kCheckpoint || !(cur_levels_ & kTL1) || c->role != Conn::Role::kSub) return;
   *dir = TLocalGenDir(tl_.local_root, c->host, TJobId(o_.ckpt_dir), cur_gen_);
   b->add("tl.levels", TLevelNames(cur_levels_).c_str()).add("tl.host", c->host.c_str());
+  b->add_u64("tl.keep", (uint64_t)tl_.keep);
   if (cur_levels_ & kTL3) {
     std::string members, addrs;
     for (const auto& h : tl_group_[c->host]) {
@@ -182,6 +183,7 @@ void Server::SubTLevelsPhase(const Payload& p) {
   if (p.get_str("tl.group", v, sizeof v)) tl.group = split(v);
   if (p.get_str("tl.group_addrs", v, sizeof v)) tl.group_addrs = split(v);
   if (p.get_u64("tl.parity", &m)) tl.parity = (int)m;
+  if (p.get_u64("tl.keep", &m) && m >= 1) tl.keep = (int)m;
   if (up_->phase == "write") {  // the processes create only the last component
     Status s = CreateDirs(Env::Default(), tl.dir);
     if (!s.ok() && !up_->failed) {
@@ -295,7 +297,8 @@ void Server::SubTLevelsEncode() {
       MonotonicSeconds() - t0);
 }
 
-// Sub, at a successful resume: the background L4 copy, then pruning of old local generations.
+// Sub, at a successful resume: the background L4 copy, then pruning per level: this host's old local
+// generations, and the checkpoint directory's (every host does it after its copy; TPruneGlobal).
 void Server::SubTLevelsResumed() {
   auto tl = up_->tl;
   if (!(tl.levels & kTL1)) return;
@@ -311,7 +314,8 @@ void Server::SubTLevelsResumed() {
         if (!s.ok()) Log(1, "generation %llu: L4 copy: %s", (unsigned long long)tl.gen, s.ToString().c_str());
       }
     }
-    TPruneLocal(hostjob, ckpt_dir, 2);
+    TPruneLocal(hostjob, ckpt_dir, (size_t)tl.keep);
+    TPruneGlobal(ckpt_dir, (size_t)tl.keep);
   });
 }
 

@@ -8,7 +8,11 @@ byte with an uninterrupted run and the exit status with its. Cases:
   corrupt   L1+L2: host 2 wiped and its partner copy of generation 2 damaged: detected, named, not used;
             generation 1 restores from its partner copy.
   fallback  L1+L2,L4@2: generations 1-3; two hosts wiped (a host and its partner): generation 3 cannot be
-            restored (the message names the image and what is missing); generation 2 from L4 and L1."""
+            restored (the message names the image and what is missing); generation 2 from L4 and L1.
+  prune     L1+L2,L4@2 with REVIVE_KEEP=3, generations 1-9: each level keeps its 3 newest complete
+            generations (hosts: 7-9; checkpoint directory: L4 copies of 4, 6, 8; manifests of 4 and 6-9, the
+            rest removed); then every host wiped: generation 9 cannot be restored, 8 comes from L4.
+  (xor, xor_parity, xor_two, rs_two, here: see the CMakeLists.)"""
 import json, os, shutil, signal, subprocess, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hosts"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -19,7 +23,7 @@ from tlv import N, Setup
 def main():
     ap = hosts_parser()
     ap.add_argument("--worker", required=True)
-    ap.add_argument("--case", required=True, choices=["partner", "corrupt", "fallback", "xor", "xor_parity", "xor_two", "rs_two", "here"])
+    ap.add_argument("--case", required=True, choices=["partner", "corrupt", "fallback", "prune", "xor", "xor_parity", "xor_two", "rs_two", "here"])
     a = ap.parse_args()
     with_namespaces(a, "rvt", "10.85", N, lambda rng, seed, prefix, net: test(a, rng, seed, prefix, net))
 
@@ -36,17 +40,41 @@ def damage(path):
     data[len(data) // 2] ^= 0x40
     open(path, "r+b").write(bytes(data))
 
+def check_pruned(ck, local, hosts, job_dir):
+    """REVIVE_KEEP=3, L1+L2,L4@2, generations 1-9 (L4: 2 4 6 8): each level keeps its 3 newest complete
+    generations. The hosts' last pruning runs in the background after the L4 copy: waited for."""
+    want_dirs, want_l4 = [4, 6, 7, 8, 9], [4, 6, 8]
+    deadline = time.time() + 20
+    while True:
+        dirs = sorted(int(d[5:]) for d in os.listdir(ck) if d.startswith("ckpt-"))
+        l4 = [g for g in dirs if len([f for f in os.listdir(os.path.join(ck, "ckpt-%d" % g)) if f.endswith(".rimg")]) == N]
+        partial = [g for g in dirs if g not in l4 and [f for f in os.listdir(os.path.join(ck, "ckpt-%d" % g)) if f.endswith(".rimg")]]
+        manifests = [g for g in dirs if os.path.isfile(os.path.join(ck, "ckpt-%d" % g, "MANIFEST.json"))]
+        on_hosts = {h: sorted(os.listdir(job_dir(local, h))) for h in hosts}
+        got = (dirs, l4, partial, manifests, on_hosts)
+        want = (want_dirs, want_l4, [], want_dirs, {h: ["ckpt-7", "ckpt-8", "ckpt-9"] for h in hosts})
+        if got == want:
+            return
+        if time.time() > deadline:
+            fail("after generations 1-9 with REVIVE_KEEP=3: checkpoint directory generations %s, complete L4 copies in %s, "
+                 "partial ones in %s, manifests in %s, hosts keep %s; want %s" % (got + (want,)))
+        time.sleep(0.1)
+
 def test(a, rng, seed, prefix, net):
     print("seed %d" % seed, flush=True)
-    levels = {"partner": "L1+L2", "corrupt": "L1+L2", "fallback": "L1+L2,L4@2", "xor": "L1+L3", "here": "L1+L2",
+    levels = {"partner": "L1+L2", "corrupt": "L1+L2", "fallback": "L1+L2,L4@2", "prune": "L1+L2,L4@2", "xor": "L1+L3",
+              "here": "L1+L2",
               "xor_parity": "L1+L3", "xor_two": "L1+L3,L4", "rs_two": "L1+L3"}[a.case]
     xor = "L3" in levels
     parity = 2 if a.case == "rs_two" else 1
-    t = Setup(a, rng, prefix, net, levels, "case " + a.case, REVIVE_GROUP_SIZE="3", REVIVE_PARITY=str(parity))
+    extra = {"REVIVE_KEEP": "3"} if a.case == "prune" else {}
+    t = Setup(a, rng, prefix, net, levels, "case " + a.case, REVIVE_GROUP_SIZE="3", REVIVE_PARITY=str(parity), **extra)
     hosts, port, ck, ref, rund, local, revive, env = t.hosts, t.port, t.ck, t.ref, t.rund, t.local, t.revive, t.env
-    script = 'exec "$0" $((260 + 13 * REVIVE_LAUNCH_INDEX)) 2 > out-$REVIVE_LAUNCH_INDEX'
-    ref_rc = [subprocess.run(["bash", "-c", script, os.path.abspath(a.worker)], cwd=ref, timeout=120,
-                             env=dict(os.environ, REVIVE_LAUNCH_INDEX=str(i))).returncode for i in range(N)]
+    rounds = 600 if a.case == "prune" else 260  # prune: nine checkpoints before the kill
+    script = 'exec "$0" $((%d + 13 * REVIVE_LAUNCH_INDEX)) 2 > out-$REVIVE_LAUNCH_INDEX' % rounds
+    refs = [subprocess.Popen(["bash", "-c", script, os.path.abspath(a.worker)], cwd=ref,
+                             env=dict(os.environ, REVIVE_LAUNCH_INDEX=str(i))) for i in range(N)]
+    ref_rc = [p.wait(timeout=120) for p in refs]
 
     opts = []
     if a.case == "xor":  # the policy from --levels instead of the environment; bad ones refused first
@@ -62,9 +90,9 @@ def test(a, rng, seed, prefix, net):
     lerr = open(os.path.join(a.workdir, "launch-stderr"), "wb")
     lp = subprocess.Popen(cmd, cwd=rund, stdout=lerr, stderr=lerr, stdin=subprocess.DEVNULL, env=env)
     wait_procs(revive, port, ck, env, N, procs=[lp])
-    gens = 3 if a.case == "fallback" else 2
+    gens = {"fallback": 3, "prune": 9}.get(a.case, 2)
     for g in range(1, gens + 1):
-        time.sleep(rng.uniform(0.1, 0.4))
+        time.sleep(rng.uniform(0.02, 0.1) if a.case == "prune" else rng.uniform(0.1, 0.4))
         m, secs = checkpoint(revive, port, ck, env, g, N)
         print("generation %d in %.3f s" % (g, secs), flush=True)
     index = {q["upid"]: int(environ(q["pid"]).get(b"REVIVE_LAUNCH_INDEX", b"-1")) for q in m["processes"]}
@@ -103,12 +131,14 @@ def test(a, rng, seed, prefix, net):
         fail("revive ls %s: rc %d, generation %d row %s, want L1 and %s complete:\n%s%s" %
              (ck, r.returncode, gens, row, "L3" if xor else "L2", r.stdout, r.stderr))
     if "L4" in levels:  # copied by the hosts in the background
-        l4 = 2 if a.case == "fallback" else gens
+        l4 = gens - gens % 2 if "L4@2" in levels else gens
         deadline = time.time() + 20
         while len([f for f in os.listdir(os.path.join(ck, "ckpt-%d" % l4)) if f.endswith(".rimg")]) < N:
             if time.time() > deadline:
                 fail("generation %d's images did not reach the checkpoint directory (L4)" % l4)
             time.sleep(0.05)
+    if a.case == "prune":
+        check_pruned(ck, local, hosts, job_dir)
     for q in m["processes"]:
         if lp.poll() is not None:
             fail("the computation ended before it was killed; give the worker more rounds")
@@ -141,6 +171,8 @@ def test(a, rng, seed, prefix, net):
         "rs_two": (hosts[:2], None, [rebuilt(by_host[hosts[0]]), rebuilt(victim)]),
         "here": ([], None, []),
     }
+    plan["prune"] = (hosts, None, ["generation 9 cannot be restored from any level",
+                                   "restarting from generation 8 (newest complete: 9)", "using the checkpoint directory (L4)"])
     if a.case in plan:
         wiped, damaged, expect = plan[a.case]
         for h in wiped:
@@ -159,7 +191,7 @@ def test(a, rng, seed, prefix, net):
                   "using the checkpoint directory (L4)"]
     # revive verify: the lost L1 copies named; exit 1 only when no level holds an image of the newest generation.
     r = run([revive, "verify", ck], env=env, timeout=60)
-    want_rc = 1 if a.case in ("fallback", "corrupt", "xor_parity") else 0  # the newest generation is lost
+    want_rc = 1 if a.case in ("fallback", "prune", "corrupt", "xor_parity") else 0  # the newest generation is lost
     l1 = next((l for l in r.stdout.splitlines() if l.strip().startswith("L1 missing or damaged:")), "")
     named = a.case in ("fallback", "here") or "upid %d (host %s)" % (victim["upid"], hosts[1]) in l1
     if r.returncode != want_rc or not named:
