@@ -100,7 +100,8 @@ struct Server::Upstream {
   // Multi-level storage of transparent images (server_tlevels.cpp): this host, the exchange listener,
   // what the root said for the generation in progress, and the background L4 copies.
   std::string host;
-  int tlx_fd = -1;
+  int tlx_fd = -1;  // L3: the group's images
+  int tlp_fd = -1;  // L2: the partner copy (its own listener, so a generation with both never mixes them up)
   struct TL {
     unsigned levels = 0;
     uint64_t gen = 0;
@@ -114,6 +115,7 @@ struct Server::Upstream {
   ~Upstream() {
     for (auto& t : background) t.join();
     if (tlx_fd >= 0) ::close(tlx_fd);
+    if (tlp_fd >= 0) ::close(tlp_fd);
     client.close();
   }
 };

@@ -2,12 +2,14 @@
 // "Transparent images"). The root decides which levels a generation goes to (REVIVE_LEVELS) and, for each
 // sub-coordinator (one per host), tells it in every PHASE of the checkpoint barrier where its processes
 // write (their host's node-local directory for L1) and, for L2, whose copy it keeps and where its own
-// copy goes (the partner's exchange address, published by that sub as "tl.x.<host>"). Each sub, once its
-// processes wrote their images, computes their checksums and, for L2, sends them to its partner's sub
-// over TCP (tlx.h) while it receives the copy it keeps; only then does it answer the image phase, so the
-// root writes MANIFEST.json (recording levels, hosts, partners, checksums) only when every host's images
-// and copies are durable. After a successful resume each sub copies its images to the checkpoint
-// directory in the background when the generation also goes to L4, and prunes old generations per level.
+// copy goes (the partner's exchange address, published by that sub as "tl.p.<host>"), and for L3 its
+// group (the members' addresses, "tl.x.<host>"). Each sub, once its processes wrote their images, computes
+// their checksums and, for L2, sends them to its partner's sub over TCP (tlx.h) while it receives the copy
+// it keeps, then, for L3 (alone or with L2), exchanges the group's images and encodes its parity; only then
+// does it answer the image phase, so the root writes MANIFEST.json (recording levels, hosts, partners,
+// groups, checksums) only when every host's images and copies are durable. After a successful resume each
+// sub copies its images to the checkpoint directory in the background when the generation also goes to L4,
+// and prunes old generations per level.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -106,7 +108,7 @@ void Server::TLevelsPhaseFields(Conn* c, FrameBuilder* b, std::string* dir) {
   }
   if (!(cur_levels_ & kTL2)) return;
   const std::string& partner = tl_partner_[c->host];
-  auto addr = kv_.find("tl.x." + partner);
+  auto addr = kv_.find("tl.p." + partner);
   b->add("tl.partner", partner.c_str()).add("tl.partner_addr", addr == kv_.end() ? "" : addr->second.c_str());
   b->add("tl.from", tl_from_[c->host].c_str());
 }
@@ -141,16 +143,18 @@ void Server::SubTLevelsListen() {
   if (ip == "0.0.0.0" && getsockname(up_->client.fd(), (sockaddr*)&me, &len) == 0 &&
       inet_ntop(AF_INET, &me.sin_addr, ipbuf, sizeof ipbuf) != nullptr)
     ip = ipbuf;
-  Status s = TlxListen(o_.bind, &up_->tlx_fd, &port);
-  if (!s.ok()) {
-    Log(1, "sub: no image exchange listener: %s", s.ToString().c_str());
-    return;
+  for (auto [fd, key] : {std::pair{&up_->tlx_fd, "tl.x."}, std::pair{&up_->tlp_fd, "tl.p."}}) {
+    Status s = TlxListen(o_.bind, fd, &port);
+    if (!s.ok()) {
+      Log(1, "sub: no image exchange listener: %s", s.ToString().c_str());
+      return;
+    }
+    std::string k = key + up_->host, value = ip + ":" + std::to_string(port);
+    uint8_t buf[1024];
+    FrameBuilder b(buf, sizeof buf, kPublish, 0);
+    b.add("key", k.c_str()).add("value", value.c_str());
+    if (size_t n = b.finish()) SendUp(kPublish, 0, (const char*)buf + kHeaderSize, n - kHeaderSize);
   }
-  std::string key = "tl.x." + up_->host, value = ip + ":" + std::to_string(port);
-  uint8_t buf[1024];
-  FrameBuilder b(buf, sizeof buf, kPublish, 0);
-  b.add("key", key.c_str()).add("value", value.c_str());
-  if (size_t n = b.finish()) SendUp(kPublish, 0, (const char*)buf + kHeaderSize, n - kHeaderSize);
 }
 
 // Sub: the root's instructions in a checkpoint PHASE.
@@ -193,7 +197,8 @@ void Server::SubTLevelsPhase(const Payload& p) {
   }
 }
 
-// Sub, when its processes answered the image phase: checksums, and the L2 exchange with the partners.
+// Sub, when its processes answered the image phase: checksums, the L2 exchange with the partners, and the
+// L3 encode (SubTLevelsEncode) when the generation goes there too.
 void Server::SubTLevelsExchange() {
   auto& tl = up_->tl;
   tl.xxh.clear();
@@ -203,8 +208,7 @@ void Server::SubTLevelsExchange() {
     if (!up_->failed) up_->error = "host " + up_->host + ": " + why;
     up_->failed = true;
   };
-  if (tl.levels & kTL3) return SubTLevelsEncode();
-  if (!(tl.levels & kTL2)) {
+  if (!(tl.levels & (kTL2 | kTL3))) {
     for (const auto& im : up_->images) {
       uint64_t h = 0;
       Status s = FileXxh3(im.image, &h);
@@ -213,7 +217,8 @@ void Server::SubTLevelsExchange() {
     }
     return;
   }
-  if (tl.partner_addr.empty() || up_->tlx_fd < 0) return fail("no image exchange address for partner host " + tl.partner);
+  if (!(tl.levels & kTL2)) return SubTLevelsEncode();
+  if (tl.partner_addr.empty() || up_->tlp_fd < 0) return fail("no image exchange address for partner host " + tl.partner);
   const double t0 = MonotonicSeconds();
   Status sent;
   std::vector<TlxFile> files;
@@ -221,7 +226,7 @@ void Server::SubTLevelsExchange() {
   Status got = Status::OK();
   std::vector<TlxFile> received;
   if (!tl.from.empty())
-    got = TlxReceive(up_->tlx_fd, secret_, tl.gen, tl.from,
+    got = TlxReceive(up_->tlp_fd, secret_, tl.gen, tl.from,
                      tl.dir + "/partner-" + tl.from, kExchangeTimeout, &received);
   sender.join();
   if (!sent.ok()) return fail("copy to partner host " + tl.partner + ": " + sent.ToString());
@@ -229,6 +234,9 @@ void Server::SubTLevelsExchange() {
   for (size_t i = 0; i < files.size() && i < paths.size(); i++) tl.xxh[paths[i]] = files[i].xxh3;
   Log(2, "generation %llu: %zu image(s) sent to %s, %zu received from %s in %.3f s", (unsigned long long)tl.gen,
       files.size(), tl.partner.c_str(), received.size(), tl.from.c_str(), MonotonicSeconds() - t0);
+  // L2 and L3: the partner copies first (every host does, on its own listener, so no host waits for another's
+  // parity exchange), then the group's.
+  if (tl.levels & kTL3) SubTLevelsEncode();
 }
 
 // Sub, L3: every member sends its images to every other member of its group while it receives theirs
@@ -246,9 +254,9 @@ void Server::SubTLevelsEncode() {
   std::vector<std::string> paths;
   for (const auto& im : up_->images) {
     uint64_t h = 0;
-    Status s = FileXxh3(im.image, &h);
+    Status s = tl.xxh.count(im.image) ? Status::OK() : FileXxh3(im.image, &h);  // known after an L2 exchange
     if (!s.ok()) return fail(s.ToString());
-    tl.xxh[im.image] = h;
+    if (!tl.xxh.count(im.image)) tl.xxh[im.image] = h;
     paths.push_back(im.image);
   }
   const double t0 = MonotonicSeconds();

@@ -37,11 +37,6 @@ Status LoadTLevelsConfig(TLevelsConfig* out) {
   applevel::LevelPolicy p;
   Status s = applevel::LevelPolicy::Parse(spec, &p);
   if (!s.ok()) return s;
-  for (const auto& r : p.rules)
-    for (const auto& q : p.rules)
-      if (((r.levels | q.levels) & (kTL2 | kTL3)) == (kTL2 | kTL3))
-        return Status::InvalidArgument(std::string("REVIVE_LEVELS=") + spec +
-                                       ": a transparent generation goes to L2 or to L3, not both");
   for (auto [name, field, lo, hi] : {std::tuple{"REVIVE_GROUP_SIZE", &out->group_size, 2, 255},
                                      std::tuple{"REVIVE_PARITY", &out->parity, 1, 32},
                                      std::tuple{"REVIVE_KEEP", &out->keep, 1, 1000000}}) {

@@ -27,7 +27,7 @@ struct TLevelsConfig {
 };
 
 // Reads REVIVE_LEVELS / REVIVE_LOCAL_PATH / REVIVE_GROUP_SIZE / REVIVE_PARITY / REVIVE_KEEP; InvalidArgument quoting a
-// malformed policy. A version with both L2 and L3 is refused (one exchange per generation).
+// malformed policy.
 Status LoadTLevelsConfig(TLevelsConfig* out);
 
 std::string TLevelNames(unsigned levels);               // "L1+L2+L4"

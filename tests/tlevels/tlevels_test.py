@@ -12,6 +12,10 @@ byte with an uninterrupted run and the exit status with its. Cases:
   prune     L1+L2,L4@2 with REVIVE_KEEP=3, generations 1-9: each level keeps its 3 newest complete
             generations (hosts: 7-9; checkpoint directory: L4 copies of 4, 6, 8; manifests of 4 and 6-9, the
             rest removed); then every host wiped: generation 9 cannot be restored, 8 comes from L4.
+  both      L1+L2+L3 (a partner copy and XOR parity in one generation): host 2 wiped; its image comes from
+            its partner copy.
+  both_parity  L1+L2+L3: host 2 wiped and its partner copy of generation 2 damaged: named, not used; the
+            image is rebuilt from the group's parity (generation 2 still restores).
   (xor, xor_parity, xor_two, rs_two, here: see the CMakeLists.)"""
 import json, os, shutil, signal, subprocess, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hosts"))
@@ -23,7 +27,7 @@ from tlv import N, Setup
 def main():
     ap = hosts_parser()
     ap.add_argument("--worker", required=True)
-    ap.add_argument("--case", required=True, choices=["partner", "corrupt", "fallback", "prune", "xor", "xor_parity", "xor_two", "rs_two", "here"])
+    ap.add_argument("--case", required=True, choices=["partner", "corrupt", "fallback", "prune", "both", "both_parity", "xor", "xor_parity", "xor_two", "rs_two", "here"])
     a = ap.parse_args()
     with_namespaces(a, "rvt", "10.85", N, lambda rng, seed, prefix, net: test(a, rng, seed, prefix, net))
 
@@ -63,9 +67,9 @@ def check_pruned(ck, local, hosts, job_dir):
 def test(a, rng, seed, prefix, net):
     print("seed %d" % seed, flush=True)
     levels = {"partner": "L1+L2", "corrupt": "L1+L2", "fallback": "L1+L2,L4@2", "prune": "L1+L2,L4@2", "xor": "L1+L3",
-              "here": "L1+L2",
+              "here": "L1+L2", "both": "L1+L2+L3", "both_parity": "L1+L2+L3",
               "xor_parity": "L1+L3", "xor_two": "L1+L3,L4", "rs_two": "L1+L3"}[a.case]
-    xor = "L3" in levels
+    xor, l2 = "L3" in levels, "L2" in levels
     parity = 2 if a.case == "rs_two" else 1
     extra = {"REVIVE_KEEP": "3"} if a.case == "prune" else {}
     t = Setup(a, rng, prefix, net, levels, "case " + a.case, REVIVE_GROUP_SIZE="3", REVIVE_PARITY=str(parity), **extra)
@@ -80,7 +84,7 @@ def test(a, rng, seed, prefix, net):
     if a.case == "xor":  # the policy from --levels instead of the environment; bad ones refused first
         env.pop("REVIVE_LEVELS")
         opts = ["--levels", levels]
-        for bad, why in (("L1+L5", "'L5' is not a level"), ("L1+L2,L3@2", "goes to L2 or to L3, not both")):
+        for bad, why in (("L1+L5", "'L5' is not a level"), ("L1+L2@2", "no rule applies to every version")):
             r = run([revive, "launch", "--levels", bad] + t.placement + ["--ckpt-dir", ck, "--", "/bin/true"],
                     env=env, timeout=30)
             if r.returncode != 2 or why not in r.stderr or status(revive, port, ck, env).returncode == 0:
@@ -97,7 +101,7 @@ def test(a, rng, seed, prefix, net):
         print("generation %d in %.3f s" % (g, secs), flush=True)
     index = {q["upid"]: int(environ(q["pid"]).get(b"REVIVE_LAUNCH_INDEX", b"-1")) for q in m["processes"]}
     st = m.get("storage")
-    want = {"xor_two": "L1+L3+L4"}.get(a.case, "L1+L3" if xor else "L1+L2")  # the newest generation's
+    want = levels.split(",")[0] + ("+L4" if a.case == "xor_two" else "")  # the newest generation's
     if not st or st.get("levels") != want:
         fail("MANIFEST.json of generation %d records storage %r, want levels %s" % (gens, st, want))
     for q in m["processes"]:  # every image on its host, its copy or parity on the others, none in the ckpt dir
@@ -113,9 +117,9 @@ def test(a, rng, seed, prefix, net):
             for f in ("parity", "parity.meta"):
                 if not os.path.isfile(os.path.join(gdir, f)):
                     fail("%s/%s is missing" % (gdir, f))
-            if [d for d in os.listdir(gdir) if d.startswith(".l3") or d.startswith("partner-")]:
+            if [d for d in os.listdir(gdir) if d.startswith(".l3") or (d.startswith("partner-") and not l2)]:
                 fail("%s keeps other hosts' images: %s" % (gdir, os.listdir(gdir)))
-        else:
+        if l2:
             if q.get("l2") in ("", q["host"]):
                 fail("manifest entry %s: want a partner on another host" % q)
             copy = os.path.join(job_dir(local, q["l2"]), "ckpt-%d" % gens, "partner-" + q["host"], q["image"])
@@ -127,9 +131,10 @@ def test(a, rng, seed, prefix, net):
     # host's directory, like the library's tools).
     r = run([revive, "ls", ck], env=env, timeout=60)
     row = next((l.split() for l in r.stdout.splitlines() if l.split()[:1] == [str(gens)]), [])
-    if r.returncode != 0 or row[3:4] != ["complete"] or row[5 if xor else 4] != "complete":
-        fail("revive ls %s: rc %d, generation %d row %s, want L1 and %s complete:\n%s%s" %
-             (ck, r.returncode, gens, row, "L3" if xor else "L2", r.stdout, r.stderr))
+    cols = [3] + ([4] if l2 else []) + ([5] if xor else [])
+    if r.returncode != 0 or [row[c] if c < len(row) else "" for c in cols] != ["complete"] * len(cols):
+        fail("revive ls %s: rc %d, generation %d row %s, want %s complete:\n%s%s" %
+             (ck, r.returncode, gens, row, want, r.stdout, r.stderr))
     if "L4" in levels:  # copied by the hosts in the background
         l4 = gens - gens % 2 if "L4@2" in levels else gens
         deadline = time.time() + 20
@@ -170,6 +175,10 @@ def test(a, rng, seed, prefix, net):
                                       "using the checkpoint directory (L4)" % (hosts[0], hosts[1])]),
         "rs_two": (hosts[:2], None, [rebuilt(by_host[hosts[0]]), rebuilt(victim)]),
         "here": ([], None, []),
+        "both": ([hosts[1]], None, [who(victim, "using partner copy from " + victim.get("l2", ""))]),
+        "both_parity": ([hosts[1]], (victim.get("l2"), "partner-%s/%s" % (hosts[1], victim["image"])),
+                        [who(victim, "partner copy on %s damaged (checksum mismatch), not used, rebuilt from its "
+                                     "group's parity (hosts %s)" % (victim.get("l2"), victim.get("l3")))]),
     }
     plan["prune"] = (hosts, None, ["generation 9 cannot be restored from any level",
                                    "restarting from generation 8 (newest complete: 9)", "using the checkpoint directory (L4)"])
