@@ -37,6 +37,7 @@ constexpr double kExchangeTimeout = 30;  // a partner that sends nothing this lo
 // participating sub-coordinators (the library's placement rule, hosts as failure domains).
 void Server::TLevelsBegin() {
   cur_levels_ = 0;
+  tl_here_ = false;
   tl_partner_.clear();
   tl_from_.clear();
   if (!o_.parent.empty()) return;
@@ -54,10 +55,22 @@ void Server::TLevelsBegin() {
   }
   std::sort(hosts.begin(), hosts.end());
   hosts.erase(std::unique(hosts.begin(), hosts.end()), hosts.end());
-  if (hosts.empty()) {
-    Log(1, "generation %llu: REVIVE_LEVELS=%s applies to computations on several hosts (--hosts); this one "
-        "writes to the checkpoint directory", (unsigned long long)cur_gen_, tl_.spec.c_str());
+  if (hosts.empty() && (lv & (kTL2 | kTL3))) {  // `revive launch` refuses such a policy; a restart here may not
+    Log(1, "generation %llu: REVIVE_LEVELS=%s: partner copies (L2) and parity (L3) need other hosts (--hosts); this "
+        "one-host computation writes to the checkpoint directory", (unsigned long long)cur_gen_, tl_.spec.c_str());
     return;
+  }
+  if (hosts.empty()) {  // one host, no sub-coordinator: the root is the host's part (L1, and L4 in the background)
+    for (uint64_t id : participants_) {
+      auto it = conns_.find(id);
+      if (it == conns_.end() || it->second->role != Conn::Role::kProc || it->second->Self() == nullptr) continue;
+      const std::string d = TLocalGenDir(tl_.local_root, it->second->Self()->host, TJobId(o_.ckpt_dir), cur_gen_);
+      if (Status s = CreateDirs(Env::Default(), d); !s.ok()) {  // the processes create only the last component
+        FailGeneration("REVIVE_LEVELS=" + tl_.spec + ": cannot create " + d + ": " + s.ToString());
+        return;
+      }
+    }
+    tl_here_ = true;
   }
   if (lv & kTL2) {
     std::vector<size_t> partner;
@@ -93,7 +106,12 @@ void Server::TLevelsBegin() {
 
 // Root: what a sub-coordinator is told in a checkpoint PHASE (its processes' directory in *dir).
 void Server::TLevelsPhaseFields(Conn* c, FrameBuilder* b, std::string* dir) {
-  if (state_ != State::kCheckpoint || !(cur_levels_ & kTL1) || c->role != Conn::Role::kSub) return;
+  if (state_ != State::kCheckpoint || !(cur_levels_ & kTL1)) return;
+  if (tl_here_ && c->role == Conn::Role::kProc && c->Self() != nullptr) {
+    *dir = TLocalGenDir(tl_.local_root, c->Self()->host, TJobId(o_.ckpt_dir), cur_gen_);
+    return;
+  }
+  if (c->role != Conn::Role::kSub) return;
   *dir = TLocalGenDir(tl_.local_root, c->host, TJobId(o_.ckpt_dir), cur_gen_);
   b->add("tl.levels", TLevelNames(cur_levels_).c_str()).add("tl.host", c->host.c_str());
   b->add_u64("tl.keep", (uint64_t)tl_.keep);
@@ -116,7 +134,21 @@ void Server::TLevelsPhaseFields(Conn* c, FrameBuilder* b, std::string* dir) {
 // Root: a sub's image of a generation with levels is on its host, not here (no stat: the root cannot see
 // node-local storage); its checksum came with the report.
 bool Server::TLevelsAddImage(Conn* c, const Payload& p, const std::string& pre, ManifestProc* mp) {
-  if (!(cur_levels_ & kTL1) || c->role != Conn::Role::kSub) return false;
+  if (!(cur_levels_ & kTL1)) return false;
+  if (tl_here_ && c->role == Conn::Role::kProc && c->Self() != nullptr) {  // one host: the root checksums the image where it was written
+    char image[4096] = "";
+    p.get_str((pre + "image").c_str(), image, sizeof image);
+    std::string file = image;
+    file = TLocalGenDir(tl_.local_root, c->Self()->host, TJobId(o_.ckpt_dir), cur_gen_) + "/" +
+           file.substr(file.find_last_of('/') + 1);
+    if (Status s = FileXxh3(file, &mp->xxh3); !s.ok()) {
+      FailGeneration(c->Describe() + " reported image \"" + std::string(image) + "\": " + s.ToString());
+      return true;
+    }
+    mp->local = true;
+    return true;
+  }
+  if (c->role != Conn::Role::kSub) return false;
   char x[32] = "";
   p.get_str((pre + "xxh3").c_str(), x, sizeof x);
   if (!ParseHex64(x, &mp->xxh3)) {
@@ -127,6 +159,35 @@ bool Server::TLevelsAddImage(Conn* c, const Payload& p, const std::string& pre, 
   if (cur_levels_ & kTL2) mp->l2 = tl_partner_[c->host];
   for (const auto& h : tl_group_[c->host]) mp->l3 += (mp->l3.empty() ? "" : ",") + h;
   return true;
+}
+
+// Root of a one-host computation, at a successful resume: what a sub does (SubTLevelsResumed) for this host.
+void Server::TLevelsResumedHere() {
+  if (!tl_here_) return;
+  std::vector<std::string> images, hostjobs;
+  for (const auto& p : manifest_.procs) {
+    images.push_back(TLocalGenDir(tl_.local_root, p.host, manifest_.job, cur_gen_) + "/" + p.image);
+    hostjobs.push_back(THostJobDir(tl_.local_root, p.host, manifest_.job));
+  }
+  std::sort(hostjobs.begin(), hostjobs.end());
+  hostjobs.erase(std::unique(hostjobs.begin(), hostjobs.end()), hostjobs.end());
+  std::erase_if(tl_background_, [](auto& b) {  // those finished: joining them frees their stacks
+    if (!b.second->load()) return false;
+    b.first.join();
+    return true;
+  });
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread t([levels = cur_levels_, gen = cur_gen_, keep = (size_t)tl_.keep, images, hostjobs,
+                 ckpt_dir = o_.ckpt_dir, done] {
+    if (levels & kTL4)
+      for (const std::string& src : images)
+        if (Status s = TCopyDurable(src, GenerationDir(ckpt_dir, gen)); !s.ok())
+          Log(1, "generation %llu: L4 copy: %s", (unsigned long long)gen, s.ToString().c_str());
+    for (const std::string& hj : hostjobs) TPruneLocal(hj, ckpt_dir, keep);
+    TPruneGlobal(ckpt_dir, keep);
+    done->store(true);
+  });
+  tl_background_.emplace_back(std::move(t), std::move(done));
 }
 
 // Sub: the exchange listener, published to the root for the other hosts' subs.

@@ -28,6 +28,14 @@ unsigned TLevelsConfig::LevelsFor(uint64_t g) const {
   return p.LevelsFor(g);
 }
 
+unsigned TLevelsConfig::AnyLevels() const {
+  applevel::LevelPolicy p;
+  if (spec.empty() || !applevel::LevelPolicy::Parse(spec, &p).ok()) return 0;
+  unsigned l = 0;
+  for (const auto& r : p.rules) l |= r.levels;
+  return l;
+}
+
 Status LoadTLevelsConfig(TLevelsConfig* out) {
   *out = TLevelsConfig();
   const char* spec = getenv("REVIVE_LEVELS");

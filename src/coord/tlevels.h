@@ -24,6 +24,8 @@ struct TLevelsConfig {
   int keep = 2;            // REVIVE_KEEP: complete generations kept per level (the library's option)
   // The levels generation g goes to (0 when off).
   unsigned LevelsFor(uint64_t g) const;
+  // The union of every rule's levels (0 when off).
+  unsigned AnyLevels() const;
 };
 
 // Reads REVIVE_LEVELS / REVIVE_LOCAL_PATH / REVIVE_GROUP_SIZE / REVIVE_PARITY / REVIVE_KEEP; InvalidArgument quoting a

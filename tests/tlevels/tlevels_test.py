@@ -21,7 +21,7 @@ import json, os, shutil, signal, subprocess, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hosts"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import *
-from tlv import N, Setup
+from tlv import N, Setup, check_like_reference, run_reference
 
 
 def main():
@@ -76,9 +76,7 @@ def test(a, rng, seed, prefix, net):
     hosts, port, ck, ref, rund, local, revive, env = t.hosts, t.port, t.ck, t.ref, t.rund, t.local, t.revive, t.env
     rounds = 600 if a.case == "prune" else 260  # prune: nine checkpoints before the kill
     script = 'exec "$0" $((%d + 13 * REVIVE_LAUNCH_INDEX)) 2 > out-$REVIVE_LAUNCH_INDEX' % rounds
-    refs = [subprocess.Popen(["bash", "-c", script, os.path.abspath(a.worker)], cwd=ref,
-                             env=dict(os.environ, REVIVE_LAUNCH_INDEX=str(i))) for i in range(N)]
-    ref_rc = [p.wait(timeout=120) for p in refs]
+    ref_rc = run_reference(a.worker, ref, script, N)
 
     opts = []
     if a.case == "xor":  # the policy from --levels instead of the environment; bad ones refused first
@@ -215,14 +213,7 @@ def test(a, rng, seed, prefix, net):
     for e in expect:
         if e not in err:
             fail("restart stderr does not say %r" % e)
-    first = next((ref_rc[index[q["upid"]]] for q in m["processes"] if ref_rc[index[q["upid"]]] != 0), 0)
-    if rp.returncode != first:
-        fail("revive restart exited %d, want %d" % (rp.returncode, first))
-    for i in range(N):
-        if open(os.path.join(ref, "out-%d" % i), "rb").read() != open(os.path.join(rund, "out-%d" % i), "rb").read():
-            fail("copy %d: output differs from the uninterrupted run" % i)
-    if not coordinator_gone(revive, port, ck, env):
-        fail("restart's coordinator did not exit")
+    check_like_reference(revive, port, ck, env, m, index, ref_rc, rp.returncode, ref, rund, N)
     shutil.rmtree(a.workdir, ignore_errors=True)
     print("OK: case %s, restarted in %.2f s, outputs identical, exit %d" % (a.case, time.time() - t0, rp.returncode),
           flush=True)
