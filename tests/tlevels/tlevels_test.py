@@ -4,7 +4,8 @@
 a network namespace whose node-local storage is <work>/local/<host>/. Checkpointed, SIGKILLed, some hosts'
 local storage wiped or damaged, restarted with `revive restart --hosts`; every output is compared byte for
 byte with an uninterrupted run and the exit status with its. Cases:
-  partner   L1+L2: host 2 wiped; its image comes from its partner over a socket (stderr names it).
+  partner   L1+L2: host 2 wiped; its image comes from its partner over a socket (stderr names it). Before,
+            `revive verify` seeing only host 1's storage says the others' pieces are not checked (exit 3).
   corrupt   L1+L2: host 2 wiped and its partner copy of generation 2 damaged: detected, named, not used;
             generation 1 restores from its partner copy.
   fallback  L1+L2,L4@2: generations 1-3; two hosts wiped (a host and its partner): generation 3 cannot be
@@ -63,6 +64,22 @@ def check_pruned(ck, local, hosts, job_dir):
             fail("after generations 1-9 with REVIVE_KEEP=3: checkpoint directory generations %s, complete L4 copies in %s, "
                  "partial ones in %s, manifests in %s, hosts keep %s; want %s" % (got + (want,)))
         time.sleep(0.1)
+
+def check_unseen(revive, ck, local, hosts, env, gens, workdir):
+    """revive verify where only this machine's own host's storage is visible (REVIVE_HOST_ID=hosts[0], a
+    local root holding only its directory): the other hosts' pieces are "not checked", named per host, never
+    "missing"; the exit status (3) says the newest generation cannot be checked from here."""
+    view = os.path.join(workdir, "view")
+    os.makedirs(view)
+    os.symlink(os.path.join(local, hosts[0]), os.path.join(view, hosts[0]))
+    r = run([revive, "verify", ck, "--local", view], env=dict(env, REVIVE_HOST_ID=hosts[0]), timeout=60)
+    row = next((l.split() for l in r.stdout.splitlines() if l.split()[:1] == [str(gens)]), [])
+    said = ["L1 not checked: host(s) %s, %s: their node-local storage (%s/<host>) is not visible" % (hosts[1], hosts[2], view),
+            "L2 not checked: host(s) "]
+    if r.returncode != 3 or row[3:5] != ["unchecked", "unchecked"] or "missing or damaged" in r.stdout \
+            or [x for x in said if x not in r.stdout] or "cannot be checked from here" not in r.stderr:
+        fail("revive verify with only %s's storage visible: rc %d (want 3), generation %d row %s (want L1 and L2 "
+             "unchecked, nothing missing):\n%s%s" % (hosts[0], r.returncode, gens, row, r.stdout, r.stderr))
 
 def test(a, rng, seed, prefix, net):
     print("seed %d" % seed, flush=True)
@@ -154,6 +171,8 @@ def test(a, rng, seed, prefix, net):
     if a.case == "fallback" and os.path.exists(os.path.join(job_dir(local, hosts[0]), "ckpt-1")):
         fail("host %s still keeps generation 1 after generations 2 and 3 completed" % hosts[0])
 
+    if a.case == "partner":
+        check_unseen(revive, ck, local, hosts, env, gens, a.workdir)
     by_host = {q["host"]: q for q in m["processes"]}
     victim = by_host[hosts[1]]
     def who(q, how):
@@ -198,9 +217,13 @@ def test(a, rng, seed, prefix, net):
                   "using the checkpoint directory (L4)"]
     # revive verify: the lost L1 copies named; exit 1 only when no level holds an image of the newest generation.
     r = run([revive, "verify", ck], env=env, timeout=60)
-    want_rc = 1 if a.case in ("fallback", "prune", "corrupt", "xor_parity") else 0  # the newest generation is lost
+    want_rc = 1 if a.case in ("fallback", "corrupt", "xor_parity") else 0  # the newest generation is lost
+    if a.case == "prune":  # no host's directory left: lost or on other machines, verify cannot tell (exit 3)
+        want_rc = 3
     l1 = next((l for l in r.stdout.splitlines() if l.strip().startswith("L1 missing or damaged:")), "")
     named = a.case in ("fallback", "here") or "upid %d (host %s)" % (victim["upid"], hosts[1]) in l1
+    if a.case == "prune":
+        named = "L1 not checked: host(s) %s: their node-local storage" % ", ".join(sorted(hosts)) in r.stdout
     if r.returncode != want_rc or not named:
         fail("revive verify %s: rc %d (want %d):\n%s%s" % (ck, r.returncode, want_rc, r.stdout, r.stderr))
     rcmd = [revive, "restart"] + (["--port", str(port)] if a.case == "here" else t.placement) + [ck]
