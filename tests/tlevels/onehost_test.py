@@ -24,12 +24,17 @@ def main():
     print("seed %d" % seed, flush=True)
     port = free_port(rng)
     shutil.rmtree(a.workdir, ignore_errors=True)
-    ck, ref, rund, local = (os.path.join(a.workdir, d) for d in ("ck", "ref", "run", "local"))
+    ck, ref, rund = (os.path.join(a.workdir, d) for d in ("ck", "ref", "run"))
+    # The node-local root inside a directory the files plugin walks (REVIVE_LOCAL_DIRS, as /dev/shm is by
+    # default): the images kept there must not be saved into the next image as files of the computation.
+    shm = "/dev/shm/revive-onehost-test-%d" % os.getpid()
+    shutil.rmtree(shm, ignore_errors=True)
+    local = os.path.join(shm, "levels")
     for d in (ref, rund):
         os.makedirs(d)
     revive = os.path.abspath(a.revive)
     env = clean_env(dict(REVIVE_INJECT_LIB=os.path.abspath(a.inject), REVIVE_RESTART_BIN=os.path.abspath(a.restart),
-                         REVIVE_LOG="0", REVIVE_LOCAL_PATH=local))
+                         REVIVE_LOG="0", REVIVE_LOCAL_PATH=local, REVIVE_LOCAL_DIRS=shm))
     base = [revive, "launch", "--port", str(port), "--ckpt-dir", ck]
 
     for bad in ("L1+L2", "L1,L3@2"):  # refused before anything starts, naming the policy and the reason
@@ -63,6 +68,11 @@ def main():
             fail("manifest entry %s: want a node-local image %s with its checksum" % (q, own))
         if os.path.exists(os.path.join(ck, "ckpt-3", q["image"])):
             fail("generation 3's image %s is in the checkpoint directory (L4 is every 2nd generation)" % q["image"])
+    r = run([revive, "inspect", os.path.join(hostjob, "ckpt-3", m["processes"][0]["image"])], env=env, timeout=60)
+    saved = [l for l in r.stdout.splitlines() if " bytes " in l and local in l]  # file lines, not the image's own
+    if r.returncode != 0 or saved or "files" not in r.stdout:
+        fail("generation 3's image holds files of the node-local root %s (rc %d):\n%s%s" % (local, r.returncode,
+                                                                                           r.stdout[-3000:], r.stderr))
     # Generation 2 reaches L4 in the background; then each level keeps its 2 newest complete generations:
     # L1 2 and 3; the checkpoint directory 2 (images) and 3 (manifest); generation 1 is gone everywhere.
     deadline = time.time() + 20
@@ -91,6 +101,7 @@ def main():
     sys.stdout.write(open(rerr).read())
     check_like_reference(revive, port, ck, env, m, index, ref_rc, rp.returncode, ref, rund, N)
     shutil.rmtree(a.workdir, ignore_errors=True)
+    shutil.rmtree(shm, ignore_errors=True)
     print("OK: one host, L1 + L4 in the background, pruned per level, restarted from L1, outputs identical", flush=True)
 
 if __name__ == "__main__":

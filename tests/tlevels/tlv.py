@@ -20,9 +20,11 @@ class Setup:
         for d in (self.ref, self.rund):
             os.makedirs(d)
         self.revive = os.path.abspath(a.revive)
+        # REVIVE_LOCAL_DIRS empty: other users of this machine's /dev/shm (MPI jobs of the same uid) would
+        # otherwise count as the computation's files and swell every image.
         self.env = clean_env(dict(REVIVE_INJECT_LIB=os.path.abspath(a.inject), REVIVE_RESTART_BIN=os.path.abspath(a.restart),
                                   REVIVE_LOG="0", REVIVE_COORD_HOST=coord_ip, REVIVE_LEVELS=levels,
-                                  REVIVE_LOCAL_PATH=self.local, **extra))
+                                  REVIVE_LOCAL_PATH=self.local, REVIVE_LOCAL_DIRS="", **extra))
         self.placement = ["--port", str(self.port), "--hosts", ",".join(self.hosts), "--launcher", "netns",
                           "--sub-port", str(self.sub)]
 
