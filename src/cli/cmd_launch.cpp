@@ -16,6 +16,7 @@
 #include "cli/ckpt_signal.h"
 #include "cli/paths.h"
 #include "coord/secret.h"
+#include "coord/tlevels.h"
 #include "core/env.h"
 #include "launch/hostlist.h"
 
@@ -87,6 +88,12 @@ Status PlanParts(const LaunchArgs& a, const Target& t, std::vector<HostPart>* pa
 int Launch(const LaunchArgs& a) {
   if (a.argv.empty()) return Fail("no program given (usage: revive launch [options] -- PROG ARGS...)");
   if (Status s = ApplyLevels(a.levels); !s.ok()) return Fail(s.message());
+  if (a.parent.empty() && a.indexes.empty() && !WantsHosts(a.ho)) {  // the whole computation on this host
+    coord::TLevelsConfig tl;
+    if (coord::LoadTLevelsConfig(&tl).ok() && (tl.AnyLevels() & (coord::kTL2 | coord::kTL3)))
+      return Fail("REVIVE_LEVELS=" + tl.spec + ": partner copies (L2) and parity (L3) need other hosts, and this "
+                  "computation runs on this host only (no --hosts); use L1 and L4 here (e.g. \"L1,L4@4\")");
+  }
   if (a.compress && a.no_compress) return Fail("--compress and --no-compress contradict each other");
   if (a.n < 0) return Fail("-n " + std::to_string(a.n) + ": the number of copies must be at least 1");
   if (!a.indexes.empty() && WantsHosts(a.ho)) return Fail("--indexes is one host's part: it takes no --hosts");

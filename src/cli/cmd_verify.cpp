@@ -1,7 +1,8 @@
 // `revive verify DIR [--local ROOT] [--version N] [--json]`: reads every node-local piece (length and
 // checksum against its meta) and every L4 data file, names each damaged or missing one, and says per
 // version whether it can be restored from the local levels and/or from L4. Exit status: 0 when the newest
-// version is restorable from some level, 1 otherwise, 2 on usage errors.
+// version is restorable from some level, 1 otherwise, 2 on usage errors; for a transparent checkpoint 3 when
+// it is not restorable from what this machine sees but hosts whose storage it cannot see may hold the rest.
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>

@@ -37,8 +37,8 @@ void AddHostOptions(CLI::App* c, HostOpts* o) {
 
 void AddLevelsOption(CLI::App* c, std::string* levels) {
   c->add_option("--levels", *levels,
-                "SPEC: REVIVE_LEVELS for this computation, e.g. L1+L2,L4@4: with --hosts each host keeps its images "
-                "(docs/storage-levels.md, Transparent images)");
+                "SPEC: REVIVE_LEVELS for this computation, e.g. L1+L2,L4@4: each host keeps its images (one host: "
+                "L1 and L4 only; docs/storage-levels.md, Transparent images)");
 }
 
 Status ApplyLevels(const std::string& levels) {

@@ -1,6 +1,10 @@
 #include "cli/tlevels_ls.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <nlohmann/json.hpp>
@@ -28,7 +32,38 @@ bool ParityIntact(const std::string& gen_dir) {
 struct LevelState {
   bool used = false;
   std::vector<std::string> missing;  // "upid 3 (host h2)" or "host h2"
+  std::set<std::string> unchecked;   // hosts holding pieces of this level whose storage is not visible here
 };
+
+bool IsDir(const std::string& p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// The host this tool runs on, as the hosts' parts name themselves (REVIVE_HOST_ID, else the host name).
+std::string SelfHost() {
+  if (const char* h = getenv("REVIVE_HOST_ID"); h != nullptr && *h) return h;
+  char b[256] = "";
+  return gethostname(b, sizeof b - 1) == 0 ? b : "";
+}
+
+// Hosts of generation m whose node-local storage this machine cannot see. A host's `<root>/<host>/`
+// absent here is either lost or on another machine: when another host's storage is visible here (a
+// shared view: a parallel file system as the local root, or hosts simulated as directories), it is lost
+// and reported missing; when none is, or only this machine's own, nothing tells, so it is "not checked".
+std::set<std::string> UnseenHosts(const coord::Manifest& m, const std::string& root, const std::string& self) {
+  std::set<std::string> hosts, absent;
+  for (const auto& p : m.procs) {
+    hosts.insert(p.host);
+    if (!p.l2.empty()) hosts.insert(p.l2);
+  }
+  bool shared = false;
+  for (const auto& h : hosts) {
+    if (!IsDir(root + "/" + h)) absent.insert(h);
+    else if (h != self) shared = true;
+  }
+  return shared ? std::set<std::string>() : absent;
+}
 
 }  // namespace
 
@@ -58,34 +93,46 @@ int TransparentLs(const char* tool, const std::string& dir, const std::string& l
     }
     const unsigned lv = m.levels.empty() ? coord::kTL4 : coord::ParseTLevelNames(m.levels);
     const std::string root = local.empty() ? m.local_root : local;
+    const std::set<std::string> unseen = lv & coord::kTL1 ? UnseenHosts(m, root, SelfHost()) : std::set<std::string>();
     std::map<std::string, LevelState> st;
     for (const char* n : {"L1", "L2", "L3", "L4"}) st[n].used = lv & coord::ParseTLevelNames(n);
     std::map<std::string, bool> parity_checked;
     bool lacking = false;                   // an image no copy holds intact
-    std::set<std::string> unusable;         // L3: members without intact images and parity
+    bool unknown = false;                   // ... as far as can be seen from here: some of its holders are unseen
+    std::set<std::string> unusable;         // L3: members without intact images and parity (or unseen)
     for (const auto& p : m.procs) {
       const std::string who = "upid " + std::to_string(p.upid) + " (host " + p.host + ")";
-      const bool l1 = p.local && Intact(coord::TLocalGenDir(root, p.host, m.job, g) + "/" + p.image, p.xxh3);
-      const bool l2 = !p.l2.empty() && Intact(coord::TPartnerDir(root, p.l2, m.job, g, p.host) + "/" + p.image, p.xxh3);
+      const bool seen1 = !unseen.count(p.host), seen2 = !p.l2.empty() && !unseen.count(p.l2);
+      const bool l1 = p.local && seen1 && Intact(coord::TLocalGenDir(root, p.host, m.job, g) + "/" + p.image, p.xxh3);
+      const bool l2 = seen2 && Intact(coord::TPartnerDir(root, p.l2, m.job, g, p.host) + "/" + p.image, p.xxh3);
       const bool l4 = Intact(gd + "/" + p.image, p.xxh3);
-      if (st["L1"].used && !l1) st["L1"].missing.push_back(who);
-      if (st["L2"].used && !l2) st["L2"].missing.push_back(who);
+      if (st["L1"].used && !l1) seen1 ? st["L1"].missing.push_back(who) : (void)st["L1"].unchecked.insert(p.host);
+      if (st["L2"].used && !l2) seen2 ? st["L2"].missing.push_back(who) : (void)st["L2"].unchecked.insert(p.l2);
       if (st["L4"].used && !l4) st["L4"].missing.push_back(who);
       if (st["L3"].used && !parity_checked.count(p.host)) {
-        parity_checked[p.host] = ParityIntact(coord::TLocalGenDir(root, p.host, m.job, g));
-        if (!parity_checked[p.host]) st["L3"].missing.push_back("host " + p.host);
+        parity_checked[p.host] = seen1 && ParityIntact(coord::TLocalGenDir(root, p.host, m.job, g));
+        if (!seen1) st["L3"].unchecked.insert(p.host);
+        else if (!parity_checked[p.host]) st["L3"].missing.push_back("host " + p.host);
       }
       if (!l1 || !parity_checked[p.host]) unusable.insert(p.host);
-      lacking |= !l1 && !l2 && !l4;
+      if (!l1 && !l2 && !l4) (seen1 && (p.l2.empty() || seen2) ? lacking : unknown) = true;
     }
     // What `revive restart` would find: every image somewhere, or rebuilt from at most m lost members.
-    const bool newest_ok = !lacking || (st["L3"].used && unusable.size() <= m.parity);
+    bool unseen_member = false;
+    for (const auto& h : unusable) unseen_member |= unseen.count(h) > 0;
+    const bool newest_ok = (!lacking && !unknown) || (st["L3"].used && unusable.size() <= m.parity);
+    // Not restorable from what is visible, but hosts not seen from here might hold what is missing.
+    const bool newest_unchecked = !newest_ok && (unknown || unseen_member) && !lacking;
     nlohmann::json j = {{"generation", g}, {"processes", m.procs.size()}, {"levels", m.levels.empty() ? "L4" : m.levels}};
     std::string line;
     for (auto& [n, ls] : st) {
-      j[n] = {{"used", ls.used}, {"complete", ls.used && ls.missing.empty()}, {"missing", ls.missing}};
+      j[n] = {{"used", ls.used}, {"complete", ls.used && ls.missing.empty() && ls.unchecked.empty()},
+              {"missing", ls.missing}, {"unchecked_hosts", ls.unchecked}};
       char cell[16];
-      snprintf(cell, sizeof cell, "%-12s", !ls.used ? "-" : ls.missing.empty() ? "complete" : "incomplete");
+      snprintf(cell, sizeof cell, "%-12s", !ls.used                ? "-"
+                                           : !ls.missing.empty()   ? "incomplete"
+                                           : !ls.unchecked.empty() ? "unchecked"
+                                                                   : "complete");
       line += std::string(" ") + cell;
     }
     if (json) out.push_back(j);
@@ -97,11 +144,21 @@ int TransparentLs(const char* tool, const std::string& dir, const std::string& l
         for (const auto& x : ls.missing) list += (list.empty() ? "" : ", ") + x;
         printf("  %s missing or damaged: %s\n", n.c_str(), list.c_str());
       }
-    if (verify && g == gens.front() && !newest_ok) rc = 1;
+    for (auto& [n, ls] : st)
+      if (!json && ls.used && !ls.unchecked.empty()) {
+        std::string list;
+        for (const auto& h : ls.unchecked) list += (list.empty() ? "" : ", ") + h;
+        printf("  %s not checked: host(s) %s: their node-local storage (%s/<host>) is not visible on this machine "
+               "(`revive restart --hosts` asks the hosts)\n", n.c_str(), list.c_str(), root.c_str());
+      }
+    if (verify && g == gens.front() && !newest_ok) rc = newest_unchecked ? 3 : 1;
   }
   if (json) printf("%s\n", out.dump(2).c_str());
   if (verify && rc == 1)
     fprintf(stderr, "%s: %s: the newest generation has images that no level holds intact (see above)\n", tool, dir.c_str());
+  if (verify && rc == 3)
+    fprintf(stderr, "%s: %s: the newest generation cannot be checked from here: the levels visible on this machine do "
+            "not hold every image, and the hosts whose storage is not visible may (see above)\n", tool, dir.c_str());
   return rc;
 }
 

@@ -80,6 +80,7 @@ double WallSeconds() {
 Server::Server(ServerOptions o) : o_(std::move(o)) {}
 
 Server::~Server() {
+  for (auto& [t, done] : tl_background_) t.join();
   for (auto& [id, c] : conns_)
     if (c->fd >= 0) close(c->fd);
   if (listen_fd_ >= 0) close(listen_fd_);

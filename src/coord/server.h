@@ -5,11 +5,13 @@
 // A peer that sends a malformed, oversized or truncated frame loses its own connection only.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "coord/manifest.h"
@@ -152,6 +154,7 @@ class Server {
   void TLevelsBegin();
   void TLevelsPhaseFields(Conn* c, FrameBuilder* b, std::string* dir);
   bool TLevelsAddImage(Conn* c, const Payload& p, const std::string& pre, ManifestProc* mp);
+  void TLevelsResumedHere();
   void SubTLevelsListen();
   void SubTLevelsPhase(const Payload& p);
   void SubTLevelsExchange();
@@ -217,6 +220,9 @@ class Server {
   unsigned cur_levels_ = 0;          // levels of cur_gen_ (0: the checkpoint directory only)
   std::map<std::string, std::string> tl_partner_, tl_from_;  // host -> its partner; partner -> owner
   std::map<std::string, std::vector<std::string>> tl_group_;  // host -> its L3 group's hosts, in order
+  bool tl_here_ = false;             // cur_gen_ kept on this host by the root itself (no sub-coordinators)
+  // That case's L4 copies and pruning, each with its "finished" flag (joined once finished, or at the end).
+  std::vector<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> tl_background_;
 
   // Sub-coordinator state.
   struct Upstream;

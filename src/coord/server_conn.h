@@ -100,19 +100,22 @@ struct Server::Upstream {
   // Multi-level storage of transparent images (server_tlevels.cpp): this host, the exchange listener,
   // what the root said for the generation in progress, and the background L4 copies.
   std::string host;
-  int tlx_fd = -1;
+  int tlx_fd = -1;  // L3: the group's images
+  int tlp_fd = -1;  // L2: the partner copy (its own listener, so a generation with both never mixes them up)
   struct TL {
     unsigned levels = 0;
     uint64_t gen = 0;
     std::string dir, partner, partner_addr, from;
     std::vector<std::string> group, group_addrs;  // L3: the group's hosts and exchange addresses, in order
     int parity = 1;
+    int keep = 2;                         // REVIVE_KEEP at the root: complete generations kept per level
     std::map<std::string, uint64_t> xxh;  // image path -> XXH3-64
   } tl;
   std::vector<std::thread> background;
   ~Upstream() {
     for (auto& t : background) t.join();
     if (tlx_fd >= 0) ::close(tlx_fd);
+    if (tlp_fd >= 0) ::close(tlp_fd);
     client.close();
   }
 };

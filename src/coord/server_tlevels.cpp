@@ -2,12 +2,14 @@
 // "Transparent images"). The root decides which levels a generation goes to (REVIVE_LEVELS) and, for each
 // sub-coordinator (one per host), tells it in every PHASE of the checkpoint barrier where its processes
 // write (their host's node-local directory for L1) and, for L2, whose copy it keeps and where its own
-// copy goes (the partner's exchange address, published by that sub as "tl.x.<host>"). Each sub, once its
-// processes wrote their images, computes their checksums and, for L2, sends them to its partner's sub
-// over TCP (tlx.h) while it receives the copy it keeps; only then does it answer the image phase, so the
-// root writes MANIFEST.json (recording levels, hosts, partners, checksums) only when every host's images
-// and copies are durable. After a successful resume each sub copies its images to the checkpoint
-// directory in the background when the generation also goes to L4, and prunes its old local generations.
+// copy goes (the partner's exchange address, published by that sub as "tl.p.<host>"), and for L3 its
+// group (the members' addresses, "tl.x.<host>"). Each sub, once its processes wrote their images, computes
+// their checksums and, for L2, sends them to its partner's sub over TCP (tlx.h) while it receives the copy
+// it keeps, then, for L3 (alone or with L2), exchanges the group's images and encodes its parity; only then
+// does it answer the image phase, so the root writes MANIFEST.json (recording levels, hosts, partners,
+// groups, checksums) only when every host's images and copies are durable. After a successful resume each
+// sub copies its images to the checkpoint directory in the background when the generation also goes to L4,
+// and prunes old generations per level.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -35,6 +37,7 @@ constexpr double kExchangeTimeout = 30;  // a partner that sends nothing this lo
 // participating sub-coordinators (the library's placement rule, hosts as failure domains).
 void Server::TLevelsBegin() {
   cur_levels_ = 0;
+  tl_here_ = false;
   tl_partner_.clear();
   tl_from_.clear();
   if (!o_.parent.empty()) return;
@@ -52,10 +55,22 @@ void Server::TLevelsBegin() {
   }
   std::sort(hosts.begin(), hosts.end());
   hosts.erase(std::unique(hosts.begin(), hosts.end()), hosts.end());
-  if (hosts.empty()) {
-    Log(1, "generation %llu: REVIVE_LEVELS=%s applies to computations on several hosts (--hosts); this one "
-        "writes to the checkpoint directory", (unsigned long long)cur_gen_, tl_.spec.c_str());
+  if (hosts.empty() && (lv & (kTL2 | kTL3))) {  // `revive launch` refuses such a policy; a restart here may not
+    Log(1, "generation %llu: REVIVE_LEVELS=%s: partner copies (L2) and parity (L3) need other hosts (--hosts); this "
+        "one-host computation writes to the checkpoint directory", (unsigned long long)cur_gen_, tl_.spec.c_str());
     return;
+  }
+  if (hosts.empty()) {  // one host, no sub-coordinator: the root is the host's part (L1, and L4 in the background)
+    for (uint64_t id : participants_) {
+      auto it = conns_.find(id);
+      if (it == conns_.end() || it->second->role != Conn::Role::kProc || it->second->Self() == nullptr) continue;
+      const std::string d = TLocalGenDir(tl_.local_root, it->second->Self()->host, TJobId(o_.ckpt_dir), cur_gen_);
+      if (Status s = CreateDirs(Env::Default(), d); !s.ok()) {  // the processes create only the last component
+        FailGeneration("REVIVE_LEVELS=" + tl_.spec + ": cannot create " + d + ": " + s.ToString());
+        return;
+      }
+    }
+    tl_here_ = true;
   }
   if (lv & kTL2) {
     std::vector<size_t> partner;
@@ -91,9 +106,15 @@ void Server::TLevelsBegin() {
 
 // Root: what a sub-coordinator is told in a checkpoint PHASE (its processes' directory in *dir).
 void Server::TLevelsPhaseFields(Conn* c, FrameBuilder* b, std::string* dir) {
-  if (state_ != State::kCheckpoint || !(cur_levels_ & kTL1) || c->role != Conn::Role::kSub) return;
+  if (state_ != State::kCheckpoint || !(cur_levels_ & kTL1)) return;
+  if (tl_here_ && c->role == Conn::Role::kProc && c->Self() != nullptr) {
+    *dir = TLocalGenDir(tl_.local_root, c->Self()->host, TJobId(o_.ckpt_dir), cur_gen_);
+    return;
+  }
+  if (c->role != Conn::Role::kSub) return;
   *dir = TLocalGenDir(tl_.local_root, c->host, TJobId(o_.ckpt_dir), cur_gen_);
   b->add("tl.levels", TLevelNames(cur_levels_).c_str()).add("tl.host", c->host.c_str());
+  b->add_u64("tl.keep", (uint64_t)tl_.keep);
   if (cur_levels_ & kTL3) {
     std::string members, addrs;
     for (const auto& h : tl_group_[c->host]) {
@@ -105,7 +126,7 @@ void Server::TLevelsPhaseFields(Conn* c, FrameBuilder* b, std::string* dir) {
   }
   if (!(cur_levels_ & kTL2)) return;
   const std::string& partner = tl_partner_[c->host];
-  auto addr = kv_.find("tl.x." + partner);
+  auto addr = kv_.find("tl.p." + partner);
   b->add("tl.partner", partner.c_str()).add("tl.partner_addr", addr == kv_.end() ? "" : addr->second.c_str());
   b->add("tl.from", tl_from_[c->host].c_str());
 }
@@ -113,7 +134,21 @@ void Server::TLevelsPhaseFields(Conn* c, FrameBuilder* b, std::string* dir) {
 // Root: a sub's image of a generation with levels is on its host, not here (no stat: the root cannot see
 // node-local storage); its checksum came with the report.
 bool Server::TLevelsAddImage(Conn* c, const Payload& p, const std::string& pre, ManifestProc* mp) {
-  if (!(cur_levels_ & kTL1) || c->role != Conn::Role::kSub) return false;
+  if (!(cur_levels_ & kTL1)) return false;
+  if (tl_here_ && c->role == Conn::Role::kProc && c->Self() != nullptr) {  // one host: the root checksums the image where it was written
+    char image[4096] = "";
+    p.get_str((pre + "image").c_str(), image, sizeof image);
+    std::string file = image;
+    file = TLocalGenDir(tl_.local_root, c->Self()->host, TJobId(o_.ckpt_dir), cur_gen_) + "/" +
+           file.substr(file.find_last_of('/') + 1);
+    if (Status s = FileXxh3(file, &mp->xxh3); !s.ok()) {
+      FailGeneration(c->Describe() + " reported image \"" + std::string(image) + "\": " + s.ToString());
+      return true;
+    }
+    mp->local = true;
+    return true;
+  }
+  if (c->role != Conn::Role::kSub) return false;
   char x[32] = "";
   p.get_str((pre + "xxh3").c_str(), x, sizeof x);
   if (!ParseHex64(x, &mp->xxh3)) {
@@ -124,6 +159,35 @@ bool Server::TLevelsAddImage(Conn* c, const Payload& p, const std::string& pre, 
   if (cur_levels_ & kTL2) mp->l2 = tl_partner_[c->host];
   for (const auto& h : tl_group_[c->host]) mp->l3 += (mp->l3.empty() ? "" : ",") + h;
   return true;
+}
+
+// Root of a one-host computation, at a successful resume: what a sub does (SubTLevelsResumed) for this host.
+void Server::TLevelsResumedHere() {
+  if (!tl_here_) return;
+  std::vector<std::string> images, hostjobs;
+  for (const auto& p : manifest_.procs) {
+    images.push_back(TLocalGenDir(tl_.local_root, p.host, manifest_.job, cur_gen_) + "/" + p.image);
+    hostjobs.push_back(THostJobDir(tl_.local_root, p.host, manifest_.job));
+  }
+  std::sort(hostjobs.begin(), hostjobs.end());
+  hostjobs.erase(std::unique(hostjobs.begin(), hostjobs.end()), hostjobs.end());
+  std::erase_if(tl_background_, [](auto& b) {  // those finished: joining them frees their stacks
+    if (!b.second->load()) return false;
+    b.first.join();
+    return true;
+  });
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread t([levels = cur_levels_, gen = cur_gen_, keep = (size_t)tl_.keep, images, hostjobs,
+                 ckpt_dir = o_.ckpt_dir, done] {
+    if (levels & kTL4)
+      for (const std::string& src : images)
+        if (Status s = TCopyDurable(src, GenerationDir(ckpt_dir, gen)); !s.ok())
+          Log(1, "generation %llu: L4 copy: %s", (unsigned long long)gen, s.ToString().c_str());
+    for (const std::string& hj : hostjobs) TPruneLocal(hj, ckpt_dir, keep);
+    TPruneGlobal(ckpt_dir, keep);
+    done->store(true);
+  });
+  tl_background_.emplace_back(std::move(t), std::move(done));
 }
 
 // Sub: the exchange listener, published to the root for the other hosts' subs.
@@ -140,16 +204,18 @@ void Server::SubTLevelsListen() {
   if (ip == "0.0.0.0" && getsockname(up_->client.fd(), (sockaddr*)&me, &len) == 0 &&
       inet_ntop(AF_INET, &me.sin_addr, ipbuf, sizeof ipbuf) != nullptr)
     ip = ipbuf;
-  Status s = TlxListen(o_.bind, &up_->tlx_fd, &port);
-  if (!s.ok()) {
-    Log(1, "sub: no image exchange listener: %s", s.ToString().c_str());
-    return;
+  for (auto [fd, key] : {std::pair{&up_->tlx_fd, "tl.x."}, std::pair{&up_->tlp_fd, "tl.p."}}) {
+    Status s = TlxListen(o_.bind, fd, &port);
+    if (!s.ok()) {
+      Log(1, "sub: no image exchange listener: %s", s.ToString().c_str());
+      return;
+    }
+    std::string k = key + up_->host, value = ip + ":" + std::to_string(port);
+    uint8_t buf[1024];
+    FrameBuilder b(buf, sizeof buf, kPublish, 0);
+    b.add("key", k.c_str()).add("value", value.c_str());
+    if (size_t n = b.finish()) SendUp(kPublish, 0, (const char*)buf + kHeaderSize, n - kHeaderSize);
   }
-  std::string key = "tl.x." + up_->host, value = ip + ":" + std::to_string(port);
-  uint8_t buf[1024];
-  FrameBuilder b(buf, sizeof buf, kPublish, 0);
-  b.add("key", key.c_str()).add("value", value.c_str());
-  if (size_t n = b.finish()) SendUp(kPublish, 0, (const char*)buf + kHeaderSize, n - kHeaderSize);
 }
 
 // Sub: the root's instructions in a checkpoint PHASE.
@@ -182,6 +248,7 @@ void Server::SubTLevelsPhase(const Payload& p) {
   if (p.get_str("tl.group", v, sizeof v)) tl.group = split(v);
   if (p.get_str("tl.group_addrs", v, sizeof v)) tl.group_addrs = split(v);
   if (p.get_u64("tl.parity", &m)) tl.parity = (int)m;
+  if (p.get_u64("tl.keep", &m) && m >= 1) tl.keep = (int)m;
   if (up_->phase == "write") {  // the processes create only the last component
     Status s = CreateDirs(Env::Default(), tl.dir);
     if (!s.ok() && !up_->failed) {
@@ -191,7 +258,8 @@ void Server::SubTLevelsPhase(const Payload& p) {
   }
 }
 
-// Sub, when its processes answered the image phase: checksums, and the L2 exchange with the partners.
+// Sub, when its processes answered the image phase: checksums, the L2 exchange with the partners, and the
+// L3 encode (SubTLevelsEncode) when the generation goes there too.
 void Server::SubTLevelsExchange() {
   auto& tl = up_->tl;
   tl.xxh.clear();
@@ -201,8 +269,7 @@ void Server::SubTLevelsExchange() {
     if (!up_->failed) up_->error = "host " + up_->host + ": " + why;
     up_->failed = true;
   };
-  if (tl.levels & kTL3) return SubTLevelsEncode();
-  if (!(tl.levels & kTL2)) {
+  if (!(tl.levels & (kTL2 | kTL3))) {
     for (const auto& im : up_->images) {
       uint64_t h = 0;
       Status s = FileXxh3(im.image, &h);
@@ -211,7 +278,8 @@ void Server::SubTLevelsExchange() {
     }
     return;
   }
-  if (tl.partner_addr.empty() || up_->tlx_fd < 0) return fail("no image exchange address for partner host " + tl.partner);
+  if (!(tl.levels & kTL2)) return SubTLevelsEncode();
+  if (tl.partner_addr.empty() || up_->tlp_fd < 0) return fail("no image exchange address for partner host " + tl.partner);
   const double t0 = MonotonicSeconds();
   Status sent;
   std::vector<TlxFile> files;
@@ -219,7 +287,7 @@ void Server::SubTLevelsExchange() {
   Status got = Status::OK();
   std::vector<TlxFile> received;
   if (!tl.from.empty())
-    got = TlxReceive(up_->tlx_fd, secret_, tl.gen, tl.from,
+    got = TlxReceive(up_->tlp_fd, secret_, tl.gen, tl.from,
                      tl.dir + "/partner-" + tl.from, kExchangeTimeout, &received);
   sender.join();
   if (!sent.ok()) return fail("copy to partner host " + tl.partner + ": " + sent.ToString());
@@ -227,6 +295,9 @@ void Server::SubTLevelsExchange() {
   for (size_t i = 0; i < files.size() && i < paths.size(); i++) tl.xxh[paths[i]] = files[i].xxh3;
   Log(2, "generation %llu: %zu image(s) sent to %s, %zu received from %s in %.3f s", (unsigned long long)tl.gen,
       files.size(), tl.partner.c_str(), received.size(), tl.from.c_str(), MonotonicSeconds() - t0);
+  // L2 and L3: the partner copies first (every host does, on its own listener, so no host waits for another's
+  // parity exchange), then the group's.
+  if (tl.levels & kTL3) SubTLevelsEncode();
 }
 
 // Sub, L3: every member sends its images to every other member of its group while it receives theirs
@@ -244,9 +315,9 @@ void Server::SubTLevelsEncode() {
   std::vector<std::string> paths;
   for (const auto& im : up_->images) {
     uint64_t h = 0;
-    Status s = FileXxh3(im.image, &h);
+    Status s = tl.xxh.count(im.image) ? Status::OK() : FileXxh3(im.image, &h);  // known after an L2 exchange
     if (!s.ok()) return fail(s.ToString());
-    tl.xxh[im.image] = h;
+    if (!tl.xxh.count(im.image)) tl.xxh[im.image] = h;
     paths.push_back(im.image);
   }
   const double t0 = MonotonicSeconds();
@@ -295,7 +366,8 @@ void Server::SubTLevelsEncode() {
       MonotonicSeconds() - t0);
 }
 
-// Sub, at a successful resume: the background L4 copy, then pruning of old local generations.
+// Sub, at a successful resume: the background L4 copy, then pruning per level: this host's old local
+// generations, and the checkpoint directory's (every host does it after its copy; TPruneGlobal).
 void Server::SubTLevelsResumed() {
   auto tl = up_->tl;
   if (!(tl.levels & kTL1)) return;
@@ -311,7 +383,8 @@ void Server::SubTLevelsResumed() {
         if (!s.ok()) Log(1, "generation %llu: L4 copy: %s", (unsigned long long)tl.gen, s.ToString().c_str());
       }
     }
-    TPruneLocal(hostjob, ckpt_dir, 2);
+    TPruneLocal(hostjob, ckpt_dir, (size_t)tl.keep);
+    TPruneGlobal(ckpt_dir, (size_t)tl.keep);
   });
 }
 

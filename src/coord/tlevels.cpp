@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "applevel/levels.h"
+#include "coord/manifest.h"
 #include "core/env.h"
 #include "storage/placement.h"
 
@@ -27,6 +28,14 @@ unsigned TLevelsConfig::LevelsFor(uint64_t g) const {
   return p.LevelsFor(g);
 }
 
+unsigned TLevelsConfig::AnyLevels() const {
+  applevel::LevelPolicy p;
+  if (spec.empty() || !applevel::LevelPolicy::Parse(spec, &p).ok()) return 0;
+  unsigned l = 0;
+  for (const auto& r : p.rules) l |= r.levels;
+  return l;
+}
+
 Status LoadTLevelsConfig(TLevelsConfig* out) {
   *out = TLevelsConfig();
   const char* spec = getenv("REVIVE_LEVELS");
@@ -36,13 +45,9 @@ Status LoadTLevelsConfig(TLevelsConfig* out) {
   applevel::LevelPolicy p;
   Status s = applevel::LevelPolicy::Parse(spec, &p);
   if (!s.ok()) return s;
-  for (const auto& r : p.rules)
-    for (const auto& q : p.rules)
-      if (((r.levels | q.levels) & (kTL2 | kTL3)) == (kTL2 | kTL3))
-        return Status::InvalidArgument(std::string("REVIVE_LEVELS=") + spec +
-                                       ": a transparent generation goes to L2 or to L3, not both");
   for (auto [name, field, lo, hi] : {std::tuple{"REVIVE_GROUP_SIZE", &out->group_size, 2, 255},
-                                     std::tuple{"REVIVE_PARITY", &out->parity, 1, 32}}) {
+                                     std::tuple{"REVIVE_PARITY", &out->parity, 1, 32},
+                                     std::tuple{"REVIVE_KEEP", &out->keep, 1, 1000000}}) {
     const char* v = getenv(name);
     if (v == nullptr || *v == '\0') continue;
     char* end = nullptr;
@@ -201,6 +206,51 @@ void TPruneLocal(const std::string& host_job_dir, const std::string& ckpt_dir, s
     }
     std::error_code ec;
     std::filesystem::remove_all(host_job_dir + "/ckpt-" + std::to_string(g), ec);
+  }
+}
+
+void TPruneGlobal(const std::string& ckpt_dir, size_t keep) {
+  Env* env = Env::Default();
+  std::vector<uint64_t> gens;  // newest first
+  if (keep == 0 || !ListCompleteGenerations(env, ckpt_dir, &gens).ok()) return;
+  struct Gen {
+    uint64_t g;
+    Manifest m;
+    bool l4 = true;  // every image in ckpt-<G>/
+  };
+  std::vector<Gen> all;
+  for (uint64_t g : gens) {
+    Gen x{g, {}};
+    if (!ReadManifest(env, GenerationDir(ckpt_dir, g) + "/MANIFEST.json", &x.m).ok()) continue;
+    const unsigned lv = ParseTLevelNames(x.m.levels);
+    x.l4 = !x.m.procs.empty() && (!(lv & kTL1) || (lv & kTL4));
+    for (const auto& p : x.m.procs) {
+      struct stat st;
+      if (x.l4 && stat((GenerationDir(ckpt_dir, g) + "/" + p.image).c_str(), &st) != 0) x.l4 = false;
+    }
+    all.push_back(std::move(x));
+  }
+  size_t l4_newer = 0, local_newer = 0;  // complete generations newer than the one looked at, per level
+  for (const Gen& x : all) {              // newest first
+    const unsigned lv = ParseTLevelNames(x.m.levels);
+    const bool leveled = lv & kTL1;
+    const bool l4_old = l4_newer >= keep, local_old = local_newer >= keep;
+    if (x.l4) l4_newer++;
+    if (leveled) local_newer++;
+    if (!leveled) continue;
+    const std::string dir = GenerationDir(ckpt_dir, x.g);
+    // No level restores it any more. An L4 copy still under way (or failed) is waited for until `keep`
+    // newer ones are complete: it may become the newest complete L4 generation.
+    if (local_old && (l4_old || !(lv & kTL4))) {
+      unlink((dir + "/MANIFEST.json").c_str());  // first: a removal cut short leaves no generation to try
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    } else if (l4_old) {  // its local pieces are still kept; its L4 copy (complete or not) is superseded
+      for (const auto& p : x.m.procs) {
+        unlink((dir + "/" + p.image).c_str());
+        unlink((dir + "/." + p.image + ".tmp").c_str());
+      }
+    }
   }
 }
 

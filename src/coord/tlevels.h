@@ -21,12 +21,15 @@ struct TLevelsConfig {
   std::string local_root;  // REVIVE_LOCAL_PATH, else /dev/shm/revive-<uid>
   int group_size = 4;      // REVIVE_GROUP_SIZE: hosts per L3 group
   int parity = 1;          // REVIVE_PARITY: m (1 = XOR, >= 2 = Reed-Solomon)
+  int keep = 2;            // REVIVE_KEEP: complete generations kept per level (the library's option)
   // The levels generation g goes to (0 when off).
   unsigned LevelsFor(uint64_t g) const;
+  // The union of every rule's levels (0 when off).
+  unsigned AnyLevels() const;
 };
 
-// Reads REVIVE_LEVELS / REVIVE_LOCAL_PATH / REVIVE_GROUP_SIZE / REVIVE_PARITY; InvalidArgument quoting a
-// malformed policy. A version with both L2 and L3 is refused (one exchange per generation).
+// Reads REVIVE_LEVELS / REVIVE_LOCAL_PATH / REVIVE_GROUP_SIZE / REVIVE_PARITY / REVIVE_KEEP; InvalidArgument quoting a
+// malformed policy.
 Status LoadTLevelsConfig(TLevelsConfig* out);
 
 std::string TLevelNames(unsigned levels);               // "L1+L2+L4"
@@ -60,5 +63,16 @@ Status TCopyDurable(const std::string& src, const std::string& dst_dir);
 // Keeps the `keep` newest generations under host_job_dir that are complete (ckpt_dir/ckpt-<G>/MANIFEST.json)
 // and everything newer than the newest complete one (in progress); removes the rest. Best effort.
 void TPruneLocal(const std::string& host_job_dir, const std::string& ckpt_dir, size_t keep);
+
+// The checkpoint directory per level (the rule: old versions are removed at a level only after
+// newer ones are complete there). L4: a generation is complete when its MANIFEST exists and every image it
+// lists is in ckpt-<G>/ (copies land under a temporary name, so a present image is whole); the images of
+// generations older than the `keep`-th newest complete one are removed. Local levels: a generation with L1
+// is complete there when its MANIFEST exists; once it is older than the `keep`-th newest such one (the
+// hosts prune their pieces by the same rule, TPruneLocal) and it holds no kept L4 copy, nothing restores
+// it and ckpt-<G>/ goes (MANIFEST included, so a restart does not try it). Generations without L1 are
+// left alone (as without levels). Called by every host after its L4 copy, concurrently: each decides
+// from what is complete, which only grows, so they agree or one removes less. Best effort.
+void TPruneGlobal(const std::string& ckpt_dir, size_t keep);
 
 }  // namespace revive::coord

@@ -4,22 +4,31 @@
 a network namespace whose node-local storage is <work>/local/<host>/. Checkpointed, SIGKILLed, some hosts'
 local storage wiped or damaged, restarted with `revive restart --hosts`; every output is compared byte for
 byte with an uninterrupted run and the exit status with its. Cases:
-  partner   L1+L2: host 2 wiped; its image comes from its partner over a socket (stderr names it).
+  partner   L1+L2: host 2 wiped; its image comes from its partner over a socket (stderr names it). Before,
+            `revive verify` seeing only host 1's storage says the others' pieces are not checked (exit 3).
   corrupt   L1+L2: host 2 wiped and its partner copy of generation 2 damaged: detected, named, not used;
             generation 1 restores from its partner copy.
   fallback  L1+L2,L4@2: generations 1-3; two hosts wiped (a host and its partner): generation 3 cannot be
-            restored (the message names the image and what is missing); generation 2 from L4 and L1."""
+            restored (the message names the image and what is missing); generation 2 from L4 and L1.
+  prune     L1+L2,L4@2 with REVIVE_KEEP=3, generations 1-9: each level keeps its 3 newest complete
+            generations (hosts: 7-9; checkpoint directory: L4 copies of 4, 6, 8; manifests of 4 and 6-9, the
+            rest removed); then every host wiped: generation 9 cannot be restored, 8 comes from L4.
+  both      L1+L2+L3 (a partner copy and XOR parity in one generation): host 2 wiped; its image comes from
+            its partner copy.
+  both_parity  L1+L2+L3: host 2 wiped and its partner copy of generation 2 damaged: named, not used; the
+            image is rebuilt from the group's parity (generation 2 still restores).
+  (xor, xor_parity, xor_two, rs_two, here: see the CMakeLists.)"""
 import json, os, shutil, signal, subprocess, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hosts"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import *
-from tlv import N, Setup
+from tlv import N, Setup, check_like_reference, run_reference
 
 
 def main():
     ap = hosts_parser()
     ap.add_argument("--worker", required=True)
-    ap.add_argument("--case", required=True, choices=["partner", "corrupt", "fallback", "xor", "xor_parity", "xor_two", "rs_two", "here"])
+    ap.add_argument("--case", required=True, choices=["partner", "corrupt", "fallback", "prune", "both", "both_parity", "xor", "xor_parity", "xor_two", "rs_two", "here"])
     a = ap.parse_args()
     with_namespaces(a, "rvt", "10.85", N, lambda rng, seed, prefix, net: test(a, rng, seed, prefix, net))
 
@@ -36,23 +45,61 @@ def damage(path):
     data[len(data) // 2] ^= 0x40
     open(path, "r+b").write(bytes(data))
 
+def check_pruned(ck, local, hosts, job_dir):
+    """REVIVE_KEEP=3, L1+L2,L4@2, generations 1-9 (L4: 2 4 6 8): each level keeps its 3 newest complete
+    generations. The hosts' last pruning runs in the background after the L4 copy: waited for."""
+    want_dirs, want_l4 = [4, 6, 7, 8, 9], [4, 6, 8]
+    deadline = time.time() + 20
+    while True:
+        dirs = sorted(int(d[5:]) for d in os.listdir(ck) if d.startswith("ckpt-"))
+        l4 = [g for g in dirs if len([f for f in os.listdir(os.path.join(ck, "ckpt-%d" % g)) if f.endswith(".rimg")]) == N]
+        partial = [g for g in dirs if g not in l4 and [f for f in os.listdir(os.path.join(ck, "ckpt-%d" % g)) if f.endswith(".rimg")]]
+        manifests = [g for g in dirs if os.path.isfile(os.path.join(ck, "ckpt-%d" % g, "MANIFEST.json"))]
+        on_hosts = {h: sorted(os.listdir(job_dir(local, h))) for h in hosts}
+        got = (dirs, l4, partial, manifests, on_hosts)
+        want = (want_dirs, want_l4, [], want_dirs, {h: ["ckpt-7", "ckpt-8", "ckpt-9"] for h in hosts})
+        if got == want:
+            return
+        if time.time() > deadline:
+            fail("after generations 1-9 with REVIVE_KEEP=3: checkpoint directory generations %s, complete L4 copies in %s, "
+                 "partial ones in %s, manifests in %s, hosts keep %s; want %s" % (got + (want,)))
+        time.sleep(0.1)
+
+def check_unseen(revive, ck, local, hosts, env, gens, workdir):
+    """revive verify where only this machine's own host's storage is visible (REVIVE_HOST_ID=hosts[0], a
+    local root holding only its directory): the other hosts' pieces are "not checked", named per host, never
+    "missing"; the exit status (3) says the newest generation cannot be checked from here."""
+    view = os.path.join(workdir, "view")
+    os.makedirs(view)
+    os.symlink(os.path.join(local, hosts[0]), os.path.join(view, hosts[0]))
+    r = run([revive, "verify", ck, "--local", view], env=dict(env, REVIVE_HOST_ID=hosts[0]), timeout=60)
+    row = next((l.split() for l in r.stdout.splitlines() if l.split()[:1] == [str(gens)]), [])
+    said = ["L1 not checked: host(s) %s, %s: their node-local storage (%s/<host>) is not visible" % (hosts[1], hosts[2], view),
+            "L2 not checked: host(s) "]
+    if r.returncode != 3 or row[3:5] != ["unchecked", "unchecked"] or "missing or damaged" in r.stdout \
+            or [x for x in said if x not in r.stdout] or "cannot be checked from here" not in r.stderr:
+        fail("revive verify with only %s's storage visible: rc %d (want 3), generation %d row %s (want L1 and L2 "
+             "unchecked, nothing missing):\n%s%s" % (hosts[0], r.returncode, gens, row, r.stdout, r.stderr))
+
 def test(a, rng, seed, prefix, net):
     print("seed %d" % seed, flush=True)
-    levels = {"partner": "L1+L2", "corrupt": "L1+L2", "fallback": "L1+L2,L4@2", "xor": "L1+L3", "here": "L1+L2",
+    levels = {"partner": "L1+L2", "corrupt": "L1+L2", "fallback": "L1+L2,L4@2", "prune": "L1+L2,L4@2", "xor": "L1+L3",
+              "here": "L1+L2", "both": "L1+L2+L3", "both_parity": "L1+L2+L3",
               "xor_parity": "L1+L3", "xor_two": "L1+L3,L4", "rs_two": "L1+L3"}[a.case]
-    xor = "L3" in levels
+    xor, l2 = "L3" in levels, "L2" in levels
     parity = 2 if a.case == "rs_two" else 1
-    t = Setup(a, rng, prefix, net, levels, "case " + a.case, REVIVE_GROUP_SIZE="3", REVIVE_PARITY=str(parity))
+    extra = {"REVIVE_KEEP": "3"} if a.case == "prune" else {}
+    t = Setup(a, rng, prefix, net, levels, "case " + a.case, REVIVE_GROUP_SIZE="3", REVIVE_PARITY=str(parity), **extra)
     hosts, port, ck, ref, rund, local, revive, env = t.hosts, t.port, t.ck, t.ref, t.rund, t.local, t.revive, t.env
-    script = 'exec "$0" $((260 + 13 * REVIVE_LAUNCH_INDEX)) 2 > out-$REVIVE_LAUNCH_INDEX'
-    ref_rc = [subprocess.run(["bash", "-c", script, os.path.abspath(a.worker)], cwd=ref, timeout=120,
-                             env=dict(os.environ, REVIVE_LAUNCH_INDEX=str(i))).returncode for i in range(N)]
+    rounds = 600 if a.case == "prune" else 260  # prune: nine checkpoints before the kill
+    script = 'exec "$0" $((%d + 13 * REVIVE_LAUNCH_INDEX)) 2 > out-$REVIVE_LAUNCH_INDEX' % rounds
+    ref_rc = run_reference(a.worker, ref, script, N)
 
     opts = []
     if a.case == "xor":  # the policy from --levels instead of the environment; bad ones refused first
         env.pop("REVIVE_LEVELS")
         opts = ["--levels", levels]
-        for bad, why in (("L1+L5", "'L5' is not a level"), ("L1+L2,L3@2", "goes to L2 or to L3, not both")):
+        for bad, why in (("L1+L5", "'L5' is not a level"), ("L1+L2@2", "no rule applies to every version")):
             r = run([revive, "launch", "--levels", bad] + t.placement + ["--ckpt-dir", ck, "--", "/bin/true"],
                     env=env, timeout=30)
             if r.returncode != 2 or why not in r.stderr or status(revive, port, ck, env).returncode == 0:
@@ -62,14 +109,14 @@ def test(a, rng, seed, prefix, net):
     lerr = open(os.path.join(a.workdir, "launch-stderr"), "wb")
     lp = subprocess.Popen(cmd, cwd=rund, stdout=lerr, stderr=lerr, stdin=subprocess.DEVNULL, env=env)
     wait_procs(revive, port, ck, env, N, procs=[lp])
-    gens = 3 if a.case == "fallback" else 2
+    gens = {"fallback": 3, "prune": 9}.get(a.case, 2)
     for g in range(1, gens + 1):
-        time.sleep(rng.uniform(0.1, 0.4))
+        time.sleep(rng.uniform(0.02, 0.1) if a.case == "prune" else rng.uniform(0.1, 0.4))
         m, secs = checkpoint(revive, port, ck, env, g, N)
         print("generation %d in %.3f s" % (g, secs), flush=True)
     index = {q["upid"]: int(environ(q["pid"]).get(b"REVIVE_LAUNCH_INDEX", b"-1")) for q in m["processes"]}
     st = m.get("storage")
-    want = {"xor_two": "L1+L3+L4"}.get(a.case, "L1+L3" if xor else "L1+L2")  # the newest generation's
+    want = levels.split(",")[0] + ("+L4" if a.case == "xor_two" else "")  # the newest generation's
     if not st or st.get("levels") != want:
         fail("MANIFEST.json of generation %d records storage %r, want levels %s" % (gens, st, want))
     for q in m["processes"]:  # every image on its host, its copy or parity on the others, none in the ckpt dir
@@ -85,9 +132,9 @@ def test(a, rng, seed, prefix, net):
             for f in ("parity", "parity.meta"):
                 if not os.path.isfile(os.path.join(gdir, f)):
                     fail("%s/%s is missing" % (gdir, f))
-            if [d for d in os.listdir(gdir) if d.startswith(".l3") or d.startswith("partner-")]:
+            if [d for d in os.listdir(gdir) if d.startswith(".l3") or (d.startswith("partner-") and not l2)]:
                 fail("%s keeps other hosts' images: %s" % (gdir, os.listdir(gdir)))
-        else:
+        if l2:
             if q.get("l2") in ("", q["host"]):
                 fail("manifest entry %s: want a partner on another host" % q)
             copy = os.path.join(job_dir(local, q["l2"]), "ckpt-%d" % gens, "partner-" + q["host"], q["image"])
@@ -99,16 +146,19 @@ def test(a, rng, seed, prefix, net):
     # host's directory, like the library's tools).
     r = run([revive, "ls", ck], env=env, timeout=60)
     row = next((l.split() for l in r.stdout.splitlines() if l.split()[:1] == [str(gens)]), [])
-    if r.returncode != 0 or row[3:4] != ["complete"] or row[5 if xor else 4] != "complete":
-        fail("revive ls %s: rc %d, generation %d row %s, want L1 and %s complete:\n%s%s" %
-             (ck, r.returncode, gens, row, "L3" if xor else "L2", r.stdout, r.stderr))
+    cols = [3] + ([4] if l2 else []) + ([5] if xor else [])
+    if r.returncode != 0 or [row[c] if c < len(row) else "" for c in cols] != ["complete"] * len(cols):
+        fail("revive ls %s: rc %d, generation %d row %s, want %s complete:\n%s%s" %
+             (ck, r.returncode, gens, row, want, r.stdout, r.stderr))
     if "L4" in levels:  # copied by the hosts in the background
-        l4 = 2 if a.case == "fallback" else gens
+        l4 = gens - gens % 2 if "L4@2" in levels else gens
         deadline = time.time() + 20
         while len([f for f in os.listdir(os.path.join(ck, "ckpt-%d" % l4)) if f.endswith(".rimg")]) < N:
             if time.time() > deadline:
                 fail("generation %d's images did not reach the checkpoint directory (L4)" % l4)
             time.sleep(0.05)
+    if a.case == "prune":
+        check_pruned(ck, local, hosts, job_dir)
     for q in m["processes"]:
         if lp.poll() is not None:
             fail("the computation ended before it was killed; give the worker more rounds")
@@ -121,6 +171,8 @@ def test(a, rng, seed, prefix, net):
     if a.case == "fallback" and os.path.exists(os.path.join(job_dir(local, hosts[0]), "ckpt-1")):
         fail("host %s still keeps generation 1 after generations 2 and 3 completed" % hosts[0])
 
+    if a.case == "partner":
+        check_unseen(revive, ck, local, hosts, env, gens, a.workdir)
     by_host = {q["host"]: q for q in m["processes"]}
     victim = by_host[hosts[1]]
     def who(q, how):
@@ -140,7 +192,13 @@ def test(a, rng, seed, prefix, net):
                                       "using the checkpoint directory (L4)" % (hosts[0], hosts[1])]),
         "rs_two": (hosts[:2], None, [rebuilt(by_host[hosts[0]]), rebuilt(victim)]),
         "here": ([], None, []),
+        "both": ([hosts[1]], None, [who(victim, "using partner copy from " + victim.get("l2", ""))]),
+        "both_parity": ([hosts[1]], (victim.get("l2"), "partner-%s/%s" % (hosts[1], victim["image"])),
+                        [who(victim, "partner copy on %s damaged (checksum mismatch), not used, rebuilt from its "
+                                     "group's parity (hosts %s)" % (victim.get("l2"), victim.get("l3")))]),
     }
+    plan["prune"] = (hosts, None, ["generation 9 cannot be restored from any level",
+                                   "restarting from generation 8 (newest complete: 9)", "using the checkpoint directory (L4)"])
     if a.case in plan:
         wiped, damaged, expect = plan[a.case]
         for h in wiped:
@@ -160,8 +218,12 @@ def test(a, rng, seed, prefix, net):
     # revive verify: the lost L1 copies named; exit 1 only when no level holds an image of the newest generation.
     r = run([revive, "verify", ck], env=env, timeout=60)
     want_rc = 1 if a.case in ("fallback", "corrupt", "xor_parity") else 0  # the newest generation is lost
+    if a.case == "prune":  # no host's directory left: lost or on other machines, verify cannot tell (exit 3)
+        want_rc = 3
     l1 = next((l for l in r.stdout.splitlines() if l.strip().startswith("L1 missing or damaged:")), "")
     named = a.case in ("fallback", "here") or "upid %d (host %s)" % (victim["upid"], hosts[1]) in l1
+    if a.case == "prune":
+        named = "L1 not checked: host(s) %s: their node-local storage" % ", ".join(sorted(hosts)) in r.stdout
     if r.returncode != want_rc or not named:
         fail("revive verify %s: rc %d (want %d):\n%s%s" % (ck, r.returncode, want_rc, r.stdout, r.stderr))
     rcmd = [revive, "restart"] + (["--port", str(port)] if a.case == "here" else t.placement) + [ck]
@@ -174,14 +236,7 @@ def test(a, rng, seed, prefix, net):
     for e in expect:
         if e not in err:
             fail("restart stderr does not say %r" % e)
-    first = next((ref_rc[index[q["upid"]]] for q in m["processes"] if ref_rc[index[q["upid"]]] != 0), 0)
-    if rp.returncode != first:
-        fail("revive restart exited %d, want %d" % (rp.returncode, first))
-    for i in range(N):
-        if open(os.path.join(ref, "out-%d" % i), "rb").read() != open(os.path.join(rund, "out-%d" % i), "rb").read():
-            fail("copy %d: output differs from the uninterrupted run" % i)
-    if not coordinator_gone(revive, port, ck, env):
-        fail("restart's coordinator did not exit")
+    check_like_reference(revive, port, ck, env, m, index, ref_rc, rp.returncode, ref, rund, N)
     shutil.rmtree(a.workdir, ignore_errors=True)
     print("OK: case %s, restarted in %.2f s, outputs identical, exit %d" % (a.case, time.time() - t0, rp.returncode),
           flush=True)

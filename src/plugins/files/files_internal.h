@@ -19,6 +19,8 @@ struct FilesPolicy {
   int64_t delta_bytes; // REVIVE_FILES_DELTA_MB: files this large or larger are saved by blocks (0: never)
   char local[1024];    // REVIVE_LOCAL_DIRS: ':'-separated absolute directories ("" = none)
   char records[512];   // revive's per-user runtime records (launch/user_record.cpp): never walked
+  char levels[512];    // multi-level storage's node-local root (REVIVE_LOCAL_PATH, else /dev/shm/revive-<uid>):
+                       // revive's own images and pieces, never walked (else each image holds the older ones)
   bool displace;       // REVIVE_FILES_AFTER=move (default) | keep: files born after the checkpoint in the
                        // root's working directory, and in another process's when it lies below the
                        // launch's, are moved aside at restore

@@ -14,7 +14,7 @@
 
 namespace revive::plugins {
 
-FilesPolicy g_files = {true, kDefaultFilesMaxBytes, kDefaultFilesDeltaBytes, "/tmp:/var/tmp:/dev/shm", "", true, false, 0, 0, ""};
+FilesPolicy g_files = {true, kDefaultFilesMaxBytes, kDefaultFilesDeltaBytes, "/tmp:/var/tmp:/dev/shm", "", "", true, false, 0, 0, ""};
 
 namespace {
 
@@ -92,6 +92,12 @@ int files_init() {
     snprintf(g_files.records, sizeof g_files.records, "/tmp/revive-%u", unsigned(getuid()));
   if (const char* v = getenv("REVIVE_LAUNCH_CWD"); v && *v == '/' && strlen(v) < sizeof g_files.launch_cwd)
     memcpy(g_files.launch_cwd, v, strlen(v) + 1);
+  // Where multi-level storage keeps images and pieces (coord/tlevels.cpp, applevel options: same default).
+  const char* lp = getenv("REVIVE_LOCAL_PATH");
+  if (lp && *lp == '/' && strlen(lp) < sizeof g_files.levels)
+    snprintf(g_files.levels, sizeof g_files.levels, "%s", lp);
+  else
+    snprintf(g_files.levels, sizeof g_files.levels, "/dev/shm/revive-%u", unsigned(getuid()));
   int64_t root = 0, t0 = 0;
   if (parse_i64(getenv("REVIVE_LAUNCH_ROOT"), 1, 1LL << 31, &root) && root == getpid() &&
       parse_i64(getenv("REVIVE_LAUNCH_T0"), 1, INT64_MAX, &t0)) {

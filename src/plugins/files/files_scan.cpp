@@ -38,6 +38,8 @@ struct Walk {
   ino_t ckpt_ino;
   dev_t rec_dev;  // revive's per-user records directory
   ino_t rec_ino;
+  dev_t lvl_dev;  // multi-level storage's node-local root
+  ino_t lvl_ino;
   int dirs;
   bool stopped;
   int rc;
@@ -92,6 +94,7 @@ void walk(Walk& w, int dirfd, int depth) {
   if (fstat(dirfd, &dst) != 0) return;
   if (dst.st_dev == w.ckpt_dev && dst.st_ino == w.ckpt_ino) return;  // revive's own checkpoints
   if (dst.st_dev == w.rec_dev && dst.st_ino == w.rec_ino) return;    // and its records
+  if (dst.st_dev == w.lvl_dev && dst.st_ino == w.lvl_ino) return;    // and its node-local images and pieces
   bool fresh = at_or_after_launch(dst.st_mtim.tv_sec, dst.st_mtim.tv_nsec);
   size_t base = strlen(w.path);
   char* buf = g_bufs[depth];
@@ -162,6 +165,12 @@ int files_scan(Out& out) {
   if (g_files.records[0] && stat(g_files.records, &cst) == 0) {
     w.rec_dev = cst.st_dev;
     w.rec_ino = cst.st_ino;
+  }
+  w.lvl_dev = 0;
+  w.lvl_ino = 0;
+  if (g_files.levels[0] && stat(g_files.levels, &cst) == 0) {
+    w.lvl_dev = cst.st_dev;
+    w.lvl_ino = cst.st_ino;
   }
   for (const char* d = g_files.local; *d && w.rc == 0;) {
     const char* e = strchr(d, ':');
