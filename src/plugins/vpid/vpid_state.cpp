@@ -183,11 +183,16 @@ pid_t self_tid() {
 
 uint32_t epoch() { return __atomic_load_n(&g_epoch, __ATOMIC_ACQUIRE); }
 
+namespace {
+// Whether a siginfo's si_pid names a sending process (kill, sigqueue, tgkill, a message queue, SIGCHLD's
+// child) rather than something else or nothing.
+bool names_sender(int signo, int code) {
+  return code == SI_USER || code == SI_QUEUE || code == SI_TKILL || code == SI_MESGQ || signo == SIGCHLD;
+}
+}  // namespace
+
 pid_t virtual_sender(int signo, int code, pid_t pid) {
-  if (!active() || pid <= 0) return pid;
-  if (code == SI_USER || code == SI_QUEUE || code == SI_TKILL || code == SI_MESGQ || signo == SIGCHLD)
-    return to_virt(pid);
-  return pid;
+  return active() && pid > 0 && names_sender(signo, code) ? to_virt(pid) : pid;
 }
 
 void virtual_siginfo(siginfo_t* info) {
@@ -195,9 +200,7 @@ void virtual_siginfo(siginfo_t* info) {
 }
 
 void real_siginfo(siginfo_t* info) {
-  if (!active() || !info || info->si_pid <= 0) return;
-  const int c = info->si_code;
-  if (c == SI_USER || c == SI_QUEUE || c == SI_TKILL || c == SI_MESGQ || info->si_signo == SIGCHLD)
+  if (active() && info && info->si_pid > 0 && names_sender(info->si_signo, info->si_code))
     info->si_pid = to_real(info->si_pid);
 }
 
@@ -233,9 +236,7 @@ pid_t to_virt_since(pid_t r, uint32_t ep) {
 }
 
 void virtual_siginfo_since(siginfo_t* info, uint32_t ep) {
-  if (!info || info->si_pid <= 0) return;
-  const int c = info->si_code;
-  if (c == SI_USER || c == SI_QUEUE || c == SI_TKILL || c == SI_MESGQ || info->si_signo == SIGCHLD)
+  if (info && info->si_pid > 0 && names_sender(info->si_signo, info->si_code))
     info->si_pid = to_virt_since(info->si_pid, ep);
 }
 
