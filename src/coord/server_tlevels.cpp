@@ -179,12 +179,7 @@ void Server::TLevelsResumedHere() {
   auto done = std::make_shared<std::atomic<bool>>(false);
   std::thread t([levels = cur_levels_, gen = cur_gen_, keep = (size_t)tl_.keep, images, hostjobs,
                  ckpt_dir = o_.ckpt_dir, done] {
-    if (levels & kTL4)
-      for (const std::string& src : images)
-        if (Status s = TCopyDurable(src, GenerationDir(ckpt_dir, gen)); !s.ok())
-          Log(1, "generation %llu: L4 copy: %s", (unsigned long long)gen, s.ToString().c_str());
-    for (const std::string& hj : hostjobs) TPruneLocal(hj, ckpt_dir, keep);
-    TPruneGlobal(ckpt_dir, keep);
+    TFlushAndPrune(levels, gen, images, hostjobs, ckpt_dir, keep);
     done->store(true);
   });
   tl_background_.emplace_back(std::move(t), std::move(done));
@@ -376,15 +371,7 @@ void Server::SubTLevelsResumed() {
   const std::string ckpt_dir = o_.ckpt_dir;
   const std::string hostjob = tl.dir.substr(0, tl.dir.find_last_of('/'));
   up_->background.emplace_back([tl, images, ckpt_dir, hostjob] {
-    if (tl.levels & kTL4) {
-      const std::string dst = ckpt_dir + "/ckpt-" + std::to_string(tl.gen);
-      for (const std::string& src : images) {
-        Status s = TCopyDurable(src, dst);
-        if (!s.ok()) Log(1, "generation %llu: L4 copy: %s", (unsigned long long)tl.gen, s.ToString().c_str());
-      }
-    }
-    TPruneLocal(hostjob, ckpt_dir, (size_t)tl.keep);
-    TPruneGlobal(ckpt_dir, (size_t)tl.keep);
+    TFlushAndPrune(tl.levels, tl.gen, images, {hostjob}, ckpt_dir, (size_t)tl.keep);
   });
 }
 

@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "applevel/levels.h"
+#include "coord/log.h"
 #include "coord/manifest.h"
 #include "core/env.h"
 #include "storage/placement.h"
@@ -252,6 +253,16 @@ void TPruneGlobal(const std::string& ckpt_dir, size_t keep) {
       }
     }
   }
+}
+
+void TFlushAndPrune(unsigned levels, uint64_t gen, const std::vector<std::string>& images,
+                    const std::vector<std::string>& host_job_dirs, const std::string& ckpt_dir, size_t keep) {
+  if (levels & kTL4)
+    for (const std::string& src : images)
+      if (Status s = TCopyDurable(src, GenerationDir(ckpt_dir, gen)); !s.ok())
+        Log(1, "generation %llu: L4 copy: %s", (unsigned long long)gen, s.ToString().c_str());
+  for (const std::string& hj : host_job_dirs) TPruneLocal(hj, ckpt_dir, keep);
+  TPruneGlobal(ckpt_dir, keep);
 }
 
 }  // namespace revive::coord

@@ -75,4 +75,11 @@ void TPruneLocal(const std::string& host_job_dir, const std::string& ckpt_dir, s
 // from what is complete, which only grows, so they agree or one removes less. Best effort.
 void TPruneGlobal(const std::string& ckpt_dir, size_t keep);
 
+// What a host does after a successful resume, in the background (a sub-coordinator for its host, the root
+// of a one-host computation for its own): copies its images of generation `gen` to ckpt_dir/ckpt-<gen>
+// when `levels` has L4, then prunes each of its host job directories (TPruneLocal) and the checkpoint
+// directory (TPruneGlobal). Failed copies are logged.
+void TFlushAndPrune(unsigned levels, uint64_t gen, const std::vector<std::string>& images,
+                    const std::vector<std::string>& host_job_dirs, const std::string& ckpt_dir, size_t keep);
+
 }  // namespace revive::coord
