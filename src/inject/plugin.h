@@ -125,6 +125,10 @@ constexpr int kJoinTimerTag = 0x4a4f494e;
 // plugin compares it around sleeps and waits that failed with EINTR. The signal plugin has a weak default
 // returning 0, for its tests without the engine.
 uint32_t checkpoint_interruptions();
+// Whether the engine's last signal to the calling thread found it at a `syscall` instruction (a
+// restartable call turned back by the kernel, or one about to start): restored from there, the thread
+// makes the call again. Weak default false in the signal plugin, as above.
+bool checkpoint_cut_at_syscall();
 
 // All plugins, in the order their events run (restore runs in the same order). Defined in plugin_list.cpp.
 extern const Plugin* const kPlugins[];

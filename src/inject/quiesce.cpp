@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <time.h>
+#include <ucontext.h>
 
 #include "inject/engine.h"
 #include "inject/plugin.h"
@@ -87,6 +88,22 @@ void fill_record(image::ThreadRecord* r, int tid) {
 // once a handler ran). Initial-exec TLS: the engine is preloaded, so its block is static, and reading it in
 // a signal handler takes no lock.
 __thread uint32_t t_interruptions __attribute__((tls_model("initial-exec")));
+
+// Whether the engine's last signal found this thread at a `syscall` instruction: the kernel had turned
+// back a restartable call it interrupted (rip moved back onto the instruction, SA_RESTART), or the thread
+// was about to enter one. Either way, a thread restored from that point makes the call again in the new
+// incarnation; otherwise the call (if any) had returned, and an id in its result is the old
+// incarnation's (vpid.h, answered_in). Set with t_interruptions, restored with the thread's TLS.
+__thread bool t_cut_at_syscall __attribute__((tls_model("initial-exec")));
+
+// x86-64 `syscall` is 0f 05. The instruction at rip is mapped and readable (text pages are r-x); the
+// second byte is read only after a 0f, which starts a two-byte opcode, so it is mapped too.
+bool at_syscall_insn(const void* uctx) {
+  const auto* uc = static_cast<const ucontext_t*>(uctx);
+  if (!uc) return false;
+  const auto* ip = reinterpret_cast<const volatile unsigned char*>(uc->uc_mcontext.gregs[REG_RIP]);
+  return ip && ip[0] == 0x0f && ip[1] == 0x05;
+}
 
 // Signals queued to one thread (tgkill, pthread_kill, pthread_sigqueue, a timer aimed at a thread) that
 // it has not taken when the checkpoint parks it. The kernel keeps them in that thread's own queue, which
@@ -229,12 +246,14 @@ void stash_latecomers() {
 }  // namespace
 
 uint32_t checkpoint_interruptions() { return t_interruptions; }
+bool checkpoint_cut_at_syscall() { return t_cut_at_syscall; }
 
-extern "C" void revive_handler(int, void* info, void*) {
+extern "C" void revive_handler(int, void* info, void* uctx) {
   auto* si = static_cast<siginfo_t*>(info);
   int saved_errno = errno;
   // Before anything else, and before the context is saved: a restored thread comes back through the
   // same handler with the incremented value in its restored TLS, so its wrapper retries too.
+  t_cut_at_syscall = at_syscall_insn(uctx);
   t_interruptions = t_interruptions + 1;
   int pid = sys::getpid();
   if (si->si_code != SI_TKILL || si->si_pid != pid) {

@@ -87,8 +87,9 @@ void signalfd_made(int fd) { sigfd_mark(fd); }
 
 // Each whole signalfd_siginfo among the n bytes read from fd into the iovecs: its sender as the program
 // knows it. A record may straddle two iovecs (readv), so its fields are gathered and scattered by offset.
-void signalfd_readv(int fd, const struct iovec* iov, int cnt, long n) {
+void signalfd_readv(int fd, const struct iovec* iov, int cnt, long n, vpid::CallStart c) {
   if (!vpid::active() || !sigfd_is(fd, n)) return;
+  const uint32_t ep = vpid::answered_in(c);
   auto at = [&](long off, void* p, size_t len, bool put) {
     for (int i = 0; i < cnt && len > 0; ++i) {
       const long l = long(iov[i].iov_len);
@@ -111,14 +112,14 @@ void signalfd_readv(int fd, const struct iovec* iov, int cnt, long n) {
     at(r + long(offsetof(signalfd_siginfo, ssi_signo)), &signo, sizeof signo, false);
     at(r + long(offsetof(signalfd_siginfo, ssi_code)), &code, sizeof code, false);
     at(r + long(offsetof(signalfd_siginfo, ssi_pid)), &pid, sizeof pid, false);
-    pid = uint32_t(vpid::virtual_sender(int(signo), code, pid_t(pid)));
+    pid = uint32_t(vpid::virtual_sender_since(int(signo), code, pid_t(pid), ep));
     at(r + long(offsetof(signalfd_siginfo, ssi_pid)), &pid, sizeof pid, true);
   }
 }
 
-void signalfd_read(int fd, void* buf, long n) {
+void signalfd_read(int fd, void* buf, long n, vpid::CallStart c) {
   struct iovec v = {buf, size_t(n)};
-  signalfd_readv(fd, &v, 1, n);
+  signalfd_readv(fd, &v, 1, n, c);
 }
 
 void io_wrappers_init() {
@@ -138,18 +139,28 @@ void io_wrappers_init() {
 using revive::plugins::next_or_enosys;
 using revive::plugins::redo;
 
+// A signalfd read blocks in a restartable call: each attempt notes where it began (vpid.h, answered_in),
+// so that senders are translated with the ids of the incarnation that answered.
 REVIVE_EXPORT ssize_t read(int fd, void* buf, size_t n) {
   auto f = next_or_enosys(&revive::plugins::g_read, "read");
-  ssize_t r = f ? redo(fd, true, [&] { return f(fd, buf, n); }) : -1;
-  if (r > 0) revive::plugins::signalfd_read(fd, buf, r);
+  revive::vpid::CallStart c{};
+  ssize_t r = f ? redo(fd, true, [&] {
+    c = revive::vpid::call_start();
+    return f(fd, buf, n);
+  }) : -1;
+  if (r > 0) revive::plugins::signalfd_read(fd, buf, r, c);
   return r;
 }
 
 // readv: as read (a signalfd reads through read_iter since Linux 6.8, so readv returns records too).
 REVIVE_EXPORT ssize_t readv(int fd, const struct iovec* iov, int cnt) {
   auto f = next_or_enosys(&revive::plugins::g_readv, "readv");
-  ssize_t r = f ? redo(fd, true, [&] { return f(fd, iov, cnt); }) : -1;
-  if (r > 0) revive::plugins::signalfd_readv(fd, iov, cnt, r);
+  revive::vpid::CallStart c{};
+  ssize_t r = f ? redo(fd, true, [&] {
+    c = revive::vpid::call_start();
+    return f(fd, iov, cnt);
+  }) : -1;
+  if (r > 0) revive::plugins::signalfd_readv(fd, iov, cnt, r, c);
   return r;
 }
 

@@ -10,6 +10,7 @@
 namespace revive::inject {
 // For the plugins' tests without the engine; the engine's definition (quiesce.cpp) replaces it.
 __attribute__((weak)) uint32_t checkpoint_interruptions() { return 0; }
+__attribute__((weak)) bool checkpoint_cut_at_syscall() { return false; }
 }  // namespace revive::inject
 
 namespace revive::plugins {

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "plugins/signal/ksig.h"
+#include "plugins/vpid/vpid.h"
 
 namespace revive::plugins {
 
@@ -20,8 +21,9 @@ void io_wrappers_init();
 void signalfd_made(int fd);
 // After read() on fd returned n > 0 bytes into buf (readv: into the iovecs): virtual senders if fd is a
 // signalfd.
-void signalfd_read(int fd, void* buf, long n);
-void signalfd_readv(int fd, const struct iovec* iov, int cnt, long n);
+// `c`: taken as the read that returned began (vpid.h, answered_in: whose kernel ids the records hold).
+void signalfd_read(int fd, void* buf, long n, vpid::CallStart c);
+void signalfd_readv(int fd, const struct iovec* iov, int cnt, long n, vpid::CallStart c);
 
 // The calling thread's counts of interruptions by the engine's signals and of its own handled signals.
 struct Interruptions {

@@ -42,6 +42,8 @@ uint32_t epoch();
 void virtual_siginfo(siginfo_t* info);
 // The same for one sender pid of a signal (signo, si_code), e.g. a signalfd's ssi_pid.
 pid_t virtual_sender(int signo, int code, pid_t pid);
+// The same, for a sender the kernel named in incarnation `ep` (to_virt_since).
+pid_t virtual_sender_since(int signo, int code, pid_t pid, uint32_t ep);
 // A checkpoint's signal reaches a thread as the kernel returns from a system call: a wrapper that got a
 // kernel id from it (a sigtimedwait's sender) may translate it only after a restart, in another
 // incarnation's ids. The checkpoint thread keeps this incarnation's map in the image, once per
@@ -52,6 +54,19 @@ pid_t virtual_sender(int signo, int code, pid_t pid);
 void remember_incarnation();
 pid_t to_virt_since(pid_t real, uint32_t ep);
 void virtual_siginfo_since(siginfo_t* info, uint32_t ep);
+// For calls the kernel restarts (wait4, waitid, a signalfd read): taken right before the call, then
+// answered_in() says which incarnation's kernel ids its result holds. If a restore came between, the
+// result is the new incarnation's when the checkpoint found the thread at the `syscall` instruction
+// (the kernel had turned the blocked call back to be made again, or it was about to be made), else the
+// old one's: the call had returned and the thread was saved before translating.
+struct CallStart {
+  uint32_t ep;
+  uint32_t cuts;
+};
+CallStart call_start();
+uint32_t answered_in(CallStart c);
+// A child the program reaped: its entry leaves the table. `ep` as for to_virt_since.
+void reaped_since(pid_t real, uint32_t ep);
 // The reverse, for a siginfo the program's view was saved in (a pending signal in an image): its sender
 // as the kernel names it now, so that virtual_siginfo gives the program the id it had.
 void real_siginfo(siginfo_t* info);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "inject/fork_path.h"
+#include "inject/plugin.h"
 #include "plugins/common/msg.h"
 #include "plugins/vpid/vpid.h"
 #include "plugins/vpid/vpid_prime.h"
@@ -195,6 +196,10 @@ pid_t virtual_sender(int signo, int code, pid_t pid) {
   return active() && pid > 0 && names_sender(signo, code) ? to_virt(pid) : pid;
 }
 
+pid_t virtual_sender_since(int signo, int code, pid_t pid, uint32_t ep) {
+  return active() && pid > 0 && names_sender(signo, code) ? to_virt_since(pid, ep) : pid;
+}
+
 void virtual_siginfo(siginfo_t* info) {
   if (info) info->si_pid = virtual_sender(info->si_signo, info->si_code, info->si_pid);
 }
@@ -233,6 +238,26 @@ pid_t to_virt_since(pid_t r, uint32_t ep) {
   for (uint32_t i = 0; i < g_prev.n; ++i)
     if (uint32_t(g_prev.w[i]) == uint32_t(r)) return pid_t(uint32_t(g_prev.w[i] >> 32));
   return r;
+}
+
+CallStart call_start() { return {epoch(), inject::checkpoint_interruptions()}; }
+
+uint32_t answered_in(CallStart c) {
+  const uint32_t now = epoch();
+  if (now == c.ep || inject::checkpoint_interruptions() == c.cuts) return now;
+  return inject::checkpoint_cut_at_syscall() ? now : c.ep;
+}
+
+void reaped_since(pid_t real, uint32_t ep) {
+  if (!active() || real <= 0) return;
+  if (ep == epoch()) {
+    g_table.remove_real(uint32_t(real));
+    return;
+  }
+  // Reaped in the old incarnation, just before the checkpoint: whatever entry the restored table has
+  // for its virtual id is stale, while `real` may now be another process's kernel id.
+  const pid_t v = to_virt_since(real, ep);
+  if (v > 0) g_table.remove_virt(uint32_t(v));
 }
 
 void virtual_siginfo_since(siginfo_t* info, uint32_t ep) {

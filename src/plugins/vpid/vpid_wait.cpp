@@ -27,28 +27,30 @@ VPID_PRIME(g_waitpid, "waitpid")
 VPID_PRIME(g_wait4, "wait4")
 VPID_PRIME(g_waitid, "waitid")
 
-// A pid the kernel returned with this status: the program's id; reaped unless stopped/continued.
-pid_t back(pid_t r, int status) {
+// A pid the kernel returned with this status, in the incarnation `ep` (vpid.h, answered_in): the
+// program's id; reaped unless stopped/continued.
+pid_t back(pid_t r, int status, uint32_t ep) {
   if (r <= 0 || !vpid::active()) return r;
-  pid_t v = vpid::to_virt(r);
-  if (!WIFSTOPPED(status) && !WIFCONTINUED(status)) vpid::reaped(r);
+  pid_t v = vpid::to_virt_since(r, ep);
+  if (!WIFSTOPPED(status) && !WIFCONTINUED(status)) vpid::reaped_since(r, ep);
   return v;
 }
 
 // waitpid/wait4 with the pid translated. A wait can block across a checkpoint and resume in the
 // restored process (the kernel restarts the system call with the arguments it had): then the pid it was
 // given is the old incarnation's kernel id (ECHILD: asked again with this incarnation's), and the pid it
-// returns is this one's (translated even if no table was mapped when the call began).
+// returns is this one's (translated even if no table was mapped when the call began). Or it returned
+// just before the checkpoint cut the thread: then the pid is the old incarnation's (answered_in).
 template <typename Call>
 pid_t wait_for(pid_t pid, int* status, Call call) {
   for (;;) {
-    const uint32_t ep = vpid::epoch();
+    const vpid::CallStart c = vpid::call_start();
     int st = 0;
     pid_t r = call(vpid::active() ? vpid::to_real_signed(pid) : pid, &st);
     const int err = errno;
-    if (r < 0 && err == ECHILD && vpid::epoch() != ep && vpid::active()) continue;
+    if (r < 0 && err == ECHILD && vpid::epoch() != c.ep && vpid::active()) continue;
     if (r > 0 && status) *status = st;
-    r = back(r, st);
+    r = back(r, st, vpid::answered_in(c));
     if (errno != err) errno = err;  // a store to the thread's page: after a fork, a copy-on-write fault
     return r;
   }
@@ -79,17 +81,19 @@ namespace {
 template <typename Call>
 int wait_id(idtype_t idtype, id_t id, siginfo_t* info, int options, Call call) {
   for (;;) {
-    const uint32_t ep = vpid::epoch();
+    const vpid::CallStart c = vpid::call_start();
     id_t kid = id;
     if (vpid::active() && (idtype == P_PID || idtype == P_PGID) && id > 0) kid = id_t(vpid::to_real(pid_t(id)));
     int r = call(kid);
     const int err = errno;
-    if (r < 0 && err == ECHILD && vpid::epoch() != ep && vpid::active()) continue;  // as in wait_for()
+    if (r < 0 && err == ECHILD && vpid::epoch() != c.ep && vpid::active()) continue;  // as in wait_for()
     if (r == 0 && info && info->si_pid > 0 && vpid::active()) {
+      const uint32_t ep = vpid::answered_in(c);
       const pid_t real = info->si_pid;
-      info->si_pid = vpid::to_virt(real);
-      const int c = info->si_code;
-      if (!(options & WNOWAIT) && (c == CLD_EXITED || c == CLD_KILLED || c == CLD_DUMPED)) vpid::reaped(real);
+      info->si_pid = vpid::to_virt_since(real, ep);
+      const int code = info->si_code;
+      if (!(options & WNOWAIT) && (code == CLD_EXITED || code == CLD_KILLED || code == CLD_DUMPED))
+        vpid::reaped_since(real, ep);
     }
     errno = err;
     return r;
