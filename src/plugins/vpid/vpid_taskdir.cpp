@@ -7,8 +7,8 @@
 // or a scan of the few marked DIRs. fdopendir marks a DIR made from a descriptor of such a directory
 // (find's fts, Python's os.listdir(fd)), and scandir/scandir64 of one are listed here through opendir and
 // readdir (glibc's own scandir reads internally, past these wrappers), and libc's getdents64() on a
-// descriptor of one gets its records rewritten (getdents64 below). Not seen: ftw/nftw and scandirat (glibc
-// reads those internally), the raw getdents64 system call, more than kMarks task directories open at once.
+// descriptor of one gets its records rewritten (getdents64 below); scandirat below; ftw/nftw under /proc
+// in vpid_ftw.cpp. Not seen: the raw getdents64 system call, more than kMarks task directories open at once.
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

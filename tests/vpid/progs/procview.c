@@ -7,7 +7,8 @@
  *   /proc/self/status (Pid, PPid, Tgid, TracerPid, NSpid), /proc/C/stat (pid, ppid, pgrp),
  *   /proc/self/task/T/stat and /proc/thread-self/status of T, the listing of /proc/self/task (P and T
  *   among its entries), the listing of /proc (P and C among its entries; both listings also through
- *   fdopendir, scandir and getdents64), /proc/self/task/P/children (C among them), and /proc/self/stat and /proc/C/stat held
+ *   fdopendir, scandir and getdents64, and of both through nftw, whose entries it must also stat), ftw of
+ *   /proc/C/fdinfo, /proc/self/task/P/children (C among them), and /proc/self/stat and /proc/C/stat held
  *   open since the start and read again with pread (they cross every checkpoint).
  * It prints one line per round naming what differed, then ends C with syscall(SYS_kill) and reaps it with
  * syscall(SYS_wait4): the output holds no id, so a restarted run prints byte for byte what a run
@@ -16,6 +17,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -101,8 +103,7 @@ static int fddir_lists(const char* dir, pid_t a, pid_t b) {
   return lists(d, a, b);
 }
 
-/* scandir, or scandirat relative to `at` (an open directory) when at >= 0 (glibc's ftw/nftw go through
- * neither: they read with internal calls). */
+/* scandir, or scandirat relative to `at` (an open directory) when at >= 0. */
 static int scandirat_lists(int at, const char* dir, pid_t a, pid_t b) {
   struct dirent** v;
   int n = at >= 0 ? scandirat(at, dir, &v, NULL, alphasort) : scandir(dir, &v, NULL, alphasort);
@@ -118,6 +119,41 @@ static int scandirat_lists(int at, const char* dir, pid_t a, pid_t b) {
 }
 
 static int scandir_lists(const char* dir, pid_t a, pid_t b) { return scandirat_lists(-1, dir, a, b); }
+
+/* nftw of `dir` one level deep (FTW_ACTIONRETVAL: each subdirectory skipped): both `a` and `b` listed,
+ * as directories it could stat (a /proc/<pid> it could not enter would be FTW_NS). */
+static pid_t g_walk_a, g_walk_b;
+static int g_walk_seen;
+static int walk_entry(const char* path, const struct stat* st, int type, struct FTW* f) {
+  (void)st;
+  if (f->level != 1) return FTW_CONTINUE;
+  const pid_t v = (pid_t)atoi(path + f->base);
+  if (type == FTW_D && v == g_walk_a) g_walk_seen |= 1;
+  if (type == FTW_D && v == g_walk_b) g_walk_seen |= 2;
+  return FTW_SKIP_SUBTREE;
+}
+static int nftw_lists(const char* dir, pid_t a, pid_t b) {
+  g_walk_a = a;
+  g_walk_b = b;
+  g_walk_seen = 0;
+  return nftw(dir, walk_entry, 8, FTW_PHYS | FTW_ACTIONRETVAL) == 0 && g_walk_seen == 3;
+}
+/* ftw of /proc/<C>/fdinfo (C's pid as the program knows it): its root is reached as a directory and
+ * C's descriptor 0 in it (glibc's ftw would name the kernel's /proc/<C>: another process, or none). */
+static int g_ftw_root, g_ftw_fd0;
+static int ftw_entry(const char* path, const struct stat* st, int type) {
+  (void)st;
+  const char* slash = strrchr(path, '/');
+  if (type == FTW_D && strcmp(slash, "/fdinfo") == 0) g_ftw_root = 1;
+  if (type == FTW_F && strcmp(slash, "/0") == 0) g_ftw_fd0 = 1;
+  return 0;
+}
+static int ftw_reaches(pid_t c) {
+  char dir[64];
+  snprintf(dir, sizeof dir, "/proc/%d/fdinfo", (int)c);
+  g_ftw_root = g_ftw_fd0 = 0;
+  return ftw(dir, ftw_entry, 4) == 0 && g_ftw_root && g_ftw_fd0;
+}
 
 /* And through libc's getdents64() on a descriptor (what ls-like tools of other runtimes do). */
 /* raw: through libc's syscall(SYS_getdents64), and the directory opened by syscall(SYS_openat). */
@@ -227,6 +263,9 @@ int main(int argc, char** argv) {
       CHECK(proc_fd >= 0 && scandirat_lists(proc_fd, "self/task", me, T), "scandirat(/proc fd, self/task)");
       if (proc_fd >= 0) close(proc_fd);
     }
+    CHECK(nftw_lists("/proc", me, C), "nftw(/proc)");
+    CHECK(nftw_lists("/proc/self/task", me, T), "nftw(/proc/self/task)");
+    CHECK(ftw_reaches(C), "ftw(/proc/C/fdinfo)");
     CHECK(getdents_lists("/proc", me, C), "getdents64(/proc)");
     CHECK(getdents_lists("/proc/self/task", me, T), "getdents64(/proc/self/task)");
     CHECK(getdents_via(1, "/proc/self/task", me, T), "syscall(SYS_getdents64, /proc/self/task)");
