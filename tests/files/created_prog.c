@@ -1,6 +1,7 @@
 /* A program of the computation creating node-local files every way the creation log must see
  * (tests/files/created_test.py): mkstemps, mkstemp, creat, open O_CREAT|O_EXCL, open O_CREAT of a new
- * file, openat O_CREAT, fopen "w", and a child after exec (sh's redirection). All closed again, so only
+ * file, openat O_CREAT, fopen "w", a child after exec (sh's redirection), and a file made in the working
+ * directory and renamed into the node-local one. All closed again, so only
  * the launch root's walk can save them. Step K (on ctl/stepK) makes set K in DIR and writes the names to
  * DIR/../names-K; on ctl/end it prints every file of every set. Contents are fixed by name: a run killed
  * and restarted prints what an uninterrupted one does. */
@@ -66,6 +67,16 @@ static void make_set(const char* dir, int k) {
   }
   int st;
   if (waitpid(c, &st, 0) != c || !WIFEXITED(st) || WEXITSTATUS(st)) { fprintf(stderr, "child failed\n"); exit(2); }
+  keep(p);
+  char here[600], cwd[400];  /* made outside the node-local directory (absolute path in the working
+                                directory, same file system), renamed into it */
+  if (!getcwd(cwd, sizeof cwd)) { perror("getcwd"); exit(2); }
+  snprintf(here, sizeof here, "%s/moved%d.tmp", cwd, k);
+  fd = open(here, O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) { perror("open moved"); exit(2); }
+  body(fd, "moved"); close(fd);
+  snprintf(p, sizeof p, "%s/moved%d.txt", dir, k);
+  if (rename(here, p) != 0) { perror("rename"); exit(2); }
   keep(p);
   char list[600];
   snprintf(list, sizeof list, "%s/../names-%d", dir, k);

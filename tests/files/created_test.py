@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The launch root's walk saves the node-local files the computation created -- told by its creation log
 (files plugin, docs/plugins.md "files") -- and no others. created_prog.c makes files in a node-local
-directory with mkstemps, mkstemp, creat, open O_CREAT|O_EXCL, open O_CREAT, openat, fopen "w" and a child
-after exec, and closes them; meanwhile a process outside the computation (a plain shell, same user)
+directory with mkstemps, mkstemp, creat, open O_CREAT|O_EXCL, open O_CREAT, openat, fopen "w", a child
+after exec, and a rename into it of a file made in the working directory, and closes them; meanwhile a process outside the computation (a plain shell, same user)
 creates files in the same directory.
   own      checkpoint; the image must hold the computation's files and not the outsider's (searched for
            their marker bytes in the uncompressed image); SIGKILL everything, empty the directory, restart:
@@ -146,7 +146,7 @@ def main():
     for k in range(1, steps + 1):
         ref.step(k)
     want = ref.finish()
-    if len(want) != 8 * steps or any("missing" in l for l in want):
+    if len(want) != 9 * steps or any("missing" in l for l in want):
         fail("uninterrupted run printed %r" % want)
 
     rng = random.Random()

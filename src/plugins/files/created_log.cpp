@@ -108,10 +108,10 @@ bool local_dev(uint64_t dev) {
   return false;
 }
 
-// fd is open on a file just created or opened by the program: records it when it is a new regular file
-// in a node-local directory.
+// The file `path` names (relative to dir), or fd's when path is empty: records it when it is a new regular
+// file in a node-local directory.
 void note(int fd, int dir, const char* path, bool fresh, int64_t t_before) {
-  if (!g_on || fd < 0) return;
+  if (!g_on || (fd < 0 && !path)) return;
   const bool abs = path && path[0] == '/';
   if (abs) {
     if (!files_local(path)) return;
@@ -120,9 +120,11 @@ void note(int fd, int dir, const char* path, bool fresh, int64_t t_before) {
   } else if (g_nlocal_devs == 0) {
     return;
   }
-  (void)dir;  // the descriptor tells the rest
   struct statx sx;
-  if (sys::sc(SYS_statx, fd, "", AT_EMPTY_PATH, STATX_TYPE | STATX_INO | STATX_NLINK | STATX_BTIME, &sx) != 0) return;
+  const unsigned mask = STATX_TYPE | STATX_INO | STATX_NLINK | STATX_BTIME;
+  if ((fd >= 0 ? sys::sc(SYS_statx, fd, "", AT_EMPTY_PATH, mask, &sx)
+               : sys::sc(SYS_statx, dir, path, AT_SYMLINK_NOFOLLOW, mask, &sx)) != 0)
+    return;
   if (!S_ISREG(sx.stx_mode) || sx.stx_nlink == 0) return;  // unlinked files are the fd plugin's
   const uint64_t dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
   if (!abs && !local_dev(dev)) return;
@@ -177,6 +179,12 @@ void created_fopen(FILE* s, const char* path, const char* mode, int64_t t_before
   if (!g_on || !s || !mode || (mode[0] != 'w' && mode[0] != 'a')) return;
   KeepErrno k;
   note(fileno(s), AT_FDCWD, path, strchr(mode, 'x') != nullptr, t_before);
+}
+
+void created_renamed(int dir, const char* path) {
+  if (!g_on || !path) return;
+  KeepErrno k;
+  note(-1, dir, path, true, 0);
 }
 
 void created_init() {

@@ -38,6 +38,9 @@ inline constexpr const char* kCreatedName = ".revive-created";
 int64_t created_clock();
 void created_open(int fd, int dir, const char* path, int flags, int64_t t_before);
 void created_fopen(FILE* s, const char* path, const char* mode, int64_t t_before);
+// rename/renameat/renameat2 succeeded: the file now at `path` (relative to dir) is recorded when it lies in a
+// node-local directory (the record of an inode already in the log is a harmless duplicate).
+void created_renamed(int dir, const char* path);
 
 // files_init: the node-local directories' devices (for relative paths) and whether we are launched.
 void created_init();

@@ -21,6 +21,7 @@
 
 using revive::plugins::created_fopen;
 using revive::plugins::created_open;
+using revive::plugins::created_renamed;
 using revive::plugins::pre_fd;
 using revive::plugins::pre_fopen;
 using revive::plugins::pre_path;
@@ -61,10 +62,14 @@ PRE_CALL(int, -1, unlink, (const char* path), (path), pre_path(AT_FDCWD, path, f
 PRE_CALL(int, -1, unlinkat, (int dir, const char* path, int flags), (dir, path, flags),
          if (!(flags & AT_REMOVEDIR)) pre_path(dir, path, false))
 PRE_CALL(int, -1, remove, (const char* path), (path), pre_path(AT_FDCWD, path, false))
-PRE_CALL(int, -1, rename, (const char* a, const char* b), (a, b), pre_rename(AT_FDCWD, a, AT_FDCWD, b, 0))
-PRE_CALL(int, -1, renameat, (int da, const char* a, int db, const char* b), (da, a, db, b), pre_rename(da, a, db, b, 0))
-PRE_CALL(int, -1, renameat2, (int da, const char* a, int db, const char* b, unsigned flags), (da, a, db, b, flags),
-         pre_rename(da, a, db, b, flags))
+// A file renamed into a node-local directory (made elsewhere on the same file system, where no record
+// was written) is the computation's there too: recorded under its new name.
+#define RENAME_CALL(name, params, args, da, a, db, b, flags) \
+  VPID_WRAPPER_AFTER(int, -1, name, params, args, pre_rename(da, a, db, b, flags), if (r == 0) created_renamed(db, b))
+RENAME_CALL(rename, (const char* a, const char* b), (a, b), AT_FDCWD, a, AT_FDCWD, b, 0)
+RENAME_CALL(renameat, (int da, const char* a, int db, const char* b), (da, a, db, b), da, a, db, b, 0)
+RENAME_CALL(renameat2, (int da, const char* a, int db, const char* b, unsigned flags), (da, a, db, b, flags), da, a, db, b,
+            flags)
 
 // Metadata and names.
 PRE_CALL(int, -1, chmod, (const char* path, mode_t mode), (path, mode), pre_path(AT_FDCWD, path, true))
