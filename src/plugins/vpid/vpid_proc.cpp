@@ -135,7 +135,7 @@ REVIVE_EXPORT int openat64(int dir, const char* path, int flags, ...) {
       if (v >= 0) return stream_on(v, mode);                                                     \
     }                                                                                            \
     revive::plugins::pre_fopen(path, mode); /* glibc's fopen opens inside libc, unseen by open */ \
-    const int64_t t = revive::plugins::created_clock();                                          \
+    const int64_t t = mode && mode[0] != 'r' ? revive::plugins::created_clock() : 0; /* may create */ \
     FILE* s = f(real_path, mode);                                                                \
     revive::plugins::created_fopen(s, path, mode, t); /* "w", "a": the creation log */           \
     return s;                                                                                    \
