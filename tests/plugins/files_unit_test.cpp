@@ -1,6 +1,7 @@
 // The files plugin in-process: contents saved and written back in place, walked node-local files only
 // recreated when missing, the working directory's files created after the checkpoint moved aside (but not
-// one still open), and damaged sections refused with a message naming what is wrong.
+// one still open), damaged sections refused with a message naming what is wrong, and the walk taking what
+// the creation log names (a torn log: the birth-time rule).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -12,8 +13,16 @@
 #include <sstream>
 #include <string>
 
+#include "inject/sys.h"
 #include "mem_section.h"
+#include "plugins/files/created_log.h"
 #include "plugins/files/files_internal.h"
+
+// The checkpoint directory, where the creation log lives: none unless a test sets one.
+std::string g_test_ckpt_dir;
+namespace revive::inject {
+const char* checkpoint_dir() { return g_test_ckpt_dir.c_str(); }
+}  // namespace revive::inject
 
 namespace revive::plugins {
 namespace {
@@ -53,6 +62,8 @@ class Files : public ::testing::Test {
   }
   void TearDown() override {
     g_files = saved_;
+    g_test_ckpt_dir.clear();
+    created_init();  // not launched again: the wrappers stop recording
     ASSERT_EQ(chdir(cwd_), 0);
     std::string cmd = "rm -rf '" + dir_ + "'";
     ASSERT_EQ(system(cmd.c_str()), 0);
@@ -154,6 +165,7 @@ TEST_F(Files, WalkRecreatesMissingFilesButNeverOverwrites) {
   struct timespec t0;
   clock_gettime(CLOCK_REALTIME, &t0);
   g_files.root = true;
+  g_files.walk_birth = true;  // files made by put() (not recorded): the birth-time rule
   g_files.displace = false;
   g_files.t0_sec = t0.tv_sec;
   g_files.t0_nsec = t0.tv_nsec;
@@ -181,6 +193,7 @@ TEST_F(Files, WalkSkipsReviveRecords) {
   struct timespec t0;
   clock_gettime(CLOCK_REALTIME, &t0);
   g_files.root = true;
+  g_files.walk_birth = true;  // files made by put() (not recorded): the birth-time rule
   g_files.displace = false;
   g_files.t0_sec = t0.tv_sec;
   g_files.t0_nsec = t0.tv_nsec;
@@ -191,6 +204,51 @@ TEST_F(Files, WalkSkipsReviveRecords) {
   std::string sec = save();
   EXPECT_NE(sec.find("ours.tmp"), std::string::npos);
   EXPECT_EQ(sec.find("port-7779"), std::string::npos) << "revive's record was saved as the computation's file";
+}
+
+// The walk takes what the creation log names: files created through the wrappers (open O_CREAT|O_EXCL,
+// mkstemps, fopen "w") and not one made with a raw system call (as by a process outside the computation);
+// a torn log falls back to the birth-time rule, which takes that one too.
+TEST_F(Files, WalkTakesWhatTheCreationLogNames) {
+  struct timespec t0;
+  clock_gettime(CLOCK_REALTIME, &t0);
+  g_files.root = true;
+  g_files.displace = false;
+  g_files.t0_sec = t0.tv_sec;
+  g_files.t0_nsec = t0.tv_nsec;
+  g_files.walk_birth = false;
+  g_files.launched = true;
+  g_test_ckpt_dir = dir_ + "/ck";
+  mkdir(g_test_ckpt_dir.c_str(), 0700);
+  created_init();
+  std::string local = dir_ + "/local";
+  int fd = open((local + "/excl.txt").c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, "made with open", 14), 14);
+  close(fd);
+  std::string t = local + "/ccXXXXXX.s";
+  fd = mkstemps(t.data(), 2);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, "made with mkstemps", 18), 18);
+  close(fd);
+  put(local + "/fopen.txt", "made with fopen");  // std::ofstream: fopen "w" inside libstdc++
+  long raw = inject::sys::sc(SYS_openat, AT_FDCWD, (local + "/outsider.txt").c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(raw, 0);
+  ASSERT_EQ(write(int(raw), "not ours", 8), 8);
+  close(int(raw));
+  std::string sec = save();
+  EXPECT_NE(sec.find("made with open"), std::string::npos);
+  EXPECT_NE(sec.find("made with mkstemps"), std::string::npos);
+  EXPECT_NE(sec.find("made with fopen"), std::string::npos);
+  EXPECT_EQ(sec.find("not ours"), std::string::npos) << "a file the log does not name was saved";
+  {
+    std::ofstream f(g_test_ckpt_dir + "/" + kCreatedName, std::ios::binary | std::ios::app);
+    f << "torn";
+  }
+  EXPECT_EQ(created_load(), CreatedLoad::kBad);
+  sec = save();
+  EXPECT_NE(sec.find("not ours"), std::string::npos) << "a torn log did not fall back to birth times";
+  EXPECT_NE(sec.find("made with open"), std::string::npos);
 }
 
 TEST_F(Files, FilesCreatedAfterTheCheckpointAreMovedAsideUnlessOpen) {

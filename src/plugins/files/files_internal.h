@@ -25,8 +25,12 @@ struct FilesPolicy {
                        // root's working directory, and in another process's when it lies below the
                        // launch's, are moved aside at restore
   bool root;           // this process is the one `revive launch` started (REVIVE_LAUNCH_ROOT == pid)
-  int64_t t0_sec;      // REVIVE_LAUNCH_T0: when the computation was launched (unix seconds, ns)
+  int64_t t0_sec;      // REVIVE_LAUNCH_T0: when the computation was launched (unix seconds, ns; root only)
   int64_t t0_nsec;
+  bool launched;       // REVIVE_LAUNCH_T0 is set (every process of a launched computation): record creations
+  bool walk_birth;     // REVIVE_LOCAL_WALK=birth: the walk tells ours by owner and birth time, not by the
+                       // creation log (created_log.h), for programs the wrappers cannot see (static, inline
+                       // system calls)
   char launch_cwd[1024];  // REVIVE_LAUNCH_CWD: the launch root's working directory ("" = unknown)
 };
 extern FilesPolicy g_files;
@@ -69,8 +73,9 @@ bool files_skip_blocks(In& in);
 // True if path is inside one of the node-local directories.
 bool files_local(const char* path);
 
-// The root's walk of the node-local directories: saves every regular file of ours created since launch
-// (birth time >= t0) that is not saved yet, outside the checkpoint directory. 0 or -errno.
+// The root's walk of the node-local directories: saves every regular file the creation log names (or, with
+// REVIVE_LOCAL_WALK=birth or a damaged log, every one of ours born since the launch) that is not saved yet,
+// outside the checkpoint directory. 0 or -errno.
 int files_scan(Out& out);
 // This process's working directory listing (kListing): the root's always, another process's when it lies
 // below the launch's working directory (REVIVE_LAUNCH_CWD). 0 or -errno.

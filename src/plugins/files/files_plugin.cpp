@@ -8,13 +8,14 @@
 #include <unistd.h>
 
 #include "plugins/common/msg.h"
+#include "plugins/files/created_log.h"
 #include "plugins/files/files_internal.h"
 #include "plugins/files/files_pre.h"
 #include "plugins/plugins.h"
 
 namespace revive::plugins {
 
-FilesPolicy g_files = {true, kDefaultFilesMaxBytes, kDefaultFilesDeltaBytes, "/tmp:/var/tmp:/dev/shm", "", "", true, false, 0, 0, ""};
+FilesPolicy g_files = {true, kDefaultFilesMaxBytes, kDefaultFilesDeltaBytes, "/tmp:/var/tmp:/dev/shm", "", "", true, false, 0, 0, false, false, ""};
 
 namespace {
 
@@ -42,27 +43,32 @@ bool mib_setting(const char* name, int64_t* bytes) {
   return true;
 }
 
+// A setting NAME that is FIRST (the default, also when empty: *on = true) or SECOND (*on = false); false,
+// warned, otherwise.
+bool two_way(const char* name, const char* first, const char* second, bool* on) {
+  const char* v = getenv(name);
+  if (!v) return true;
+  if (*v == '\0' || strcmp(v, first) == 0) *on = true;
+  else if (strcmp(v, second) == 0) *on = false;
+  else {
+    char line[160];
+    warn(Msg(line, sizeof line).s(name).s(" must be '").s(first).s("' or '").s(second).s("'; checkpointing disabled").c_str());
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 // init runs before main, single-threaded: getenv is fine here (and only here). A malformed setting
 // disables checkpointing with a warning rather than silently saving less than asked.
 int files_init() {
-  if (const char* v = getenv("REVIVE_FILES")) {
-    if (strcmp(v, "written") == 0 || *v == '\0') g_files.written = true;
-    else if (strcmp(v, "none") == 0) g_files.written = false;
-    else {
-      warn("REVIVE_FILES must be 'written' or 'none'; checkpointing disabled");
-      return -EINVAL;
-    }
-  }
-  if (const char* v = getenv("REVIVE_FILES_AFTER")) {
-    if (strcmp(v, "move") == 0 || *v == '\0') g_files.displace = true;
-    else if (strcmp(v, "keep") == 0) g_files.displace = false;
-    else {
-      warn("REVIVE_FILES_AFTER must be 'move' or 'keep'; checkpointing disabled");
-      return -EINVAL;
-    }
-  }
+  if (!two_way("REVIVE_FILES", "written", "none", &g_files.written) ||
+      !two_way("REVIVE_FILES_AFTER", "move", "keep", &g_files.displace))
+    return -EINVAL;
+  bool by_log = true;
+  if (!two_way("REVIVE_LOCAL_WALK", "log", "birth", &by_log)) return -EINVAL;
+  g_files.walk_birth = !by_log;
   if (!mib_setting("REVIVE_FILES_MAX_MB", &g_files.max_bytes) ||
       !mib_setting("REVIVE_FILES_DELTA_MB", &g_files.delta_bytes))  // 0: never by blocks
     return -EINVAL;
@@ -99,13 +105,14 @@ int files_init() {
   else
     snprintf(g_files.levels, sizeof g_files.levels, "/dev/shm/revive-%u", unsigned(getuid()));
   int64_t root = 0, t0 = 0;
-  if (parse_i64(getenv("REVIVE_LAUNCH_ROOT"), 1, 1LL << 31, &root) && root == getpid() &&
-      parse_i64(getenv("REVIVE_LAUNCH_T0"), 1, INT64_MAX, &t0)) {
+  g_files.launched = parse_i64(getenv("REVIVE_LAUNCH_T0"), 1, INT64_MAX, &t0);
+  if (g_files.launched && parse_i64(getenv("REVIVE_LAUNCH_ROOT"), 1, 1LL << 31, &root) && root == getpid()) {
     g_files.root = true;
     g_files.t0_sec = t0 / 1000000000;
     g_files.t0_nsec = t0 % 1000000000;
   }
   pre_init();
+  created_init();
   return 0;
 }
 

@@ -13,11 +13,15 @@
 #include <utime.h>
 
 #include "plugins/common/next_symbol.h"
+#include "plugins/files/created_log.h"
 #include "plugins/files/files_pre.h"
 #include "plugins/vpid/vpid_prime.h"
 
 #define REVIVE_EXPORT extern "C" __attribute__((visibility("default")))
 
+using revive::plugins::created_fopen;
+using revive::plugins::created_open;
+using revive::plugins::created_renamed;
 using revive::plugins::pre_fd;
 using revive::plugins::pre_fopen;
 using revive::plugins::pre_path;
@@ -38,10 +42,18 @@ void pre_rename(int olddir, const char* oldpath, int newdir, const char* newpath
 }
 }  // namespace
 
-PRE_CALL(int, -1, creat, (const char* path, mode_t mode), (path, mode), pre_path(AT_FDCWD, path, true))
-PRE_CALL(int, -1, creat64, (const char* path, mode_t mode), (path, mode), pre_path(AT_FDCWD, path, true))
-PRE_CALL(FILE*, nullptr, freopen, (const char* path, const char* mode, FILE* s), (path, mode, s), pre_fopen(path, mode))
-PRE_CALL(FILE*, nullptr, freopen64, (const char* path, const char* mode, FILE* s), (path, mode, s), pre_fopen(path, mode))
+// Calls that may create a file also tell the creation log (created_log.h) what they made: the clock is
+// read before the call (a file born since is new).
+#define CREATE_CALL(ret, fail, name, params, args, before, after) \
+  VPID_WRAPPER_AFTER(ret, fail, name, params, args, before; const int64_t t = revive::plugins::created_clock(), after)
+CREATE_CALL(int, -1, creat, (const char* path, mode_t mode), (path, mode), pre_path(AT_FDCWD, path, true),
+            created_open(r, AT_FDCWD, path, O_CREAT, t))
+CREATE_CALL(int, -1, creat64, (const char* path, mode_t mode), (path, mode), pre_path(AT_FDCWD, path, true),
+            created_open(r, AT_FDCWD, path, O_CREAT, t))
+CREATE_CALL(FILE*, nullptr, freopen, (const char* path, const char* mode, FILE* s), (path, mode, s),
+            pre_fopen(path, mode), if (path) created_fopen(r, path, mode, t))
+CREATE_CALL(FILE*, nullptr, freopen64, (const char* path, const char* mode, FILE* s), (path, mode, s),
+            pre_fopen(path, mode), if (path) created_fopen(r, path, mode, t))
 PRE_CALL(int, -1, truncate, (const char* path, off_t len), (path, len), pre_path(AT_FDCWD, path, true))
 PRE_CALL(int, -1, truncate64, (const char* path, off64_t len), (path, len), pre_path(AT_FDCWD, path, true))
 PRE_CALL(int, -1, ftruncate, (int fd, off_t len), (fd, len), pre_fd(fd))
@@ -50,10 +62,14 @@ PRE_CALL(int, -1, unlink, (const char* path), (path), pre_path(AT_FDCWD, path, f
 PRE_CALL(int, -1, unlinkat, (int dir, const char* path, int flags), (dir, path, flags),
          if (!(flags & AT_REMOVEDIR)) pre_path(dir, path, false))
 PRE_CALL(int, -1, remove, (const char* path), (path), pre_path(AT_FDCWD, path, false))
-PRE_CALL(int, -1, rename, (const char* a, const char* b), (a, b), pre_rename(AT_FDCWD, a, AT_FDCWD, b, 0))
-PRE_CALL(int, -1, renameat, (int da, const char* a, int db, const char* b), (da, a, db, b), pre_rename(da, a, db, b, 0))
-PRE_CALL(int, -1, renameat2, (int da, const char* a, int db, const char* b, unsigned flags), (da, a, db, b, flags),
-         pre_rename(da, a, db, b, flags))
+// A file renamed into a node-local directory (made elsewhere on the same file system, where no record
+// was written) is the computation's there too: recorded under its new name.
+#define RENAME_CALL(name, params, args, da, a, db, b, flags) \
+  VPID_WRAPPER_AFTER(int, -1, name, params, args, pre_rename(da, a, db, b, flags), if (r == 0) created_renamed(db, b))
+RENAME_CALL(rename, (const char* a, const char* b), (a, b), AT_FDCWD, a, AT_FDCWD, b, 0)
+RENAME_CALL(renameat, (int da, const char* a, int db, const char* b), (da, a, db, b), da, a, db, b, 0)
+RENAME_CALL(renameat2, (int da, const char* a, int db, const char* b, unsigned flags), (da, a, db, b, flags), da, a, db, b,
+            flags)
 
 // Metadata and names.
 PRE_CALL(int, -1, chmod, (const char* path, mode_t mode), (path, mode), pre_path(AT_FDCWD, path, true))

@@ -1,9 +1,13 @@
 // files plugin: the launch root's walk of the node-local directories (REVIVE_LOCAL_DIRS). It finds files
 // the computation created and closed but will read again after the checkpoint -- gcc's /tmp/ccXXXX.s
 // between cc1 and as -- which no descriptor names at checkpoint time. "Created by the computation" is
-// approximated by: a regular file owned by our effective uid, born (statx btime) at or after the launch.
-// Another program of the same user creating files there meanwhile is indistinguishable; that is why
-// such files are only recreated when missing at restore, never overwritten (files_restore.cpp).
+// what the creation log (created_log.h) names: (device, inode, birth time) recorded by the libc wrappers
+// of every process of the computation as it created the file, so files other programs of the same user
+// create there meanwhile are left out. With REVIVE_LOCAL_WALK=birth (programs the wrappers cannot see:
+// static binaries, inline system calls), or when the log is damaged (warned), the older rule applies: a
+// regular file owned by our effective uid, born (statx btime) at or after the launch -- which takes other
+// programs' files too; that is why scanned files are only recreated when missing at restore, never
+// overwritten (files_restore.cpp).
 //
 // Cost: the walk enters only directories modified (an entry created or removed: mtime) since the launch,
 // below each configured root, which it always lists; a statx per regular file there. A file created in a
@@ -21,6 +25,7 @@
 #include <unistd.h>
 
 #include "plugins/common/msg.h"
+#include "plugins/files/created_log.h"
 #include "plugins/files/files_internal.h"
 #include "plugins/plugins.h"
 
@@ -41,6 +46,7 @@ struct Walk {
   dev_t lvl_dev;  // multi-level storage's node-local root
   ino_t lvl_ino;
   int dirs;
+  bool by_log;  // the creation log decides (else owner and birth time)
   bool stopped;
   int rc;
 };
@@ -73,8 +79,13 @@ void stop(Walk& w, const char* why) {
 void save_file(Walk& w, int dirfd, const char* name) {
   struct statx sx;
   if (do_statx(dirfd, name, &sx) != 0 || !S_ISREG(sx.stx_mode) || sx.stx_uid != w.uid) return;
-  if (!(sx.stx_mask & STATX_BTIME) || !newer(sx.stx_btime)) return;  // no birth time: cannot tell, skip
   dev_t dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+  const bool btime = sx.stx_mask & STATX_BTIME;
+  if (w.by_log) {
+    if (!created_has(dev, sx.stx_ino, btime ? sx.stx_btime.tv_sec : 0, btime ? sx.stx_btime.tv_nsec : 0)) return;
+  } else if (!btime || !newer(sx.stx_btime)) {
+    return;  // no birth time: cannot tell, skip
+  }
   if (int64_t(sx.stx_size) > g_files.max_bytes) {
     files_too_large(w.path, dev, sx.stx_ino, int64_t(sx.stx_size));
     return;
@@ -172,6 +183,8 @@ int files_scan(Out& out) {
     w.lvl_dev = cst.st_dev;
     w.lvl_ino = cst.st_ino;
   }
+  // Read once per checkpoint; no log yet means nothing was created there (an empty log: nothing saved).
+  w.by_log = !g_files.walk_birth && created_load() != CreatedLoad::kBad;
   for (const char* d = g_files.local; *d && w.rc == 0;) {
     const char* e = strchr(d, ':');
     size_t n = e ? size_t(e - d) : strlen(d);
@@ -189,6 +202,7 @@ int files_scan(Out& out) {
     if (!e) break;
     d = e + 1;
   }
+  created_unload();
   return w.rc;
 }
 

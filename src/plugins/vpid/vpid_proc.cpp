@@ -14,6 +14,7 @@
 
 #include "plugins/common/msg.h"
 #include "plugins/common/next_symbol.h"
+#include "plugins/files/created_log.h"
 #include "plugins/files/files_pre.h"
 #include "plugins/vpid/vpid.h"
 #include "plugins/vpid/vpid_prime.h"
@@ -84,7 +85,11 @@ int open_at(OpenatFn* slot, const char* name, int dir, const char* path, int fla
     if (v != vpid::kNotAView) return v;
   }
   revive::plugins::pre_open(dir, path, flags);  // a file about to change keeps its checkpoint contents
-  return f(dir, real_path, flags, mode);
+  if (!(flags & O_CREAT)) return f(dir, real_path, flags, mode);
+  const int64_t t = revive::plugins::created_clock();
+  const int fd = f(dir, real_path, flags, mode);
+  revive::plugins::created_open(fd, dir, path, flags, t);  // a new node-local file: the creation log
+  return fd;
 }
 
 }  // namespace
@@ -130,7 +135,10 @@ REVIVE_EXPORT int openat64(int dir, const char* path, int flags, ...) {
       if (v >= 0) return stream_on(v, mode);                                                     \
     }                                                                                            \
     revive::plugins::pre_fopen(path, mode); /* glibc's fopen opens inside libc, unseen by open */ \
-    return f(real_path, mode);                                                                   \
+    const int64_t t = mode && mode[0] != 'r' ? revive::plugins::created_clock() : 0; /* may create */ \
+    FILE* s = f(real_path, mode);                                                                \
+    revive::plugins::created_fopen(s, path, mode, t); /* "w", "a": the creation log */           \
+    return s;                                                                                    \
   }
 
 namespace {
