@@ -107,6 +107,11 @@ def body(a, rng, run, ck, ref):
         with open(rerr, "wb") as e:
             r = subprocess.Popen([os.path.abspath(a.restart), img], cwd=run, stdout=subprocess.DEVNULL, stderr=e,
                                  stdin=subprocess.DEVNULL, env=rst_env)
+        # Until the restore has put the file back to the checkpoint's size (under load that alone can take
+        # longer than the moment the program then runs), then a moment of running.
+        deadline = time.time() + 20
+        while r.poll() is None and time.time() < deadline and os.path.getsize(out_path) == len(ref):
+            time.sleep(0.005)
         time.sleep(0.08)
         alive = r.poll() is None
         r.kill()
