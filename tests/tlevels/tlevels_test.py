@@ -17,6 +17,10 @@ byte with an uninterrupted run and the exit status with its. Cases:
             its partner copy.
   both_parity  L1+L2+L3: host 2 wiped and its partner copy of generation 2 damaged: named, not used; the
             image is rebuilt from the group's parity (generation 2 still restores).
+  fork      L1+L2 with `revive launch --fork` (the images become durable after the program resumed; the
+            partner exchange happens in phase durable, before the manifest): host 2 wiped; its image comes
+            from its partner.
+  fork_xor  L1+L3 (XOR) with --fork: host 2 wiped; its image is rebuilt from the group's parity.
   (xor, xor_parity, xor_two, rs_two, here: see the CMakeLists.)"""
 import json, os, shutil, signal, subprocess, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hosts"))
@@ -28,7 +32,8 @@ from tlv import N, Setup, check_like_reference, run_reference
 def main():
     ap = hosts_parser()
     ap.add_argument("--worker", required=True)
-    ap.add_argument("--case", required=True, choices=["partner", "corrupt", "fallback", "prune", "both", "both_parity", "xor", "xor_parity", "xor_two", "rs_two", "here"])
+    ap.add_argument("--case", required=True, choices=["partner", "corrupt", "fallback", "prune", "both", "both_parity", "xor", "xor_parity", "xor_two", "rs_two", "here",
+                                                "fork", "fork_xor"])
     a = ap.parse_args()
     with_namespaces(a, "rvt", "10.85", N, lambda rng, seed, prefix, net: test(a, rng, seed, prefix, net))
 
@@ -85,7 +90,7 @@ def test(a, rng, seed, prefix, net):
     print("seed %d" % seed, flush=True)
     levels = {"partner": "L1+L2", "corrupt": "L1+L2", "fallback": "L1+L2,L4@2", "prune": "L1+L2,L4@2", "xor": "L1+L3",
               "here": "L1+L2", "both": "L1+L2+L3", "both_parity": "L1+L2+L3",
-              "xor_parity": "L1+L3", "xor_two": "L1+L3,L4", "rs_two": "L1+L3"}[a.case]
+              "xor_parity": "L1+L3", "xor_two": "L1+L3,L4", "rs_two": "L1+L3", "fork": "L1+L2", "fork_xor": "L1+L3"}[a.case]
     xor, l2 = "L3" in levels, "L2" in levels
     parity = 2 if a.case == "rs_two" else 1
     extra = {"REVIVE_KEEP": "3"} if a.case == "prune" else {}
@@ -95,7 +100,7 @@ def test(a, rng, seed, prefix, net):
     script = 'exec "$0" $((%d + 13 * REVIVE_LAUNCH_INDEX)) 2 > out-$REVIVE_LAUNCH_INDEX' % rounds
     ref_rc = run_reference(a.worker, ref, script, N)
 
-    opts = []
+    opts = ["--fork"] if a.case.startswith("fork") else []
     if a.case == "xor":  # the policy from --levels instead of the environment; bad ones refused first
         env.pop("REVIVE_LEVELS")
         opts = ["--levels", levels]
@@ -186,6 +191,8 @@ def test(a, rng, seed, prefix, net):
                     ["partner copy on %s damaged (checksum mismatch), not used" % victim.get("l2")] + older +
                     [who(victim, "using partner copy from %s" % victim.get("l2"))]),
         "xor": ([hosts[1]], None, [rebuilt(victim)]),
+        "fork": ([hosts[1]], None, [who(victim, "using partner copy from " + victim.get("l2", ""))]),
+        "fork_xor": ([hosts[1]], None, [rebuilt(victim)]),
         "xor_parity": ([hosts[1]], (hosts[2], "parity"),
                        ["%s: parity damaged (checksum mismatch), not used" % hosts[2]] + older + [rebuilt(victim)]),
         "xor_two": (hosts[:2], None, ["lost 2 members (%s: parity missing, %s: parity missing), parity tolerates 1, "
