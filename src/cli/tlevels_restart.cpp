@@ -297,6 +297,39 @@ Status RebuildHosts(const HostOpts& ho, const Target& root, const std::string& s
   return Status::OK();
 }
 
+// After the images of generation m are in place (`restored`: their processes, whose images are now intact
+// in their host's L1 directory): the partner copies the scan did not find intact on their holder (it was
+// wiped, or its copy damaged) are sent again from the owner's L1 directory, so a second host loss before
+// the next checkpoint is still survivable (SCR rewrites redundancy after a rebuild the same way). A rebuilt
+// host's parity is written by tlevels-rebuild itself (TRebuildMember). Best effort: a failure is said and
+// the restart goes on (the next checkpoint protects the computation again).
+void ReprotectCopies(const HostOpts& ho, const Target& root, const std::string& self, const coord::Manifest& m,
+                     const std::vector<const coord::ManifestProc*>& restored, std::map<std::string, HostPieces>& pieces) {
+  std::map<std::pair<std::string, std::string>, std::vector<const coord::ManifestProc*>> by_pair;  // (holder, owner)
+  for (const auto* p : restored) {
+    auto holder = pieces.find(p->l2);
+    if (p->l2.empty() || holder == pieces.end()) continue;  // no copy, or its holder unreachable
+    auto& copies = holder->second.copy[m.generation][p->host];
+    auto it = copies.find(p->image);
+    if (it == copies.end() || it->second != p->xxh3) by_pair[{p->l2, p->host}].push_back(p);
+  }
+  for (const auto& [pair, procs] : by_pair) {
+    const auto& [holder, owner] = pair;
+    std::vector<std::string> files, expect;
+    for (const auto* p : procs) {
+      files.push_back(coord::TLocalGenDir(m.local_root, owner, m.job, m.generation) + "/" + p->image);
+      expect.push_back(p->image + "=" + Hex64(p->xxh3));
+    }
+    const std::string what = "the partner copies of host " + owner + "'s images (generation " +
+                             std::to_string(m.generation) + ") on host " + holder;
+    Status s = Transfer(ho, root, self, m.generation, owner, holder, files,
+                        coord::TPartnerDir(m.local_root, holder, m.job, m.generation, owner), expect, what);
+    if (s.ok()) fprintf(stderr, "revive restart: %s written again\n", what.c_str());
+    else fprintf(stderr, "revive restart: %s not written again (%s); the next checkpoint makes new ones\n",
+                 what.c_str(), s.ToString().c_str());
+  }
+}
+
 }  // namespace
 
 Status ResolveKeptImage(const coord::Manifest& m, const coord::ManifestProc& p, const std::string& gen_dir,
@@ -344,7 +377,7 @@ Status TLevelsRestart(const HostOpts& ho, const Target& root, const std::vector<
     coord::Manifest m;
     if (!coord::ReadManifest(env, gd + "/MANIFEST.json", &m).ok()) continue;
     std::vector<std::string> missing, notes;
-    std::vector<const coord::ManifestProc*> moved;
+    std::vector<const coord::ManifestProc*> moved, in_l1;  // in_l1: intact in their host's L1 directory after the moves
     std::map<std::string, std::vector<std::string>> rebuild;  // lost host -> its group
     for (const auto& p : m.procs) {
       if (std::find(hosts.begin(), hosts.end(), p.host) == hosts.end())
@@ -354,6 +387,7 @@ Status TLevelsRestart(const HostOpts& ho, const Target& root, const std::vector<
       if (src.kind == Source::kMissing) missing.push_back(Who(p) + ": " + src.notes);
       else if (!src.notes.empty()) notes.push_back(Who(p) + ": " + src.notes);
       if (src.kind == Source::kPartner) moved.push_back(&p);
+      if (src.kind == Source::kOwn || src.kind == Source::kPartner || src.kind == Source::kRebuild) in_l1.push_back(&p);
       if (src.kind == Source::kRebuild) rebuild[p.host] = SplitList(p.l3);
     }
     if (missing.empty()) {
@@ -364,6 +398,7 @@ Status TLevelsRestart(const HostOpts& ho, const Target& root, const std::vector<
         for (const auto& [l, w] : GroupLost(m, group, pieces)) unusable.insert(l);
       if (s.ok()) s = RebuildHosts(ho, root, self, m, rebuild, unusable);
       if (!s.ok()) missing.push_back(s.ToString());
+      else ReprotectCopies(ho, root, self, m, in_l1, pieces);
     }
     if (!missing.empty()) {
       std::string list;

@@ -21,6 +21,12 @@ byte with an uninterrupted run and the exit status with its. Cases:
             partner exchange happens in phase durable, before the manifest): host 2 wiped; its image comes
             from its partner.
   fork_xor  L1+L3 (XOR) with --fork: host 2 wiped; its image is rebuilt from the group's parity.
+  again     L1+L2: host 2 wiped, restarted (its image from its partner; the partner copy host 2 kept for
+            another host is written again), everything killed before any new checkpoint, then that other
+            host wiped too: the second restart still comes back from generation 2 (its image from the copy
+            written again).
+  again_xor L1+L3 (XOR): the same with host 2 rebuilt from parity (its parity written again), then host 3
+            wiped: rebuilt from host 1's parity and host 2's new one.
   (xor, xor_parity, xor_two, rs_two, here: see the CMakeLists.)"""
 import json, os, shutil, signal, subprocess, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hosts"))
@@ -33,7 +39,7 @@ def main():
     ap = hosts_parser()
     ap.add_argument("--worker", required=True)
     ap.add_argument("--case", required=True, choices=["partner", "corrupt", "fallback", "prune", "both", "both_parity", "xor", "xor_parity", "xor_two", "rs_two", "here",
-                                                "fork", "fork_xor"])
+                                                "fork", "fork_xor", "again", "again_xor"])
     a = ap.parse_args()
     with_namespaces(a, "rvt", "10.85", N, lambda rng, seed, prefix, net: test(a, rng, seed, prefix, net))
 
@@ -86,14 +92,46 @@ def check_unseen(revive, ck, local, hosts, env, gens, workdir):
         fail("revive verify with only %s's storage visible: rc %d (want 3), generation %d row %s (want L1 and L2 "
              "unchecked, nothing missing):\n%s%s" % (hosts[0], r.returncode, gens, row, r.stdout, r.stderr))
 
+def lose_again(a, t, m, victim, by_host, l2, rcmd, rerr, expect, who, rebuilt):
+    """The restart after the first host (victim's) was wiped, killed once its processes are back and before
+    any new checkpoint; then a second host wiped: the one whose partner copy the victim kept (L2), or
+    another member of the group (XOR). Returns what the second restart must say."""
+    from crash_test import kill_all
+    hosts, local = t.hosts, t.local
+    rp = subprocess.Popen(rcmd, cwd=t.rund, stdout=subprocess.DEVNULL, stderr=open(rerr, "wb"),
+                          stdin=subprocess.DEVNULL, env=t.env)
+    wait_procs(t.revive, t.port, t.ck, t.env, N, procs=[rp])
+    kill_all(t.ck)
+    rp.wait(timeout=60)
+    if not coordinator_gone(t.revive, t.port, t.ck, t.env):
+        fail("the first restart's coordinator did not exit after its processes died")
+    err = open(rerr).read()
+    sys.stdout.write(err)
+    second = next(q for q in m["processes"] if q.get("l2") == victim["host"]) if l2 else by_host[hosts[2]]
+    if l2:
+        expect = expect + ["the partner copies of host %s's images (generation 2) on host %s written again" %
+                           (second["host"], victim["host"])]
+    for e in expect:
+        if e not in err:
+            fail("first restart's stderr does not say %r" % e)
+    if not l2 and not os.path.isfile(os.path.join(job_dir(local, victim["host"]), "ckpt-2", "parity")):
+        fail("host %s's parity of generation 2 was not written again after its rebuild" % victim["host"])
+    shutil.rmtree(os.path.join(local, second["host"]))
+    if l2:
+        return [who(second, "using partner copy from " + victim["host"])]
+    return [rebuilt(second)]
+
 def test(a, rng, seed, prefix, net):
     print("seed %d" % seed, flush=True)
     levels = {"partner": "L1+L2", "corrupt": "L1+L2", "fallback": "L1+L2,L4@2", "prune": "L1+L2,L4@2", "xor": "L1+L3",
               "here": "L1+L2", "both": "L1+L2+L3", "both_parity": "L1+L2+L3",
-              "xor_parity": "L1+L3", "xor_two": "L1+L3,L4", "rs_two": "L1+L3", "fork": "L1+L2", "fork_xor": "L1+L3"}[a.case]
+              "xor_parity": "L1+L3", "xor_two": "L1+L3,L4", "rs_two": "L1+L3", "fork": "L1+L2", "fork_xor": "L1+L3",
+              "again": "L1+L2", "again_xor": "L1+L3"}[a.case]
     xor, l2 = "L3" in levels, "L2" in levels
     parity = 2 if a.case == "rs_two" else 1
     extra = {"REVIVE_KEEP": "3"} if a.case == "prune" else {}
+    if a.case.startswith("again"):  # every process of the computation carries it: crash_test.kill_all finds them
+        extra["REVIVE_CKPT_DIR"] = os.path.join(a.workdir, "ck")
     t = Setup(a, rng, prefix, net, levels, "case " + a.case, REVIVE_GROUP_SIZE="3", REVIVE_PARITY=str(parity), **extra)
     hosts, port, ck, ref, rund, local, revive, env = t.hosts, t.port, t.ck, t.ref, t.rund, t.local, t.revive, t.env
     rounds = 600 if a.case == "prune" else 260  # prune: nine checkpoints before the kill
@@ -193,6 +231,8 @@ def test(a, rng, seed, prefix, net):
         "xor": ([hosts[1]], None, [rebuilt(victim)]),
         "fork": ([hosts[1]], None, [who(victim, "using partner copy from " + victim.get("l2", ""))]),
         "fork_xor": ([hosts[1]], None, [rebuilt(victim)]),
+        "again": ([hosts[1]], None, [who(victim, "using partner copy from " + victim.get("l2", ""))]),
+        "again_xor": ([hosts[1]], None, [rebuilt(victim)]),
         "xor_parity": ([hosts[1]], (hosts[2], "parity"),
                        ["%s: parity damaged (checksum mismatch), not used" % hosts[2]] + older + [rebuilt(victim)]),
         "xor_two": (hosts[:2], None, ["lost 2 members (%s: parity missing, %s: parity missing), parity tolerates 1, "
@@ -236,6 +276,8 @@ def test(a, rng, seed, prefix, net):
     rcmd = [revive, "restart"] + (["--port", str(port)] if a.case == "here" else t.placement) + [ck]
     rerr = os.path.join(a.workdir, "restart-stderr")
     t0 = time.time()
+    if a.case.startswith("again"):
+        expect = lose_again(a, t, m, victim, by_host, l2, rcmd, rerr, expect, who, rebuilt)
     rp = subprocess.run(rcmd, cwd=rund, stdout=subprocess.DEVNULL, stderr=open(rerr, "wb"), stdin=subprocess.DEVNULL,
                         env=env, timeout=120)
     err = open(rerr).read()
@@ -243,6 +285,8 @@ def test(a, rng, seed, prefix, net):
     for e in expect:
         if e not in err:
             fail("restart stderr does not say %r" % e)
+    if a.case.startswith("again") and "restarting from generation" in err:  # generation 2 must still serve
+        fail("the second restart did not come back from generation 2")
     check_like_reference(revive, port, ck, env, m, index, ref_rc, rp.returncode, ref, rund, N)
     shutil.rmtree(a.workdir, ignore_errors=True)
     print("OK: case %s, restarted in %.2f s, outputs identical, exit %d" % (a.case, time.time() - t0, rp.returncode),
