@@ -21,6 +21,8 @@ byte with an uninterrupted run and the exit status with its. Cases:
             partner exchange happens in phase durable, before the manifest): host 2 wiped; its image comes
             from its partner.
   fork_xor  L1+L3 (XOR) with --fork: host 2 wiped; its image is rebuilt from the group's parity.
+  fork_prune  prune with --fork: the L4 copies and the pruning start once the root says a forked
+            generation's manifest is written; each level keeps the same as without --fork.
   again     L1+L2: host 2 wiped, restarted (its image from its partner; the partner copy host 2 kept for
             another host is written again), everything killed before any new checkpoint, then that other
             host wiped too: the second restart still comes back from generation 2 (its image from the copy
@@ -39,7 +41,8 @@ def main():
     ap = hosts_parser()
     ap.add_argument("--worker", required=True)
     ap.add_argument("--case", required=True, choices=["partner", "corrupt", "fallback", "prune", "both", "both_parity", "xor", "xor_parity", "xor_two", "rs_two", "here",
-                                                "fork", "fork_xor", "again", "again_xor"])
+                                                "fork", "fork_xor", "again", "again_xor",
+                                                "fork_prune"])
     a = ap.parse_args()
     with_namespaces(a, "rvt", "10.85", N, lambda rng, seed, prefix, net: test(a, rng, seed, prefix, net))
 
@@ -126,15 +129,16 @@ def test(a, rng, seed, prefix, net):
     levels = {"partner": "L1+L2", "corrupt": "L1+L2", "fallback": "L1+L2,L4@2", "prune": "L1+L2,L4@2", "xor": "L1+L3",
               "here": "L1+L2", "both": "L1+L2+L3", "both_parity": "L1+L2+L3",
               "xor_parity": "L1+L3", "xor_two": "L1+L3,L4", "rs_two": "L1+L3", "fork": "L1+L2", "fork_xor": "L1+L3",
-              "again": "L1+L2", "again_xor": "L1+L3"}[a.case]
+              "again": "L1+L2", "again_xor": "L1+L3", "fork_prune": "L1+L2,L4@2"}[a.case]
+    prune = a.case in ("prune", "fork_prune")
     xor, l2 = "L3" in levels, "L2" in levels
     parity = 2 if a.case == "rs_two" else 1
-    extra = {"REVIVE_KEEP": "3"} if a.case == "prune" else {}
+    extra = {"REVIVE_KEEP": "3"} if prune else {}
     if a.case.startswith("again"):  # every process of the computation carries it: crash_test.kill_all finds them
         extra["REVIVE_CKPT_DIR"] = os.path.join(a.workdir, "ck")
     t = Setup(a, rng, prefix, net, levels, "case " + a.case, REVIVE_GROUP_SIZE="3", REVIVE_PARITY=str(parity), **extra)
     hosts, port, ck, ref, rund, local, revive, env = t.hosts, t.port, t.ck, t.ref, t.rund, t.local, t.revive, t.env
-    rounds = 600 if a.case == "prune" else 260  # prune: nine checkpoints before the kill
+    rounds = 600 if prune else 260  # prune: nine checkpoints before the kill
     script = 'exec "$0" $((%d + 13 * REVIVE_LAUNCH_INDEX)) 2 > out-$REVIVE_LAUNCH_INDEX' % rounds
     ref_rc = run_reference(a.worker, ref, script, N)
 
@@ -152,9 +156,9 @@ def test(a, rng, seed, prefix, net):
     lerr = open(os.path.join(a.workdir, "launch-stderr"), "wb")
     lp = subprocess.Popen(cmd, cwd=rund, stdout=lerr, stderr=lerr, stdin=subprocess.DEVNULL, env=env)
     wait_procs(revive, port, ck, env, N, procs=[lp])
-    gens = {"fallback": 3, "prune": 9}.get(a.case, 2)
+    gens = 9 if prune else {"fallback": 3}.get(a.case, 2)
     for g in range(1, gens + 1):
-        time.sleep(rng.uniform(0.02, 0.1) if a.case == "prune" else rng.uniform(0.1, 0.4))
+        time.sleep(rng.uniform(0.02, 0.1) if prune else rng.uniform(0.1, 0.4))
         m, secs = checkpoint(revive, port, ck, env, g, N)
         print("generation %d in %.3f s" % (g, secs), flush=True)
     index = {q["upid"]: int(environ(q["pid"]).get(b"REVIVE_LAUNCH_INDEX", b"-1")) for q in m["processes"]}
@@ -200,7 +204,7 @@ def test(a, rng, seed, prefix, net):
             if time.time() > deadline:
                 fail("generation %d's images did not reach the checkpoint directory (L4)" % l4)
             time.sleep(0.05)
-    if a.case == "prune":
+    if prune:
         check_pruned(ck, local, hosts, job_dir)
     for q in m["processes"]:
         if lp.poll() is not None:
@@ -244,7 +248,7 @@ def test(a, rng, seed, prefix, net):
                         [who(victim, "partner copy on %s damaged (checksum mismatch), not used, rebuilt from its "
                                      "group's parity (hosts %s)" % (victim.get("l2"), victim.get("l3")))]),
     }
-    plan["prune"] = (hosts, None, ["generation 9 cannot be restored from any level",
+    plan["prune"] = plan["fork_prune"] = (hosts, None, ["generation 9 cannot be restored from any level",
                                    "restarting from generation 8 (newest complete: 9)", "using the checkpoint directory (L4)"])
     if a.case in plan:
         wiped, damaged, expect = plan[a.case]
@@ -265,11 +269,11 @@ def test(a, rng, seed, prefix, net):
     # revive verify: the lost L1 copies named; exit 1 only when no level holds an image of the newest generation.
     r = run([revive, "verify", ck], env=env, timeout=60)
     want_rc = 1 if a.case in ("fallback", "corrupt", "xor_parity") else 0  # the newest generation is lost
-    if a.case == "prune":  # no host's directory left: lost or on other machines, verify cannot tell (exit 3)
+    if prune:  # no host's directory left: lost or on other machines, verify cannot tell (exit 3)
         want_rc = 3
     l1 = next((l for l in r.stdout.splitlines() if l.strip().startswith("L1 missing or damaged:")), "")
     named = a.case in ("fallback", "here") or "upid %d (host %s)" % (victim["upid"], hosts[1]) in l1
-    if a.case == "prune":
+    if prune:
         named = "L1 not checked: host(s) %s: their node-local storage" % ", ".join(sorted(hosts)) in r.stdout
     if r.returncode != want_rc or not named:
         fail("revive verify %s: rc %d (want %d):\n%s%s" % (ck, r.returncode, want_rc, r.stdout, r.stderr))
