@@ -248,19 +248,9 @@ void Server::SubTLevelsPhase(const Payload& p) {
   if (p.get_str("tl.partner", v, sizeof v)) tl.partner = v;
   if (p.get_str("tl.partner_addr", v, sizeof v)) tl.partner_addr = v;
   if (p.get_str("tl.from", v, sizeof v)) tl.from = v;
-  auto split = [](const std::string& list) {
-    std::vector<std::string> out;
-    for (size_t pos = 0; pos <= list.size() && !list.empty();) {
-      size_t c = list.find(',', pos);
-      if (c == std::string::npos) c = list.size();
-      out.push_back(list.substr(pos, c - pos));
-      pos = c + 1;
-    }
-    return out;
-  };
   uint64_t m = 1;
-  if (p.get_str("tl.group", v, sizeof v)) tl.group = split(v);
-  if (p.get_str("tl.group_addrs", v, sizeof v)) tl.group_addrs = split(v);
+  if (p.get_str("tl.group", v, sizeof v)) tl.group = TSplitList(v);
+  if (p.get_str("tl.group_addrs", v, sizeof v)) tl.group_addrs = TSplitList(v);
   if (p.get_u64("tl.parity", &m)) tl.parity = (int)m;
   if (p.get_u64("tl.keep", &m) && m >= 1) tl.keep = (int)m;
   if (up_->phase == "write") {  // the processes create only the last component

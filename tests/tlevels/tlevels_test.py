@@ -29,6 +29,9 @@ byte with an uninterrupted run and the exit status with its. Cases:
             written again).
   again_xor L1+L3 (XOR): the same with host 2 rebuilt from parity (its parity written again), then host 3
             wiped: rebuilt from host 1's parity and host 2's new one.
+  again_both  L1+L2+L3: host 2 wiped, its image from its partner copy and its parity encoded again from
+            the group's images; killed; then host 2's partner wiped and that host's own partner copy
+            damaged: rebuilt from the group's parity, host 2's new one included.
   (xor, xor_parity, xor_two, rs_two, here: see the CMakeLists.)"""
 import json, os, shutil, signal, subprocess, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hosts"))
@@ -42,7 +45,7 @@ def main():
     ap.add_argument("--worker", required=True)
     ap.add_argument("--case", required=True, choices=["partner", "corrupt", "fallback", "prune", "both", "both_parity", "xor", "xor_parity", "xor_two", "rs_two", "here",
                                                 "fork", "fork_xor", "again", "again_xor",
-                                                "fork_prune"])
+                                                "again_both", "fork_prune"])
     a = ap.parse_args()
     with_namespaces(a, "rvt", "10.85", N, lambda rng, seed, prefix, net: test(a, rng, seed, prefix, net))
 
@@ -95,10 +98,11 @@ def check_unseen(revive, ck, local, hosts, env, gens, workdir):
         fail("revive verify with only %s's storage visible: rc %d (want 3), generation %d row %s (want L1 and L2 "
              "unchecked, nothing missing):\n%s%s" % (hosts[0], r.returncode, gens, row, r.stdout, r.stderr))
 
-def lose_again(a, t, m, victim, by_host, l2, rcmd, rerr, expect, who, rebuilt):
+def lose_again(a, t, m, victim, by_host, l2, xor, rcmd, rerr, expect, who, rebuilt):
     """The restart after the first host (victim's) was wiped, killed once its processes are back and before
     any new checkpoint; then a second host wiped: the one whose partner copy the victim kept (L2), or
-    another member of the group (XOR). Returns what the second restart must say."""
+    another member of the group (XOR), or (both) the victim's partner, whose own partner copy is damaged
+    too. Returns what the second restart must say."""
     from crash_test import kill_all
     hosts, local = t.hosts, t.local
     rp = subprocess.Popen(rcmd, cwd=t.rund, stdout=subprocess.DEVNULL, stderr=open(rerr, "wb"),
@@ -110,16 +114,23 @@ def lose_again(a, t, m, victim, by_host, l2, rcmd, rerr, expect, who, rebuilt):
         fail("the first restart's coordinator did not exit after its processes died")
     err = open(rerr).read()
     sys.stdout.write(err)
-    second = next(q for q in m["processes"] if q.get("l2") == victim["host"]) if l2 else by_host[hosts[2]]
+    owner = next(q for q in m["processes"] if q.get("l2") == victim["host"]) if l2 else None
+    second = by_host[victim["l2"]] if l2 and xor else owner if l2 else by_host[hosts[2]]
     if l2:
         expect = expect + ["the partner copies of host %s's images (generation 2) on host %s written again" %
-                           (second["host"], victim["host"])]
+                           (owner["host"], victim["host"])]
+    if l2 and xor:
+        expect = expect + ["the parity of host %s (generation 2) written again" % victim["host"]]
     for e in expect:
         if e not in err:
             fail("first restart's stderr does not say %r" % e)
     if not l2 and not os.path.isfile(os.path.join(job_dir(local, victim["host"]), "ckpt-2", "parity")):
         fail("host %s's parity of generation 2 was not written again after its rebuild" % victim["host"])
     shutil.rmtree(os.path.join(local, second["host"]))
+    if l2 and xor:
+        damage(os.path.join(job_dir(local, second["l2"]), "ckpt-2", "partner-%s" % second["host"], second["image"]))
+        return [who(second, "partner copy on %s damaged (checksum mismatch), not used, rebuilt from its group's "
+                            "parity (hosts %s)" % (second["l2"], second["l3"]))]
     if l2:
         return [who(second, "using partner copy from " + victim["host"])]
     return [rebuilt(second)]
@@ -129,7 +140,7 @@ def test(a, rng, seed, prefix, net):
     levels = {"partner": "L1+L2", "corrupt": "L1+L2", "fallback": "L1+L2,L4@2", "prune": "L1+L2,L4@2", "xor": "L1+L3",
               "here": "L1+L2", "both": "L1+L2+L3", "both_parity": "L1+L2+L3",
               "xor_parity": "L1+L3", "xor_two": "L1+L3,L4", "rs_two": "L1+L3", "fork": "L1+L2", "fork_xor": "L1+L3",
-              "again": "L1+L2", "again_xor": "L1+L3", "fork_prune": "L1+L2,L4@2"}[a.case]
+              "again": "L1+L2", "again_xor": "L1+L3", "again_both": "L1+L2+L3", "fork_prune": "L1+L2,L4@2"}[a.case]
     prune = a.case in ("prune", "fork_prune")
     xor, l2 = "L3" in levels, "L2" in levels
     parity = 2 if a.case == "rs_two" else 1
@@ -237,6 +248,7 @@ def test(a, rng, seed, prefix, net):
         "fork_xor": ([hosts[1]], None, [rebuilt(victim)]),
         "again": ([hosts[1]], None, [who(victim, "using partner copy from " + victim.get("l2", ""))]),
         "again_xor": ([hosts[1]], None, [rebuilt(victim)]),
+        "again_both": ([hosts[1]], None, [who(victim, "using partner copy from " + victim.get("l2", ""))]),
         "xor_parity": ([hosts[1]], (hosts[2], "parity"),
                        ["%s: parity damaged (checksum mismatch), not used" % hosts[2]] + older + [rebuilt(victim)]),
         "xor_two": (hosts[:2], None, ["lost 2 members (%s: parity missing, %s: parity missing), parity tolerates 1, "
@@ -281,7 +293,7 @@ def test(a, rng, seed, prefix, net):
     rerr = os.path.join(a.workdir, "restart-stderr")
     t0 = time.time()
     if a.case.startswith("again"):
-        expect = lose_again(a, t, m, victim, by_host, l2, rcmd, rerr, expect, who, rebuilt)
+        expect = lose_again(a, t, m, victim, by_host, l2, xor, rcmd, rerr, expect, who, rebuilt)
     rp = subprocess.run(rcmd, cwd=rund, stdout=subprocess.DEVNULL, stderr=open(rerr, "wb"), stdin=subprocess.DEVNULL,
                         env=env, timeout=120)
     err = open(rerr).read()
