@@ -6,7 +6,8 @@
 //   recv: listens on this host's address toward the root, prints "IP:PORT", receives one transfer (tlx.h)
 //         into --dest and checks each file against --expect NAME=XXH;
 //   send: sends files to a recv over TCP, proving the computation's secret;
-//   rebuild: rebuilds a lost host's images from its group's data and parity gathered in --from (tparity.h).
+//   rebuild: rebuilds a lost host's images from its group's data and parity gathered in --from (tparity.h);
+//   encode: encodes a host's parity again from its images and the group's others gathered in --from.
 //   scan also prints "parity G ok|bad" for the host's L3 parity.
 #include <dirent.h>
 #include <fcntl.h>
@@ -119,20 +120,44 @@ int Send(const std::string& to, const std::string& secret_file, uint64_t gen, co
   return 0;
 }
 
-int Rebuild(const std::string& from, const std::string& host, const std::string& dest) {
-  Status s = coord::TRebuildMember(from, host, dest);
+// rebuild/encode: the data gathered in `from` is removed whatever happened; the exit status says the rest.
+int Gathered(const char* cmd, const std::string& from, const Status& s) {
   std::error_code ec;
   std::filesystem::remove_all(from, ec);
-  if (!s.ok()) {
-    fprintf(stderr, "revive tlevels-rebuild: %s\n", s.ToString().c_str());
-    return 1;
+  if (s.ok()) return 0;
+  fprintf(stderr, "revive %s: %s\n", cmd, s.ToString().c_str());
+  return 1;
+}
+
+int Rebuild(const std::string& from, const std::string& host, const std::string& dest) {
+  return Gathered("tlevels-rebuild", from, coord::TRebuildMember(from, host, dest));
+}
+
+// A member's parity encoded again (its images intact, its parity lost): the other members' images were
+// gathered in from/<host>/; the layout is the checkpoint's (same group order, m, images sorted by name), so
+// the parity equals the one written then.
+int Encode(const std::string& from, const std::string& host, const std::string& group_list, int m,
+           const std::string& dest, const std::vector<std::string>& own) {
+  const std::vector<std::string> group = coord::TSplitList(group_list);
+  std::vector<std::vector<std::string>> files_of(group.size());
+  size_t me = group.size();
+  for (size_t j = 0; j < group.size(); j++) {
+    if (group[j] == host) {
+      me = j;
+      files_of[j] = own;
+      continue;
+    }
+    for (const std::string& f : Entries(from + "/" + group[j])) files_of[j].push_back(from + "/" + group[j] + "/" + f);
   }
-  return 0;
+  return Gathered("tlevels-encode", from,
+                  me == group.size() ? Status::InvalidArgument(host + " is not in the group " + group_list)
+                                     : coord::TEncodeGroup(group, files_of, m, me, dest));
 }
 
 struct TlArgs {
-  std::string hostjob, toward, secret_file, from, dest, to;
+  std::string hostjob, toward, secret_file, from, dest, to, group;
   uint64_t gen = 0;
+  int parity = 1;
   std::vector<std::string> files, expect;
 };
 
@@ -165,6 +190,14 @@ void AddTLevelsCommands(CLI::App& app, int* rc) {
   rb->add_option("--dest", a->dest)->required();
   rb->callback([a, rc] { *rc = Rebuild(a->from, a->to, a->dest); });
   send->callback([a, rc] { *rc = Send(a->to, a->secret_file, a->gen, a->from, a->files); });
+  CLI::App* enc = app.add_subcommand("tlevels-encode", "internal: encode a host's parity again")->group("");
+  enc->add_option("--from", a->from)->required();
+  enc->add_option("--host", a->to)->required();
+  enc->add_option("--group", a->group)->required();
+  enc->add_option("--parity", a->parity)->required();
+  enc->add_option("--dest", a->dest)->required();
+  enc->add_option("FILES", a->files)->required();
+  enc->callback([a, rc] { *rc = Encode(a->from, a->to, a->group, a->parity, a->dest, a->files); });
 }
 
 }  // namespace revive::cli

@@ -101,17 +101,6 @@ std::map<std::string, HostPieces> ScanHosts(const HostOpts& ho, const std::strin
   return out;
 }
 
-std::vector<std::string> SplitList(const std::string& list) {
-  std::vector<std::string> out;
-  for (size_t pos = 0; !list.empty() && pos <= list.size();) {
-    size_t c = list.find(',', pos);
-    if (c == std::string::npos) c = list.size();
-    out.push_back(list.substr(pos, c - pos));
-    pos = c + 1;
-  }
-  return out;
-}
-
 // L3: the members of `group` that cannot serve a rebuild of generation m (an image of theirs not intact on
 // their host, or their parity missing or damaged), each with the reason.
 std::vector<std::pair<std::string, std::string>> GroupLost(const coord::Manifest& m, const std::vector<std::string>& group,
@@ -180,7 +169,7 @@ Source Choose(const coord::Manifest& m, const coord::ManifestProc& p, const std:
     }
   }
   if (p.local && !p.l3.empty()) {
-    const std::vector<std::string> group = SplitList(p.l3);
+    const std::vector<std::string> group = coord::TSplitList(p.l3);
     auto lost = GroupLost(m, group, pieces);
     std::string names;
     for (const auto& [h, w] : lost) names += (names.empty() ? "" : ", ") + h + ": " + w;
@@ -297,6 +286,93 @@ Status RebuildHosts(const HostOpts& ho, const Target& root, const std::string& s
   return Status::OK();
 }
 
+// After the images of generation m are in place (`restored`: their processes, whose images are now intact
+// in their host's L1 directory): the partner copies the scan did not find intact on their holder (it was
+// wiped, or its copy damaged) are sent again from the owner's L1 directory, so a second host loss before
+// the next checkpoint is still survivable (SCR rewrites redundancy after a rebuild the same way). A rebuilt
+// host's parity is written by tlevels-rebuild itself (TRebuildMember). Best effort: a failure is said and
+// the restart goes on (the next checkpoint protects the computation again).
+void ReprotectCopies(const HostOpts& ho, const Target& root, const std::string& self, const coord::Manifest& m,
+                     const std::vector<const coord::ManifestProc*>& restored, std::map<std::string, HostPieces>& pieces) {
+  std::map<std::pair<std::string, std::string>, std::vector<const coord::ManifestProc*>> by_pair;  // (holder, owner)
+  for (const auto* p : restored) {
+    auto holder = pieces.find(p->l2);
+    if (p->l2.empty() || holder == pieces.end()) continue;  // no copy, or its holder unreachable
+    auto& copies = holder->second.copy[m.generation][p->host];
+    auto it = copies.find(p->image);
+    if (it == copies.end() || it->second != p->xxh3) by_pair[{p->l2, p->host}].push_back(p);
+  }
+  for (const auto& [pair, procs] : by_pair) {
+    const auto& [holder, owner] = pair;
+    std::vector<std::string> files, expect;
+    for (const auto* p : procs) {
+      files.push_back(coord::TLocalGenDir(m.local_root, owner, m.job, m.generation) + "/" + p->image);
+      expect.push_back(p->image + "=" + Hex64(p->xxh3));
+    }
+    const std::string what = "the partner copies of host " + owner + "'s images (generation " +
+                             std::to_string(m.generation) + ") on host " + holder;
+    Status s = Transfer(ho, root, self, m.generation, owner, holder, files,
+                        coord::TPartnerDir(m.local_root, holder, m.job, m.generation, owner), expect, what);
+    if (s.ok()) fprintf(stderr, "revive restart: %s written again\n", what.c_str());
+    else fprintf(stderr, "revive restart: %s not written again (%s); the next checkpoint makes new ones\n",
+                 what.c_str(), s.ToString().c_str());
+  }
+}
+
+// The parity of generation m that the scan did not find intact on a host whose images are intact now (its
+// images came from its partner copy, or only its parity was damaged) is encoded again on that host from the
+// group's images, gathered there (a rebuilt host got its parity from tlevels-rebuild). Only when every
+// member's images are in their L1 directories. Best effort, as ReprotectCopies.
+void ReprotectParity(const HostOpts& ho, const Target& root, const std::string& self, const coord::Manifest& m,
+                     const std::vector<const coord::ManifestProc*>& in_l1,
+                     const std::map<std::string, std::vector<std::string>>& rebuilt,
+                     std::map<std::string, HostPieces>& pieces) {
+  std::set<std::string> whole;  // hosts all of whose images are in their L1 directory now
+  for (const auto& p : m.procs) whole.insert(p.host);
+  for (const auto& p : m.procs)
+    if (std::find(in_l1.begin(), in_l1.end(), &p) == in_l1.end()) whole.erase(p.host);
+  std::set<std::string> done;
+  for (const auto& p : m.procs) {
+    const std::string& h = p.host;
+    auto hp = pieces.find(h);
+    if (p.l3.empty() || done.count(h) || rebuilt.count(h) || hp == pieces.end()) continue;
+    done.insert(h);
+    auto par = hp->second.parity.find(m.generation);
+    if (par != hp->second.parity.end() && par->second) continue;  // intact
+    const std::vector<std::string> group = coord::TSplitList(p.l3);
+    if (!std::all_of(group.begin(), group.end(), [&](const std::string& x) { return whole.count(x) > 0; })) continue;
+    const std::string dir = coord::TLocalGenDir(m.local_root, h, m.job, m.generation), from = dir + "/.reencode";
+    const std::string what = "the parity of host " + h + " (generation " + std::to_string(m.generation) + ")";
+    Status st;
+    std::vector<std::string> own;
+    for (const auto& q : m.procs)
+      if (q.host == h) own.push_back(dir + "/" + q.image);
+    for (const std::string& x : group) {
+      if (x == h || !st.ok()) continue;
+      const std::string xd = coord::TLocalGenDir(m.local_root, x, m.job, m.generation);
+      std::vector<std::string> files;
+      for (const auto& q : m.procs)
+        if (q.host == x) files.push_back(xd + "/" + q.image);
+      st = Transfer(ho, root, self, m.generation, x, h, files, from + "/" + x, {}, "host " + x + "'s images");
+    }
+    if (st.ok()) {
+      std::vector<std::string> cmd = {self, "tlevels-encode", "--from", from, "--host", h, "--group", p.l3,
+                                      "--parity", std::to_string(m.parity), "--dest", dir};
+      cmd.insert(cmd.end(), own.begin(), own.end());
+      pid_t pid = -1;
+      int fd = -1;
+      st = StartOnHost(ho, h, cmd, &pid, &fd);
+      if (st.ok()) {
+        close(fd);
+        if (int rc = WaitStatus(pid); rc != 0) st = Status::IOError("tlevels-encode failed (status " + std::to_string(rc) + ")");
+      }
+    }
+    if (st.ok()) fprintf(stderr, "revive restart: %s written again\n", what.c_str());
+    else fprintf(stderr, "revive restart: %s not written again (%s); the next checkpoint makes a new one\n",
+                 what.c_str(), st.ToString().c_str());
+  }
+}
+
 }  // namespace
 
 Status ResolveKeptImage(const coord::Manifest& m, const coord::ManifestProc& p, const std::string& gen_dir,
@@ -344,7 +420,7 @@ Status TLevelsRestart(const HostOpts& ho, const Target& root, const std::vector<
     coord::Manifest m;
     if (!coord::ReadManifest(env, gd + "/MANIFEST.json", &m).ok()) continue;
     std::vector<std::string> missing, notes;
-    std::vector<const coord::ManifestProc*> moved;
+    std::vector<const coord::ManifestProc*> moved, in_l1;  // in_l1: intact in their host's L1 directory after the moves
     std::map<std::string, std::vector<std::string>> rebuild;  // lost host -> its group
     for (const auto& p : m.procs) {
       if (std::find(hosts.begin(), hosts.end(), p.host) == hosts.end())
@@ -354,7 +430,8 @@ Status TLevelsRestart(const HostOpts& ho, const Target& root, const std::vector<
       if (src.kind == Source::kMissing) missing.push_back(Who(p) + ": " + src.notes);
       else if (!src.notes.empty()) notes.push_back(Who(p) + ": " + src.notes);
       if (src.kind == Source::kPartner) moved.push_back(&p);
-      if (src.kind == Source::kRebuild) rebuild[p.host] = SplitList(p.l3);
+      if (src.kind == Source::kOwn || src.kind == Source::kPartner || src.kind == Source::kRebuild) in_l1.push_back(&p);
+      if (src.kind == Source::kRebuild) rebuild[p.host] = coord::TSplitList(p.l3);
     }
     if (missing.empty()) {
       for (const auto& n : notes) fprintf(stderr, "revive restart: %s\n", n.c_str());
@@ -364,6 +441,10 @@ Status TLevelsRestart(const HostOpts& ho, const Target& root, const std::vector<
         for (const auto& [l, w] : GroupLost(m, group, pieces)) unusable.insert(l);
       if (s.ok()) s = RebuildHosts(ho, root, self, m, rebuild, unusable);
       if (!s.ok()) missing.push_back(s.ToString());
+      else {
+        ReprotectCopies(ho, root, self, m, in_l1, pieces);
+        ReprotectParity(ho, root, self, m, in_l1, rebuild, pieces);
+      }
     }
     if (!missing.empty()) {
       std::string list;

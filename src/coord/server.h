@@ -155,11 +155,13 @@ class Server {
   void TLevelsPhaseFields(Conn* c, FrameBuilder* b, std::string* dir);
   bool TLevelsAddImage(Conn* c, const Payload& p, const std::string& pre, ManifestProc* mp);
   void TLevelsResumedHere();
+  void TLevelsPublished();
   void SubTLevelsListen();
   void SubTLevelsPhase(const Payload& p);
   void SubTLevelsExchange();
   void SubTLevelsEncode();
   void SubTLevelsResumed();
+  void SubTLevelsPublished(const Payload& p);
 
   ServerOptions o_;
   std::string secret_;

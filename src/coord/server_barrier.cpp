@@ -394,6 +394,7 @@ void Server::FinishCheckpoint() {
   for (const auto& p : manifest_.procs) bytes += p.bytes;
   if (!failed_) generation_ = cur_gen_;
   if (!failed_) TLevelsResumedHere();
+  if (!failed_ && o_.fork) TLevelsPublished();
   Log(failed_ ? 1 : 2, "generation %llu %s in %.3f s", (unsigned long long)cur_gen_,
       failed_ ? "failed" : "complete", secs);
   uint8_t buf[8192];

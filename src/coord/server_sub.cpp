@@ -209,6 +209,7 @@ void Server::SubStartPhase(const Payload& p) {
   char name[32] = "", barrier[16] = "";
   p.get_str("name", name, sizeof name);
   p.get_str("barrier", barrier, sizeof barrier);
+  if (std::string(name) == "published") return SubTLevelsPublished(p);  // not a phase: nobody answers it
   up_->phase = name;
   up_->restart = std::string(barrier) == "restart";
   if (up_->phase == (up_->restart ? "reconnect" : "suspend")) {  // a new barrier: fix its participants
@@ -224,7 +225,7 @@ void Server::SubStartPhase(const Payload& p) {
         up_->parts.insert(id);
   }
   SubTLevelsPhase(p);  // before the processes hear of it: their directory must exist
-  if (!up_->restart && up_->phase == "resume") {
+  if (!up_->restart && up_->phase == "resume" && !o_.fork) {  // --fork: the images come after it (published)
     char ok[4] = "";
     p.get_str("ok", ok, sizeof ok);
     if (std::string(ok) == "1") SubTLevelsResumed();

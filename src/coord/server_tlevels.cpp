@@ -7,9 +7,10 @@
 // their checksums and, for L2, sends them to its partner's sub over TCP (tlx.h) while it receives the copy
 // it keeps, then, for L3 (alone or with L2), exchanges the group's images and encodes its parity; only then
 // does it answer the image phase, so the root writes MANIFEST.json (recording levels, hosts, partners,
-// groups, checksums) only when every host's images and copies are durable. After a successful resume each
-// sub copies its images to the checkpoint directory in the background when the generation also goes to L4,
-// and prunes old generations per level.
+// groups, checksums) only when every host's images and copies are durable. With --fork the images come in
+// phase durable, after the program resumed, and the exchange happens there. After a successful resume (with
+// --fork: once the root says the manifest is written) each sub copies its images to the checkpoint directory
+// in the background when the generation also goes to L4, and prunes old generations per level.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -43,11 +44,6 @@ void Server::TLevelsBegin() {
   if (!o_.parent.empty()) return;
   unsigned lv = tl_.LevelsFor(cur_gen_);
   if (!(lv & kTL1)) return;
-  if (o_.fork) {  // the images become durable after resume there; the exchange would need a phase of its own
-    Log(1, "generation %llu: REVIVE_LEVELS is not applied to --fork checkpoints; the images go to the checkpoint "
-        "directory", (unsigned long long)cur_gen_);
-    return;
-  }
   std::vector<std::string> hosts;
   for (uint64_t id : participants_) {
     auto it = conns_.find(id);
@@ -185,6 +181,29 @@ void Server::TLevelsResumedHere() {
   tl_background_.emplace_back(std::move(t), std::move(done));
 }
 
+// Root, --fork: a forked generation's images (and their partner copies and parity) became durable in phase
+// durable, after the program resumed, and the manifest was written only then; the subs learn it here
+// (PHASE published, which nobody answers) and start their background L4 copy and pruning, as they do at the
+// resume of a checkpoint without --fork. A forked generation that failed sends nothing: its host parts
+// neither copy nor prune (the next complete generation does).
+void Server::TLevelsPublished() {
+  if (!(cur_levels_ & kTL1) || tl_here_) return;
+  uint8_t buf[512];
+  for (const auto& [id, c] : conns_) {
+    if (c->dead || c->role != Conn::Role::kSub) continue;
+    FrameBuilder b(buf, sizeof buf, kPhase, 0);
+    b.add("name", "published").add_u64("generation", cur_gen_).add("barrier", "checkpoint");
+    Send(c.get(), b);
+  }
+}
+
+// Sub, --fork: the root wrote the manifest of the generation whose images this host exchanged in phase durable.
+void Server::SubTLevelsPublished(const Payload& p) {
+  uint64_t gen = 0;
+  p.get_u64("generation", &gen);
+  if (gen != 0 && gen == up_->tl.gen) SubTLevelsResumed();
+}
+
 // Sub: the exchange listener, published to the root for the other hosts' subs.
 void Server::SubTLevelsListen() {
   const char* h = getenv("REVIVE_HOST_ID");
@@ -229,19 +248,9 @@ void Server::SubTLevelsPhase(const Payload& p) {
   if (p.get_str("tl.partner", v, sizeof v)) tl.partner = v;
   if (p.get_str("tl.partner_addr", v, sizeof v)) tl.partner_addr = v;
   if (p.get_str("tl.from", v, sizeof v)) tl.from = v;
-  auto split = [](const std::string& list) {
-    std::vector<std::string> out;
-    for (size_t pos = 0; pos <= list.size() && !list.empty();) {
-      size_t c = list.find(',', pos);
-      if (c == std::string::npos) c = list.size();
-      out.push_back(list.substr(pos, c - pos));
-      pos = c + 1;
-    }
-    return out;
-  };
   uint64_t m = 1;
-  if (p.get_str("tl.group", v, sizeof v)) tl.group = split(v);
-  if (p.get_str("tl.group_addrs", v, sizeof v)) tl.group_addrs = split(v);
+  if (p.get_str("tl.group", v, sizeof v)) tl.group = TSplitList(v);
+  if (p.get_str("tl.group_addrs", v, sizeof v)) tl.group_addrs = TSplitList(v);
   if (p.get_u64("tl.parity", &m)) tl.parity = (int)m;
   if (p.get_u64("tl.keep", &m) && m >= 1) tl.keep = (int)m;
   if (up_->phase == "write") {  // the processes create only the last component

@@ -186,6 +186,17 @@ Status TCopyDurable(const std::string& src, const std::string& dst_dir) {
   return Status::OK();
 }
 
+std::vector<std::string> TSplitList(const std::string& list) {
+  std::vector<std::string> out;
+  for (size_t pos = 0; !list.empty() && pos <= list.size();) {
+    size_t c = list.find(',', pos);
+    if (c == std::string::npos) c = list.size();
+    out.push_back(list.substr(pos, c - pos));
+    pos = c + 1;
+  }
+  return out;
+}
+
 void TPruneLocal(const std::string& host_job_dir, const std::string& ckpt_dir, size_t keep) {
   DIR* d = opendir(host_job_dir.c_str());
   if (d == nullptr) return;

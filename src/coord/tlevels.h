@@ -52,6 +52,9 @@ Status THostPartners(const std::vector<std::string>& hosts, std::vector<size_t>*
 Status THostGroups(const std::vector<std::string>& hosts, int group_size, int parity,
                    std::vector<std::vector<std::string>>* groups);
 
+// "h1,h2,h3" -> {h1, h2, h3}; "" -> {} (host lists in PHASE frames, the manifest's l3, command lines).
+std::vector<std::string> TSplitList(const std::string& list);
+
 // XXH3-64 of a whole file; errors name the file.
 Status FileXxh3(const std::string& path, uint64_t* h);
 std::string Hex64(uint64_t v);

@@ -195,7 +195,11 @@ Status TRebuildMember(const std::string& from_dir, const std::string& lost_host,
       return Status::Corruption("rebuilt " + f.name + " of host " + lost_host + " does not match its checksum");
     if (!(s = WriteFileAtomic(Env::Default(), dest_dir + "/" + f.name, b)).ok()) return s;
   }
-  return Status::OK();
+  // Its parity too (RebuildGroup rebuilt it with the data), so the group again tolerates m lost members
+  // before the next checkpoint: the survivors' description with this member's parity checksum.
+  meta.parity_xxh3 = XXH3_64bits(parity[(size_t)lost].data(), parity[(size_t)lost].size());
+  if (!(s = WriteFileAtomic(Env::Default(), dest_dir + "/parity", parity[(size_t)lost])).ok()) return s;
+  return WriteFileAtomic(Env::Default(), dest_dir + "/parity.meta", meta.Serialize());
 }
 
 }  // namespace revive::coord

@@ -35,7 +35,8 @@ Status TEncodeGroup(const std::vector<std::string>& hosts, const std::vector<std
                     int m, size_t me, const std::string& dir);
 
 // Rebuilds the images of member `lost_host` into dest_dir (atomically, each checked against the meta's
-// checksum) from the survivors' data and parity in from_dir/<host>/ (their images, parity, parity.meta).
+// checksum) from the survivors' data and parity in from_dir/<host>/ (their images, parity, parity.meta),
+// then its parity and parity.meta, so the group is whole again.
 // Other lost members (no directory there) count against m. Errors name the member and the file.
 Status TRebuildMember(const std::string& from_dir, const std::string& lost_host, const std::string& dest_dir);
 

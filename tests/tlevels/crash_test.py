@@ -5,7 +5,9 @@ killed (SIGKILL of every process of it: the programs, the host parts, the sub-co
 --kills times, each at a random moment 20-120 ms after a checkpoint was asked for (so before, during or
 after the images are written and exchanged between the hosts), and restarted with `revive restart --hosts` each time from whatever the killed run left: every
 restart must come back from the newest generation complete at a level; the last run finishes and its
-outputs and exit status must equal an uninterrupted run's."""
+outputs and exit status must equal an uninterrupted run's. With --fork the computation is launched
+with `revive launch --fork` (a kill may land while the programs run again and their writers, the exchange
+and the manifest are still under way); `revive restart` has no --fork, so the restored runs do without."""
 import os, shutil, signal, subprocess, sys, threading, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hosts"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -17,6 +19,7 @@ def main():
     ap = hosts_parser()
     ap.add_argument("--worker", required=True)
     ap.add_argument("--kills", type=int, default=20)
+    ap.add_argument("--fork", action="store_true")
     a = ap.parse_args()
     with_namespaces(a, "rvk", "10.86", N, lambda rng, seed, prefix, net: test(a, rng, seed, prefix, net))
 
@@ -56,9 +59,9 @@ def test(a, rng, seed, prefix, net):
     refs = [subprocess.Popen(["bash", "-c", script, os.path.abspath(a.worker)], cwd=ref,
                              env=dict(os.environ, REVIVE_LAUNCH_INDEX=str(i))) for i in range(N)]
     common = t.placement
-    launch = [revive, "launch"] + common + ["--ckpt-dir", ck, "-n", str(N), "--", "bash", "-c", script,
+    launch = [revive, "launch"] + common + (["--fork"] if a.fork else []) + ["--ckpt-dir", ck, "-n", str(N), "--", "bash", "-c", script,
                                             os.path.abspath(a.worker)]
-    restart = [revive, "restart"] + common + [ck]
+    restart = [revive, "restart"] + common + [ck]  # no --fork there: restored processes follow its WELCOME (fork=0)
     errlog = open(os.path.join(a.workdir, "stderr"), "wb")
     t0 = time.time()
     kills, gens, run_ = 0, 0, None

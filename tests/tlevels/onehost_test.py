@@ -4,7 +4,9 @@
 coordinator checksums the images and copies every 2nd generation to the checkpoint directory in the
 background; old generations are pruned per level. Then the computation is SIGKILLed and restarted: generation 3
 exists only on L1, so its outputs prove the node-local images were used; they are compared byte for byte with
-an uninterrupted run. A policy with L2 or L3 is refused at launch, naming it, before anything starts."""
+an uninterrupted run. A policy with L2 or L3 is refused at launch, naming it, before anything starts.
+With --fork the same with `revive launch --fork`: the images come after the program resumed and are
+checksummed then; the manifest, the L4 copy and the pruning follow them."""
 import argparse, json, os, random, shutil, signal, subprocess, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hosts"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -18,6 +20,7 @@ def main():
     for o in ("--revive", "--inject", "--restart", "--worker", "--workdir"):
         ap.add_argument(o, required=True)
     ap.add_argument("--seed", type=int)
+    ap.add_argument("--fork", action="store_true", help="checkpoints written by forked children (revive launch --fork)")
     a = ap.parse_args()
     seed = a.seed if a.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
@@ -47,7 +50,7 @@ def main():
     script = 'exec "$0" $((260 + 13 * REVIVE_LAUNCH_INDEX)) 2 > out-$REVIVE_LAUNCH_INDEX'
     ref_rc = run_reference(a.worker, ref, script, N)
     lerr = open(os.path.join(a.workdir, "launch-stderr"), "wb")
-    lp = subprocess.Popen(base + ["--levels", "L1,L4@2", "-n", str(N), "--", "bash", "-c", script,
+    lp = subprocess.Popen(base + (["--fork"] if a.fork else []) + ["--levels", "L1,L4@2", "-n", str(N), "--", "bash", "-c", script,
                                   os.path.abspath(a.worker)], cwd=rund, stdout=lerr, stderr=lerr,
                           stdin=subprocess.DEVNULL, env=env)
     wait_procs(revive, port, ck, env, N, procs=[lp])
@@ -102,7 +105,8 @@ def main():
     check_like_reference(revive, port, ck, env, m, index, ref_rc, rp.returncode, ref, rund, N)
     shutil.rmtree(a.workdir, ignore_errors=True)
     shutil.rmtree(shm, ignore_errors=True)
-    print("OK: one host, L1 + L4 in the background, pruned per level, restarted from L1, outputs identical", flush=True)
+    print("OK: one host%s, L1 + L4 in the background, pruned per level, restarted from L1, outputs identical" %
+          (" (--fork)" if a.fork else ""), flush=True)
 
 if __name__ == "__main__":
     main()

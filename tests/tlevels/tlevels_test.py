@@ -17,6 +17,21 @@ byte with an uninterrupted run and the exit status with its. Cases:
             its partner copy.
   both_parity  L1+L2+L3: host 2 wiped and its partner copy of generation 2 damaged: named, not used; the
             image is rebuilt from the group's parity (generation 2 still restores).
+  fork      L1+L2 with `revive launch --fork` (the images become durable after the program resumed; the
+            partner exchange happens in phase durable, before the manifest): host 2 wiped; its image comes
+            from its partner.
+  fork_xor  L1+L3 (XOR) with --fork: host 2 wiped; its image is rebuilt from the group's parity.
+  fork_prune  prune with --fork: the L4 copies and the pruning start once the root says a forked
+            generation's manifest is written; each level keeps the same as without --fork.
+  again     L1+L2: host 2 wiped, restarted (its image from its partner; the partner copy host 2 kept for
+            another host is written again), everything killed before any new checkpoint, then that other
+            host wiped too: the second restart still comes back from generation 2 (its image from the copy
+            written again).
+  again_xor L1+L3 (XOR): the same with host 2 rebuilt from parity (its parity written again), then host 3
+            wiped: rebuilt from host 1's parity and host 2's new one.
+  again_both  L1+L2+L3: host 2 wiped, its image from its partner copy and its parity encoded again from
+            the group's images; killed; then host 2's partner wiped and that host's own partner copy
+            damaged: rebuilt from the group's parity, host 2's new one included.
   (xor, xor_parity, xor_two, rs_two, here: see the CMakeLists.)"""
 import json, os, shutil, signal, subprocess, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hosts"))
@@ -28,7 +43,9 @@ from tlv import N, Setup, check_like_reference, run_reference
 def main():
     ap = hosts_parser()
     ap.add_argument("--worker", required=True)
-    ap.add_argument("--case", required=True, choices=["partner", "corrupt", "fallback", "prune", "both", "both_parity", "xor", "xor_parity", "xor_two", "rs_two", "here"])
+    ap.add_argument("--case", required=True, choices=["partner", "corrupt", "fallback", "prune", "both", "both_parity", "xor", "xor_parity", "xor_two", "rs_two", "here",
+                                                "fork", "fork_xor", "again", "again_xor",
+                                                "again_both", "fork_prune"])
     a = ap.parse_args()
     with_namespaces(a, "rvt", "10.85", N, lambda rng, seed, prefix, net: test(a, rng, seed, prefix, net))
 
@@ -81,21 +98,62 @@ def check_unseen(revive, ck, local, hosts, env, gens, workdir):
         fail("revive verify with only %s's storage visible: rc %d (want 3), generation %d row %s (want L1 and L2 "
              "unchecked, nothing missing):\n%s%s" % (hosts[0], r.returncode, gens, row, r.stdout, r.stderr))
 
+def lose_again(a, t, m, victim, by_host, l2, xor, rcmd, rerr, expect, who, rebuilt):
+    """The restart after the first host (victim's) was wiped, killed once its processes are back and before
+    any new checkpoint; then a second host wiped: the one whose partner copy the victim kept (L2), or
+    another member of the group (XOR), or (both) the victim's partner, whose own partner copy is damaged
+    too. Returns what the second restart must say."""
+    from crash_test import kill_all
+    hosts, local = t.hosts, t.local
+    rp = subprocess.Popen(rcmd, cwd=t.rund, stdout=subprocess.DEVNULL, stderr=open(rerr, "wb"),
+                          stdin=subprocess.DEVNULL, env=t.env)
+    wait_procs(t.revive, t.port, t.ck, t.env, N, procs=[rp])
+    kill_all(t.ck)
+    rp.wait(timeout=60)
+    if not coordinator_gone(t.revive, t.port, t.ck, t.env):
+        fail("the first restart's coordinator did not exit after its processes died")
+    err = open(rerr).read()
+    sys.stdout.write(err)
+    owner = next(q for q in m["processes"] if q.get("l2") == victim["host"]) if l2 else None
+    second = by_host[victim["l2"]] if l2 and xor else owner if l2 else by_host[hosts[2]]
+    if l2:
+        expect = expect + ["the partner copies of host %s's images (generation 2) on host %s written again" %
+                           (owner["host"], victim["host"])]
+    if l2 and xor:
+        expect = expect + ["the parity of host %s (generation 2) written again" % victim["host"]]
+    for e in expect:
+        if e not in err:
+            fail("first restart's stderr does not say %r" % e)
+    if not l2 and not os.path.isfile(os.path.join(job_dir(local, victim["host"]), "ckpt-2", "parity")):
+        fail("host %s's parity of generation 2 was not written again after its rebuild" % victim["host"])
+    shutil.rmtree(os.path.join(local, second["host"]))
+    if l2 and xor:
+        damage(os.path.join(job_dir(local, second["l2"]), "ckpt-2", "partner-%s" % second["host"], second["image"]))
+        return [who(second, "partner copy on %s damaged (checksum mismatch), not used, rebuilt from its group's "
+                            "parity (hosts %s)" % (second["l2"], second["l3"]))]
+    if l2:
+        return [who(second, "using partner copy from " + victim["host"])]
+    return [rebuilt(second)]
+
 def test(a, rng, seed, prefix, net):
     print("seed %d" % seed, flush=True)
     levels = {"partner": "L1+L2", "corrupt": "L1+L2", "fallback": "L1+L2,L4@2", "prune": "L1+L2,L4@2", "xor": "L1+L3",
               "here": "L1+L2", "both": "L1+L2+L3", "both_parity": "L1+L2+L3",
-              "xor_parity": "L1+L3", "xor_two": "L1+L3,L4", "rs_two": "L1+L3"}[a.case]
+              "xor_parity": "L1+L3", "xor_two": "L1+L3,L4", "rs_two": "L1+L3", "fork": "L1+L2", "fork_xor": "L1+L3",
+              "again": "L1+L2", "again_xor": "L1+L3", "again_both": "L1+L2+L3", "fork_prune": "L1+L2,L4@2"}[a.case]
+    prune = a.case in ("prune", "fork_prune")
     xor, l2 = "L3" in levels, "L2" in levels
     parity = 2 if a.case == "rs_two" else 1
-    extra = {"REVIVE_KEEP": "3"} if a.case == "prune" else {}
+    extra = {"REVIVE_KEEP": "3"} if prune else {}
+    if a.case.startswith("again"):  # every process of the computation carries it: crash_test.kill_all finds them
+        extra["REVIVE_CKPT_DIR"] = os.path.join(a.workdir, "ck")
     t = Setup(a, rng, prefix, net, levels, "case " + a.case, REVIVE_GROUP_SIZE="3", REVIVE_PARITY=str(parity), **extra)
     hosts, port, ck, ref, rund, local, revive, env = t.hosts, t.port, t.ck, t.ref, t.rund, t.local, t.revive, t.env
-    rounds = 600 if a.case == "prune" else 260  # prune: nine checkpoints before the kill
+    rounds = 600 if prune else 260  # prune: nine checkpoints before the kill
     script = 'exec "$0" $((%d + 13 * REVIVE_LAUNCH_INDEX)) 2 > out-$REVIVE_LAUNCH_INDEX' % rounds
     ref_rc = run_reference(a.worker, ref, script, N)
 
-    opts = []
+    opts = ["--fork"] if a.case.startswith("fork") else []
     if a.case == "xor":  # the policy from --levels instead of the environment; bad ones refused first
         env.pop("REVIVE_LEVELS")
         opts = ["--levels", levels]
@@ -109,9 +167,9 @@ def test(a, rng, seed, prefix, net):
     lerr = open(os.path.join(a.workdir, "launch-stderr"), "wb")
     lp = subprocess.Popen(cmd, cwd=rund, stdout=lerr, stderr=lerr, stdin=subprocess.DEVNULL, env=env)
     wait_procs(revive, port, ck, env, N, procs=[lp])
-    gens = {"fallback": 3, "prune": 9}.get(a.case, 2)
+    gens = 9 if prune else {"fallback": 3}.get(a.case, 2)
     for g in range(1, gens + 1):
-        time.sleep(rng.uniform(0.02, 0.1) if a.case == "prune" else rng.uniform(0.1, 0.4))
+        time.sleep(rng.uniform(0.02, 0.1) if prune else rng.uniform(0.1, 0.4))
         m, secs = checkpoint(revive, port, ck, env, g, N)
         print("generation %d in %.3f s" % (g, secs), flush=True)
     index = {q["upid"]: int(environ(q["pid"]).get(b"REVIVE_LAUNCH_INDEX", b"-1")) for q in m["processes"]}
@@ -157,7 +215,7 @@ def test(a, rng, seed, prefix, net):
             if time.time() > deadline:
                 fail("generation %d's images did not reach the checkpoint directory (L4)" % l4)
             time.sleep(0.05)
-    if a.case == "prune":
+    if prune:
         check_pruned(ck, local, hosts, job_dir)
     for q in m["processes"]:
         if lp.poll() is not None:
@@ -186,6 +244,11 @@ def test(a, rng, seed, prefix, net):
                     ["partner copy on %s damaged (checksum mismatch), not used" % victim.get("l2")] + older +
                     [who(victim, "using partner copy from %s" % victim.get("l2"))]),
         "xor": ([hosts[1]], None, [rebuilt(victim)]),
+        "fork": ([hosts[1]], None, [who(victim, "using partner copy from " + victim.get("l2", ""))]),
+        "fork_xor": ([hosts[1]], None, [rebuilt(victim)]),
+        "again": ([hosts[1]], None, [who(victim, "using partner copy from " + victim.get("l2", ""))]),
+        "again_xor": ([hosts[1]], None, [rebuilt(victim)]),
+        "again_both": ([hosts[1]], None, [who(victim, "using partner copy from " + victim.get("l2", ""))]),
         "xor_parity": ([hosts[1]], (hosts[2], "parity"),
                        ["%s: parity damaged (checksum mismatch), not used" % hosts[2]] + older + [rebuilt(victim)]),
         "xor_two": (hosts[:2], None, ["lost 2 members (%s: parity missing, %s: parity missing), parity tolerates 1, "
@@ -197,7 +260,7 @@ def test(a, rng, seed, prefix, net):
                         [who(victim, "partner copy on %s damaged (checksum mismatch), not used, rebuilt from its "
                                      "group's parity (hosts %s)" % (victim.get("l2"), victim.get("l3")))]),
     }
-    plan["prune"] = (hosts, None, ["generation 9 cannot be restored from any level",
+    plan["prune"] = plan["fork_prune"] = (hosts, None, ["generation 9 cannot be restored from any level",
                                    "restarting from generation 8 (newest complete: 9)", "using the checkpoint directory (L4)"])
     if a.case in plan:
         wiped, damaged, expect = plan[a.case]
@@ -218,17 +281,19 @@ def test(a, rng, seed, prefix, net):
     # revive verify: the lost L1 copies named; exit 1 only when no level holds an image of the newest generation.
     r = run([revive, "verify", ck], env=env, timeout=60)
     want_rc = 1 if a.case in ("fallback", "corrupt", "xor_parity") else 0  # the newest generation is lost
-    if a.case == "prune":  # no host's directory left: lost or on other machines, verify cannot tell (exit 3)
+    if prune:  # no host's directory left: lost or on other machines, verify cannot tell (exit 3)
         want_rc = 3
     l1 = next((l for l in r.stdout.splitlines() if l.strip().startswith("L1 missing or damaged:")), "")
     named = a.case in ("fallback", "here") or "upid %d (host %s)" % (victim["upid"], hosts[1]) in l1
-    if a.case == "prune":
+    if prune:
         named = "L1 not checked: host(s) %s: their node-local storage" % ", ".join(sorted(hosts)) in r.stdout
     if r.returncode != want_rc or not named:
         fail("revive verify %s: rc %d (want %d):\n%s%s" % (ck, r.returncode, want_rc, r.stdout, r.stderr))
     rcmd = [revive, "restart"] + (["--port", str(port)] if a.case == "here" else t.placement) + [ck]
     rerr = os.path.join(a.workdir, "restart-stderr")
     t0 = time.time()
+    if a.case.startswith("again"):
+        expect = lose_again(a, t, m, victim, by_host, l2, xor, rcmd, rerr, expect, who, rebuilt)
     rp = subprocess.run(rcmd, cwd=rund, stdout=subprocess.DEVNULL, stderr=open(rerr, "wb"), stdin=subprocess.DEVNULL,
                         env=env, timeout=120)
     err = open(rerr).read()
@@ -236,6 +301,8 @@ def test(a, rng, seed, prefix, net):
     for e in expect:
         if e not in err:
             fail("restart stderr does not say %r" % e)
+    if a.case.startswith("again") and "restarting from generation" in err:  # generation 2 must still serve
+        fail("the second restart did not come back from generation 2")
     check_like_reference(revive, port, ck, env, m, index, ref_rc, rp.returncode, ref, rund, N)
     shutil.rmtree(a.workdir, ignore_errors=True)
     print("OK: case %s, restarted in %.2f s, outputs identical, exit %d" % (a.case, time.time() - t0, rp.returncode),
