@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "plugins/vpid/vpid.h"
+#include "plugins/vpid/vpid_ftw.h"
 namespace revive::vpid {
 Table g_table;  // unmapped: the nftw/ftw wrappers in vpid_ftw.cpp forward to
                 // glibc's

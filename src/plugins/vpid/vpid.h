@@ -5,12 +5,10 @@
 #pragma once
 
 #include <dirent.h>
-#include <ftw.h>
 #include <stdint.h>
 #include <signal.h>
 #include <sys/types.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "plugins/vpid/vpid_table.h"
@@ -72,10 +70,6 @@ void reaped_since(pid_t real, uint32_t ep);
 // The reverse, for a siginfo the program's view was saved in (a pending signal in an image): its sender
 // as the kernel names it now, so that virtual_siginfo gives the program the id it had.
 void real_siginfo(siginfo_t* info);
-// nftw (fn) or ftw (ftw_fn, fn null) of `root` through the plugin's own directory and stat wrappers
-// (vpid_ftw.cpp: the nftw/ftw wrappers use it under /proc while a table is mapped).
-int walk_tree(const char* root, int (*fn)(const char*, const struct stat*, int, struct FTW*),
-              int (*ftw_fn)(const char*, const struct stat*, int), int flags);
 // waitid with the raw system call's rusage argument (the syscall() wrapper), as the waitid wrapper.
 int waitid_rusage(idtype_t idtype, id_t id, siginfo_t* info, int options, struct rusage* ru);
 // /proc/.../stat and status with the program's ids (vpid_procview.cpp): for an open of `path` (the
@@ -89,8 +83,6 @@ const char* proc_view_path(const char* link);
 // opendir of `path` (the program's) gave d: a /proc/<pid>/task listing is marked, so that readdir gives
 // its entries the program's tids (vpid_taskdir.cpp).
 void dir_opened(const char* path, DIR* d);
-// A child with kernel pid `real` was reaped: its entry goes.
-void reaped(pid_t real);
 
 // Library load (also in an exec'ed image): maps REVIVE_VPID_TABLE if set. A table that cannot be used
 // ends the process with a message naming the file (its ids would be wrong).

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <search.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -23,6 +24,7 @@
 
 #include "plugins/common/next_symbol.h"
 #include "plugins/vpid/vpid.h"
+#include "plugins/vpid/vpid_ftw.h"
 #include "plugins/vpid/vpid_prime.h"
 
 #define REVIVE_EXPORT extern "C" __attribute__((visibility("default")))
@@ -55,6 +57,44 @@ bool under_proc(const char* p) {
   return vpid::active() && p && strncmp(p, "/proc", 5) == 0 && (p[5] == 0 || p[5] == '/');
 }
 
+struct DevIno {
+  dev_t dev;
+  ino_t ino;
+};
+
+int dev_ino_cmp(const void* a, const void* b) {
+  const auto* x = static_cast<const DevIno*>(a);
+  const auto* y = static_cast<const DevIno*>(b);
+  if (x->dev != y->dev) return x->dev < y->dev ? -1 : 1;
+  return x->ino < y->ino ? -1 : x->ino > y->ino ? 1 : 0;
+}
+
+// FTW_CHDIR: into `dir`, the old working directory kept in *cwd. open (the plugin's: /proc/<virtual pid>
+// translated) and fchdir, since chdir itself is not wrapped. False with errno set, nothing kept.
+bool enter(const char* dir, int* cwd) {
+  *cwd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int here = *cwd >= 0 ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+  const bool in = here >= 0 && fchdir(here) == 0;
+  const int e = errno;
+  if (here >= 0) close(here);
+  if (!in && *cwd >= 0) close(*cwd);
+  if (!in) *cwd = -1;
+  errno = e;
+  return in;
+}
+
+// Back to the working directory enter() kept (none: cwd < 0); the walk's result r, or -1 if that fails.
+int leave(int cwd, int r) {
+  if (cwd < 0) return r;
+  const int e = errno;
+  if (fchdir(cwd) != 0 && r == 0)
+    r = -1;
+  else
+    errno = e;
+  close(cwd);
+  return r;
+}
+
 struct Walk {
   NftwFn fn = nullptr;     // nftw's callback, or
   FtwFn ftw_fn = nullptr;  // ftw's (no struct FTW; FTW_SL/FTW_SLN/FTW_DP reported as ftw does)
@@ -62,11 +102,7 @@ struct Walk {
   dev_t dev = 0;         // the root's (FTW_MOUNT)
   char* path = nullptr;  // the current path, grown as needed
   size_t cap = 0;
-  struct Active {  // directories walked so far (without FTW_PHYS each is entered once: loops, /proc/self)
-    dev_t dev;
-    ino_t ino;
-  }* active = nullptr;
-  size_t nactive = 0, active_cap = 0;
+  void* seen = nullptr;  // tsearch tree of the directories walked (without FTW_PHYS: loops, /proc/self)
 
   bool reserve(size_t n) {
     if (n <= cap) return true;
@@ -99,23 +135,9 @@ struct Walk {
     return r == FTW_CONTINUE ? 0 : r;
   }
 
-  bool entered(const struct stat& st) const {
-    for (size_t i = 0; i < nactive; ++i)
-      if (active[i].dev == st.st_dev && active[i].ino == st.st_ino) return true;
-    return false;
-  }
-
-  bool push(const struct stat& st) {
-    if (nactive == active_cap) {
-      size_t c = active_cap ? 2 * active_cap : 16;
-      auto* a = static_cast<Active*>(realloc(active, c * sizeof *active));
-      if (!a) return false;
-      active = a;
-      active_cap = c;
-    }
-    active[nactive++] = {st.st_dev, st.st_ino};
-    return true;
-  }
+  // Without FTW_PHYS a directory is entered once (as glibc's "known objects"): false if it was already,
+  // or on ENOMEM (errno set, *err true).
+  bool first_visit(const struct stat& st, bool* err);
 
   // path[0..len) names an object; its name starts at `base`. Returns 0 to go on, a skip code, or the
   // walk's end value (-1 with errno on our own failure).
@@ -144,7 +166,10 @@ int Walk::visit(size_t len, int base, int level) {
   if (level > 0 && (flags & FTW_MOUNT) && type != FTW_NS && st.st_dev != dev) return 0;
   if (level == 0) dev = st.st_dev;
   if (type != FTW_D) return outcome(call(&st, type, base, level));
-  if (!phys && entered(st)) return 0;  // walked already (a loop, or a symlink to a directory seen)
+  if (!phys) {
+    bool err = false;
+    if (!first_visit(st, &err)) return err ? -1 : 0;  // walked already (a loop, a link to one seen)
+  }
   return walk_dir(len, base, level, st);
 }
 
@@ -192,26 +217,11 @@ int Walk::walk_dir(size_t len, int base, int level, const struct stat& st) {
     return -1;
   }
   int cwd = -1;
-  if (flags & FTW_CHDIR) {
-    // open (the plugin's: /proc/<virtual pid> translated) and fchdir: chdir itself is not wrapped.
-    cwd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    const int here = cwd >= 0 ? open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-    const bool in = here >= 0 && fchdir(here) == 0;
-    if (here >= 0) close(here);
-    if (!in) {
-      const int e = errno;
-      if (cwd >= 0) close(cwd);
-      free(names);
-      errno = e;
-      return -1;
-    }
+  if ((flags & FTW_CHDIR) && !enter(path, &cwd)) {
+    free(names);
+    return -1;
   }
   int r = 0;
-  if (!push(st)) {
-    r = -1;
-    errno = ENOMEM;
-  }
-  const bool pushed = r == 0;
   for (size_t at = 0; r == 0 && at < used;) {
     const char* n = names + at;
     const size_t k = strlen(n);
@@ -231,7 +241,6 @@ int Walk::walk_dir(size_t len, int base, int level, const struct stat& st) {
       break;
     }
   }
-  (void)pushed;  // a directory walked once is never entered again (as glibc: its "known objects")
   free(names);
   // FTW_DEPTH: reported from inside the directory (FTW_CHDIR), as glibc does; FTW_SKIP_SIBLINGS then
   // still skips the rest of its parent's entries, FTW_SKIP_SUBTREE has nothing left to skip.
@@ -239,20 +248,34 @@ int Walk::walk_dir(size_t len, int base, int level, const struct stat& st) {
     r = outcome(call(&st, FTW_DP, base, level));
     if (r == FTW_SKIP_SUBTREE) r = 0;
   }
-  if (cwd >= 0) {
-    const int e = errno;
-    if (fchdir(cwd) != 0 && r == 0) r = -1;
-    close(cwd);
-    if (r != -1) errno = e;
+  return leave(cwd, r);
+}
+
+bool Walk::first_visit(const struct stat& st, bool* err) {
+  auto* key = static_cast<DevIno*>(malloc(sizeof(DevIno)));
+  if (!key) {
+    *err = true;
+    errno = ENOMEM;
+    return false;
   }
-  return r;
+  *key = {st.st_dev, st.st_ino};
+  void* node = tsearch(key, &seen, dev_ino_cmp);
+  if (!node) {
+    free(key);
+    *err = true;
+    errno = ENOMEM;
+    return false;
+  }
+  if (*static_cast<DevIno**>(node) == key) return true;
+  free(key);  // already there
+  return false;
 }
 
 }  // namespace
 
 namespace revive::vpid {
 
-// The walk from `root`, for nftw (fn) or ftw (ftw_fn). (vpid.h: tests compare it with glibc's.)
+// The walk from `root`, for nftw (fn) or ftw (ftw_fn).
 int walk_tree(const char* root, NftwFn fn, FtwFn ftw_fn, int flags) {
   Walk w;
   w.fn = fn;
@@ -272,34 +295,20 @@ int walk_tree(const char* root, NftwFn fn, FtwFn ftw_fn, int flags) {
   // FTW_CHDIR: the root is reported from the directory that holds it, as glibc does.
   int cwd = -1;
   if ((flags & FTW_CHDIR) && base > 0) {
-    cwd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     const char keep = w.path[base];
     w.path[base] = 0;
-    const int up = cwd >= 0 ? open(w.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    const bool in = enter(w.path, &cwd);
     w.path[base] = keep;
-    const bool in = up >= 0 && fchdir(up) == 0;
-    if (up >= 0) close(up);
     if (!in) {
-      const int e = errno;
-      if (cwd >= 0) close(cwd);
       free(w.path);
-      errno = e;
       return -1;
     }
   }
-  int r = w.visit(len, base, 0);
-  if (cwd >= 0) {
-    const int e = errno;
-    if (fchdir(cwd) != 0 && r == 0)
-      r = -1;
-    else
-      errno = e;
-    close(cwd);
-  }
+  int r = leave(cwd, w.visit(len, base, 0));
   if ((flags & FTW_ACTIONRETVAL) && (r == FTW_SKIP_SUBTREE || r == FTW_SKIP_SIBLINGS)) r = 0;
   const int e = errno;
   free(w.path);
-  free(w.active);
+  tdestroy(w.seen, free);
   errno = e;
   return r;
 }

@@ -265,10 +265,6 @@ void virtual_siginfo_since(siginfo_t* info, uint32_t ep) {
     info->si_pid = to_virt_since(info->si_pid, ep);
 }
 
-void reaped(pid_t real) {
-  if (active() && real > 0) g_table.remove_real(uint32_t(real));
-}
-
 void init() {
   // Every wrapper's libc function now, never later on the checkpoint path (vpid_prime.h).
   for (const PrimeSlot* p = __start_revive_vpid_prime; p && p < __stop_revive_vpid_prime; ++p) {
