@@ -64,12 +64,6 @@ bool log_path(char* out, size_t cap) {
   return m.size() + 1 < cap;
 }
 
-bool under(const char* path, const char* dir) {
-  size_t n = strlen(dir);
-  while (n > 1 && dir[n - 1] == '/') --n;
-  return n > 0 && strncmp(path, dir, n) == 0 && path[n] == '/';
-}
-
 // A new log: written under a private name and linked into place, so no process ever appends to a log
 // without its header (link fails with EEXIST when another process was first: theirs is kept).
 void make_log(const char* path) {
@@ -116,7 +110,7 @@ void note(int fd, int dir, const char* path, bool fresh, int64_t t_before) {
   if (abs) {
     if (!files_local(path)) return;
     const char* ck = inject::checkpoint_dir();
-    if (ck && ck[0] == '/' && under(path, ck)) return;  // revive's own files
+    if (ck && ck[0] == '/' && files_under(path, ck)) return;  // revive's own files
   } else if (g_nlocal_devs == 0) {
     return;
   }

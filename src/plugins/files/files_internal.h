@@ -72,6 +72,8 @@ bool files_skip_blocks(In& in);
 
 // True if path is inside one of the node-local directories.
 bool files_local(const char* path);
+// True if absolute `path` lies below directory `dir` (a trailing slash of dir ignored).
+bool files_under(const char* path, const char* dir);
 
 // The root's walk of the node-local directories: saves every regular file the creation log names (or, with
 // REVIVE_LOCAL_WALK=birth or a damaged log, every one of ours born since the launch) that is not saved yet,

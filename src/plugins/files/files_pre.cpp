@@ -75,12 +75,6 @@ uint32_t seen(uint64_t dev, uint64_t ino) {
   return d.ino == ino && d.dev == dev && d.epoch == g_t.epoch ? d.state : 0;
 }
 void mark(uint64_t dev, uint64_t ino, uint32_t state) { g_done[slot(dev, ino)] = Done{dev, ino, g_t.epoch, state}; }
-bool under(const char* path, const char* dir) {
-  size_t n = strlen(dir);
-  while (n > 1 && dir[n - 1] == '/') --n;
-  return n > 0 && strncmp(path, dir, n) == 0 && path[n] == '/';
-}
-
 // Sets the target to gen_dir (DIR/ckpt-G); off when its birth time cannot be had.
 void set_target(const char* gen_dir) {
   struct statx sx;
@@ -390,7 +384,7 @@ void consider(int dirfd, const char* path, bool follow, bool append) {
     abs[n] = '\0';
     // Not ours: revive's own files; what G's images of this process hold (written back anyway);
     // node-local files born since the launch (the launch root's walk saves those).
-    if (abs[0] != '/' || under(abs, inject::checkpoint_dir()) || files_saved(sdev, ino) ||
+    if (abs[0] != '/' || files_under(abs, inject::checkpoint_dir()) || files_saved(sdev, ino) ||
         (g_t0_sec >= 0 && files_local(abs) && (sx.stx_mask & STATX_BTIME) &&
          (sx.stx_btime.tv_sec > g_t0_sec || (sx.stx_btime.tv_sec == g_t0_sec && sx.stx_btime.tv_nsec >= g_t0_nsec)))) {
       ++g_stats.skipped;

@@ -113,6 +113,12 @@ void files_too_large(const char* path, dev_t dev, ino_t ino, int64_t size) {
       "back to its checkpoint size, and fails if it shrank").c_str());
 }
 
+bool files_under(const char* path, const char* dir) {
+  size_t n = strlen(dir);
+  while (n > 1 && dir[n - 1] == '/') --n;
+  return n > 0 && strncmp(path, dir, n) == 0 && path[n] == '/';
+}
+
 bool files_local(const char* path) {
   for (const char* d = g_files.local; *d;) {
     const char* e = strchr(d, ':');
