@@ -298,6 +298,14 @@ bool hand_over(const image::View& v, const char* image_path, bool lazy, char* er
                               CLONE_SETTLS | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID;
   // REVIVE_RESTART_NO_SET_TID=1 takes the fallback as if unprivileged, so tests can cover it.
   int set_tid_err = getenv("REVIVE_RESTART_NO_SET_TID") ? EPERM : 0;
+  // With a virtual-pid table (REVIVE_VPID_TABLE, plugins/proctree/tree_vpid.cpp) this process came back
+  // with a new pid and its threads' saved tids are seen through the table: asking the kernel for them
+  // again gains nothing and takes them from whoever else needs them. Two copies of one checkpoint
+  // restarted side by side: the first keeps its own ids, the second goes virtual, and the second's
+  // threads used to win the race for the first's tids, so a thread of the first came back with a new
+  // gettid() (proctree.ids_side_by_side, "tid 13697/13639").
+  const bool virtual_ids = getenv("REVIVE_VPID_TABLE") != nullptr;  // vpid::kEnv
+  if (virtual_ids) set_tid_err = EINVAL;
   uint32_t lost = 0;
   uint64_t first_lost = 0;
   int first_err = 0;
@@ -323,6 +331,7 @@ bool hand_over(const image::View& v, const char* image_path, bool lazy, char* er
     const char* why = first_err == EPERM    ? "needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE"
                       : first_err == EEXIST ? "tid taken by another process"
                       : first_err == ENOSYS ? "no clone3 in this kernel"
+                      : virtual_ids         ? "not asked: virtual pids"
                                             : "refused";
     int n = snprintf(line, sizeof line,
                      "revive-restart: %u thread(s) got new tids (saved tid %llu: clone3 set_tid: %s, errno %d)\n",

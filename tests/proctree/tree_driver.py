@@ -182,6 +182,10 @@ def main():
     ap.add_argument("--side-by-side", action="store_true",
                     help="then restart two copies of the checkpoint directory at once (each its own port): "
                          "both must end with the uninterrupted run's exit code (they share output files)")
+    ap.add_argument("--side-virtual-first", type=float, default=None, metavar="SECONDS",
+                    help="with --side-by-side: restart ck-b first with REVIVE_VPID=1 (new pids, its ids virtual), "
+                         "then ck-a this many seconds later, with the pids and tids ck-b left free: ck-a's threads "
+                         "must get their own tids back (ck-b's restorer must not take them)")
     ap.add_argument("--restart-prefix", default="", help="command (shell words) that runs every revive restart, "
                     "e.g. setpriv dropping capabilities")
     ap.add_argument("--restart-env", action="append", default=[], help="KEY=VALUE for every revive restart")
@@ -312,15 +316,24 @@ def main():
         print("restart %d more of the same checkpoint: identical, rc %d" % (k + 1, ref_rc), flush=True)
     if a.side_by_side:
         procs = []
-        for name in ("ck-a", "ck-b"):
+        order = ("ck-b", "ck-a") if a.side_virtual_first is not None else ("ck-a", "ck-b")
+        ports = {port}
+        for name in order:
             copy = os.path.join(a.workdir, name)
             shutil.copytree(ck, copy, symlinks=True)
             p2 = free_port(rng)
-            while p2 == port:
+            while p2 in ports:
                 p2 = free_port(rng)
+            ports.add(p2)
             cmd = pre + [os.path.abspath(a.revive), "restart", "--port", str(p2), copy]
+            env2 = dict(renv)
+            if a.side_virtual_first is not None and name == "ck-b":
+                env2["REVIVE_VPID"] = "1"
+                env2["REVIVE_LOG"] = "1"
             err = open(os.path.join(work, "side-stderr-" + name), "wb")
-            procs.append((name, subprocess.Popen(cmd, cwd=work, stdout=err, stderr=err, stdin=subprocess.DEVNULL, env=renv)))
+            procs.append((name, subprocess.Popen(cmd, cwd=work, stdout=err, stderr=err, stdin=subprocess.DEVNULL, env=env2)))
+            if a.side_virtual_first is not None and name == "ck-b":
+                time.sleep(a.side_virtual_first)
         for name, p in procs:
             try:
                 p.wait(timeout=120)
