@@ -326,7 +326,12 @@ def native(a, prog, d, flavor=None, what="native"):
     cmd = job_cmd(a, prog, flavor)
     t = time.time()
     with open(os.path.join(d, "stdout"), "wb") as out, open(os.path.join(d, "stderr"), "wb") as err:
-        p = subprocess.Popen(cmd, cwd=d, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=mpi_env(a, flavor),
+        env = mpi_env(a, flavor)
+        if a.hooks_events:  # beside the run's directory: no run may see, save or roll back another's
+            env["HOOKS_EVENTS"] = d + ".ev"
+            if os.path.exists(d + ".ev"):
+                os.unlink(d + ".ev")
+        p = subprocess.Popen(cmd, cwd=d, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env,
                              start_new_session=True)
         OWNED.append(p)
         SIDS.add(p.pid)
@@ -444,6 +449,62 @@ def wait_lines(path, n, proc, phase, timeout):
     fail(phase, "the job printed fewer than %d line(s) within %.0f s" % (n, timeout), stuck=True)
 
 
+def check_hooks(a, ref_ev, run_ev):
+    """The hooks' events (tests/hooks/progs/hooks_mpi.c: "rank R active=A", "rank R checkpoint n=K",
+    "rank R continue n=K", "rank R restart n=K checkpoints=C", counters kept in the ranks' memory). Natively
+    each rank says active=0 and no callback runs. Under revive every rank says active=1 once (a restored
+    rank does not start again), then its callbacks in order: a checkpoint callback before each checkpoint
+    (the image holds its count), a continue callback after it in the same run (the last one before a kill
+    may not have run yet), and in each restored run first a restart callback whose counts are those of the
+    image it came from (its continue callback never ran there). The events file lies outside the job's
+    directory and is opened per line, so no restart rolls it back."""
+    def by_rank(path):
+        out = {}
+        for line in open(path).read().splitlines():
+            m = re.match(r"rank (\d+) (.*)$", line)
+            if not m:
+                fail("hooks", "%s: a line that is no event: %r" % (path, line))
+            out.setdefault(int(m.group(1)), []).append(m.group(2))
+        return out
+    ref = by_rank(ref_ev) if os.path.exists(ref_ev) else {}
+    if ref != {r: ["active=0"] for r in range(a.n)}:
+        fail("hooks", "natively every rank must say active=0 and nothing else: %s" % ref)
+    got = by_rank(run_ev) if os.path.exists(run_ev) else {}
+    runs = [a.ckpts] + [1] * a.chain
+    for r in range(a.n):
+        ev = got.get(r, [])
+        ck = co = re_ = 0
+        want = ["active=1"]
+        optional = set()
+        for c, nck in enumerate(runs):
+            image = None
+            for k in range(nck):
+                ck += 1
+                want.append("checkpoint n=%d" % ck)
+                image = (ck, co, re_)
+                co += 1
+                want.append("continue n=%d" % co)
+                if k == nck - 1:
+                    optional.add(len(want) - 1)  # the kill may come before it
+            ck, co, re_ = image
+            re_ += 1
+            want.append("restart n=%d checkpoints=%d" % (re_, ck))
+        # Match, skipping optional lines that are absent.
+        i = j = 0
+        while i < len(want) and j <= len(ev):
+            if j < len(ev) and ev[j] == want[i]:
+                i += 1
+                j += 1
+            elif i in optional:
+                i += 1
+            else:
+                break
+        if i != len(want) or j != len(ev):
+            fail("hooks", "rank %d's callbacks: want %s (a continue before a kill may be missing), got %s"
+                 % (r, want, ev))
+    say("hooks: every rank's callbacks ran as expected (%d checkpoint(s), %d restart(s))" % (sum(runs), len(runs)))
+
+
 def checkpoints(a, rng, port, ck, work, proc, prog, c, restored, run_name, last_gen):
     """Run c's checkpoints (--ckpts of them in the launch, one after each restart); the newest generation."""
     # Past MPI_Init: the first line (after a restart: one more line than the checkpoint had).
@@ -525,10 +586,15 @@ def main():
     ap.add_argument("--at", choices=["pre-init", "in-init", "post-finalize"], help="the first checkpoint there (see above)")
     ap.add_argument("--ref-nosleep", action="store_true", help="the reference run with PROG's SLEEP_US (2nd argument) 0")
     ap.add_argument("--native-runs", type=int, default=2)
+    ap.add_argument("--hooks-events", action="store_true",
+                    help="PROG uses the application hooks (tests/hooks/progs/hooks_mpi.c): every rank's callbacks "
+                         "must have run in the right runs with the right counts (check_hooks)")
     ap.add_argument("--cross", help="with --native-only: the program built for the other MPI, same output wanted")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     DEADLINE = T0 + a.timeout
+    if a.hooks_events and (a.interval or a.at):
+        ap.error("--hooks-events counts the checkpoints it asks for: not with --interval or --at")
     prog = a.prog[1:] if a.prog and a.prog[0] == "--" else a.prog
     if not prog:
         ap.error("no program")
@@ -579,6 +645,10 @@ def main():
     env = mpi_env(a)
     env.update(REVIVE_INJECT_LIB=os.path.abspath(a.inject), REVIVE_RESTART_BIN=os.path.abspath(a.restart),
                REVIVE_LOG=a.log)
+    if a.hooks_events:
+        env["HOOKS_EVENTS"] = work + ".ev"
+        if os.path.exists(work + ".ev"):
+            os.unlink(work + ".ev")
     if a.at:
         env[{"pre-init": "MPI_CR_PRE_INIT_MS", "in-init": "MPI_CR_IN_INIT_MS",
              "post-finalize": "MPI_CR_POST_FINALIZE_MS"}[a.at]] = "3000"
@@ -663,6 +733,8 @@ def main():
         fail(phase, "revive restart exited %s, the native run %s; stdout has %d of the reference's %d lines"
              % (proc.returncode, rc, got.count(b"\n"), nlines), diff_text(ref_out, got, "reference/stdout", "restored/stdout"))
     compare(a, ref, work, "compare")
+    if a.hooks_events:
+        check_hooks(a, ref + ".ev", work + ".ev")
     if not coordinator_gone(a.revive, port, ck, 15):
         fail("end", "the restart's coordinator did not exit after the job ended")
     print("OK: %s %s -n %d: stdout%s identical after %d checkpoint(s) and %d restart(s) (seed %d)"
