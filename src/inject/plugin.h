@@ -130,6 +130,13 @@ uint32_t checkpoint_interruptions();
 // makes the call again. Weak default false in the signal plugin, as above.
 bool checkpoint_cut_at_syscall();
 
+// A function the engine calls first thing in its signal handler, with the interrupted thread's ucontext,
+// before it looks at or saves that context: a plugin may move a thread past instructions that must not be
+// split from their delivery (the signal plugin's handler entry, signal_entry.cpp). Runs in signal context
+// on every engine signal (checkpoints and wake-ups): async-signal-safe, no locks, no allocation. Set once,
+// from a plugin's init(). Weak no-op default in the signal plugin, for its tests without the engine.
+void set_cut_fixup(void (*fixup)(void* uctx));
+
 // All plugins, in the order their events run (restore runs in the same order). Defined in plugin_list.cpp.
 extern const Plugin* const kPlugins[];
 extern const size_t kPluginCount;

@@ -245,6 +245,9 @@ void stash_latecomers() {
 
 }  // namespace
 
+static void (*g_cut_fixup)(void*);  // set_cut_fixup
+void set_cut_fixup(void (*fixup)(void* uctx)) { __atomic_store_n(&g_cut_fixup, fixup, __ATOMIC_RELEASE); }
+
 uint32_t checkpoint_interruptions() { return t_interruptions; }
 bool checkpoint_cut_at_syscall() { return t_cut_at_syscall; }
 
@@ -253,6 +256,7 @@ extern "C" void revive_handler(int, void* info, void* uctx) {
   int saved_errno = errno;
   // Before anything else, and before the context is saved: a restored thread comes back through the
   // same handler with the incremented value in its restored TLS, so its wrapper retries too.
+  if (auto* fix = __atomic_load_n(&g_cut_fixup, __ATOMIC_ACQUIRE)) fix(uctx);
   t_cut_at_syscall = at_syscall_insn(uctx);
   t_interruptions = t_interruptions + 1;
   int pid = sys::getpid();

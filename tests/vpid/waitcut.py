@@ -7,11 +7,10 @@ child's pid as fork() gave it, not the old incarnation's kernel pid read with th
 
 usage: waitcut.py --revive R --inject I --restart RS --workdir W PROG
 Root only (ptrace of a restored process, ns_last_pid)."""
-import argparse, ctypes, errno, os, random, shutil, signal, subprocess, sys, time
+import ctypes, errno, os, signal, sys, time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "proctree"))
-from tree_driver import children, fail, kill_tree  # noqa: E402
-from e2e_driver import coordinator_gone, free_port  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cut_harness import Harness, children, fail  # noqa: E402
 
 PTRACE_SYSCALL, PTRACE_GETREGS, PTRACE_DETACH = 24, 12, 17
 PTRACE_SEIZE, PTRACE_INTERRUPT = 0x4206, 0x4207
@@ -37,16 +36,6 @@ def ptrace(req, pid, addr=0, data=0):
         e = ctypes.get_errno()
         raise OSError(e, "ptrace(%d, %d): %s" % (req, pid, os.strerror(e)))
     return r
-
-
-def pending(pid):
-    """The signals pending for the process or its main thread (status SigPnd | ShdPnd)."""
-    bits = 0
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(("SigPnd:", "ShdPnd:")):
-                bits |= int(line.split()[1], 16)
-    return bits
 
 
 def hold_at_wait4_exit(pid, gate, work, deadline):
@@ -80,110 +69,33 @@ def hold_at_wait4_exit(pid, gate, work, deadline):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    for o in ("--revive", "--inject", "--restart", "--workdir"):
-        ap.add_argument(o, required=True)
-    ap.add_argument("prog")
-    a = ap.parse_args()
-    if os.geteuid() != 0:
-        fail("needs root (ptrace of a restored process, /proc/sys/kernel/ns_last_pid)")
-    revive = os.path.abspath(a.revive)
-    shutil.rmtree(a.workdir, ignore_errors=True)
-    work, ck, gates = (os.path.join(a.workdir, d) for d in ("run", "ck", "gates"))
-    for d in (work, gates):
-        os.makedirs(d)
-    port = free_port(random.Random())
-    env = dict(os.environ, REVIVE_INJECT_LIB=os.path.abspath(a.inject), REVIVE_RESTART_BIN=os.path.abspath(a.restart),
-               REVIVE_LOG="0")
-    for k in ("REVIVE_PORT", "REVIVE_CKPT_DIR", "REVIVE_SECRET_FILE", "LD_PRELOAD"):
-        env.pop(k, None)
-    renv = dict(env, REVIVE_VPID="1")
-    out = open(os.path.join(work, "stdout"), "wb")
-
-    def checkpoint():
-        return subprocess.Popen([revive, "checkpoint", "--port", str(port), "--ckpt-dir", ck], cwd=work,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-
-    def finish_checkpoint(p, what):
-        o, e = p.communicate(timeout=120)
-        if p.returncode != 0:
-            fail("revive checkpoint (%s) exited %d: %s" % (what, p.returncode, e.decode(errors="replace")), work)
-        print("checkpoint (%s): %s" % (what, o.decode().strip()), flush=True)
-
-    def restart(n):
-        """revive restart with virtual pids, once the program is back (a child of the restart)."""
-        with open(os.path.join(work, "restart-stderr-%d" % n), "wb") as err:
-            p = subprocess.Popen([revive, "restart", "--port", str(port), ck], cwd=work, stdout=err, stderr=err,
-                                 stdin=subprocess.DEVNULL, env=renv)
-        deadline = time.time() + 60
-        while not children(p.pid):
-            if p.poll() is not None or time.time() > deadline:
-                fail("restart %d did not bring the program back" % n, work)
-            time.sleep(0.02)
-        return p
-
-    def kill_all(proc, roots):
-        kill_tree(roots, proc.wait)
-        if not coordinator_gone(revive, port, ck):
-            fail("the coordinator did not exit after the program died", work)
-
-    def wait_line(text, proc):
-        deadline = time.time() + 60
-        while text not in open(os.path.join(work, "stdout"), "rb").read():
-            if proc.poll() is not None:
-                fail("the program ended (rc %s) before printing %r" % (proc.returncode, text), work)
-            if time.time() > deadline:
-                fail("the program did not print %r within 60 s" % text, work)
-            time.sleep(0.02)
-
-    with open(os.path.join(work, "launch-stderr"), "wb") as err:
-        proc = subprocess.Popen([revive, "launch", "--port", str(port), "--ckpt-dir", ck, "--", os.path.abspath(a.prog),
-                                 gates], cwd=work, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
-    wait_line(b"started\n", proc)
-    finish_checkpoint(checkpoint(), "incarnation 1")
-    kill_all(proc, [proc.pid])
-    proc = restart(1)  # incarnation 2: new kernel pids, the program's seen through the table
-    open(os.path.join(gates, "A"), "w").close()
-    wait_line(b"child has a virtual pid of its own\n", proc)
-    pid = children(proc.pid)[0]
-    got = hold_at_wait4_exit(pid, os.path.join(gates, "B"), work, time.time() + 60)
+    h = Harness.from_argv()
+    proc, pid = h.to_incarnation_2(b"child has a virtual pid of its own\n")
+    got = hold_at_wait4_exit(pid, os.path.join(h.gates, "B"), h.work, time.time() + 60)
     print("held at wait4's return (kernel pid %d in hand)" % got, flush=True)
-    ck_proc = checkpoint()
-    deadline = time.time() + 60
-    while not pending(pid):
-        if ck_proc.poll() is not None or time.time() > deadline:
-            ptrace(PTRACE_DETACH, pid)
-            fail("no signal reached the held program for the checkpoint", work)
-        time.sleep(0.005)
+    ck_proc = h.checkpoint()
+    h.wait_pending(pid, ck_proc, ~0, "no signal reached the held program for the checkpoint",
+                   lambda: ptrace(PTRACE_DETACH, pid))
     ptrace(PTRACE_DETACH, pid)  # it takes the checkpoint signal on its way back to user space
-    finish_checkpoint(ck_proc, "cut after wait4")
-    kill_all(proc, children(proc.pid))
-    proc = restart(2)  # incarnation 3: the pid in hand is incarnation 2's kernel pid
-    open(os.path.join(gates, "C"), "w").close()
+    h.finish_checkpoint(ck_proc, "cut after wait4")
+    h.kill_all(proc, children(proc.pid))
+    proc = h.restart(2)  # incarnation 3: the pid in hand is incarnation 2's kernel pid
+    h.gate("C")
     # Then a wait blocked across a checkpoint and a restart (incarnation 4).
-    wait_line(b"second child has a virtual pid of its own\n", proc)
+    h.wait_line(b"second child has a virtual pid of its own\n", proc)
     pid = children(proc.pid)[0]
     deadline = time.time() + 60
     while open("/proc/%d/syscall" % pid).read().split()[0] != str(SYS_WAIT4):
         if time.time() > deadline:
-            fail("the program did not block in wait4", work)
+            fail("the program did not block in wait4", h.work)
         time.sleep(0.01)
-    finish_checkpoint(checkpoint(), "blocked in wait4")
-    kill_all(proc, children(proc.pid))
-    proc = restart(3)
-    open(os.path.join(gates, "D"), "w").close()
-    try:
-        rc = proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        kill_tree([proc.pid])
-        fail("the restored program did not finish", work)
-    text = open(os.path.join(work, "stdout"), "rb").read().decode(errors="replace")
-    print(text, end="", flush=True)
-    want = ("started\nchild has a virtual pid of its own\nwaitpid gave the child's pid, exit status 7\n"
-            "then waitpid gives -1 (No child processes)\nsecond child has a virtual pid of its own\n"
-            "blocked waitpid gave the child's pid, exit status 9\n")
-    if rc != 0 or text != want:
-        fail("restart exited %d; stdout %r, want %r" % (rc, text, want), work)
+    h.finish_checkpoint(h.checkpoint(), "blocked in wait4")
+    h.kill_all(proc, children(proc.pid))
+    proc = h.restart(3)
+    h.gate("D")
+    h.finish(proc, "started\nchild has a virtual pid of its own\nwaitpid gave the child's pid, exit status 7\n"
+             "then waitpid gives -1 (No child processes)\nsecond child has a virtual pid of its own\n"
+             "blocked waitpid gave the child's pid, exit status 9\n")
     print("PASS: a pid wait4 returned before the checkpoint was translated with that incarnation's ids, one "
           "it returned after the restart (the call made again) with the new one's", flush=True)
 

@@ -57,7 +57,10 @@ int raise_pending(const siginfo_t* list, int n, char* msg, size_t cap) {
   return 0;
 }
 
-int init() { return signal_wrappers_init(); }
+int init() {
+  inject::set_cut_fixup(&signal_entry_cut_fixup);
+  return signal_wrappers_init();
+}
 
 int save(inject::SectionWriter& w) {
   int ckpt = ckpt_sig();

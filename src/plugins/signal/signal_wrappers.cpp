@@ -87,18 +87,6 @@ bool wrappable(int sig) {
          !is_ckpt(sig);
 }
 
-void trampoline(int sig, siginfo_t* info, void* uc) {
-  t_program_signals = t_program_signals + 1;
-  if (sig < 1 || sig > kMaxSig) return;
-  const struct sigaction& a = g_user[sig];
-  if (a.sa_flags & SA_SIGINFO) {
-    revive::vpid::virtual_siginfo(info);  // the sender as the program knows it (virtual pids)
-    if (is_function(reinterpret_cast<void*>(a.sa_sigaction))) a.sa_sigaction(sig, info, uc);
-  } else if (is_function(reinterpret_cast<void*>(a.sa_handler))) {
-    a.sa_handler(sig);
-  }
-}
-
 // The table entry of sig (zero when sig has none), copied before it changes.
 struct sigaction user_of(int sig) {
   struct sigaction u;
@@ -107,7 +95,7 @@ struct sigaction user_of(int sig) {
   return u;
 }
 
-bool is_trampoline(const void* h) { return h == reinterpret_cast<void*>(&trampoline); }
+bool is_trampoline(const void* h) { return h == reinterpret_cast<void*>(&revive_sig_entry); }
 
 // A kernel action read back: the trampoline becomes the program's handler (from `user`, the table entry
 // as it was when the action was installed) with the program's SA_SIGINFO.
@@ -126,7 +114,7 @@ void rewrap(int sig, SigactionFn real) {
   if (!is_function(reinterpret_cast<void*>(cur.sa_handler)) || is_trampoline(reinterpret_cast<void*>(cur.sa_sigaction)))
     return;
   g_user[sig] = cur;
-  cur.sa_sigaction = &trampoline;
+  cur.sa_sigaction = &revive_sig_entry;
   cur.sa_flags |= SA_SIGINFO;
   real(sig, &cur, nullptr);
 }
@@ -185,7 +173,7 @@ void to_kernel_view(int sig, KSigaction* a) {
   u.sa_sigaction = reinterpret_cast<void (*)(int, siginfo_t*, void*)>(a->handler);
   u.sa_flags = static_cast<int>(a->flags);
   memcpy(&u.sa_mask, &a->mask, sizeof a->mask);
-  a->handler = reinterpret_cast<void*>(&trampoline);
+  a->handler = reinterpret_cast<void*>(&revive_sig_entry);
   a->flags |= SA_SIGINFO;
 }
 
@@ -207,6 +195,25 @@ int signal_wrappers_init() {
 }
 
 }  // namespace revive::plugins
+
+// The trampoline's body: the kernel enters revive_sig_entry (signal_entry.cpp), which reads the
+// virtual-pid epoch in its first instruction and comes here with it as `ep`: the epoch the kernel wrote
+// `info` in, even when a checkpoint and a restart came between the delivery and this code (the signal
+// delivered together with the checkpoint signal: the engine's handler then runs first, with the thread at
+// the entry's first instruction).
+extern "C" __attribute__((visibility("hidden"))) void revive_sig_body(int sig, siginfo_t* info, void* uc,
+                                                                     uint32_t ep) {
+  using namespace revive::plugins;
+  t_program_signals = t_program_signals + 1;
+  if (sig < 1 || sig > kMaxSig) return;
+  const struct sigaction& a = g_user[sig];
+  if (a.sa_flags & SA_SIGINFO) {
+    revive::vpid::virtual_siginfo_since(info, ep);  // the sender as the program knows it (virtual pids)
+    if (is_function(reinterpret_cast<void*>(a.sa_sigaction))) a.sa_sigaction(sig, info, uc);
+  } else if (is_function(reinterpret_cast<void*>(a.sa_handler))) {
+    a.sa_handler(sig);
+  }
+}
 
 namespace revive::inject {
 int real_sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
@@ -240,7 +247,7 @@ REVIVE_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigacti
     hide(&copy.sa_mask);
     if (table && is_function(reinterpret_cast<void*>(copy.sa_handler))) {
       g_user[sig] = copy;
-      copy.sa_sigaction = &trampoline;
+      copy.sa_sigaction = &revive_sig_entry;
       copy.sa_flags |= SA_SIGINFO;
       wrapped = true;
     }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -8,7 +9,15 @@
 #include "plugins/signal/ksig.h"
 #include "plugins/vpid/vpid.h"
 
+// The kernel handler of every program handler the plugin wraps (signal_entry.cpp): reads the virtual-pid
+// epoch, then runs the program's handler through revive_sig_body (signal_wrappers.cpp).
+extern "C" __attribute__((visibility("hidden"))) void revive_sig_entry(int sig, siginfo_t* info, void* uc);
+
 namespace revive::plugins {
+
+// Given to the engine (inject::set_cut_fixup) at init: a thread the checkpoint signal finds at
+// revive_sig_entry's first instruction is moved past it with what it would have read (signal_entry.cpp).
+void signal_entry_cut_fixup(void* uctx);
 
 // Resolves every real function the signal wrappers forward to (called from the plugin's init()).
 int signal_wrappers_init();

@@ -20,6 +20,12 @@
 extern "C" const revive::vpid::PrimeSlot __start_revive_vpid_prime[] __attribute__((weak, visibility("hidden")));
 extern "C" const revive::vpid::PrimeSlot __stop_revive_vpid_prime[] __attribute__((weak, visibility("hidden")));
 
+// The epoch (vpid.h: epoch()), bumped whenever a table is mapped or forgotten (never 0 while one is
+// mapped). A C name: the signal plugin's handler entry reads it in its first instruction (signal_entry.cpp).
+extern "C" {
+__attribute__((visibility("hidden"))) uint32_t revive_vpid_epoch;
+}
+
 namespace revive::vpid {
 
 Table g_table;
@@ -32,7 +38,6 @@ __thread pid_t t_vtid __attribute__((tls_model("initial-exec")));
 
 char g_path[256];
 pid_t g_vpid_real;  // the kernel pid g_vpid was worked out for (a fork child's differs)
-uint32_t g_epoch;  // bumped whenever a table is mapped or forgotten (never 0 while one is mapped)
 uint64_t g_map_lo, g_map_hi;
 
 // Restored threads waiting for restore() to publish them: (virtual tid, new kernel tid).
@@ -105,7 +110,7 @@ const char* map_table(const char* path, int* err) {
   g_path[n] = 0;
   Table t;
   t.attach(m);
-  __atomic_add_fetch(&g_epoch, 1, __ATOMIC_ACQ_REL);
+  __atomic_add_fetch(&revive_vpid_epoch, 1, __ATOMIC_ACQ_REL);
   __atomic_store_n(&g_table.slot, t.slot, __ATOMIC_RELEASE);
   __atomic_store_n(&g_table.h, t.h, __ATOMIC_RELEASE);
   return nullptr;
@@ -115,7 +120,7 @@ void forget_table() {
   // The mapping of a previous incarnation is not in the image (mapping()): nothing to unmap.
   __atomic_store_n(&g_table.h, static_cast<Header*>(nullptr), __ATOMIC_RELEASE);
   g_table.slot = nullptr;
-  __atomic_add_fetch(&g_epoch, 1, __ATOMIC_ACQ_REL);
+  __atomic_add_fetch(&revive_vpid_epoch, 1, __ATOMIC_ACQ_REL);
   g_map_lo = g_map_hi = 0;
   g_path[0] = 0;
 }
@@ -141,7 +146,7 @@ __thread uint64_t t_stamp __attribute__((tls_model("initial-exec")));
 template <typename Scan>
 pid_t cached(uint32_t key, Scan scan) {
   const uint64_t stamp = uint64_t(__atomic_load_n(&g_table.h->gen, __ATOMIC_ACQUIRE)) << 32 |
-                         __atomic_load_n(&g_epoch, __ATOMIC_ACQUIRE);
+                         __atomic_load_n(&revive_vpid_epoch, __ATOMIC_ACQUIRE);
   if (__atomic_load_n(&t_stamp, __ATOMIC_RELAXED) != stamp) {
     for (uint32_t i = 0; i < kCacheSize; ++i) __atomic_store_n(&t_cache[i], 0, __ATOMIC_RELAXED);
     __atomic_store_n(&t_stamp, stamp, __ATOMIC_RELAXED);
@@ -182,7 +187,7 @@ pid_t self_tid() {
   return t;
 }
 
-uint32_t epoch() { return __atomic_load_n(&g_epoch, __ATOMIC_ACQUIRE); }
+uint32_t epoch() { return __atomic_load_n(&revive_vpid_epoch, __ATOMIC_ACQUIRE); }
 
 namespace {
 // Whether a siginfo's si_pid names a sending process (kill, sigqueue, tgkill, a message queue, SIGCHLD's
