@@ -95,7 +95,9 @@ struct Chan {
   // read by several processes (workers sharing a queue) has one owner, or each would drain the same bytes.
   bool owner;
   bool dgram_peer;    // kDgramBound: a connected UDP socket (connected to c.peer again after the bind)
-  int32_t rcvbuf;     // dgram_peer: SO_RCVBUF, given to the new socket before its queue is put back
+  int32_t rcvbuf;     // kDgramBound: SO_RCVBUF, given to the new socket before its queue is put back
+  Bytes src;          // kDgramBound not connected: each queued datagram's source, in rx's order, records
+                      // [u32 length][sockaddr] (length 0: an unnamed sender); chan_udp.cpp
   bool dgram_internal;  // dgram_peer whose peer is in the computation: connected to its new address
   bool shared;        // kPipeOut with both ends here that another process holds too (classify_pipes)
   // Backlog connections (chan_backlog.cpp): 1 = accepted by the plugin at save from a listener's backlog,
@@ -187,8 +189,9 @@ inline bool tcp_fin_in(int state) {
 }
 int keep_datagrams(char* msg, size_t cap);
 int rebind_datagram(Chan& c, char* msg, size_t cap);
-// chan_udp.cpp: a connected UDP socket's queue. keep_udp_queue (save) peeks it into c.rx, leaving it as
-// it was; requeue_udp (restore) queues c.rx at s, bound and not yet connected, sent from c.peer's address.
+// chan_udp.cpp: a bound datagram socket's queue. keep_udp_queue (save) peeks it into c.rx (and, not
+// connected, each datagram's source into c.src), leaving it as it was; requeue_udp (restore) queues c.rx
+// at s, bound and not yet connected, each datagram sent from its source's address (connected: c.peer).
 int keep_udp_queue(Chan& c, char* msg, size_t cap);
 int requeue_udp(Chan& c, int s, char* msg, size_t cap);
 // A connected UDP socket whose peer is in the computation (dgram_internal, found at save: the peer

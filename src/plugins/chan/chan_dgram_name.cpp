@@ -2,13 +2,11 @@
 // MPI's osc/ucx and MPICH's ch4:ucx ranks send to each other; UDP sockets bound to a port). Any process
 // may send to the name, so there is no pair to rebuild: the restored process binds the same name again
 // (an abstract name or a port is free once the killed process is gone; a socket file it left is removed
-// first). The datagrams waiting in the queue are part of the checkpoint: read at save (every sender of
-// the computation is suspended, so nothing is added meanwhile), kept as records [u32 length][bytes] in
-// memory the image carries, and sent again to our own name at once, in order, so the original run finds
-// its queue as it was; the restored process sends them to its new socket the same way. Not kept: each
-// datagram's sender address (the resend comes from a socket of ours; docs/channels.md). A connected UDP
-// socket is bound too and comes here, connected again after the bind and after its queue is put back
-// from its peer's address (chan_udp.cpp).
+// first). The datagrams waiting in the queue are part of the checkpoint: peeked at save with their
+// sources (every sender of the computation is suspended, so nothing is added meanwhile; the original run
+// keeps its queue untouched), kept in memory the image carries, and queued on the new socket at restore,
+// in order, each from its own source's address where that can be bound (chan_udp.cpp, which does the
+// same for a connected UDP socket: bound, its queue put back from its peer's address, then connected).
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -24,29 +22,9 @@
 namespace revive::chan {
 namespace {
 
-constexpr size_t kMaxDatagram = 1 << 16;
-
 int dg_err(char* msg, size_t cap, const Chan& c, const char* what, int e) {
   plugins::Msg(msg, cap).s("fd ").i(c.fd).s(" (bound datagram socket): ").s(what).s(": ").err(e);
   return e > 0 ? -e : -EIO;
-}
-
-// Sends the kept records to the name c.local from a socket of ours.
-bool resend(const Chan& c) {
-  if (c.rx.len == 0) return true;
-  int s = socket(c.family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (s < 0) return false;
-  bool ok = true;
-  for (size_t off = 0; ok && off + 4 <= c.rx.len;) {
-    uint32_t n;
-    memcpy(&n, c.rx.p + off, 4);
-    ok = off + 4 + n <= c.rx.len &&
-         sendto(s, c.rx.p + off + 4, n, MSG_NOSIGNAL, reinterpret_cast<const sockaddr*>(&c.local), c.local_len) ==
-             ssize_t(n);
-    off += 4 + n;
-  }
-  close(s);
-  return ok;
 }
 
 }  // namespace
@@ -61,22 +39,7 @@ int keep_datagrams(char* msg, size_t cap) {
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
     if (c.kind != kDgramBound) continue;
-    c.rx.clear();
-    if (c.dgram_peer) {
-      // Only its peer may send to a connected socket: its queue is peeked, never taken out (chan_udp.cpp).
-      if (int rc = keep_udp_queue(c, msg, cap)) return rc;
-      continue;
-    }
-    for (;;) {
-      if (!c.rx.reserve(4 + kMaxDatagram)) return dg_err(msg, cap, c, "no memory for its queued datagrams", ENOMEM);
-      ssize_t n = recv(c.fd, c.rx.p + c.rx.len + 4, kMaxDatagram, MSG_DONTWAIT);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) break;  // EAGAIN: the queue is empty
-      uint32_t len = uint32_t(n);
-      memcpy(c.rx.p + c.rx.len, &len, 4);
-      c.rx.len += 4 + size_t(n);
-    }
-    if (!resend(c)) return dg_err(msg, cap, c, "cannot queue its datagrams again", errno);
+    if (int rc = keep_udp_queue(c, msg, cap)) return rc;
   }
   return 0;
 }
@@ -105,9 +68,11 @@ int rebind_datagram(Chan& c, char* msg, size_t cap) {
     }
     return place_socket(c, s, msg, cap);
   }
-  if (int rc = place_socket(c, s, msg, cap)) return rc;
-  if (!resend(c)) return dg_err(msg, cap, c, "cannot queue its datagrams again", errno);
-  return 0;
+  if (int rc = requeue_udp(c, s, msg, cap)) {
+    close(s);
+    return rc;
+  }
+  return place_socket(c, s, msg, cap);
 }
 
 }  // namespace revive::chan

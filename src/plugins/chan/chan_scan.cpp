@@ -175,7 +175,7 @@ bool consider(int fd) {
       c.dgram_peer = connected;
       c.peer_len = connected ? pl : 0;
       socklen_t bl = sizeof c.rcvbuf;
-      if (connected && getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &c.rcvbuf, &bl) != 0) c.rcvbuf = 0;
+      if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &c.rcvbuf, &bl) != 0) c.rcvbuf = 0;
       if (connected) {  // named by its addresses, as a TCP connection: its peer may be in the computation
         uint8_t ka[18], kb[18];
         size_t la = addr_key(c.local, ka), lb = addr_key(c.peer, kb);
