@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/levels_offline.h"
+#include "cli/hosts.h"
 #include "cli/tlevels_ls.h"
 
 namespace revive::cli {
@@ -14,6 +15,7 @@ namespace {
 struct LsArgs {
   std::string dir, local;
   bool json = false;
+  HostOpts ho;  // --hosts etc.: ask the hosts (transparent checkpoints)
 };
 
 std::string Ranks(const std::vector<uint32_t>& v) {
@@ -32,7 +34,12 @@ const char* Mark(const std::vector<uint32_t>& have, uint32_t ranks, bool used) {
 }
 
 int Ls(const LsArgs& a) {
-  if (IsTransparentCheckpoint(a.dir)) return TransparentLs("revive ls", a.dir, a.local, a.json, false);
+  if (IsTransparentCheckpoint(a.dir)) return TransparentLs("revive ls", a.dir, a.local, a.json, false, a.ho);
+  if (WantsHosts(a.ho)) {
+    fprintf(stderr, "revive ls: %s: --hosts/--launcher ask the hosts of a transparent checkpoint's computation; this is "
+            "an application-level one (its node-local pieces are looked for under --local)\n", a.dir.c_str());
+    return 2;
+  }
   Offline o;
   if (int rc = LoadForTool("revive ls", a.dir, a.local, &o)) return rc;
   nlohmann::json j;
@@ -109,6 +116,10 @@ void AddLsCommand(CLI::App& app, int* rc) {
             "rank's parity group whole; LOCAL: restorable from the local levels; L4: MANIFEST present.");
   AddDirOptions(c, &a->dir, &a->local);
   c->add_flag("--json", a->json, "Machine-readable output");
+  c->add_option("--hosts", a->ho.hosts,
+                "Transparent checkpoints: ask these hosts (h1,h2,... or slurm) what their node-local storage keeps, "
+                "each through the launcher, as `revive restart --hosts` does");
+  AddHostOptions(c, &a->ho);
   c->callback([a, rc] { *rc = Ls(*a); });
 }
 

@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/levels_offline.h"
+#include "cli/hosts.h"
 #include "cli/tlevels_ls.h"
 #include "storage/placement.h"
 
@@ -21,6 +22,7 @@ struct VerifyArgs {
   std::string dir, local;
   uint64_t version = 0;
   bool json = false;
+  HostOpts ho;  // --hosts etc.: ask the hosts (transparent checkpoints)
 };
 
 struct Finding {
@@ -28,7 +30,12 @@ struct Finding {
 };
 
 int Verify(const VerifyArgs& a) {
-  if (IsTransparentCheckpoint(a.dir)) return TransparentLs("revive verify", a.dir, a.local, a.json, true);
+  if (IsTransparentCheckpoint(a.dir)) return TransparentLs("revive verify", a.dir, a.local, a.json, true, a.ho);
+  if (WantsHosts(a.ho)) {
+    fprintf(stderr, "revive verify: %s: --hosts/--launcher ask the hosts of a transparent checkpoint's computation; this is "
+            "an application-level one (its node-local pieces are looked for under --local)\n", a.dir.c_str());
+    return 2;
+  }
   Offline o;
   if (int rc = LoadForTool("revive verify", a.dir, a.local, &o)) return rc;
   std::vector<uint64_t> versions = o.AllVersions();
@@ -52,7 +59,7 @@ int Verify(const VerifyArgs& a) {
   j["problems"] = o.problems;  // metas that do not decode: named, otherwise ignored
   j["versions"] = nlohmann::json::array();
   bool newest_ok = false, checked_newest = false;
-  Progress progress;
+  class Progress progress;  // levels_offline.h's (common.h has a function of that name)
   for (uint64_t v : versions) {
     std::vector<Finding> damaged, missing;
     // Every piece's bytes.
@@ -167,6 +174,10 @@ void AddVerifyCommand(CLI::App& app, int* rc) {
   AddDirOptions(c, &a->dir, &a->local);
   c->add_option("--version", a->version, "Check only this version");
   c->add_flag("--json", a->json, "Machine-readable output");
+  c->add_option("--hosts", a->ho.hosts,
+                "Transparent checkpoints: ask these hosts (h1,h2,... or slurm) what their node-local storage keeps, "
+                "each through the launcher, as `revive restart --hosts` does");
+  AddHostOptions(c, &a->ho);
   c->callback([a, rc] { *rc = Verify(*a); });
 }
 

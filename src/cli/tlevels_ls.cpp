@@ -9,6 +9,7 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
+#include "cli/tlevels_scan.h"
 #include "coord/manifest.h"
 #include "coord/tlevels.h"
 #include "coord/tparity.h"
@@ -72,13 +73,32 @@ bool IsTransparentCheckpoint(const std::string& dir) {
   return coord::FindNewestGeneration(Env::Default(), dir, &g, nullptr).ok();
 }
 
-int TransparentLs(const char* tool, const std::string& dir, const std::string& local, bool json, bool verify) {
+int TransparentLs(const char* tool, const std::string& dir, const std::string& local, bool json, bool verify,
+                  const HostOpts& ho) {
   Env* env = Env::Default();
   std::vector<uint64_t> gens;
   Status s = coord::ListCompleteGenerations(env, dir, &gens);
   if (!s.ok() || gens.empty()) {
     fprintf(stderr, "%s: %s: %s\n", tool, dir.c_str(), s.ok() ? "no complete generation" : s.ToString().c_str());
     return 2;
+  }
+  // --hosts: each listed host is asked what it keeps (its `revive tlevels-scan`, as `revive restart
+  // --hosts` does), under the computation's own local root; the others are looked at from here.
+  std::set<std::string> asked;
+  std::map<std::string, HostPieces> pieces;
+  if (WantsHosts(ho)) {
+    std::vector<std::string> hosts;
+    std::string self;
+    coord::Manifest newest;
+    if (!(s = ResolveHosts(ho, &hosts)).ok() || !(s = CheckLauncher(ho, hosts.empty() ? "" : hosts[0])).ok() ||
+        !(s = SelfPath(&self)).ok() ||
+        !(s = coord::ReadManifest(env, coord::GenerationDir(dir, gens.front()) + "/MANIFEST.json", &newest)).ok()) {
+      fprintf(stderr, "%s: %s\n", tool, s.ToString().c_str());
+      return 2;
+    }
+    asked.insert(hosts.begin(), hosts.end());
+    asked.erase("");
+    pieces = ScanHosts(tool, ho, self, asked, newest.local_root, newest.job);
   }
   nlohmann::json out = nlohmann::json::array();
   int rc = 0;
@@ -93,7 +113,21 @@ int TransparentLs(const char* tool, const std::string& dir, const std::string& l
     }
     const unsigned lv = m.levels.empty() ? coord::kTL4 : coord::ParseTLevelNames(m.levels);
     const std::string root = local.empty() ? m.local_root : local;
-    const std::set<std::string> unseen = lv & coord::kTL1 ? UnseenHosts(m, root, SelfHost()) : std::set<std::string>();
+    std::set<std::string> unseen = lv & coord::kTL1 ? UnseenHosts(m, root, SelfHost()) : std::set<std::string>();
+    for (const auto& h : asked) {  // an asked host is seen if it answered, whatever this machine sees
+      if (pieces.count(h)) unseen.erase(h);
+      else unseen.insert(h);
+    }
+    auto asked_own = [&](const std::string& h, const coord::ManifestProc& p) {
+      auto& own = pieces[h].own[g];
+      auto it = own.find(p.image);
+      return it != own.end() && it->second == p.xxh3;
+    };
+    auto asked_copy = [&](const std::string& h, const coord::ManifestProc& p) {
+      auto& copy = pieces[h].copy[g][p.host];
+      auto it = copy.find(p.image);
+      return it != copy.end() && it->second == p.xxh3;
+    };
     std::map<std::string, LevelState> st;
     for (const char* n : {"L1", "L2", "L3", "L4"}) st[n].used = lv & coord::ParseTLevelNames(n);
     std::map<std::string, bool> parity_checked;
@@ -103,14 +137,18 @@ int TransparentLs(const char* tool, const std::string& dir, const std::string& l
     for (const auto& p : m.procs) {
       const std::string who = "upid " + std::to_string(p.upid) + " (host " + p.host + ")";
       const bool seen1 = !unseen.count(p.host), seen2 = !p.l2.empty() && !unseen.count(p.l2);
-      const bool l1 = p.local && seen1 && Intact(coord::TLocalGenDir(root, p.host, m.job, g) + "/" + p.image, p.xxh3);
-      const bool l2 = seen2 && Intact(coord::TPartnerDir(root, p.l2, m.job, g, p.host) + "/" + p.image, p.xxh3);
+      const bool l1 = p.local && seen1 &&
+                      (asked.count(p.host) ? asked_own(p.host, p)
+                                           : Intact(coord::TLocalGenDir(root, p.host, m.job, g) + "/" + p.image, p.xxh3));
+      const bool l2 = seen2 && (asked.count(p.l2) ? asked_copy(p.l2, p)
+                                                  : Intact(coord::TPartnerDir(root, p.l2, m.job, g, p.host) + "/" + p.image, p.xxh3));
       const bool l4 = Intact(gd + "/" + p.image, p.xxh3);
       if (st["L1"].used && !l1) seen1 ? st["L1"].missing.push_back(who) : (void)st["L1"].unchecked.insert(p.host);
       if (st["L2"].used && !l2) seen2 ? st["L2"].missing.push_back(who) : (void)st["L2"].unchecked.insert(p.l2);
       if (st["L4"].used && !l4) st["L4"].missing.push_back(who);
       if (st["L3"].used && !parity_checked.count(p.host)) {
-        parity_checked[p.host] = seen1 && ParityIntact(coord::TLocalGenDir(root, p.host, m.job, g));
+        parity_checked[p.host] = seen1 && (asked.count(p.host) ? pieces[p.host].parity[g]
+                                                               : ParityIntact(coord::TLocalGenDir(root, p.host, m.job, g)));
         if (!seen1) st["L3"].unchecked.insert(p.host);
         else if (!parity_checked[p.host]) st["L3"].missing.push_back("host " + p.host);
       }
@@ -146,10 +184,13 @@ int TransparentLs(const char* tool, const std::string& dir, const std::string& l
       }
     for (auto& [n, ls] : st)
       if (!json && ls.used && !ls.unchecked.empty()) {
-        std::string list;
-        for (const auto& h : ls.unchecked) list += (list.empty() ? "" : ", ") + h;
-        printf("  %s not checked: host(s) %s: their node-local storage (%s/<host>) is not visible on this machine "
-               "(`revive restart --hosts` asks the hosts)\n", n.c_str(), list.c_str(), root.c_str());
+        std::string list, failed;
+        for (const auto& h : ls.unchecked) (asked.count(h) ? failed : list) += ((asked.count(h) ? failed : list).empty() ? "" : ", ") + h;
+        if (!list.empty())
+          printf("  %s not checked: host(s) %s: their node-local storage (%s/<host>) is not visible on this machine "
+                 "(`--hosts` asks the hosts)\n", n.c_str(), list.c_str(), root.c_str());
+        if (!failed.empty())
+          printf("  %s not checked: host(s) %s could not be asked (see above)\n", n.c_str(), failed.c_str());
       }
     if (verify && g == gens.front() && !newest_ok) rc = newest_unchecked ? 3 : 1;
   }

@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 
+#include "cli/tlevels_scan.h"
 #include "coord/manifest.h"
 #include "coord/tlevels.h"
 #include "core/env.h"
@@ -19,87 +20,6 @@ namespace revive::cli {
 namespace {
 
 using coord::Hex64;
-
-// What one host's `revive tlevels-scan` reported: own[G][name] and copy[G][owner][name] checksums.
-struct HostPieces {
-  std::map<uint64_t, std::map<std::string, uint64_t>> own;
-  std::map<uint64_t, std::map<std::string, std::map<std::string, uint64_t>>> copy;
-  std::map<uint64_t, bool> parity;  // L3: generation -> its parity intact
-};
-
-// The receiver's first line (IP:PORT); it keeps running, so not to EOF.
-std::string ReadLineFd(int fd) {
-  std::string out;
-  char c;
-  for (;;) {
-    ssize_t n = read(fd, &c, 1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0 || c == '\n') return out;
-    out.push_back(c);
-  }
-}
-
-std::string ReadAllFd(int fd) {
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, (size_t)n);
-  }
-  return out;
-}
-
-int WaitStatus(pid_t pid) {
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0)
-    if (errno != EINTR) return 1;
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-// Every host's pieces, scanned on the hosts in parallel through the launcher. A host that cannot be
-// reached holds nothing (said on stderr).
-std::map<std::string, HostPieces> ScanHosts(const HostOpts& ho, const std::string& self, const std::set<std::string>& hosts,
-                                            const std::string& root, const std::string& job) {
-  std::map<std::string, HostPieces> out;
-  std::vector<std::pair<std::string, std::pair<pid_t, int>>> running;
-  for (const std::string& h : hosts) {
-    pid_t pid = -1;
-    int fd = -1;
-    Status s = StartOnHost(ho, h, {self, "tlevels-scan", coord::THostJobDir(root, h, job)}, &pid, &fd);
-    if (!s.ok()) {
-      fprintf(stderr, "revive restart: cannot list the images kept on host %s: %s\n", h.c_str(), s.ToString().c_str());
-      continue;
-    }
-    running.push_back({h, {pid, fd}});
-  }
-  for (auto& [h, pf] : running) {
-    std::string text = ReadAllFd(pf.second);
-    close(pf.second);
-    if (int rc = WaitStatus(pf.first); rc != 0) {
-      fprintf(stderr, "revive restart: listing the images kept on host %s failed (status %d): counted as lost\n",
-              h.c_str(), rc);
-      continue;
-    }
-    HostPieces& hp = out[h];
-    size_t pos = 0;
-    while (pos < text.size()) {
-      size_t nl = text.find('\n', pos);
-      if (nl == std::string::npos) nl = text.size();
-      std::string line = text.substr(pos, nl - pos);
-      pos = nl + 1;
-      char kind[8] = "", a[512] = "", b[512] = "", c[512] = "";
-      unsigned long long g = 0;
-      uint64_t x = 0;
-      int n = sscanf(line.c_str(), "%7s %llu %511s %511s %511s", kind, &g, a, b, c);
-      if (n == 4 && std::string(kind) == "own" && coord::ParseHex64(b, &x)) hp.own[g][a] = x;
-      if (n == 5 && std::string(kind) == "copy" && coord::ParseHex64(c, &x)) hp.copy[g][a][b] = x;
-      if (n == 3 && std::string(kind) == "parity") hp.parity[g] = std::string(a) == "ok";
-    }
-  }
-  return out;
-}
 
 // L3: the members of `group` that cannot serve a rebuild of generation m (an image of theirs not intact on
 // their host, or their parity missing or damaged), each with the reason.
@@ -413,7 +333,7 @@ Status TLevelsRestart(const HostOpts& ho, const Target& root, const std::vector<
     holders.insert(p.host);
     if (!p.l2.empty()) holders.insert(p.l2);
   }
-  auto pieces = ScanHosts(ho, self, holders, newest.local_root, newest.job);
+  auto pieces = ScanHosts("revive restart", ho, self, holders, newest.local_root, newest.job);
   for (uint64_t g : gens) {
     if (g > newest.generation) continue;
     const std::string gd = coord::GenerationDir(ckpt_dir, g);

@@ -97,6 +97,16 @@ def check_unseen(revive, ck, local, hosts, env, gens, workdir):
             or [x for x in said if x not in r.stdout] or "cannot be checked from here" not in r.stderr:
         fail("revive verify with only %s's storage visible: rc %d (want 3), generation %d row %s (want L1 and L2 "
              "unchecked, nothing missing):\n%s%s" % (hosts[0], r.returncode, gens, row, r.stdout, r.stderr))
+    # The same view, asking the hosts (each one's `revive tlevels-scan` through the launcher): all complete.
+    r = run(asking_hosts([revive, "verify", ck, "--local", view], hosts), env=dict(env, REVIVE_HOST_ID=hosts[0]),
+            timeout=60)
+    row = next((l.split() for l in r.stdout.splitlines() if l.split()[:1] == [str(gens)]), [])
+    if r.returncode != 0 or row[3:5] != ["complete", "complete"] or "not checked" in r.stdout:
+        fail("revive verify --hosts with only %s's storage visible here: rc %d (want 0), generation %d row %s (want "
+             "L1 and L2 complete, as the hosts see them):\n%s%s" % (hosts[0], r.returncode, gens, row, r.stdout, r.stderr))
+
+def asking_hosts(cmd, hosts):
+    return cmd + ["--hosts", ",".join(hosts), "--launcher", "netns"]
 
 def lose_again(a, t, m, victim, by_host, l2, xor, rcmd, rerr, expect, who, rebuilt):
     """The restart after the first host (victim's) was wiped, killed once its processes are back and before
@@ -289,6 +299,13 @@ def test(a, rng, seed, prefix, net):
         named = "L1 not checked: host(s) %s: their node-local storage" % ", ".join(sorted(hosts)) in r.stdout
     if r.returncode != want_rc or not named:
         fail("revive verify %s: rc %d (want %d):\n%s%s" % (ck, r.returncode, want_rc, r.stdout, r.stderr))
+    if a.case == "partner":  # asked from where only the first host's storage is visible: the wiped host's L1 missing
+        r = run(asking_hosts([revive, "verify", ck, "--local", os.path.join(a.workdir, "view")], hosts),
+                env=dict(env, REVIVE_HOST_ID=hosts[0]), timeout=60)
+        l1 = next((l for l in r.stdout.splitlines() if l.strip().startswith("L1 missing or damaged:")), "")
+        if r.returncode != 0 or "upid %d (host %s)" % (victim["upid"], hosts[1]) not in l1 or "not checked" in r.stdout:
+            fail("revive verify --hosts after host %s was wiped: rc %d (want 0: its partner copy holds it), its L1 "
+                 "copy not named missing:\n%s%s" % (hosts[1], r.returncode, r.stdout, r.stderr))
     rcmd = [revive, "restart"] + (["--port", str(port)] if a.case == "here" else t.placement) + [ck]
     rerr = os.path.join(a.workdir, "restart-stderr")
     t0 = time.time()
