@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "cli/tlevels_scan.h"
 #include "coord/manifest.h"
@@ -157,21 +158,37 @@ Status Transfer(const HostOpts& ho, const Target& root, const std::string& self,
   return Status::OK();
 }
 
-// The partner copies of generation m to the hosts that need them (their own L1 directory).
+// Where each manifest host's processes restart: itself, or (migration) the spare host that takes them.
+using Placement = std::map<std::string, std::string>;
+const std::string& DestOf(const Placement& dest, const std::string& host) {
+  auto it = dest.find(host);
+  return it == dest.end() ? host : it->second;
+}
+
+// Images of generation m to the hosts their processes restart on (their L1 directory there): the partner
+// copies of `moved` from their holders, and the own L1 copies of `migrated` (processes whose host is not
+// in the restart's host list) from their old hosts, one transfer per (holder, owner).
 Status MoveCopies(const HostOpts& ho, const Target& root, const std::string& self, const coord::Manifest& m,
-                  const std::vector<const coord::ManifestProc*>& moved) {
-  std::map<std::pair<std::string, std::string>, std::vector<const coord::ManifestProc*>> by_pair;  // (holder, owner)
-  for (const auto* p : moved) by_pair[{p->l2, p->host}].push_back(p);
-  for (const auto& [pair, procs] : by_pair) {
-    const auto& [holder, owner] = pair;
+                  const std::vector<const coord::ManifestProc*>& moved,
+                  const std::vector<const coord::ManifestProc*>& migrated, const Placement& dest) {
+  // (from, owner, own copy?) -> processes
+  std::map<std::tuple<std::string, std::string, bool>, std::vector<const coord::ManifestProc*>> by_pair;
+  for (const auto* p : moved) by_pair[{p->l2, p->host, false}].push_back(p);
+  for (const auto* p : migrated) by_pair[{p->host, p->host, true}].push_back(p);
+  for (const auto& [key, procs] : by_pair) {
+    const auto& [from, owner, own] = key;
+    const std::string& to = DestOf(dest, owner);
     std::vector<std::string> files, expect;
     for (const auto* p : procs) {
-      files.push_back(coord::TPartnerDir(m.local_root, holder, m.job, m.generation, owner) + "/" + p->image);
+      files.push_back((own ? coord::TLocalGenDir(m.local_root, owner, m.job, m.generation)
+                           : coord::TPartnerDir(m.local_root, from, m.job, m.generation, owner)) +
+                      "/" + p->image);
       expect.push_back(p->image + "=" + Hex64(p->xxh3));
     }
-    Status s = Transfer(ho, root, self, m.generation, holder, owner, files,
-                        coord::TLocalGenDir(m.local_root, owner, m.job, m.generation), expect,
-                        "the partner copies of host " + owner);
+    Status s = Transfer(ho, root, self, m.generation, from, to, files,
+                        coord::TLocalGenDir(m.local_root, to, m.job, m.generation), expect,
+                        own ? "the images of host " + owner + " (its processes restart on " + to + ")"
+                            : "the partner copies of host " + owner);
     if (!s.ok()) return s;
   }
   return Status::OK();
@@ -181,22 +198,24 @@ Status MoveCopies(const HostOpts& ho, const Target& root, const std::string& sel
 // parity there (tlevels-recv/send), then `revive tlevels-rebuild` decodes (tparity.h).
 Status RebuildHosts(const HostOpts& ho, const Target& root, const std::string& self, const coord::Manifest& m,
                     const std::map<std::string, std::vector<std::string>>& lost_groups,
-                    const std::set<std::string>& unusable) {
+                    const std::set<std::string>& unusable, const Placement& dest) {
   for (const auto& [h, group] : lost_groups) {
-    const std::string dir = coord::TLocalGenDir(m.local_root, h, m.job, m.generation), from = dir + "/.rebuild";
+    // On the host its processes restart on: h itself, or the spare host that takes them (migration).
+    const std::string& at = DestOf(dest, h);
+    const std::string dir = coord::TLocalGenDir(m.local_root, at, m.job, m.generation), from = dir + "/.rebuild";
     for (const std::string& s : group) {
       if (s == h || unusable.count(s)) continue;
       const std::string sd = coord::TLocalGenDir(m.local_root, s, m.job, m.generation);
       std::vector<std::string> files = {sd + "/parity", sd + "/parity.meta"};
       for (const auto& q : m.procs)
         if (q.host == s) files.push_back(sd + "/" + q.image);
-      Status st = Transfer(ho, root, self, m.generation, s, h, files, from + "/" + s, {},
+      Status st = Transfer(ho, root, self, m.generation, s, at, files, from + "/" + s, {},
                            "host " + s + "'s images and parity");
       if (!st.ok()) return st;
     }
     pid_t pid = -1;
     int fd = -1;
-    Status st = StartOnHost(ho, h, {self, "tlevels-rebuild", "--from", from, "--host", h, "--dest", dir}, &pid, &fd);
+    Status st = StartOnHost(ho, at, {self, "tlevels-rebuild", "--from", from, "--host", h, "--dest", dir}, &pid, &fd);
     if (!st.ok()) return st;
     close(fd);
     if (int rc = WaitStatus(pid); rc != 0)
@@ -213,11 +232,14 @@ Status RebuildHosts(const HostOpts& ho, const Target& root, const std::string& s
 // host's parity is written by tlevels-rebuild itself (TRebuildMember). Best effort: a failure is said and
 // the restart goes on (the next checkpoint protects the computation again).
 void ReprotectCopies(const HostOpts& ho, const Target& root, const std::string& self, const coord::Manifest& m,
-                     const std::vector<const coord::ManifestProc*>& restored, std::map<std::string, HostPieces>& pieces) {
+                     const std::vector<const coord::ManifestProc*>& restored, std::map<std::string, HostPieces>& pieces,
+                     const Placement& dest) {
   std::map<std::pair<std::string, std::string>, std::vector<const coord::ManifestProc*>> by_pair;  // (holder, owner)
   for (const auto* p : restored) {
     auto holder = pieces.find(p->l2);
-    if (p->l2.empty() || holder == pieces.end()) continue;  // no copy, or its holder unreachable
+    // No copy, its holder unreachable, or left out of the host list (its processes went elsewhere): the
+    // next checkpoint places a new partner copy.
+    if (p->l2.empty() || holder == pieces.end() || dest.count(p->l2)) continue;
     auto& copies = holder->second.copy[m.generation][p->host];
     auto it = copies.find(p->image);
     if (it == copies.end() || it->second != p->xxh3) by_pair[{p->l2, p->host}].push_back(p);
@@ -333,6 +355,28 @@ Status TLevelsRestart(const HostOpts& ho, const Target& root, const std::vector<
     holders.insert(p.host);
     if (!p.l2.empty()) holders.insert(p.l2);
   }
+  // Migration: a host of the computation that is not in the host list (lost, or left out) has its
+  // processes restart on a spare host, one of the list that ran none of them, in list order; its images
+  // are moved or rebuilt there.
+  Placement dest;
+  {
+    std::set<std::string> listed(hosts.begin(), hosts.end()), ran;
+    for (const auto& p : newest.procs) ran.insert(p.host);
+    std::vector<std::string> spare;
+    for (const auto& h : hosts)
+      if (!ran.count(h) && std::find(spare.begin(), spare.end(), h) == spare.end()) spare.push_back(h);
+    size_t next = 0;
+    for (const auto& h : ran) {
+      if (listed.count(h)) continue;
+      if (next == spare.size())
+        return Status::InvalidArgument("host " + h + " of the computation is not in the host list, and no spare host "
+                                       "is left to take its processes (a listed host that ran none; the images are "
+                                       "kept on the hosts, so each of its processes needs one)");
+      dest[h] = spare[next++];
+      fprintf(stderr, "revive restart: host %s is not in the host list: its processes restart on %s\n", h.c_str(),
+              dest[h].c_str());
+    }
+  }
   auto pieces = ScanHosts("revive restart", ho, self, holders, newest.local_root, newest.job);
   for (uint64_t g : gens) {
     if (g > newest.generation) continue;
@@ -340,29 +384,33 @@ Status TLevelsRestart(const HostOpts& ho, const Target& root, const std::vector<
     coord::Manifest m;
     if (!coord::ReadManifest(env, gd + "/MANIFEST.json", &m).ok()) continue;
     std::vector<std::string> missing, notes;
-    std::vector<const coord::ManifestProc*> moved, in_l1;  // in_l1: intact in their host's L1 directory after the moves
+    // in_l1: intact in their host's L1 directory after the moves (not the migrated: elsewhere)
+    std::vector<const coord::ManifestProc*> moved, migrated, in_l1;
     std::map<std::string, std::vector<std::string>> rebuild;  // lost host -> its group
     for (const auto& p : m.procs) {
-      if (std::find(hosts.begin(), hosts.end(), p.host) == hosts.end())
+      if (!dest.count(p.host) && std::find(hosts.begin(), hosts.end(), p.host) == hosts.end())
         return Status::InvalidArgument(Who(p) + ": the images are kept on the hosts they ran on, so each process "
-                                       "restarts there; " + p.host + " is not in the host list");
+                                       "restarts there or on a spare host; " + p.host + " is not in the host list");
       Source src = Choose(m, p, gd, pieces);
+      const bool away = dest.count(p.host) > 0;
       if (src.kind == Source::kMissing) missing.push_back(Who(p) + ": " + src.notes);
       else if (!src.notes.empty()) notes.push_back(Who(p) + ": " + src.notes);
       if (src.kind == Source::kPartner) moved.push_back(&p);
-      if (src.kind == Source::kOwn || src.kind == Source::kPartner || src.kind == Source::kRebuild) in_l1.push_back(&p);
+      if (src.kind == Source::kOwn && away) migrated.push_back(&p);
+      if (!away && (src.kind == Source::kOwn || src.kind == Source::kPartner || src.kind == Source::kRebuild))
+        in_l1.push_back(&p);
       if (src.kind == Source::kRebuild) rebuild[p.host] = coord::TSplitList(p.l3);
     }
     if (missing.empty()) {
       for (const auto& n : notes) fprintf(stderr, "revive restart: %s\n", n.c_str());
-      s = MoveCopies(ho, root, self, m, moved);
+      s = MoveCopies(ho, root, self, m, moved, migrated, dest);
       std::set<std::string> unusable;
       for (const auto& [h, group] : rebuild)
         for (const auto& [l, w] : GroupLost(m, group, pieces)) unusable.insert(l);
-      if (s.ok()) s = RebuildHosts(ho, root, self, m, rebuild, unusable);
+      if (s.ok()) s = RebuildHosts(ho, root, self, m, rebuild, unusable, dest);
       if (!s.ok()) missing.push_back(s.ToString());
       else {
-        ReprotectCopies(ho, root, self, m, in_l1, pieces);
+        ReprotectCopies(ho, root, self, m, in_l1, pieces, dest);
         ReprotectParity(ho, root, self, m, in_l1, rebuild, pieces);
       }
     }
@@ -380,12 +428,13 @@ Status TLevelsRestart(const HostOpts& ho, const Target& root, const std::vector<
     std::map<std::string, size_t> index;
     for (size_t i = 0; i < m.procs.size(); i++) {
       const auto& p = m.procs[i];
-      if (!index.count(p.host)) {
-        index[p.host] = parts->size();
-        HostPart part{p.host, {"restart", "--only", ""}, i};
+      const std::string& at = DestOf(dest, p.host);
+      if (!index.count(at)) {
+        index[at] = parts->size();
+        HostPart part{at, {"restart", "--only", ""}, i};
         parts->push_back(std::move(part));
       }
-      std::string& only = (*parts)[index[p.host]].args[2];
+      std::string& only = (*parts)[index[at]].args[2];
       only += (only.empty() ? "" : ",") + std::to_string(p.upid);
     }
     for (auto& part : *parts) {

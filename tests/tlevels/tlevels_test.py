@@ -45,9 +45,10 @@ def main():
     ap.add_argument("--worker", required=True)
     ap.add_argument("--case", required=True, choices=["partner", "corrupt", "fallback", "prune", "both", "both_parity", "xor", "xor_parity", "xor_two", "rs_two", "here",
                                                 "fork", "fork_xor", "again", "again_xor",
-                                                "again_both", "fork_prune"])
+                                                "again_both", "fork_prune", "migrate", "migrate_xor"])
     a = ap.parse_args()
-    with_namespaces(a, "rvt", "10.85", N, lambda rng, seed, prefix, net: test(a, rng, seed, prefix, net))
+    # migrate: one more network namespace, a spare host the computation did not run on
+    with_namespaces(a, "rvt", "10.85", N + a.case.startswith("migrate"), lambda rng, seed, prefix, net: test(a, rng, seed, prefix, net))
 
 def job_dir(local, host):
     d = os.path.join(local, host)
@@ -147,7 +148,7 @@ def lose_again(a, t, m, victim, by_host, l2, xor, rcmd, rerr, expect, who, rebui
 
 def test(a, rng, seed, prefix, net):
     print("seed %d" % seed, flush=True)
-    levels = {"partner": "L1+L2", "corrupt": "L1+L2", "fallback": "L1+L2,L4@2", "prune": "L1+L2,L4@2", "xor": "L1+L3",
+    levels = {"partner": "L1+L2", "migrate": "L1+L2", "migrate_xor": "L1+L3", "corrupt": "L1+L2", "fallback": "L1+L2,L4@2", "prune": "L1+L2,L4@2", "xor": "L1+L3",
               "here": "L1+L2", "both": "L1+L2+L3", "both_parity": "L1+L2+L3",
               "xor_parity": "L1+L3", "xor_two": "L1+L3,L4", "rs_two": "L1+L3", "fork": "L1+L2", "fork_xor": "L1+L3",
               "again": "L1+L2", "again_xor": "L1+L3", "again_both": "L1+L2+L3", "fork_prune": "L1+L2,L4@2"}[a.case]
@@ -270,6 +271,11 @@ def test(a, rng, seed, prefix, net):
                         [who(victim, "partner copy on %s damaged (checksum mismatch), not used, rebuilt from its "
                                      "group's parity (hosts %s)" % (victim.get("l2"), victim.get("l3")))]),
     }
+    spare = prefix + str(N + 1)
+    plan["migrate"] = ([hosts[1]], None, ["host %s is not in the host list: its processes restart on %s" % (hosts[1], spare),
+                                          who(victim, "using partner copy from " + victim.get("l2", ""))])
+    plan["migrate_xor"] = ([hosts[1]], None, ["host %s is not in the host list: its processes restart on %s" % (hosts[1], spare),
+                                              rebuilt(victim)])
     plan["prune"] = plan["fork_prune"] = (hosts, None, ["generation 9 cannot be restored from any level",
                                    "restarting from generation 8 (newest complete: 9)", "using the checkpoint directory (L4)"])
     if a.case in plan:
@@ -306,7 +312,10 @@ def test(a, rng, seed, prefix, net):
         if r.returncode != 0 or "upid %d (host %s)" % (victim["upid"], hosts[1]) not in l1 or "not checked" in r.stdout:
             fail("revive verify --hosts after host %s was wiped: rc %d (want 0: its partner copy holds it), its L1 "
                  "copy not named missing:\n%s%s" % (hosts[1], r.returncode, r.stdout, r.stderr))
-    rcmd = [revive, "restart"] + (["--port", str(port)] if a.case == "here" else t.placement) + [ck]
+    placement = t.placement
+    if a.case.startswith("migrate"):  # the wiped host left out of the list, the spare one in: its process goes there
+        placement = [x if x != ",".join(hosts) else ",".join([hosts[0], hosts[2], spare]) for x in t.placement]
+    rcmd = [revive, "restart"] + (["--port", str(port)] if a.case == "here" else placement) + [ck]
     rerr = os.path.join(a.workdir, "restart-stderr")
     t0 = time.time()
     if a.case.startswith("again"):
@@ -321,6 +330,8 @@ def test(a, rng, seed, prefix, net):
     if a.case.startswith("again") and "restarting from generation" in err:  # generation 2 must still serve
         fail("the second restart did not come back from generation 2")
     check_like_reference(revive, port, ck, env, m, index, ref_rc, rp.returncode, ref, rund, N)
+    if a.case.startswith("migrate") and not os.path.isfile(os.path.join(job_dir(local, spare), "ckpt-%d" % gens, victim["image"])):
+        fail("host %s's image was not moved to the spare host %s's node-local storage" % (hosts[1], spare))
     shutil.rmtree(a.workdir, ignore_errors=True)
     print("OK: case %s, restarted in %.2f s, outputs identical, exit %d" % (a.case, time.time() - t0, rp.returncode),
           flush=True)
