@@ -31,7 +31,7 @@
 
 using revive::plugins::created_fopen;
 using revive::plugins::created_open;
-using revive::plugins::created_renamed;
+using revive::plugins::created_path;
 using revive::plugins::pre_fd;
 using revive::plugins::pre_fopen;
 using revive::plugins::pre_map;
@@ -78,10 +78,10 @@ PRE_CALL(int, -1, unlink, (const char* path), (path), pre_path(AT_FDCWD, path, f
 PRE_CALL(int, -1, unlinkat, (int dir, const char* path, int flags), (dir, path, flags),
          if (!(flags & AT_REMOVEDIR)) pre_path(dir, path, false))
 PRE_CALL(int, -1, remove, (const char* path), (path), pre_path(AT_FDCWD, path, false))
-// A file renamed into a node-local directory (made elsewhere on the same file system, where no record
-// was written) is the computation's there too: recorded under its new name.
+// A file renamed or linked into a node-local directory (made elsewhere on the same file system, where no
+// record was written) is the computation's there too: recorded under its new name.
 #define RENAME_CALL(name, params, args, da, a, db, b, flags) \
-  VPID_WRAPPER_AFTER(int, -1, name, params, args, pre_rename(da, a, db, b, flags), if (r == 0) created_renamed(db, b))
+  VPID_WRAPPER_AFTER(int, -1, name, params, args, pre_rename(da, a, db, b, flags), if (r == 0) created_path(db, b, true, 0))
 RENAME_CALL(rename, (const char* a, const char* b), (a, b), AT_FDCWD, a, AT_FDCWD, b, 0)
 RENAME_CALL(renameat, (int da, const char* a, int db, const char* b), (da, a, db, b), da, a, db, b, 0)
 RENAME_CALL(renameat2, (int da, const char* a, int db, const char* b, unsigned flags), (da, a, db, b, flags), da, a, db, b,
@@ -104,9 +104,11 @@ PRE_CALL(int, -1, futimes, (int fd, const struct timeval* t), (fd, t), pre_fd(fd
 PRE_CALL(int, -1, futimens, (int fd, const struct timespec* t), (fd, t), pre_fd(fd))
 PRE_CALL(int, -1, utimensat, (int dir, const char* path, const struct timespec* t, int flags), (dir, path, t, flags),
          pre_path(dir, path, !(flags & AT_SYMLINK_NOFOLLOW)))  // a null path (futimens' way) is skipped
-PRE_CALL(int, -1, link, (const char* a, const char* b), (a, b), pre_path(AT_FDCWD, a, false))
-PRE_CALL(int, -1, linkat, (int da, const char* a, int db, const char* b, int flags), (da, a, db, b, flags),
-         if (*a) pre_path(da, a, flags & AT_SYMLINK_FOLLOW); else pre_fd(da))
+VPID_WRAPPER_AFTER(int, -1, link, (const char* a, const char* b), (a, b), pre_path(AT_FDCWD, a, false),
+                   if (r == 0) created_path(AT_FDCWD, b, true, 0))
+VPID_WRAPPER_AFTER(int, -1, linkat, (int da, const char* a, int db, const char* b, int flags), (da, a, db, b, flags),
+                   if (*a) pre_path(da, a, flags & AT_SYMLINK_FOLLOW); else pre_fd(da),
+                   if (r == 0) created_path(db, b, true, 0))
 
 // Changes of existing bytes through a descriptor that may be open O_APPEND (see the top).
 constexpr int kFallocRewrites = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE | FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_INSERT_RANGE;
