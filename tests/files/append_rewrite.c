@@ -4,7 +4,9 @@
  *   map.txt   a MAP_SHARED|PROT_WRITE mapping of an O_RDWR|O_APPEND descriptor: a digest written at 100,
  *   mpr.txt   mapped MAP_SHARED read-only, the descriptor closed, then mprotect(PROT_WRITE) and the same,
  *   hole.txt  the digest of [4096, 8192) appended, then that range punched out (FALLOC_FL_PUNCH_HOLE),
- * while log.txt is only ever appended to. Each change depends on the bytes the file had, so a restart that
+ * while log.txt is only ever appended to; and spw.txt (not appended to) is truncated and rewritten with
+ * its old digest by a posix_spawn'ed sh whose stdout is a file action (O_WRONLY|O_TRUNC), which glibc
+ * opens in the child before its exec, where no wrapper runs. Each change depends on the bytes the file had, so a restart that
  * finds a file as the killed run left it (cut back to its checkpoint size, the rewritten bytes still there)
  * prints other digests than an uninterrupted run. On ctl/end it prints every file's digest and size.
  *
@@ -14,6 +16,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +25,10 @@
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char** environ;
 
 #ifndef RWF_NOAPPEND
 #define RWF_NOAPPEND 0x00000020
@@ -96,6 +102,21 @@ static void punch(void) {
   close(fd);
 }
 
+static void spawn_rewrite(void) {
+  char d[17];
+  digest("spw.txt", 0, 0, d);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "spw.txt", O_WRONLY | O_TRUNC, 0);
+  char* av[] = {"sh", "-c", "printf 'spawned, was %s\\n' \"$0\"", d, NULL};
+  pid_t c;
+  int st;
+  if (posix_spawn(&c, "/bin/sh", &fa, NULL, av, environ) != 0 || waitpid(c, &st, 0) != c || !WIFEXITED(st) ||
+      WEXITSTATUS(st) != 0)
+    die("posix_spawn");
+  posix_spawn_file_actions_destroy(&fa);
+}
+
 static int probe(const char* path) {
   int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_APPEND, 0600);
   if (fd < 0) die(path);
@@ -149,16 +170,18 @@ int main(int argc, char** argv) {
     if (step == 8) rewrite_mapped("map.txt", 0);
     if (step == 12) rewrite_mapped("mpr.txt", 1);
     if (step == 16) punch();
+    if (step == 20) spawn_rewrite();
     printf("step %d\n", step);
     usleep(20000);
   }
   while (access("ctl/end", F_OK) != 0) usleep(10000);
-  for (size_t k = 0; k < sizeof kFiles / sizeof *kFiles; ++k) {
+  for (size_t k = 0; k <= sizeof kFiles / sizeof *kFiles; ++k) {
+    const char* f = k < sizeof kFiles / sizeof *kFiles ? kFiles[k] : "spw.txt";
     char d[17];
     struct stat st;
-    digest(kFiles[k], 0, 0, d);
-    if (stat(kFiles[k], &st) != 0) die(kFiles[k]);
-    printf("%s %s %lld\n", kFiles[k], d, (long long)st.st_size);
+    digest(f, 0, 0, d);
+    if (stat(f, &st) != 0) die(f);
+    printf("%s %s %lld\n", f, d, (long long)st.st_size);
   }
   return 0;
 }

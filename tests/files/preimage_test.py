@@ -21,7 +21,8 @@ run, byte for byte:
   append_rewrite  append_rewrite.c: files opened O_APPEND after the checkpoint (kept by their size only),
            then rewritten in the middle: by pwritev2(RWF_NOAPPEND), through a MAP_SHARED|PROT_WRITE
            mapping, through a read-only shared mapping made writable by mprotect, and by
-           fallocate(PUNCH_HOLE); killed at a random moment after the last of them. Each needs its copy
+           fallocate(PUNCH_HOLE); and one truncated by a posix_spawn file action (opened in the child
+           before its exec). Killed at a random moment after the last of them. Each needs its copy
            before that change (a cut-back alone leaves the rewritten bytes); the log, only appended to,
            keeps its cut-back record only. Also checks (append_rewrite probe) that pwrite, copy_file_range,
            sendfile and splice on an O_APPEND descriptor append or are refused, as the wrappers assume.
@@ -101,8 +102,8 @@ for n in ("log.txt", "mix.txt", "fl.txt"):
     print(n, h(rd(n)), os.path.getsize(n))
 '''
 APPEND_FILES = ("log.txt", "mix.txt", "fl.txt")
-REWRITE_FILES = ("log.txt", "nap.txt", "map.txt", "mpr.txt", "hole.txt")
-REWRITE_LAST_STEP = 16  # append_rewrite.c's last rewrite (fallocate)
+REWRITE_FILES = ("log.txt", "nap.txt", "map.txt", "mpr.txt", "hole.txt", "spw.txt")
+REWRITE_LAST_STEP = 20  # append_rewrite.c's last rewrite (posix_spawn's O_TRUNC file action)
 
 # A child exec'd in a subdirectory of the launch's (as make -C sub does): the files it creates there after
 # the checkpoint (O_CREAT|O_EXCL) must be moved aside at restart, or the restarted child fails on the first.
@@ -360,14 +361,15 @@ class Case:
 
     def check_rewrite_records(self, d, pre):
         """The log, only appended to, has a cut-back record and no copy; every file rewritten after its
-        O_APPEND open has a copy record (made before the rewrite: the kill came after them all)."""
+        O_APPEND open (and spw.txt, truncated by a spawn's file action) has a copy record (made before
+        the rewrite: the kill came after them all)."""
         names = set(os.listdir(pre)) if os.path.isdir(pre) else set()
         copies, cuts = self.records(d, names, "log.txt")
         if not cuts or copies:
             fail("append_rewrite: the log has no cut-back record, or a copy (%s)" % sorted(names))
         for n in REWRITE_FILES[1:]:
             if not self.records(d, names, n)[0]:
-                fail("append_rewrite: %s, rewritten after its O_APPEND open, has no copy record (%s)" % (n, sorted(names)))
+                fail("append_rewrite: %s, rewritten after the checkpoint, has no copy record (%s)" % (n, sorted(names)))
 
     def check_append_records(self, d, pre):
         """The mechanism, not only the outcome: the log, only ever appended to, has a cut-back record and
