@@ -4,6 +4,7 @@
  *   map.txt   a MAP_SHARED|PROT_WRITE mapping of an O_RDWR|O_APPEND descriptor: a digest written at 100,
  *   mpr.txt   mapped MAP_SHARED read-only, the descriptor closed, then mprotect(PROT_WRITE) and the same,
  *   hole.txt  the digest of [4096, 8192) appended, then that range punched out (FALLOC_FL_PUNCH_HOLE),
+ *   tru.txt   ftruncate of its O_APPEND descriptor to half its size, then its old digest appended,
  * while log.txt is only ever appended to; and spw.txt (not appended to) is truncated and rewritten with
  * its old digest by a posix_spawn'ed sh whose stdout is a file action (O_WRONLY|O_TRUNC), which glibc
  * opens in the child before its exec, where no wrapper runs. Each change depends on the bytes the file had, so a restart that
@@ -157,7 +158,19 @@ static int probe(const char* path) {
   return 0;
 }
 
-static const char* const kFiles[] = {"log.txt", "nap.txt", "map.txt", "mpr.txt", "hole.txt"};
+static void cut_half(void) {
+  char d[17], line[64];
+  digest("tru.txt", 0, 0, d);
+  int fd = open("tru.txt", O_WRONLY | O_APPEND);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) die("tru.txt");
+  if (ftruncate(fd, st.st_size / 2) != 0) die("ftruncate");
+  int n = snprintf(line, sizeof line, "cut, was %s\n", d);
+  if (write(fd, line, n) != n) die("write");
+  close(fd);
+}
+
+static const char* const kFiles[] = {"log.txt", "nap.txt", "map.txt", "mpr.txt", "hole.txt", "tru.txt"};
 
 int main(int argc, char** argv) {
   if (argc == 3 && strcmp(argv[1], "probe") == 0) return probe(argv[2]);
@@ -171,6 +184,7 @@ int main(int argc, char** argv) {
     if (step == 12) rewrite_mapped("mpr.txt", 1);
     if (step == 16) punch();
     if (step == 20) spawn_rewrite();
+    if (step == 22) cut_half();
     printf("step %d\n", step);
     usleep(20000);
   }

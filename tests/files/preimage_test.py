@@ -20,9 +20,10 @@ run, byte for byte:
            first change that is not an append, of their checkpoint-time bytes only.
   append_rewrite  append_rewrite.c: files opened O_APPEND after the checkpoint (kept by their size only),
            then rewritten in the middle: by pwritev2(RWF_NOAPPEND), through a MAP_SHARED|PROT_WRITE
-           mapping, through a read-only shared mapping made writable by mprotect, and by
-           fallocate(PUNCH_HOLE); and one truncated by a posix_spawn file action (opened in the child
-           before its exec). Killed at a random moment after the last of them. Each needs its copy
+           mapping, through a read-only shared mapping made writable by mprotect, by
+           fallocate(PUNCH_HOLE), by ftruncate of the O_APPEND descriptor; and one truncated by a
+           posix_spawn file action (opened in the child before its exec). Killed at a random moment
+           after the last of them. Each needs its copy
            before that change (a cut-back alone leaves the rewritten bytes); the log, only appended to,
            keeps its cut-back record only. Also checks (append_rewrite probe) that pwrite, copy_file_range,
            sendfile and splice on an O_APPEND descriptor append or are refused, as the wrappers assume.
@@ -102,8 +103,8 @@ for n in ("log.txt", "mix.txt", "fl.txt"):
     print(n, h(rd(n)), os.path.getsize(n))
 '''
 APPEND_FILES = ("log.txt", "mix.txt", "fl.txt")
-REWRITE_FILES = ("log.txt", "nap.txt", "map.txt", "mpr.txt", "hole.txt", "spw.txt")
-REWRITE_LAST_STEP = 20  # append_rewrite.c's last rewrite (posix_spawn's O_TRUNC file action)
+REWRITE_FILES = ("log.txt", "nap.txt", "map.txt", "mpr.txt", "hole.txt", "tru.txt", "spw.txt")
+REWRITE_LAST_STEP = 22  # append_rewrite.c's last rewrite (ftruncate of an O_APPEND descriptor)
 
 # A child exec'd in a subdirectory of the launch's (as make -C sub does): the files it creates there after
 # the checkpoint (O_CREAT|O_EXCL) must be moved aside at restart, or the restarted child fails on the first.
