@@ -20,27 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "../bench_timing.h"
 #include "plugins/vpid/vpid_table.h"
 
 namespace {
-
-double now_ns() {
-  timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return double(t.tv_sec) * 1e9 + double(t.tv_nsec);
-}
-
-template <typename F>
-double median_ns(int batches, long per_batch, F f) {
-  std::vector<double> v;
-  for (int b = 0; b < batches; ++b) {
-    double t0 = now_ns();
-    for (long i = 0; i < per_batch; ++i) f();
-    v.push_back((now_ns() - t0) / double(per_batch));
-  }
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 volatile pid_t sink;
 

@@ -7,6 +7,7 @@
  * and restarted prints what an uninterrupted one does. */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+extern char** environ;
 static char names[64][512];
 static int nnames;
 
@@ -78,6 +80,38 @@ static void make_set(const char* dir, int k) {
   snprintf(p, sizeof p, "%s/moved%d.txt", dir, k);
   if (rename(here, p) != 0) { perror("rename"); exit(2); }
   keep(p);
+  snprintf(here, sizeof here, "%s/linked%d.tmp", cwd, k);  /* link(2) into it, the first name removed */
+  fd = open(here, O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) { perror("open linked"); exit(2); }
+  body(fd, "linked"); close(fd);
+  snprintf(p, sizeof p, "%s/linked%d.txt", dir, k);
+  if (link(here, p) != 0 || unlink(here) != 0) { perror("link"); exit(2); }
+  keep(p);
+  for (int at = 0; at < 2; ++at) {  /* mknod of a regular file, then written without O_CREAT */
+    snprintf(p, sizeof p, "%s/mknod%s%d.txt", dir, at ? "at" : "", k);
+    if ((at ? mknodat(AT_FDCWD, p, 0600, 0) : mknod(p, S_IFREG | 0600, 0)) != 0) { perror("mknod"); exit(2); }
+    fd = open(p, O_WRONLY);
+    if (fd < 0) { perror("open mknod"); exit(2); }
+    body(fd, at ? "mknodat" : "mknod"); close(fd);
+    keep(p);
+  }
+  for (int sp = 0; sp < 2; ++sp) {  /* posix_spawn's O_CREAT file actions run in the child */
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    snprintf(p, sizeof p, "%s/spawn%s%d.txt", dir, sp ? "p" : "", k);
+    if (sp) {  /* relative to a chdir action */
+      posix_spawn_file_actions_addchdir_np(&fa, dir);
+      posix_spawn_file_actions_addopen(&fa, 1, strrchr(p, '/') + 1, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    } else {
+      posix_spawn_file_actions_addopen(&fa, 1, p, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    }
+    char* av[] = {"sh", "-c", "printf 'spawned %s\\n' \"$0\"", sp ? "spawnp" : "spawn", NULL};
+    pid_t c;
+    int e = sp ? posix_spawnp(&c, "sh", &fa, NULL, av, environ) : posix_spawn(&c, "/bin/sh", &fa, NULL, av, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (e != 0 || waitpid(c, &st, 0) != c || !WIFEXITED(st) || WEXITSTATUS(st)) { fprintf(stderr, "spawn failed\n"); exit(2); }
+    keep(p);
+  }
   char list[600];
   snprintf(list, sizeof list, "%s/../names-%d", dir, k);
   FILE* l = fopen(list, "w");  /* outside the node-local directory: the test reads it */

@@ -18,6 +18,15 @@ run, byte for byte:
            appended to and then switched out of O_APPEND (fcntl F_SETFL) and overwritten at offset 0: the
            log must be kept by its size only (a cut-back record, no copy), the others copied at their
            first change that is not an append, of their checkpoint-time bytes only.
+  append_rewrite  append_rewrite.c: files opened O_APPEND after the checkpoint (kept by their size only),
+           then rewritten in the middle: by pwritev2(RWF_NOAPPEND), through a MAP_SHARED|PROT_WRITE
+           mapping, through a read-only shared mapping made writable by mprotect, by
+           fallocate(PUNCH_HOLE), by ftruncate of the O_APPEND descriptor; and one truncated by a
+           posix_spawn file action (opened in the child before its exec). Killed at a random moment
+           after the last of them. Each needs its copy
+           before that change (a cut-back alone leaves the rewritten bytes); the log, only appended to,
+           keeps its cut-back record only. Also checks (append_rewrite probe) that pwrite, copy_file_range,
+           sendfile and splice on an O_APPEND descriptor append or are refused, as the wrappers assume.
   subdir   a child working in a subdirectory of the launch's creates files there with O_CREAT|O_EXCL
            after the checkpoint: the restart must move them aside (as in the root's working directory),
            or the restarted child fails on the first one.
@@ -94,6 +103,8 @@ for n in ("log.txt", "mix.txt", "fl.txt"):
     print(n, h(rd(n)), os.path.getsize(n))
 '''
 APPEND_FILES = ("log.txt", "mix.txt", "fl.txt")
+REWRITE_FILES = ("log.txt", "nap.txt", "map.txt", "mpr.txt", "hole.txt", "tru.txt", "spw.txt")
+REWRITE_LAST_STEP = 22  # append_rewrite.c's last rewrite (ftruncate of an O_APPEND descriptor)
 
 # A child exec'd in a subdirectory of the launch's (as make -C sub does): the files it creates there after
 # the checkpoint (O_CREAT|O_EXCL) must be moved aside at restart, or the restarted child fails on the first.
@@ -183,6 +194,20 @@ class Case:
             with open(os.path.join(d, "sub.py"), "w") as f:
                 f.write(SUBDIR)
             return ["/usr/bin/python3", "sub.py"]
+        if self.a.case == "append_rewrite":
+            prog = os.path.join(d, "append_rewrite")
+            r = run(["gcc", "-O1", "-o", prog, os.path.join(os.path.dirname(os.path.abspath(__file__)), "append_rewrite.c")])
+            if r.returncode != 0:
+                fail("cannot build append_rewrite.c: %s" % r.stderr)
+            r = run([prog, "probe", os.path.join(d, "probe.txt")])
+            if r.returncode != 0:
+                fail("append_rewrite probe: %s%s" % (r.stdout, r.stderr))
+            for n in REWRITE_FILES:
+                with open(os.path.join(d, n), "w") as f:
+                    f.write("%s at the start\n" % n * (800 if n == "hole.txt" else 20))
+                os.chmod(os.path.join(d, n), 0o640)
+                os.utime(os.path.join(d, n), (1000000, 1000000))
+            return [prog]
         if self.a.case == "append":
             with open(os.path.join(d, "app.py"), "w") as f:
                 f.write(APPEND)
@@ -277,7 +302,12 @@ class Case:
             time.sleep(self.rng.uniform(0, 0.2))
         else:
             open(os.path.join(d, "ctl", "go"), "w").close()
-            time.sleep(self.rng.uniform(0.15, 1.6))  # anywhere in its changes (0.1-0.85 s) or after them
+            if self.a.case == "append_rewrite":  # after its last rewrite, anywhere in the appends that follow
+                wait_for(lambda: b"step %d\n" % REWRITE_LAST_STEP in open(os.path.join(d, "stdout"), "rb").read(),
+                         "the last rewrite")
+                time.sleep(self.rng.uniform(0, 0.7))
+            else:
+                time.sleep(self.rng.uniform(0.15, 1.6))  # anywhere in its changes (0.1-0.85 s) or after them
         if p.poll() is not None:
             fail("the program ended before the kill")
         kill_all(p, port)
@@ -288,6 +318,8 @@ class Case:
             return self.damaged(d, ck, pre, port)
         if self.a.case == "append":
             self.check_append_records(d, pre)
+        if self.a.case == "append_rewrite":
+            self.check_rewrite_records(d, pre)
         made = open(os.path.join(d, "stdout"), "rb").read().count(b"child ")
         if os.environ.get("REVIVE_TEST_NO_PRE") == "1" and os.path.isdir(pre):
             os.rename(pre, pre + "-aside")
@@ -319,6 +351,26 @@ class Case:
             fail("%s: result differs from the uninterrupted run (%d pre-images):\n%r\nvs\n%r"
                  % (self.a.case, npre, str(got)[:1500], str(self.ref)[:1500]))
         print("%s: %d pre-images put back, result identical" % (self.a.case, npre), flush=True)
+
+    @staticmethod
+    def records(d, names, n):
+        """The copy records ("<dev>-<ino>-<host hash>") and cut-back records ("...+a") of file n."""
+        st = os.stat(os.path.join(d, n))
+        k = "%d-%d-" % ((os.major(st.st_dev) << 32) | os.minor(st.st_dev), st.st_ino)
+        mine = [x for x in names if x.startswith(k) and "." not in x and x[len(k):].rstrip("+a").isdigit()]
+        return [x for x in mine if not x.endswith("+a")], [x for x in mine if x.endswith("+a")]
+
+    def check_rewrite_records(self, d, pre):
+        """The log, only appended to, has a cut-back record and no copy; every file rewritten after its
+        O_APPEND open (and spw.txt, truncated by a spawn's file action) has a copy record (made before
+        the rewrite: the kill came after them all)."""
+        names = set(os.listdir(pre)) if os.path.isdir(pre) else set()
+        copies, cuts = self.records(d, names, "log.txt")
+        if not cuts or copies:
+            fail("append_rewrite: the log has no cut-back record, or a copy (%s)" % sorted(names))
+        for n in REWRITE_FILES[1:]:
+            if not self.records(d, names, n)[0]:
+                fail("append_rewrite: %s, rewritten after the checkpoint, has no copy record (%s)" % (n, sorted(names)))
 
     def check_append_records(self, d, pre):
         """The mechanism, not only the outcome: the log, only ever appended to, has a cut-back record and
@@ -394,7 +446,7 @@ def main():
     ap.add_argument("--revive", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--seed", type=int)
-    ap.add_argument("case", choices=["make", "ops", "append", "subdir", "damaged"])
+    ap.add_argument("case", choices=["make", "ops", "append", "append_rewrite", "subdir", "damaged"])
     a = ap.parse_args()
     for tool in ("make", "gcc", "python3"):
         if not shutil.which(tool):

@@ -175,10 +175,10 @@ void created_fopen(FILE* s, const char* path, const char* mode, int64_t t_before
   note(fileno(s), AT_FDCWD, path, strchr(mode, 'x') != nullptr, t_before);
 }
 
-void created_renamed(int dir, const char* path) {
+void created_path(int dir, const char* path, bool fresh, int64_t t_before) {
   if (!g_on || !path) return;
   KeepErrno k;
-  note(-1, dir, path, true, 0);
+  note(-1, dir, path, fresh, t_before);
 }
 
 void created_init() {

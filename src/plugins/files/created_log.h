@@ -38,9 +38,16 @@ inline constexpr const char* kCreatedName = ".revive-created";
 int64_t created_clock();
 void created_open(int fd, int dir, const char* path, int flags, int64_t t_before);
 void created_fopen(FILE* s, const char* path, const char* mode, int64_t t_before);
-// rename/renameat/renameat2 succeeded: the file now at `path` (relative to dir) is recorded when it lies in a
-// node-local directory (the record of an inode already in the log is a harmless duplicate).
-void created_renamed(int dir, const char* path);
+// A call made the name `path` (relative to dir) and succeeded: the file there is recorded when it is a regular
+// file in a node-local directory and new (`fresh`: certainly, as after rename, link, mknod; otherwise born
+// at or after `t_before`). A new name of a file made elsewhere (rename, link into the directory) counts:
+// the record of an inode already in the log is a harmless duplicate.
+void created_path(int dir, const char* path, bool fresh, int64_t t_before);
+// posix_spawn's file actions (created_spawn.cpp), around the spawn (proctree's wrapper): before it, the
+// pre-images of the files its actions open for writing; returns the clock to pass after it, which records
+// the node-local files its O_CREAT actions made when the spawn succeeded (rc 0).
+int64_t spawn_actions_before(const void* file_actions);
+void spawn_actions_after(const void* file_actions, int rc, int64_t t_before);
 
 // files_init: the node-local directories' devices (for relative paths) and whether we are launched.
 void created_init();

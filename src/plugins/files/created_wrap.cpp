@@ -2,9 +2,11 @@
 // (__gen_tempname), which no open wrapper sees -- gcc's driver makes /tmp/ccXXXX.s with mkstemps. The
 // file is new whenever the call succeeds (O_EXCL); the template holds its name by then. tmpfile() is not
 // here: its file is unlinked (O_TMPFILE), the fd plugin's. The fortified __open_2 family never creates
-// (it refuses O_CREAT without a mode): nothing to record there.
+// (it refuses O_CREAT without a mode): nothing to record there. mknod/mknodat of a regular file (type
+// S_IFREG or 0) make an empty file, new whenever the call succeeds (EEXIST otherwise).
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "plugins/common/next_symbol.h"
 #include "plugins/files/created_log.h"
@@ -23,3 +25,10 @@ TEMP_CALL(mkstemps, (char* tmpl, int suffixlen), (tmpl, suffixlen))
 TEMP_CALL(mkstemps64, (char* tmpl, int suffixlen), (tmpl, suffixlen))
 TEMP_CALL(mkostemps, (char* tmpl, int suffixlen, int flags), (tmpl, suffixlen, flags))
 TEMP_CALL(mkostemps64, (char* tmpl, int suffixlen, int flags), (tmpl, suffixlen, flags))
+
+#define MKNOD_CALL(name, params, args, dir, path, mode)                                                      \
+  VPID_WRAPPER_AFTER(int, -1, name, params, args, (void)0,                                                  \
+                     if (r == 0 && (((mode) & S_IFMT) == 0 || ((mode) & S_IFMT) == S_IFREG))                \
+                         revive::plugins::created_path(dir, path, true, 0))
+MKNOD_CALL(mknod, (const char* path, mode_t mode, dev_t dev), (path, mode, dev), AT_FDCWD, path, mode)
+MKNOD_CALL(mknodat, (int dir, const char* path, mode_t mode, dev_t dev), (dir, path, mode, dev), dir, path, mode)

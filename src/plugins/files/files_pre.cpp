@@ -438,6 +438,8 @@ void pre_setfl(int fd) {
   if (fl >= 0 && (fl & O_APPEND)) pre_fd(fd);
 }
 
+bool pre_active() { return g_t.on && !g_quiet; }
+
 void pre_init() {
   if (const char* v = getenv("REVIVE_LAUNCH_T0")) {
     const long long t0 = strtoll(v, nullptr, 10);

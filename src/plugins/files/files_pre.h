@@ -3,6 +3,7 @@
 // keep errno, never fail the program's call, and use raw system calls only (no allocation, no lock).
 #pragma once
 
+#include <stddef.h>
 #include <stdio.h>
 
 namespace revive::plugins {
@@ -19,6 +20,15 @@ void pre_path(int dirfd, const char* path, bool follow);
 void pre_fd(int fd);
 // fcntl(F_SETFL) without O_APPEND: if fd was open for appending, as pre_fd (its writes may now land anywhere).
 void pre_setfl(int fd);
+// Mappings (files_pre_map.cpp): mmap/mmap64 of fd with these prot and flags, before (a shared writable
+// mapping changes the file's bytes anywhere: as pre_fd) and after it returned addr (a shared mapping of a
+// file open read-write is noted: it may become writable); mprotect adding PROT_WRITE to [addr, addr+len)
+// (the shared file mappings there, found in /proc/self/maps: as pre_path of each).
+void pre_map(int fd, int prot, int flags);
+void pre_mapped(void* addr, size_t len, int fd, int prot, int flags);
+void pre_mprotect(const void* addr, size_t len, int prot);
+// Pre-images are being kept (a complete generation exists and nothing is quieting the hooks).
+bool pre_active();
 
 // The generation pre-images go to, kept by the files plugin: found on disk at init (the newest complete
 // ckpt-G), taken from the checkpoint this process was part of (resume), or the restored one (restore).

@@ -5,10 +5,20 @@
 // the checkpoint, so its pre-image is kept first (it restores mode and mtime too). glibc's creat,
 // freopen, remove, utime, utimes, lutimes and futimes call open/unlink/utimensat inside libc, where the
 // other wrappers never see them, so each is wrapped itself.
+//
+// A file opened O_APPEND after the checkpoint is kept by its size only (a cut-back record): the calls that
+// change its existing bytes all the same are wrapped too, and make its copy first: pwritev2 with
+// RWF_NOAPPEND, fallocate punching a hole or zeroing, collapsing or inserting a range, and shared writable
+// mappings (files_pre_map.cpp). Not wrapped, because on an O_APPEND descriptor they only append or are
+// refused (checked on Linux 6.18, tests/files/append_rewrite.c): pwrite/pwritev at an offset (Linux
+// appends anyway, pwrite(2) BUGS), copy_file_range (EBADF), sendfile and splice into it (EINVAL), and
+// posix_fallocate (allocates past the end only).
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <utime.h>
 
@@ -21,11 +31,17 @@
 
 using revive::plugins::created_fopen;
 using revive::plugins::created_open;
-using revive::plugins::created_renamed;
+using revive::plugins::created_path;
 using revive::plugins::pre_fd;
 using revive::plugins::pre_fopen;
+using revive::plugins::pre_map;
+using revive::plugins::pre_mapped;
+using revive::plugins::pre_mprotect;
 using revive::plugins::pre_path;
 
+#ifndef RWF_NOAPPEND
+#define RWF_NOAPPEND 0x00000020
+#endif
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
 #endif
@@ -62,10 +78,10 @@ PRE_CALL(int, -1, unlink, (const char* path), (path), pre_path(AT_FDCWD, path, f
 PRE_CALL(int, -1, unlinkat, (int dir, const char* path, int flags), (dir, path, flags),
          if (!(flags & AT_REMOVEDIR)) pre_path(dir, path, false))
 PRE_CALL(int, -1, remove, (const char* path), (path), pre_path(AT_FDCWD, path, false))
-// A file renamed into a node-local directory (made elsewhere on the same file system, where no record
-// was written) is the computation's there too: recorded under its new name.
+// A file renamed or linked into a node-local directory (made elsewhere on the same file system, where no
+// record was written) is the computation's there too: recorded under its new name.
 #define RENAME_CALL(name, params, args, da, a, db, b, flags) \
-  VPID_WRAPPER_AFTER(int, -1, name, params, args, pre_rename(da, a, db, b, flags), if (r == 0) created_renamed(db, b))
+  VPID_WRAPPER_AFTER(int, -1, name, params, args, pre_rename(da, a, db, b, flags), if (r == 0) created_path(db, b, true, 0))
 RENAME_CALL(rename, (const char* a, const char* b), (a, b), AT_FDCWD, a, AT_FDCWD, b, 0)
 RENAME_CALL(renameat, (int da, const char* a, int db, const char* b), (da, a, db, b), da, a, db, b, 0)
 RENAME_CALL(renameat2, (int da, const char* a, int db, const char* b, unsigned flags), (da, a, db, b, flags), da, a, db, b,
@@ -88,6 +104,25 @@ PRE_CALL(int, -1, futimes, (int fd, const struct timeval* t), (fd, t), pre_fd(fd
 PRE_CALL(int, -1, futimens, (int fd, const struct timespec* t), (fd, t), pre_fd(fd))
 PRE_CALL(int, -1, utimensat, (int dir, const char* path, const struct timespec* t, int flags), (dir, path, t, flags),
          pre_path(dir, path, !(flags & AT_SYMLINK_NOFOLLOW)))  // a null path (futimens' way) is skipped
-PRE_CALL(int, -1, link, (const char* a, const char* b), (a, b), pre_path(AT_FDCWD, a, false))
-PRE_CALL(int, -1, linkat, (int da, const char* a, int db, const char* b, int flags), (da, a, db, b, flags),
-         if (*a) pre_path(da, a, flags & AT_SYMLINK_FOLLOW); else pre_fd(da))
+VPID_WRAPPER_AFTER(int, -1, link, (const char* a, const char* b), (a, b), pre_path(AT_FDCWD, a, false),
+                   if (r == 0) created_path(AT_FDCWD, b, true, 0))
+VPID_WRAPPER_AFTER(int, -1, linkat, (int da, const char* a, int db, const char* b, int flags), (da, a, db, b, flags),
+                   if (*a) pre_path(da, a, flags & AT_SYMLINK_FOLLOW); else pre_fd(da),
+                   if (r == 0) created_path(db, b, true, 0))
+
+// Changes of existing bytes through a descriptor that may be open O_APPEND (see the top).
+constexpr int kFallocRewrites = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE | FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_INSERT_RANGE;
+PRE_CALL(ssize_t, -1, pwritev2, (int fd, const struct iovec* v, int n, off_t off, int flags), (fd, v, n, off, flags),
+         if (flags & RWF_NOAPPEND) pre_fd(fd))
+PRE_CALL(ssize_t, -1, pwritev64v2, (int fd, const struct iovec* v, int n, off64_t off, int flags), (fd, v, n, off, flags),
+         if (flags & RWF_NOAPPEND) pre_fd(fd))
+PRE_CALL(int, -1, fallocate, (int fd, int mode, off_t off, off_t len), (fd, mode, off, len),
+         if (mode & kFallocRewrites) pre_fd(fd))
+PRE_CALL(int, -1, fallocate64, (int fd, int mode, off64_t off, off64_t len), (fd, mode, off, len),
+         if (mode & kFallocRewrites) pre_fd(fd))
+VPID_WRAPPER_AFTER(void*, MAP_FAILED, mmap, (void* a, size_t len, int prot, int flags, int fd, off_t off),
+                   (a, len, prot, flags, fd, off), pre_map(fd, prot, flags), pre_mapped(r, len, fd, prot, flags))
+VPID_WRAPPER_AFTER(void*, MAP_FAILED, mmap64, (void* a, size_t len, int prot, int flags, int fd, off64_t off),
+                   (a, len, prot, flags, fd, off), pre_map(fd, prot, flags), pre_mapped(r, len, fd, prot, flags))
+PRE_CALL(int, -1, mprotect, (void* a, size_t len, int prot), (a, len, prot), pre_mprotect(a, len, prot))
+PRE_CALL(int, -1, pkey_mprotect, (void* a, size_t len, int prot, int key), (a, len, prot, key), pre_mprotect(a, len, prot))

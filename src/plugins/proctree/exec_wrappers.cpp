@@ -17,6 +17,7 @@
 
 #include "plugins/common/msg.h"
 #include "plugins/common/next_symbol.h"
+#include "plugins/files/created_log.h"
 #include "plugins/vpid/vpid.h"
 #include "plugins/proctree/engine_hooks.h"
 #include "plugins/proctree/proctree.h"
@@ -105,7 +106,10 @@ int spawn_with(SpawnFn* slot, const char* name, pid_t* pid, const char* path, co
   }
   const int inflight = revive::proctree::inflight_begin(sync[0]);
   pid_t child = 0;
+  // The child opens the files of fa's actions before its exec, where no wrapper runs (files plugin).
+  const int64_t t_actions = revive::plugins::spawn_actions_before(fa);
   int r = real(pid ? pid : &child, path, fa, at, argv, env);
+  revive::plugins::spawn_actions_after(fa, r, t_actions);
   if (sync[1] >= 0) close(sync[1]);
   if (sync[0] >= 0) {
     if (r == 0) {
