@@ -129,6 +129,16 @@ uint32_t checkpoint_interruptions();
 // restartable call turned back by the kernel, or one about to start): restored from there, the thread
 // makes the call again. Weak default false in the signal plugin, as above.
 bool checkpoint_cut_at_syscall();
+// The program's own signal handlers: the signal plugin's trampoline calls enter (with the ucontext the
+// kernel gave the handler) before and leave after each, so the engine knows how deep the calling thread is
+// in them and which of them interrupted a `syscall` instruction. A restartable call made at handler
+// depth `depth` (program_handler_depth() when it began) that the engine's last signal cut, directly or
+// inside a handler that interrupted it, is made again in a restored process when this returns true (it
+// generalises checkpoint_cut_at_syscall). Weak defaults in the signal plugin, as above.
+uint32_t program_handler_depth();
+void program_handler_enter(const void* uctx);
+void program_handler_leave();
+bool checkpoint_cut_restarts_call(uint32_t depth);
 
 // A function the engine calls first thing in its signal handler, with the interrupted thread's ucontext,
 // before it looks at or saves that context: a plugin may move a thread past instructions that must not be

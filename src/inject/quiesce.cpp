@@ -96,6 +96,17 @@ __thread uint32_t t_interruptions __attribute__((tls_model("initial-exec")));
 // incarnation's (vpid.h, answered_in). Set with t_interruptions, restored with the thread's TLS.
 __thread bool t_cut_at_syscall __attribute__((tls_model("initial-exec")));
 
+// The program's own signal handlers this thread is inside (the signal plugin's trampoline reports entry
+// and exit: program_handler_enter/leave), and for each nesting level k < 64 whether the handler at that
+// level was entered over a `syscall` instruction (bit k of t_over_syscall): the call it interrupted is
+// made again when the handler returns (SA_RESTART). Snapshotted with t_cut_at_syscall at every engine
+// signal, so a call interrupted by a handler that the checkpoint then cut is known to be made again in
+// the restored process, though the engine found the thread inside the handler (checkpoint_cut_restarts_call).
+__thread uint32_t t_hdepth __attribute__((tls_model("initial-exec")));
+__thread uint64_t t_over_syscall __attribute__((tls_model("initial-exec")));
+__thread uint32_t t_cut_hdepth __attribute__((tls_model("initial-exec")));
+__thread uint64_t t_cut_over_syscall __attribute__((tls_model("initial-exec")));
+
 // x86-64 `syscall` is 0f 05. The instruction at rip is mapped and readable (text pages are r-x); the
 // second byte is read only after a 0f, which starts a two-byte opcode, so it is mapped too.
 bool at_syscall_insn(const void* uctx) {
@@ -251,6 +262,28 @@ void set_cut_fixup(void (*fixup)(void* uctx)) { __atomic_store_n(&g_cut_fixup, f
 uint32_t checkpoint_interruptions() { return t_interruptions; }
 bool checkpoint_cut_at_syscall() { return t_cut_at_syscall; }
 
+uint32_t program_handler_depth() { return t_hdepth; }
+
+void program_handler_enter(const void* uctx) {
+  const uint32_t k = t_hdepth;
+  if (k < 64) {
+    const uint64_t bit = uint64_t(1) << k;
+    t_over_syscall = at_syscall_insn(uctx) ? (t_over_syscall | bit) : (t_over_syscall & ~bit);
+  }
+  t_hdepth = k + 1;
+}
+
+void program_handler_leave() {
+  if (t_hdepth > 0) t_hdepth = t_hdepth - 1;
+}
+
+bool checkpoint_cut_restarts_call(uint32_t depth) {
+  // Cut inside a handler that interrupted the call (a deeper level): the call is made again when that
+  // handler returns if it was entered over the call's `syscall` instruction.
+  if (t_cut_hdepth > depth) return depth < 64 && (t_cut_over_syscall >> depth) & 1;
+  return t_cut_at_syscall;
+}
+
 extern "C" void revive_handler(int, void* info, void* uctx) {
   auto* si = static_cast<siginfo_t*>(info);
   int saved_errno = errno;
@@ -258,6 +291,8 @@ extern "C" void revive_handler(int, void* info, void* uctx) {
   // same handler with the incremented value in its restored TLS, so its wrapper retries too.
   if (auto* fix = __atomic_load_n(&g_cut_fixup, __ATOMIC_ACQUIRE)) fix(uctx);
   t_cut_at_syscall = at_syscall_insn(uctx);
+  t_cut_hdepth = t_hdepth;
+  t_cut_over_syscall = t_over_syscall;
   t_interruptions = t_interruptions + 1;
   int pid = sys::getpid();
   if (si->si_code != SI_TKILL || si->si_pid != pid) {

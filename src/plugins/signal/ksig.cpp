@@ -12,6 +12,10 @@ namespace revive::inject {
 __attribute__((weak)) uint32_t checkpoint_interruptions() { return 0; }
 __attribute__((weak)) bool checkpoint_cut_at_syscall() { return false; }
 __attribute__((weak)) void set_cut_fixup(void (*)(void*)) {}
+__attribute__((weak)) uint32_t program_handler_depth() { return 0; }
+__attribute__((weak)) void program_handler_enter(const void*) {}
+__attribute__((weak)) void program_handler_leave() {}
+__attribute__((weak)) bool checkpoint_cut_restarts_call(uint32_t) { return false; }
 }  // namespace revive::inject
 
 namespace revive::plugins {

@@ -207,12 +207,16 @@ extern "C" __attribute__((visibility("hidden"))) void revive_sig_body(int sig, s
   t_program_signals = t_program_signals + 1;
   if (sig < 1 || sig > kMaxSig) return;
   const struct sigaction& a = g_user[sig];
+  // The engine learns whether this handler interrupted a call that is made again when it returns
+  // (vpid::answered_in: whose ids that call's answer holds, if a checkpoint cuts the handler).
+  revive::inject::program_handler_enter(uc);
   if (a.sa_flags & SA_SIGINFO) {
     revive::vpid::virtual_siginfo_since(info, ep);  // the sender as the program knows it (virtual pids)
     if (is_function(reinterpret_cast<void*>(a.sa_sigaction))) a.sa_sigaction(sig, info, uc);
   } else if (is_function(reinterpret_cast<void*>(a.sa_handler))) {
     a.sa_handler(sig);
   }
+  revive::inject::program_handler_leave();
 }
 
 namespace revive::inject {

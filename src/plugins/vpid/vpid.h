@@ -62,6 +62,7 @@ void virtual_siginfo_since(siginfo_t* info, uint32_t ep);
 struct CallStart {
   uint32_t ep;
   uint32_t cuts;
+  uint32_t depth;  // the program's signal-handler depth the call was made at (inject::program_handler_depth)
 };
 CallStart call_start();
 uint32_t answered_in(CallStart c);

@@ -245,12 +245,16 @@ pid_t to_virt_since(pid_t r, uint32_t ep) {
   return r;
 }
 
-CallStart call_start() { return {epoch(), inject::checkpoint_interruptions()}; }
+CallStart call_start() {
+  return {epoch(), inject::checkpoint_interruptions(), inject::program_handler_depth()};
+}
 
 uint32_t answered_in(CallStart c) {
   const uint32_t now = epoch();
   if (now == c.ep || inject::checkpoint_interruptions() == c.cuts) return now;
-  return inject::checkpoint_cut_at_syscall() ? now : c.ep;
+  // Made again in the new incarnation: the cut found the thread at the call's `syscall` instruction, or
+  // inside a program handler that had interrupted the call there (SA_RESTART makes it again on return).
+  return inject::checkpoint_cut_restarts_call(c.depth) ? now : c.ep;
 }
 
 void reaped_since(pid_t real, uint32_t ep) {
