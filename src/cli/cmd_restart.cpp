@@ -20,6 +20,7 @@
 #include "coord/secret.h"
 #include "core/env.h"
 #include "cli/hosts.h"
+#include "cli/lazy_verify.h"
 #include "cli/tlevels_restart.h"
 #include "launch/hostlist.h"
 #include "launch/placement.h"
@@ -357,10 +358,22 @@ int Restart(const RestartArgs& a) {
     Status st = proctree::StartRestorers(plan.images, exec_image, &kids, &which);
     if (st.IsAlreadyExists() && !in_ns) return kPidTaken;
     if (!st.ok()) return Fail(st.message());
+    // --lazy: the mapped chunks' checksums are checked beside the computation (lazy_verify.h); a damaged
+    // one stops it: through the coordinator (every process), and its roots here in any case.
+    std::unique_ptr<LazyVerifier> verifier;
+    if (a.lazy) {
+      std::vector<std::string> images;
+      for (const std::string& im : plan.images) images.push_back(im);
+      verifier = std::make_unique<LazyVerifier>("revive restart", std::move(images), [&t, kids](const std::string& why) {
+        KillComputation(t, why);
+        for (pid_t k : kids) kill(k, SIGKILL);
+      });
+    }
     // Exit status: the first root (manifest order) that did not exit 0, else 0. Signals as 128+sig. A
     // host's part also reports each root's status, so `revive restart --hosts` applies the same rule over
     // all hosts' roots.
     std::vector<int> codes = WaitEachServing(kids);
+    verifier.reset();
     std::vector<RootStatus> roots;
     for (size_t k = 0; k < kids.size(); k++) roots.push_back({plan.pos[which[k]], codes[k]});
     if (!a.status_file.empty()) {

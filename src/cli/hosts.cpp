@@ -250,6 +250,21 @@ bool AbortUnfinishedRestart(const Target& root, const HostPart& failed, int stat
   return sc.c.send(k) && sc.c.recv(&h, &p, 10000) == 1;
 }
 
+bool KillComputation(const Target& root, const std::string& why) {
+  ScopedClient sc;
+  if (!ConnectCli(root, 2000, &sc.c).ok()) return false;
+  coord::FrameHeader h;
+  coord::Payload p;
+  coord::FrameBuilder k(sc.c.tx_buffer(), coord::Client::kTxCap, coord::kKill, sc.c.next_seq());
+  // With a reason the coordinator takes it for a failed restart: it leaves once the processes are gone,
+  // even if none had connected yet (--exit-on-last), and `revive status` says why.
+  std::string line = why;
+  for (char& ch : line)
+    if (ch == '\n' || ch == '\r') ch = ' ';
+  if (!line.empty()) k.add_u64("upid", 0).add("why", line.c_str());
+  return sc.c.send(k) && sc.c.recv(&h, &p, 10000) == 1;
+}
+
 std::vector<int> WaitEach(const std::vector<pid_t>& kids) {
   std::vector<int> codes;
   for (pid_t k : kids) {

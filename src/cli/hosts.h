@@ -79,6 +79,10 @@ int RunHostParts(const char* who, const HostOpts& o, const Target& root, const s
 // processes do not wait forever. Returns true if it did.
 bool AbortUnfinishedRestart(const Target& root, const HostPart& failed, int status);
 
+// Asks the coordinator at `root` to kill every process of its computation (as `revive kill`); with `why`,
+// as a failed restart (see there). False when it cannot be reached or does not answer.
+bool KillComputation(const Target& root, const std::string& why = "");
+
 // In a part: where this host's processes connect. `parent` = "HOST:PORT" of the root (from --parent):
 // a sub-coordinator is started on this host's address toward the root, port t->port, unless one answers; "" = the root itself (t unchanged),
 // started with `extra` when none answers.
