@@ -160,9 +160,9 @@ def dmtcp_restart_once(a, work):
     t0 = time.time()
     # DMTCP gives the restored program the restart command's stdout (revive restores the file): both
     # append to the same file, so the first tick is found either way.
-    with open(out, "a") as o:
+    with open(out, "a") as o, open(os.path.join(work, "dm_restart_err.txt"), "w") as e:
         rs = subprocess.Popen([os.path.join(bin_, "dmtcp_restart"), "--new-coordinator", "-p", port2] + images,
-                              stdout=o, stderr=subprocess.DEVNULL)
+                              stdout=o, stderr=e)
     t1 = first_tick_after(out, int(t0 * 1e6), t0 + 120)
     t2, verify = end_after(out, int(t0 * 1e6), t0 + 120, "dmtcp")
     stop_and_wait(stop, [rs])

@@ -34,6 +34,12 @@ int main(int argc, char** argv) {
            (unsigned long long)a[(t * 4099) % n]);
     fflush(stdout);
     if (access(argv[2], F_OK) == 0) {
+      /* A tick of its own first: a program restored between its last tick and this check (DMTCP's
+       * often resumes here) would otherwise end without one after the restart. */
+      clock_gettime(CLOCK_REALTIME, &ts);
+      printf("tick %llu %lld %llu\n", (unsigned long long)t + 1,
+             (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000, (unsigned long long)a[((t + 1) * 4099) % n]);
+      fflush(stdout);
       unsigned long long bad = 0;
       x = seed;
       for (size_t i = 0; i < n; i++) {
