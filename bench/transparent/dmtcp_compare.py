@@ -7,6 +7,12 @@ restart  tick_prog fills SIZE MB (incompressible) and ticks every ms into a file
          first tick the restored program wrote after T0, minus T0: command to the program doing work again.
          The physical limit is a cold buffered read of the same tool's image files (read before the
          restart, evicted again). DMTCP runs with --no-gzip (random data; gzip would only cost time).
+         revive runs twice per round: eager (`revive restart`: every page read before the program runs)
+         and lazy (`revive restart --lazy`: the image is mapped, pages fault in from the file as the
+         program touches them). The stop file is created before the restart command, so right after its
+         first tick the restored program reads its whole heap, checks every word against the generator
+         and prints "end WALL_US MISMATCHES VERIFY_US": the time to the program's end shows what lazy's
+         early first tick costs later, and any mismatch fails the run (all three restarts are checked).
 stall    stall_prog (longest gap between two 1 MiB reads of its heap, as the program sees it) under
          `revive launch --fork` and under DMTCP built with --enable-forked-checkpointing, one checkpoint
          from outside each; the checkpoint command's wall time too.
@@ -56,16 +62,37 @@ def wait_ready(proc):
             return int(m.group(1))
 
 
-def first_tick_after(path, t0_us, deadline):
-    """Wall time (s) of the first tick written after t0_us, polling the file until deadline."""
+def after(path, t0_us, deadline, kind):
+    """First 'tick' (kind=b"tick": its wall time in s) or the 'end' line (kind=b"end": (wall time,
+    mismatches, verify s)) written after t0_us, polling the file until deadline. A tool that restores
+    the file at its checkpoint-time length writes over what came after; a torn line is skipped."""
     while time.time() < deadline:
         with open(path, "rb") as f:
             for line in f.read().splitlines():
                 parts = line.split()
-                if len(parts) == 4 and parts[0] == b"tick" and int(parts[2]) > t0_us:
-                    return int(parts[2]) / 1e6
+                if len(parts) != 4 or parts[0] != kind:
+                    continue
+                try:
+                    v = [int(x) for x in parts[1:]]
+                except ValueError:
+                    continue
+                if kind == b"tick" and v[1] > t0_us:
+                    return v[1] / 1e6
+                if kind == b"end" and v[0] > t0_us:
+                    return v[0] / 1e6, v[1], v[2] / 1e6
         time.sleep(0.005)
-    sys.exit("no tick after the restart in " + path)
+    sys.exit("no %s line after the restart in %s" % (kind.decode(), path))
+
+
+def first_tick_after(path, t0_us, deadline):
+    return after(path, t0_us, deadline, b"tick")
+
+
+def end_after(path, t0_us, deadline, who):
+    t, bad, verify = after(path, t0_us, deadline, b"end")
+    if bad:
+        sys.exit("%s: the restored program found %d wrong words in its heap (%s)" % (who, bad, path))
+    return t, verify
 
 
 def stop_and_wait(stop, procs, timeout=60):
@@ -77,7 +104,7 @@ def stop_and_wait(stop, procs, timeout=60):
             p.kill()
 
 
-def revive_restart_once(a, work):
+def revive_restart_once(a, work, lazy=False):
     ck, out, stop = os.path.join(work, "ck"), os.path.join(work, "out.txt"), os.path.join(work, "stop")
     for p in (ck, out, stop):
         shutil.rmtree(p, ignore_errors=True) if os.path.isdir(p) else (os.path.exists(p) and os.remove(p))
@@ -93,15 +120,18 @@ def revive_restart_once(a, work):
     images = [p for p in files_under(ck) if "/ckpt-" in p]
     raw = cold_read(images)
     port2 = str(random.randint(20000, 40000))
+    open(stop, "w").close()  # the restored program ends right after its first tick: see the header
     t0 = time.time()
     with open(out, "a") as o, open(os.path.join(work, "restart_err.txt"), "w") as e:
-        rs = subprocess.Popen([a.revive, "restart", "--port", port2, ck], stdout=o, stderr=e)
+        rs = subprocess.Popen([a.revive, "restart", "--port", port2] + (["--lazy"] if lazy else []) + [ck],
+                              stdout=o, stderr=e)
     t1 = first_tick_after(out, int(t0 * 1e6), t0 + 120)
+    t2, verify = end_after(out, int(t0 * 1e6), t0 + 120, "revive" + (" --lazy" if lazy else ""))
     stop_and_wait(stop, [rs])
     stray = [p for p in files_under(ck) if p.endswith(".tmp")]
     if stray:
         print("note: revive left %s after the restarted program ended" % stray, file=sys.stderr)
-    return t1 - t0, raw, sum(os.path.getsize(p) for p in images)
+    return t1 - t0, raw, sum(os.path.getsize(p) for p in images), t2 - t0, verify
 
 
 def dmtcp_restart_once(a, work):
@@ -126,17 +156,19 @@ def dmtcp_restart_once(a, work):
     images = glob.glob(os.path.join(d, "ckpt_*.dmtcp"))
     raw = cold_read(images)
     port2 = str(random.randint(20000, 40000))
+    open(stop, "w").close()
     t0 = time.time()
     # DMTCP gives the restored program the restart command's stdout (revive restores the file): both
     # append to the same file, so the first tick is found either way.
-    with open(out, "a") as o:
+    with open(out, "a") as o, open(os.path.join(work, "dm_restart_err.txt"), "w") as e:
         rs = subprocess.Popen([os.path.join(bin_, "dmtcp_restart"), "--new-coordinator", "-p", port2] + images,
-                              stdout=o, stderr=subprocess.DEVNULL)
+                              stdout=o, stderr=e)
     t1 = first_tick_after(out, int(t0 * 1e6), t0 + 120)
+    t2, verify = end_after(out, int(t0 * 1e6), t0 + 120, "dmtcp")
     stop_and_wait(stop, [rs])
     # dmtcp_restart may return before its program: wait for the ticks to end (the stop file ends it).
     time.sleep(0.2)
-    return t1 - t0, raw, sum(os.path.getsize(p) for p in images)
+    return t1 - t0, raw, sum(os.path.getsize(p) for p in images), t2 - t0, verify
 
 
 def stall_revive(a):
@@ -199,17 +231,25 @@ def main():
     if "restart" in what:
         if not os.path.exists(os.path.join(a.dmtcp, "bin/dmtcp_restart")):
             sys.exit("DMTCP not found under %s (see this script's header)" % a.dmtcp)
-        rv, dm = [], []
+        rv, lz, dm = [], [], []
         for _ in range(a.runs):
             rv.append(revive_restart_once(a, a.dir))
+            lz.append(revive_restart_once(a, a.dir, lazy=True))
             dm.append(dmtcp_restart_once(a, a.dir))
-        print("# cold restart of %d MB, %d runs (medians): command -> first tick of the restored program" %
+            print("load %s" % open("/proc/loadavg").read().split()[0], file=sys.stderr)
+        print("# cold restart of %d MB, %d runs (medians): restart command -> first tick / -> end of the "
+              "restored program (which reads and checks its whole heap right after its first tick)" %
               (a.size, a.runs))
-        for name, rows in (("revive", rv), ("dmtcp", dm)):
-            t, raw, size = med([r[0] for r in rows]), med([r[1] for r in rows]), rows[0][2]
-            print("%-7s restart %.3f s   cold read of its images %.3f s (%.0f MB)   restart/read %.2f   runs %s" %
-                  (name, t, raw, size / 1e6, t / raw, " ".join("%.3f" % r[0] for r in rows)))
-        print("revive / dmtcp restart: %.2f (goal <= 0.5)" % (med([r[0] for r in rv]) / med([r[0] for r in dm])))
+        dm_t, dm_e = med([r[0] for r in dm]), med([r[3] for r in dm])
+        for name, rows in (("revive", rv), ("lazy", lz), ("dmtcp", dm)):
+            t, raw, size, e = med([r[0] for r in rows]), med([r[1] for r in rows]), rows[0][2], med([r[3] for r in rows])
+            print("%-7s first tick %.3f s (/read %.2f, /dmtcp %.2f)   end %.3f s (/read %.2f, /dmtcp %.2f)   "
+                  "cold read of its images %.3f s (%.0f MB)   heap check %.3f s   first-tick runs %s   end runs %s" %
+                  (name, t, t / raw, t / dm_t, e, e / raw, e / dm_e, raw, size / 1e6,
+                   med([r[4] for r in rows]), " ".join("%.3f" % r[0] for r in rows),
+                   " ".join("%.3f" % r[3] for r in rows)))
+        print("revive / dmtcp first tick: %.2f eager, %.2f lazy (goal <= 0.5)" %
+              (med([r[0] for r in rv]) / dm_t, med([r[0] for r in lz]) / dm_t))
     if "stall" in what:
         if not os.path.exists(os.path.join(a.dmtcp_fork, "bin/dmtcp_launch")):
             sys.exit("forked-checkpointing DMTCP not found under %s" % a.dmtcp_fork)
