@@ -5,7 +5,7 @@
 // copy goes (the partner's exchange address, published by that sub as "tl.p.<host>"), and for L3 its
 // group (the members' addresses, "tl.x.<host>"). Each sub, once its processes wrote their images, computes
 // their checksums and, for L2, sends them to its partner's sub over TCP (tlx.h) while it receives the copy
-// it keeps, then, for L3 (alone or with L2), exchanges the group's images and encodes its parity; only then
+// it keeps, then, for L3 (alone or with L2), encodes the group's parity with the other members (tencode.h); only then
 // does it answer the image phase, so the root writes MANIFEST.json (recording levels, hosts, partners,
 // groups, checksums) only when every host's images and copies are durable. With --fork the images come in
 // phase durable, after the program resumed, and the exchange happens there. After a successful resume (with
@@ -17,15 +17,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <set>
 #include <thread>
 
 #include "coord/log.h"
 #include "coord/server.h"
 #include "coord/server_conn.h"
+#include "coord/tencode.h"
 #include "coord/tlevels.h"
-#include "coord/tparity.h"
 #include "coord/tlx.h"
 #include "core/env.h"
 
@@ -304,9 +302,10 @@ void Server::SubTLevelsExchange() {
   if (tl.levels & kTL3) SubTLevelsEncode();
 }
 
-// Sub, L3: every member sends its images to every other member of its group while it receives theirs
-// (into .l3-<host>/, removed again), then encodes the group and keeps its own parity slots. Each member
-// receives the whole group's data (g - 1 times its own); SCR's distributed encode sends only the blocks.
+// Sub, L3: the distributed encode (tencode.h): this host sends each block of its images to the m members
+// keeping the parity of that block's stripe and computes its own parity slots from the blocks the others
+// send it, about m times its data on the wire and through memory in bounded pieces (the all-to-all copy
+// this replaced moved g - 1 times it and wrote it to disk first).
 void Server::SubTLevelsEncode() {
   auto& tl = up_->tl;
   auto fail = [&](const std::string& why) {
@@ -317,57 +316,23 @@ void Server::SubTLevelsEncode() {
   size_t me = std::find(tl.group.begin(), tl.group.end(), up_->host) - tl.group.begin();
   if (me == g || tl.group_addrs.size() != g || up_->tlx_fd < 0) return fail("no parity group for this host");
   std::vector<std::string> paths;
+  std::vector<uint64_t> sums;
   for (const auto& im : up_->images) {
     uint64_t h = 0;
     Status s = tl.xxh.count(im.image) ? Status::OK() : FileXxh3(im.image, &h);  // known after an L2 exchange
     if (!s.ok()) return fail(s.ToString());
     if (!tl.xxh.count(im.image)) tl.xxh[im.image] = h;
     paths.push_back(im.image);
+    sums.push_back(tl.xxh[im.image]);
   }
   const double t0 = MonotonicSeconds();
-  std::vector<Status> sent(g);
-  std::vector<std::thread> senders;
-  for (size_t j = 0; j < g; j++) {
-    if (j == me) continue;
-    senders.emplace_back([&, j] {
-      std::vector<TlxFile> files;
-      sent[j] = tl.group_addrs[j] == "-" ? Status::NotFound("no exchange address")
-                                         : TlxSend(tl.group_addrs[j], secret_, tl.gen, up_->host, paths, &files, kExchangeTimeout);
-    });
-  }
-  Status got;
-  std::set<std::string> from_seen;
-  for (size_t k = 0; k + 1 < g && got.ok(); k++) {
-    std::vector<TlxFile> files;
-    std::string from;
-    got = TlxReceive(up_->tlx_fd, secret_, tl.gen, "", tl.dir + "/.l3-{from}", kExchangeTimeout, &files, &from);
-    if (got.ok() && (std::find(tl.group.begin(), tl.group.end(), from) == tl.group.end() || !from_seen.insert(from).second))
-      got = Status::InvalidArgument("host " + from + " sent its images twice or is not in the group");
-  }
-  for (auto& t : senders) t.join();
-  for (size_t j = 0; j < g; j++)
-    if (!sent[j].ok()) return fail("images to group member " + tl.group[j] + ": " + sent[j].ToString());
-  if (!got.ok()) return fail("images from the group: " + got.ToString());
-  std::vector<std::vector<std::string>> files_of(g);
-  for (size_t j = 0; j < g; j++) {
-    if (j == me) {
-      files_of[j] = paths;
-      continue;
-    }
-    std::vector<std::string> names;
-    const std::string d = tl.dir + "/.l3-" + tl.group[j];
-    Env::Default()->GetChildren(d, &names);
-    for (const auto& n : names)
-      if (n[0] != '.') files_of[j].push_back(d + "/" + n);
-  }
-  Status s = TEncodeGroup(tl.group, files_of, tl.parity, me, tl.dir);
-  for (size_t j = 0; j < g; j++) {
-    std::error_code ec;
-    if (j != me) std::filesystem::remove_all(tl.dir + "/.l3-" + tl.group[j], ec);
-  }
+  TEncodeStats st;
+  Status s = TEncodeDistributed(tl.group, tl.group_addrs, me, paths, sums, tl.parity, up_->tlx_fd, secret_, tl.gen,
+                                kExchangeTimeout, tl.dir, &st);
   if (!s.ok()) return fail("parity: " + s.ToString());
-  Log(2, "generation %llu: parity of group %zu hosts encoded in %.3f s", (unsigned long long)tl.gen, g,
-      MonotonicSeconds() - t0);
+  Log(2, "generation %llu: parity of group %zu hosts encoded in %.3f s (%llu block bytes sent, %llu received)",
+      (unsigned long long)tl.gen, g, MonotonicSeconds() - t0, (unsigned long long)st.sent,
+      (unsigned long long)st.received);
 }
 
 // Sub, at a successful resume: the background L4 copy, then pruning per level: this host's old local
