@@ -144,6 +144,10 @@ Status Server::Start() {
     SubTLevelsListen();
     ev.data.u64 = kUpstreamId;
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, up_->client.fd(), &ev);
+    up_->ex.done_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (up_->ex.done_fd < 0) return Status::FromErrno("eventfd", errno);
+    ev.data.u64 = kExchangeDoneId;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, up_->ex.done_fd, &ev);
   }
   started_at_ = MonotonicSeconds();
   next_interval_ = started_at_ + o_.interval;
@@ -173,6 +177,10 @@ Status Server::Run() {
       }
       if (id == kUpstreamId) {
         OnUpstreamReadable();
+        continue;
+      }
+      if (id == kExchangeDoneId) {
+        if (up_ != nullptr) SubTLevelsExchangeDone();
         continue;
       }
       auto it = conns_.find(id);
