@@ -197,8 +197,11 @@ Status Server::Run() {
       // After a failed restart, the processes still being restored come later: wait for them (they are
       // told to exit) for a while.
       bool latecomers = !restart_failed_.empty() && MonotonicSeconds() - restart_failed_at_ < kRestartFailedGrace;
+      // A sub whose exchange thread still runs owes the root its image phase (with --fork the programs may
+      // all have ended meanwhile): it leaves once that is answered.
+      const bool exchanging = up_ != nullptr && up_->ex.thread.joinable();
       // A process dropped because it did not answer (stopped, hung) may still run: not the last one left.
-      if (ever_had_proc_ && ProcCount() == 0 && !latecomers && !LostLiveStillRuns()) {
+      if (ever_had_proc_ && ProcCount() == 0 && !latecomers && !LostLiveStillRuns() && !exchanging) {
         Log(2, "last process left; exiting (--exit-on-last)");
         break;
       }
