@@ -32,6 +32,7 @@ namespace {
 struct RestartArgs {
   std::string port, what;
   bool lazy = false;
+  bool fork = false;        // --fork: the restored computation's checkpoints are written by forked children
   bool ib2tcp = false;      // --ib2tcp: verbs programs continue over TCP (REVIVE_IB2TCP=1, docs/verbs.md)
   HostOpts ho;              // placement (migration): docs/hosts.md
   std::string map;          // --map UPID=HOST,...: pins trees
@@ -310,9 +311,14 @@ int Restart(const RestartArgs& a) {
     for (const HostPart& part : parts) hosts.push_back(part.host);
     std::vector<std::string> specs = PreHostsSpecs(hosts);
     for (size_t k = 0; k < parts.size(); k++) parts[k].args.insert(parts[k].args.begin() + 1, {"--pre-hosts", specs[k]});
+    if (a.fork)  // the subs follow the root's WELCOME; their parts' coordinators are started alike anyway
+      for (HostPart& part : parts) part.args.insert(part.args.begin() + 1, "--fork");
   }
+  // The coordinator's options are not recorded with a checkpoint (the restored processes follow its
+  // WELCOME, whatever the launch had): --fork is given again here, as to `revive launch`.
   std::vector<std::string> extra;
   if (!plan.manifest.empty()) extra = {"--restart-manifest", plan.manifest};
+  if (a.fork) extra.push_back("--fork");
   // With --parent (one host's part) this host's processes connect to a new sub-coordinator of that root.
   s = EnsurePartCoordinator(a.parent, &t, extra);
   if (!s.ok()) return Fail(a.parent.empty() ? s.message()
@@ -430,6 +436,9 @@ void AddRestartCommand(CLI::App& app, int* rc) {
                 "SIG (e.g. USR1): that signal sent to revive asks for a checkpoint; default "
                 "REVIVE_CHECKPOINT_SIGNAL, else none");
   c->add_flag("--lazy", a->lazy, "Map image pages on demand instead of reading them (compressed chunks are read)");
+  c->add_flag("--fork", a->fork,
+              "The restored computation writes its checkpoints from forked children, so it resumes sooner "
+              "(as `revive launch --fork`)");
   c->add_flag("--ib2tcp", a->ib2tcp,
               "Verbs (InfiniBand) programs continue over TCP sockets instead of a verbs device "
               "(sets REVIVE_IB2TCP=1 for every process; docs/verbs.md)");

@@ -144,6 +144,10 @@ Status Server::Start() {
     SubTLevelsListen();
     ev.data.u64 = kUpstreamId;
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, up_->client.fd(), &ev);
+    up_->ex.done_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (up_->ex.done_fd < 0) return Status::FromErrno("eventfd", errno);
+    ev.data.u64 = kExchangeDoneId;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, up_->ex.done_fd, &ev);
   }
   started_at_ = MonotonicSeconds();
   next_interval_ = started_at_ + o_.interval;
@@ -175,6 +179,10 @@ Status Server::Run() {
         OnUpstreamReadable();
         continue;
       }
+      if (id == kExchangeDoneId) {
+        if (up_ != nullptr) SubTLevelsExchangeDone();
+        continue;
+      }
       auto it = conns_.find(id);
       if (it == conns_.end() || it->second->dead) continue;
       Conn* c = it->second.get();
@@ -189,8 +197,11 @@ Status Server::Run() {
       // After a failed restart, the processes still being restored come later: wait for them (they are
       // told to exit) for a while.
       bool latecomers = !restart_failed_.empty() && MonotonicSeconds() - restart_failed_at_ < kRestartFailedGrace;
+      // A sub whose exchange thread still runs owes the root its image phase (with --fork the programs may
+      // all have ended meanwhile): it leaves once that is answered.
+      const bool exchanging = up_ != nullptr && up_->ex.thread.joinable();
       // A process dropped because it did not answer (stopped, hung) may still run: not the last one left.
-      if (ever_had_proc_ && ProcCount() == 0 && !latecomers && !LostLiveStillRuns()) {
+      if (ever_had_proc_ && ProcCount() == 0 && !latecomers && !LostLiveStillRuns() && !exchanging) {
         Log(2, "last process left; exiting (--exit-on-last)");
         break;
       }

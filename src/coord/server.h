@@ -94,6 +94,7 @@ class Server {
   void SubOnPhaseDone(Conn* c, const Payload& p);
   void SubPeerGone(Conn* c, const std::string& why);
   void SubFinishPhaseIfDone();
+  void SubAnswerPhase(bool levels);
   bool SendUp(uint16_t type, uint32_t seq, const char* payload, size_t len);
   void SendRaw(Conn* c, uint16_t type, uint32_t seq, const char* payload, size_t len);
 
@@ -150,6 +151,8 @@ class Server {
   std::string StateName() const;
   Status LoadRestartManifest(Manifest* m);
 
+  struct Upstream;  // server_conn.h: a sub-coordinator's link to the root
+
   // server_tlevels.cpp: multi-level storage of transparent images (tlevels.h).
   void TLevelsBegin();
   void TLevelsPhaseFields(Conn* c, FrameBuilder* b, std::string* dir);
@@ -159,7 +162,9 @@ class Server {
   void SubTLevelsListen();
   void SubTLevelsPhase(const Payload& p);
   void SubTLevelsExchange();
-  void SubTLevelsEncode();
+  void SubTLevelsExchangeDone();
+  static std::string TLevelsExchangeJob(Upstream* up);  // on the exchange thread: up->ex only
+  static std::string TLevelsEncodeJob(Upstream* up);
   void SubTLevelsResumed();
   void SubTLevelsPublished(const Payload& p);
 
@@ -227,7 +232,6 @@ class Server {
   std::vector<std::pair<std::thread, std::shared_ptr<std::atomic<bool>>>> tl_background_;
 
   // Sub-coordinator state.
-  struct Upstream;
   std::unique_ptr<Upstream> up_;
 
   // Pub/sub.

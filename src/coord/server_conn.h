@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -16,6 +17,7 @@
 namespace revive::coord {
 
 constexpr uint64_t kUpstreamId = UINT64_MAX - 1;    // epoll tag of a sub-coordinator's root link
+constexpr uint64_t kExchangeDoneId = UINT64_MAX - 2;  // epoll tag of a sub's "exchange finished" eventfd
 constexpr double kAuthTimeoutSeconds = 10;          // to send a valid HELLO after accept
 constexpr double kPartialFrameTimeoutSeconds = 30;  // a started frame may stay incomplete this long
 
@@ -111,8 +113,25 @@ struct Server::Upstream {
     int keep = 2;                         // REVIVE_KEEP at the root: complete generations kept per level
     std::map<std::string, uint64_t> xxh;  // image path -> XXH3-64
   } tl;
+  // The image phase's checksums, L2 exchange and L3 encode (server_tlevels.cpp) run on `thread`, on these
+  // copies, so that the loop keeps serving the processes (with --fork they run meanwhile). The thread
+  // writes only here, then sets `finished` and writes done_fd (an eventfd in the loop's epoll set); the
+  // loop reads the results after joining it (Server::SubTLevelsExchangeDone) and answers the phase.
+  struct Exchange {
+    std::thread thread;
+    int done_fd = -1;
+    std::atomic<bool> finished{false};
+    std::string phase;  // the phase it answers: a result that comes after the root moved on is dropped
+    TL tl;              // the generation's, its xxh filled by the thread
+    std::vector<std::string> images;
+    std::string host, secret;
+    int tlx_fd = -1, tlp_fd = -1;
+    std::string error;  // "" = done
+  } ex;
   std::vector<std::thread> background;
   ~Upstream() {
+    if (ex.thread.joinable()) ex.thread.join();  // bounded by the exchange's timeouts
+    if (ex.done_fd >= 0) ::close(ex.done_fd);
     for (auto& t : background) t.join();
     if (tlx_fd >= 0) ::close(tlx_fd);
     if (tlp_fd >= 0) ::close(tlp_fd);

@@ -298,7 +298,12 @@ void Server::SubFinishPhaseIfDone() {
   if (!up_->in_phase || !up_->waiting.empty()) return;
   up_->in_phase = false;
   const bool levels = !up_->restart && up_->phase == ImagePhase() && (up_->tl.levels & kTL1);
-  if (levels) SubTLevelsExchange();  // checksums, partner copies: durable before we answer
+  if (levels) return SubTLevelsExchange();  // checksums, copies, parity durable before we answer (then it does)
+  SubAnswerPhase(levels);
+}
+
+// Sub: PHASE_DONE of the phase just finished here, with the images and, with levels, their checksums.
+void Server::SubAnswerPhase(bool levels) {
   std::string frame(kHeaderSize + kMaxPayload, '\0');
   FrameBuilder b((uint8_t*)frame.data(), frame.size(), kPhaseDone, 0);
   b.add("name", up_->phase.c_str()).add("ok", up_->failed ? "0" : "1");

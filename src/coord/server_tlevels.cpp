@@ -5,9 +5,10 @@
 // copy goes (the partner's exchange address, published by that sub as "tl.p.<host>"), and for L3 its
 // group (the members' addresses, "tl.x.<host>"). Each sub, once its processes wrote their images, computes
 // their checksums and, for L2, sends them to its partner's sub over TCP (tlx.h) while it receives the copy
-// it keeps, then, for L3 (alone or with L2), exchanges the group's images and encodes its parity; only then
-// does it answer the image phase, so the root writes MANIFEST.json (recording levels, hosts, partners,
-// groups, checksums) only when every host's images and copies are durable. With --fork the images come in
+// it keeps, then, for L3 (alone or with L2), encodes the group's parity with the other members (tencode.h),
+// all on a thread of its own while its loop keeps serving; only then does it answer the image phase, so the
+// root writes MANIFEST.json (recording levels, hosts, partners, groups, checksums) only when every host's
+// images and copies are durable. With --fork the images come in
 // phase durable, after the program resumed, and the exchange happens there. After a successful resume (with
 // --fork: once the root says the manifest is written) each sub copies its images to the checkpoint directory
 // in the background when the generation also goes to L4, and prunes old generations per level.
@@ -17,15 +18,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <set>
 #include <thread>
 
 #include "coord/log.h"
 #include "coord/server.h"
 #include "coord/server_conn.h"
+#include "coord/tencode.h"
 #include "coord/tlevels.h"
-#include "coord/tparity.h"
 #include "coord/tlx.h"
 #include "core/env.h"
 
@@ -262,112 +261,116 @@ void Server::SubTLevelsPhase(const Payload& p) {
   }
 }
 
-// Sub, when its processes answered the image phase: checksums, the L2 exchange with the partners, and the
-// L3 encode (SubTLevelsEncode) when the generation goes there too.
+// Sub, when its processes answered the image phase: the checksums, the L2 exchange with the partner and the
+// L3 encode start on the exchange thread (TLevelsExchangeJob), on copies of what they need; the loop goes on
+// serving the processes, and SubTLevelsExchangeDone answers the phase once the thread is done.
 void Server::SubTLevelsExchange() {
-  auto& tl = up_->tl;
-  tl.xxh.clear();
-  std::vector<std::string> paths;
-  for (const auto& im : up_->images) paths.push_back(im.image);
-  auto fail = [&](const std::string& why) {
-    if (!up_->failed) up_->error = "host " + up_->host + ": " + why;
-    up_->failed = true;
-  };
-  if (!(tl.levels & (kTL2 | kTL3))) {
-    for (const auto& im : up_->images) {
-      uint64_t h = 0;
-      Status s = FileXxh3(im.image, &h);
-      if (!s.ok()) return fail(s.ToString());
-      tl.xxh[im.image] = h;
-    }
+  auto& ex = up_->ex;
+  if (ex.thread.joinable()) ex.thread.join();  // an abandoned attempt's, still running: its timeouts bound it
+  uint64_t n = 0;
+  (void)!read(ex.done_fd, &n, sizeof n);  // and its wakeup, if it is still pending
+  ex.finished = false;
+  ex.phase = up_->phase;
+  ex.tl = up_->tl;
+  ex.tl.xxh.clear();
+  ex.images.clear();
+  for (const auto& im : up_->images) ex.images.push_back(im.image);
+  ex.host = up_->host;
+  ex.secret = secret_;
+  ex.tlx_fd = up_->tlx_fd;
+  ex.tlp_fd = up_->tlp_fd;
+  ex.error.clear();
+  ex.thread = std::thread([up = up_.get()] {
+    up->ex.error = TLevelsExchangeJob(up);
+    up->ex.finished = true;
+    uint64_t one = 1;
+    (void)!write(up->ex.done_fd, &one, sizeof one);
+  });
+}
+
+// Sub, the loop, when the exchange thread wrote its eventfd: its result, and the answer to the image phase,
+// unless the root moved on meanwhile (a new phase began: that attempt's result is dropped).
+void Server::SubTLevelsExchangeDone() {
+  auto& ex = up_->ex;
+  uint64_t n = 0;
+  (void)!read(ex.done_fd, &n, sizeof n);
+  if (!ex.finished || !ex.thread.joinable()) return;
+  ex.thread.join();
+  ex.finished = false;
+  if (up_->in_phase || up_->phase != ex.phase || up_->tl.gen != ex.tl.gen) {
+    Log(1, "sub: dropping the result of generation %llu's image exchange: the barrier moved on",
+        (unsigned long long)ex.tl.gen);
     return;
   }
-  if (!(tl.levels & kTL2)) return SubTLevelsEncode();
-  if (tl.partner_addr.empty() || up_->tlp_fd < 0) return fail("no image exchange address for partner host " + tl.partner);
+  up_->tl.xxh = ex.tl.xxh;
+  if (!ex.error.empty() && !up_->failed) up_->error = "host " + up_->host + ": " + ex.error;
+  if (!ex.error.empty()) up_->failed = true;
+  SubAnswerPhase(/*levels=*/true);
+}
+
+// The exchange thread: checksums, the L2 exchange with the partners, and the L3 encode (TLevelsEncodeJob)
+// when the generation goes there too. Touches up->ex only. "" or why it failed.
+std::string Server::TLevelsExchangeJob(Upstream* up) {
+  auto& ex = up->ex;
+  auto& tl = ex.tl;
+  const std::vector<std::string>& paths = ex.images;
+  if (!(tl.levels & (kTL2 | kTL3))) {
+    for (const auto& p : paths) {
+      uint64_t h = 0;
+      Status s = FileXxh3(p, &h);
+      if (!s.ok()) return s.ToString();
+      tl.xxh[p] = h;
+    }
+    return "";
+  }
+  if (!(tl.levels & kTL2)) return TLevelsEncodeJob(up);
+  if (tl.partner_addr.empty() || ex.tlp_fd < 0) return "no image exchange address for partner host " + tl.partner;
   const double t0 = MonotonicSeconds();
   Status sent;
   std::vector<TlxFile> files;
-  std::thread sender([&] { sent = TlxSend(tl.partner_addr, secret_, tl.gen, up_->host, paths, &files, kExchangeTimeout); });
+  std::thread sender([&] { sent = TlxSend(tl.partner_addr, ex.secret, tl.gen, ex.host, paths, &files, kExchangeTimeout); });
   Status got = Status::OK();
   std::vector<TlxFile> received;
   if (!tl.from.empty())
-    got = TlxReceive(up_->tlp_fd, secret_, tl.gen, tl.from,
-                     tl.dir + "/partner-" + tl.from, kExchangeTimeout, &received);
+    got = TlxReceive(ex.tlp_fd, ex.secret, tl.gen, tl.from, tl.dir + "/partner-" + tl.from, kExchangeTimeout, &received);
   sender.join();
-  if (!sent.ok()) return fail("copy to partner host " + tl.partner + ": " + sent.ToString());
-  if (!got.ok()) return fail("copy from host " + tl.from + ": " + got.ToString());
+  if (!sent.ok()) return "copy to partner host " + tl.partner + ": " + sent.ToString();
+  if (!got.ok()) return "copy from host " + tl.from + ": " + got.ToString();
   for (size_t i = 0; i < files.size() && i < paths.size(); i++) tl.xxh[paths[i]] = files[i].xxh3;
   Log(2, "generation %llu: %zu image(s) sent to %s, %zu received from %s in %.3f s", (unsigned long long)tl.gen,
       files.size(), tl.partner.c_str(), received.size(), tl.from.c_str(), MonotonicSeconds() - t0);
   // L2 and L3: the partner copies first (every host does, on its own listener, so no host waits for another's
   // parity exchange), then the group's.
-  if (tl.levels & kTL3) SubTLevelsEncode();
+  return (tl.levels & kTL3) ? TLevelsEncodeJob(up) : "";
 }
 
-// Sub, L3: every member sends its images to every other member of its group while it receives theirs
-// (into .l3-<host>/, removed again), then encodes the group and keeps its own parity slots. Each member
-// receives the whole group's data (g - 1 times its own); SCR's distributed encode sends only the blocks.
-void Server::SubTLevelsEncode() {
-  auto& tl = up_->tl;
-  auto fail = [&](const std::string& why) {
-    if (!up_->failed) up_->error = "host " + up_->host + ": " + why;
-    up_->failed = true;
-  };
+// The exchange thread, L3: the distributed encode (tencode.h): this host sends each block of its images to
+// the m members keeping the parity of that block's stripe and computes its own parity slots from the blocks
+// the others send it, about m times its data on the wire and through memory in bounded pieces (the
+// all-to-all copy this replaced moved g - 1 times it and wrote it to disk first). Touches up->ex only.
+std::string Server::TLevelsEncodeJob(Upstream* up) {
+  auto& ex = up->ex;
+  auto& tl = ex.tl;
   const size_t g = tl.group.size();
-  size_t me = std::find(tl.group.begin(), tl.group.end(), up_->host) - tl.group.begin();
-  if (me == g || tl.group_addrs.size() != g || up_->tlx_fd < 0) return fail("no parity group for this host");
-  std::vector<std::string> paths;
-  for (const auto& im : up_->images) {
+  size_t me = std::find(tl.group.begin(), tl.group.end(), ex.host) - tl.group.begin();
+  if (me == g || tl.group_addrs.size() != g || ex.tlx_fd < 0) return "no parity group for this host";
+  std::vector<uint64_t> sums;
+  for (const auto& p : ex.images) {
     uint64_t h = 0;
-    Status s = tl.xxh.count(im.image) ? Status::OK() : FileXxh3(im.image, &h);  // known after an L2 exchange
-    if (!s.ok()) return fail(s.ToString());
-    if (!tl.xxh.count(im.image)) tl.xxh[im.image] = h;
-    paths.push_back(im.image);
+    Status s = tl.xxh.count(p) ? Status::OK() : FileXxh3(p, &h);  // known after an L2 exchange
+    if (!s.ok()) return s.ToString();
+    if (!tl.xxh.count(p)) tl.xxh[p] = h;
+    sums.push_back(tl.xxh[p]);
   }
   const double t0 = MonotonicSeconds();
-  std::vector<Status> sent(g);
-  std::vector<std::thread> senders;
-  for (size_t j = 0; j < g; j++) {
-    if (j == me) continue;
-    senders.emplace_back([&, j] {
-      std::vector<TlxFile> files;
-      sent[j] = tl.group_addrs[j] == "-" ? Status::NotFound("no exchange address")
-                                         : TlxSend(tl.group_addrs[j], secret_, tl.gen, up_->host, paths, &files, kExchangeTimeout);
-    });
-  }
-  Status got;
-  std::set<std::string> from_seen;
-  for (size_t k = 0; k + 1 < g && got.ok(); k++) {
-    std::vector<TlxFile> files;
-    std::string from;
-    got = TlxReceive(up_->tlx_fd, secret_, tl.gen, "", tl.dir + "/.l3-{from}", kExchangeTimeout, &files, &from);
-    if (got.ok() && (std::find(tl.group.begin(), tl.group.end(), from) == tl.group.end() || !from_seen.insert(from).second))
-      got = Status::InvalidArgument("host " + from + " sent its images twice or is not in the group");
-  }
-  for (auto& t : senders) t.join();
-  for (size_t j = 0; j < g; j++)
-    if (!sent[j].ok()) return fail("images to group member " + tl.group[j] + ": " + sent[j].ToString());
-  if (!got.ok()) return fail("images from the group: " + got.ToString());
-  std::vector<std::vector<std::string>> files_of(g);
-  for (size_t j = 0; j < g; j++) {
-    if (j == me) {
-      files_of[j] = paths;
-      continue;
-    }
-    std::vector<std::string> names;
-    const std::string d = tl.dir + "/.l3-" + tl.group[j];
-    Env::Default()->GetChildren(d, &names);
-    for (const auto& n : names)
-      if (n[0] != '.') files_of[j].push_back(d + "/" + n);
-  }
-  Status s = TEncodeGroup(tl.group, files_of, tl.parity, me, tl.dir);
-  for (size_t j = 0; j < g; j++) {
-    std::error_code ec;
-    if (j != me) std::filesystem::remove_all(tl.dir + "/.l3-" + tl.group[j], ec);
-  }
-  if (!s.ok()) return fail("parity: " + s.ToString());
-  Log(2, "generation %llu: parity of group %zu hosts encoded in %.3f s", (unsigned long long)tl.gen, g,
-      MonotonicSeconds() - t0);
+  TEncodeStats st;
+  Status s = TEncodeDistributed(tl.group, tl.group_addrs, me, ex.images, sums, tl.parity, ex.tlx_fd, ex.secret, tl.gen,
+                                kExchangeTimeout, tl.dir, &st);
+  if (!s.ok()) return "parity: " + s.ToString();
+  Log(2, "generation %llu: parity of group %zu hosts encoded in %.3f s (%llu block bytes sent, %llu received)",
+      (unsigned long long)tl.gen, g, MonotonicSeconds() - t0, (unsigned long long)st.sent,
+      (unsigned long long)st.received);
+  return "";
 }
 
 // Sub, at a successful resume: the background L4 copy, then pruning per level: this host's old local

@@ -79,12 +79,6 @@ Status ReadLine(int fd, std::string* line, const std::string& what) {
 
 bool GoodName(const std::string& n) { return !n.empty() && n[0] != '.' && n.find('/') == std::string::npos; }
 
-// A host name as hosts.md allows them ([A-Za-z0-9._:@-], not starting with '.'): it becomes part of a path.
-bool GoodHost(const std::string& h) {
-  return !h.empty() && h[0] != '.' && h.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                          "0123456789._:@-") == std::string::npos;
-}
-
 std::string Base(const std::string& p) {
   size_t s = p.find_last_of('/');
   return s == std::string::npos ? p : p.substr(s + 1);
@@ -109,8 +103,7 @@ Status TlxListen(const std::string& ip, int* fd, uint16_t* port) {
   return Status::OK();
 }
 
-Status TlxSend(const std::string& addr, const std::string& secret, uint64_t gen, const std::string& from_host,
-               const std::vector<std::string>& paths, std::vector<TlxFile>* sent, double timeout_s) {
+Status TlxConnect(const std::string& addr, const std::string& secret, double timeout_s, int* fd) {
   size_t colon = addr.rfind(':');
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -126,9 +119,20 @@ Status TlxSend(const std::string& addr, const std::string& secret, uint64_t gen,
   Status st = ReadAll(s.fd, nonce, sizeof nonce, who + " (nonce)");
   if (!st.ok()) return st;
   hmac_sha256(secret.data(), secret.size(), nonce, sizeof nonce, mac);
+  if (!(st = WriteAll(s.fd, mac, sizeof mac, who)).ok()) return st;
+  *fd = s.fd;
+  s.fd = -1;
+  return Status::OK();
+}
+
+Status TlxSend(const std::string& addr, const std::string& secret, uint64_t gen, const std::string& from_host,
+               const std::vector<std::string>& paths, std::vector<TlxFile>* sent, double timeout_s) {
+  const std::string who = "image exchange with " + addr;
+  Fd s;
+  Status st = TlxConnect(addr, secret, timeout_s, &s.fd);
+  if (!st.ok()) return st;
   std::string head = "tlx 1 " + std::to_string(gen) + " " + from_host + " " + std::to_string(paths.size()) + "\n";
-  if (!(st = WriteAll(s.fd, mac, sizeof mac, who)).ok() || !(st = WriteAll(s.fd, head.data(), head.size(), who)).ok())
-    return st;
+  if (!(st = WriteAll(s.fd, head.data(), head.size(), who)).ok()) return st;
   std::vector<char> buf(1 << 20);
   sent->clear();
   for (const std::string& p : paths) {
@@ -168,13 +172,10 @@ Status TlxSend(const std::string& addr, const std::string& secret, uint64_t gen,
   return Status::OK();
 }
 
-Status TlxReceive(int listen_fd, const std::string& secret, uint64_t gen, const std::string& expect_from,
-                  const std::string& dest_dir, double timeout_s, std::vector<TlxFile>* got, std::string* from_out) {
+Status TlxAccept(int listen_fd, const std::string& secret, double timeout_s, int* fd, std::string* who_out) {
   struct pollfd pf = {listen_fd, POLLIN, 0};
   int pr = poll(&pf, 1, (int)(timeout_s * 1000));
-  if (pr <= 0)
-    return Status::IOError("image exchange: no copy from " + (expect_from.empty() ? "the sender" : "host " + expect_from) +
-                           " within " + std::to_string((int)timeout_s) + " s");
+  if (pr <= 0) return Status::IOError("image exchange: nobody connected within " + std::to_string((int)timeout_s) + " s");
   sockaddr_in peer{};
   socklen_t plen = sizeof peer;
   Fd s(accept4(listen_fd, (sockaddr*)&peer, &plen, SOCK_CLOEXEC));
@@ -182,6 +183,7 @@ Status TlxReceive(int listen_fd, const std::string& secret, uint64_t gen, const 
   char ip[INET_ADDRSTRLEN] = "";
   inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
   const std::string who = std::string("image exchange from ") + ip;
+  *who_out = who;
   SetTimeouts(s.fd, timeout_s);
   uint8_t nonce[32], mac[32], want[32];
   if (getrandom(nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce) return Status::FromErrno("getrandom", errno);
@@ -189,19 +191,30 @@ Status TlxReceive(int listen_fd, const std::string& secret, uint64_t gen, const 
   if (st.ok()) st = ReadAll(s.fd, mac, sizeof mac, who + " (proof)");
   if (!st.ok()) return st;
   hmac_sha256(secret.data(), secret.size(), nonce, sizeof nonce, want);
-  auto refuse = [&](const std::string& why) {
-    std::string m = "ERR " + why + "\n";
-    (void)!send(s.fd, m.data(), m.size(), MSG_NOSIGNAL);
-    return Status::IOError(who + ": " + why);
-  };
-  if (memcmp(mac, want, sizeof mac) != 0) return refuse("does not hold the computation's secret");
+  if (memcmp(mac, want, sizeof mac) != 0) return TlxRefuse(s.fd, who, "does not hold the computation's secret");
+  *fd = s.fd;
+  s.fd = -1;
+  return Status::OK();
+}
+
+Status TlxReceive(int listen_fd, const std::string& secret, uint64_t gen, const std::string& expect_from,
+                  const std::string& dest_dir, double timeout_s, std::vector<TlxFile>* got, std::string* from_out) {
+  struct pollfd pf = {listen_fd, POLLIN, 0};
+  if (poll(&pf, 1, (int)(timeout_s * 1000)) <= 0)
+    return Status::IOError("image exchange: no copy from " + (expect_from.empty() ? "the sender" : "host " + expect_from) +
+                           " within " + std::to_string((int)timeout_s) + " s");
+  std::string who;
+  Fd s;
+  Status st = TlxAccept(listen_fd, secret, timeout_s, &s.fd, &who);
+  if (!st.ok()) return st;
+  auto refuse = [&](const std::string& why) { return TlxRefuse(s.fd, who, why); };
   std::string line;
   if (!(st = ReadLine(s.fd, &line, who)).ok()) return st;
   char from[256] = "";
   unsigned long long g = 0;
   size_t n = 0;
   if (sscanf(line.c_str(), "tlx 1 %llu %255s %zu", &g, from, &n) != 3) return refuse("bad header \"" + line + "\"");
-  if (!GoodHost(from)) return refuse(std::string("bad host name \"") + from + "\"");
+  if (!TlxGoodHost(from)) return refuse(std::string("bad host name \"") + from + "\"");
   if (g != gen) return refuse("sends generation " + std::to_string(g) + ", expected " + std::to_string(gen));
   if (!expect_from.empty() && expect_from != from)
     return refuse(std::string("says it is host ") + from + ", expected " + expect_from);
@@ -248,6 +261,22 @@ Status TlxReceive(int listen_fd, const std::string& secret, uint64_t gen, const 
   Fd d(open(dest.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (d.fd >= 0) fsync(d.fd);
   return WriteAll(s.fd, "OK\n", 3, who);
+}
+
+// A host name as hosts.md allows them ([A-Za-z0-9._:@-], not starting with '.'): it becomes part of a path.
+bool TlxGoodHost(const std::string& h) {
+  return !h.empty() && h[0] != '.' && h.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                          "0123456789._:@-") == std::string::npos;
+}
+
+Status TlxWrite(int fd, const void* p, size_t n, const std::string& what) { return WriteAll(fd, p, n, what); }
+Status TlxRead(int fd, void* p, size_t n, const std::string& what) { return ReadAll(fd, p, n, what); }
+Status TlxReadLine(int fd, std::string* line, const std::string& what) { return ReadLine(fd, line, what); }
+
+Status TlxRefuse(int fd, const std::string& who, const std::string& why) {
+  std::string m = "ERR " + why + "\n";
+  (void)!send(fd, m.data(), m.size(), MSG_NOSIGNAL);
+  return Status::IOError(who + ": " + why);
 }
 
 }  // namespace revive::coord

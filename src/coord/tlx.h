@@ -36,4 +36,16 @@ Status TlxReceive(int listen_fd, const std::string& secret, uint64_t gen, const 
                   const std::string& dest_dir, double timeout_s, std::vector<TlxFile>* got,
                   std::string* from_out = nullptr);
 
+// The pieces other protocols on the same listeners use (tencode.h, the distributed L3 encode): a connection
+// whose peer proved the secret (TlxConnect: as the sender; TlxAccept: as the receiver, which sends
+// "ERR <reason>" to a peer it refuses; *who names the peer for errors), and whole reads and writes on it.
+Status TlxConnect(const std::string& addr, const std::string& secret, double timeout_s, int* fd);
+Status TlxAccept(int listen_fd, const std::string& secret, double timeout_s, int* fd, std::string* who);
+Status TlxWrite(int fd, const void* p, size_t n, const std::string& what);
+Status TlxRead(int fd, void* p, size_t n, const std::string& what);
+Status TlxReadLine(int fd, std::string* line, const std::string& what);
+// Tells the peer "ERR <why>" (best effort) and returns the error "<who>: <why>".
+Status TlxRefuse(int fd, const std::string& who, const std::string& why);
+bool TlxGoodHost(const std::string& h);
+
 }  // namespace revive::coord

@@ -174,6 +174,7 @@ void durable_poll() {
   int r = writer_reap(&bytes, err, sizeof err);
   if (had_writer && r == 0) return;  // still writing
   g_st.durable_waiting = false;
+  if (r == 1) sys::log(2, "image written by the forked writer: ", g.writer_path);  // (tlevels.crash_fork looks)
   reply(g_st.durable_seq, "durable", r >= 0, err, r == 1 ? g.writer_path : nullptr, bytes);
 }
 

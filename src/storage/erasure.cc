@@ -89,6 +89,15 @@ void ErasureCode::Encode(size_t len, const uint8_t* const* data, uint8_t* const*
   Code(len, k_, m_, enc_tables_.data(), data, parity);
 }
 
+void ErasureCode::EncodeOne(size_t len, const uint8_t* const* data, int t, uint8_t* parity) const {
+  if (len == 0) return;
+  if (m_ == 1) {
+    Xor(len, data, k_, enc_tables_.data(), parity);
+    return;
+  }
+  Code(len, k_, 1, enc_tables_.data() + 32 * static_cast<size_t>(k_) * t, data, &parity);  // ISA-L: 32 k bytes a row
+}
+
 Status ErasureCode::Plan(const std::vector<bool>& missing, std::shared_ptr<const DecodePlan>* plan) const {
   {
     std::lock_guard<std::mutex> l(mu_);

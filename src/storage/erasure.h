@@ -37,6 +37,8 @@ class ErasureCode {
   // Blocks may have any alignment (m == 1: xor_gen when all are 32-byte aligned, else the same ISA-L
   // table code as Reed-Solomon with every coefficient 1; equally fast).
   void Encode(size_t len, const uint8_t* const* data, uint8_t* const* parity) const;
+  // Only parity[t] of Encode (t < m): a distributed encode's member computes just the row it keeps.
+  void EncodeOne(size_t len, const uint8_t* const* data, int t, uint8_t* parity) const;
 
   // blocks[0..k+m): the data blocks, then the parity blocks, each `len` bytes; present[i] says which
   // hold valid bytes. Rebuilds every missing block (data and parity) in place and never writes a present

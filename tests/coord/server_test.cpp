@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "coord/manifest.h"
+#include "coord/tlevels.h"
 #include "coord_test_util.h"
 
 namespace revive::coord::testing {
@@ -692,6 +693,41 @@ TEST_F(TreeTest, FailureBehindSubNamesTheProcess) {
   done = Checkpoint();
   EXPECT_EQ(done["ok"], "1") << done["error"];
   EXPECT_EQ(done["images"], "2");
+}
+
+// Multi-level storage behind a sub-coordinator (server_tlevels.cpp): the sub checksums its host's images on
+// its exchange thread while its loop goes on, and answers the image phase from the loop once the thread
+// says (eventfd) it is done; under TSan, that handoff. REVIVE_LEVELS=L1: the images stay in the host's
+// node-local directory and the manifest records each one's checksum.
+TEST_F(TreeTest, LevelsExchangeOnTheSubsThread) {
+  TempDir local;
+  struct Env {  // read by the root (levels), the sub (its host) and at each Start
+    explicit Env(const std::string& root) {
+      setenv("REVIVE_LEVELS", "L1", 1);
+      setenv("REVIVE_LOCAL_PATH", root.c_str(), 1);
+      setenv("REVIVE_HOST_ID", "hosta", 1);
+    }
+    ~Env() {
+      for (const char* v : {"REVIVE_LEVELS", "REVIVE_LOCAL_PATH", "REVIVE_HOST_ID"}) unsetenv(v);
+    }
+  } env(local.path);
+  StartServer();
+  StartSub();
+  FakeProc a(sub_port_, secret_, "left"), b(sub_port_, secret_, "right");
+  for (FakeProc* p : {&a, &b}) ASSERT_TRUE(p->connected()) << p->error();
+  for (uint64_t gen = 1; gen <= 3; gen++) {
+    auto done = Checkpoint();
+    ASSERT_EQ(done["ok"], "1") << done["error"];
+    Manifest m = ReadGen(gen);
+    ASSERT_EQ(m.procs.size(), 2u);
+    for (const auto& p : m.procs) {
+      EXPECT_TRUE(p.local);
+      const std::string f = TLocalGenDir(local.path, "hosta", m.job, gen) + "/" + p.image;
+      uint64_t h = 0;
+      ASSERT_TRUE(FileXxh3(f, &h).ok()) << f;
+      EXPECT_EQ(p.xxh3, h) << f;
+    }
+  }
 }
 
 // Behind a sub-coordinator too: a process that exits before it was suspended is left out of a retry.

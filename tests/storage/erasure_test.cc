@@ -100,6 +100,12 @@ TEST(ErasureCode, MatchesNaiveReference) {
           for (int j = 0; j < m; ++j)
             ASSERT_EQ(std::vector<uint8_t>(blk[k + j], blk[k + j] + len), RefParity(k, m, j, data, len))
                 << "k=" << k << " m=" << m << " len=" << len << " shift=" << shift << " parity " << j;
+          for (int j = 0; j < m; ++j) {  // one row alone (a distributed encode's member): the same bytes
+            std::vector<uint8_t> one(len + 1, 0xCD);
+            code->EncodeOne(len, blk.data(), j, one.data() + shift);
+            ASSERT_EQ(std::vector<uint8_t>(one.begin() + shift, one.begin() + shift + len), RefParity(k, m, j, data, len))
+                << "EncodeOne k=" << k << " m=" << m << " len=" << len << " row " << j;
+          }
           if (k + m > 8 || len > 1000) continue;  // every erasure pattern of the small codes only
           std::vector<std::vector<uint8_t>> want(k + m);
           for (int i = 0; i < k + m; ++i) want[i].assign(blk[i], blk[i] + len);

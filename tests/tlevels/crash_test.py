@@ -7,7 +7,8 @@ after the images are written and exchanged between the hosts), and restarted wit
 restart must come back from the newest generation complete at a level; the last run finishes and its
 outputs and exit status must equal an uninterrupted run's. With --fork the computation is launched
 with `revive launch --fork` (a kill may land while the programs run again and their writers, the exchange
-and the manifest are still under way); `revive restart` has no --fork, so the restored runs do without."""
+and the manifest are still under way) and restarted with `revive restart --fork`: a checkpoint of the last
+restored run must be written by every process's forked writer (the engine's line for it, REVIVE_LOG=2)."""
 import os, shutil, signal, subprocess, sys, threading, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hosts"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -49,19 +50,43 @@ def kill_all(ck):
         time.sleep(0.02)
     fail("processes of the computation survive SIGKILL: %s" % ours(ck))
 
+def forked_after_restart(a, revive, port, ck, env, cli_env, run_, rund):
+    """The restored computation (`revive restart --fork`) checkpoints with forked writers: every one of its
+    processes' engines says its image of that generation was written by the forked writer."""
+    wait_procs(revive, port, ck, env, N, procs=[run_])
+    r = run([revive, "checkpoint", "--port", str(port), "--ckpt-dir", ck], env=cli_env, timeout=60)
+    if r.returncode != 0:
+        fail("checkpoint after revive restart --fork: exit %d: %s" % (r.returncode, r.stderr.strip()))
+    gen_dir = "/" + os.path.basename(r.stdout.strip()) + "/"
+    deadline = time.time() + 20
+    while True:  # the writers' lines come once each image is durable, around the manifest
+        lines = [l for i in range(N) for l in open(os.path.join(rund, "err-%d" % i), errors="replace").read().splitlines()
+                 if "image written by the forked writer: " in l and gen_dir in l]
+        if len(lines) >= N:
+            break
+        if time.time() > deadline:
+            fail("after revive restart --fork, %s: %d of %d processes say a forked writer wrote their image" %
+                 (gen_dir.strip("/"), len(lines), N))
+        time.sleep(0.1)
+    print("checkpoint %s after revive restart --fork: %d forked writers" % (gen_dir.strip("/"), len(lines)), flush=True)
+
 def test(a, rng, seed, prefix, net):
     print("seed %d" % seed, flush=True)
     t = Setup(a, rng, prefix, net, "L1+L2", "kills %d" % a.kills, REVIVE_CKPT_DIR=os.path.join(a.workdir, "ck"),
               REVIVE_GROUP_SIZE="3")
     hosts, port, ck, ref, rund, revive, env = t.hosts, t.port, t.ck, t.ref, t.rund, t.revive, t.env
     script = 'exec "$0" $((900 + 13 * REVIVE_LAUNCH_INDEX)) 2 > out-$REVIVE_LAUNCH_INDEX'
+    if a.fork:  # each program's own stderr (appended: a shared one is written at each restored offset)
+        script += ' 2>> err-$REVIVE_LAUNCH_INDEX'
     cli_env = {k: v for k, v in env.items() if k != "REVIVE_CKPT_DIR"}  # not killed with the computation
     refs = [subprocess.Popen(["bash", "-c", script, os.path.abspath(a.worker)], cwd=ref,
                              env=dict(os.environ, REVIVE_LAUNCH_INDEX=str(i))) for i in range(N)]
     common = t.placement
     launch = [revive, "launch"] + common + (["--fork"] if a.fork else []) + ["--ckpt-dir", ck, "-n", str(N), "--", "bash", "-c", script,
                                             os.path.abspath(a.worker)]
-    restart = [revive, "restart"] + common + [ck]  # no --fork there: restored processes follow its WELCOME (fork=0)
+    restart = [revive, "restart"] + common + (["--fork"] if a.fork else []) + [ck]  # restored processes follow its WELCOME
+    if a.fork:  # the processes' level (the restored ones keep their launch's): their forked writers say so
+        env["REVIVE_LOG"] = "2"
     errlog = open(os.path.join(a.workdir, "stderr"), "wb")
     t0 = time.time()
     kills, gens, run_ = 0, 0, None
@@ -72,6 +97,8 @@ def test(a, rng, seed, prefix, net):
         env["REVIVE_LEVELS"] = ("L1+L2", "L1+L3")[kills % 2]
         run_ = subprocess.Popen(cmd, cwd=rund, stdout=subprocess.DEVNULL, stderr=errlog, stdin=subprocess.DEVNULL, env=env)
         if kills == a.kills:
+            if a.fork:
+                forked_after_restart(a, revive, port, ck, env, cli_env, run_, rund)
             break
         c0 = time.time()
         wait_procs(revive, port, ck, env, N, procs=[run_])
