@@ -368,9 +368,7 @@ int Restart(const RestartArgs& a) {
     // one stops it: through the coordinator (every process), and its roots here in any case.
     std::unique_ptr<LazyVerifier> verifier;
     if (a.lazy) {
-      std::vector<std::string> images;
-      for (const std::string& im : plan.images) images.push_back(im);
-      verifier = std::make_unique<LazyVerifier>("revive restart", std::move(images), [&t, kids](const std::string& why) {
+      verifier = std::make_unique<LazyVerifier>("revive restart", plan.images, [&t, kids](const std::string& why) {
         KillComputation(t, why);
         for (pid_t k : kids) kill(k, SIGKILL);
       });

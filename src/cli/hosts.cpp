@@ -232,6 +232,23 @@ int RunHostParts(const char* who, const HostOpts& o, const Target& root, const s
   return FirstNonZero(std::move(all));
 }
 
+namespace {
+
+// KILL to the coordinator on c, and its answer. With a reason the coordinator takes it for a failed
+// restart: it leaves once the processes are gone, even if none had connected yet (--exit-on-last).
+bool SendKill(coord::Client& c, const std::string& why) {
+  coord::FrameHeader h;
+  coord::Payload p;
+  coord::FrameBuilder k(c.tx_buffer(), coord::Client::kTxCap, coord::kKill, c.next_seq());
+  std::string line = why;
+  for (char& ch : line)
+    if (ch == '\n' || ch == '\r') ch = ' ';
+  if (!line.empty()) k.add_u64("upid", 0).add("why", line.c_str());
+  return c.send(k) && c.recv(&h, &p, 10000) == 1;
+}
+
+}  // namespace
+
 bool AbortUnfinishedRestart(const Target& root, const HostPart& failed, int status) {
   ScopedClient sc;
   if (!ConnectCli(root, 2000, &sc.c).ok()) return false;
@@ -246,23 +263,12 @@ bool AbortUnfinishedRestart(const Target& root, const HostPart& failed, int stat
           "revive restart: the part on host %s exited with status %d while the coordinator was still in %s; "
           "its processes will not come back, so the restored processes of the other hosts are stopped\n",
           failed.host.c_str(), status, state);
-  coord::FrameBuilder k(sc.c.tx_buffer(), coord::Client::kTxCap, coord::kKill, sc.c.next_seq());
-  return sc.c.send(k) && sc.c.recv(&h, &p, 10000) == 1;
+  return SendKill(sc.c, "");
 }
 
 bool KillComputation(const Target& root, const std::string& why) {
   ScopedClient sc;
-  if (!ConnectCli(root, 2000, &sc.c).ok()) return false;
-  coord::FrameHeader h;
-  coord::Payload p;
-  coord::FrameBuilder k(sc.c.tx_buffer(), coord::Client::kTxCap, coord::kKill, sc.c.next_seq());
-  // With a reason the coordinator takes it for a failed restart: it leaves once the processes are gone,
-  // even if none had connected yet (--exit-on-last), and `revive status` says why.
-  std::string line = why;
-  for (char& ch : line)
-    if (ch == '\n' || ch == '\r') ch = ' ';
-  if (!line.empty()) k.add_u64("upid", 0).add("why", line.c_str());
-  return sc.c.send(k) && sc.c.recv(&h, &p, 10000) == 1;
+  return ConnectCli(root, 2000, &sc.c).ok() && SendKill(sc.c, why);
 }
 
 std::vector<int> WaitEach(const std::vector<pid_t>& kids) {

@@ -125,16 +125,14 @@ constexpr int kJoinTimerTag = 0x4a4f494e;
 // plugin compares it around sleeps and waits that failed with EINTR. The signal plugin has a weak default
 // returning 0, for its tests without the engine.
 uint32_t checkpoint_interruptions();
-// Whether the engine's last signal to the calling thread found it at a `syscall` instruction (a
-// restartable call turned back by the kernel, or one about to start): restored from there, the thread
-// makes the call again. Weak default false in the signal plugin, as above.
-bool checkpoint_cut_at_syscall();
 // The program's own signal handlers: the signal plugin's trampoline calls enter (with the ucontext the
 // kernel gave the handler) before and leave after each, so the engine knows how deep the calling thread is
 // in them and which of them interrupted a `syscall` instruction. A restartable call made at handler
 // depth `depth` (program_handler_depth() when it began) that the engine's last signal cut, directly or
-// inside a handler that interrupted it, is made again in a restored process when this returns true (it
-// generalises checkpoint_cut_at_syscall). Weak defaults in the signal plugin, as above.
+// inside a handler that interrupted it, is made again in a restored process when this returns true: the
+// thread was found at the call's `syscall` instruction (the kernel had turned a blocked call back onto
+// it, SA_RESTART, or it was about to be made), or in a handler entered over it. Weak defaults in the
+// signal plugin, as above.
 uint32_t program_handler_depth();
 void program_handler_enter(const void* uctx);
 void program_handler_leave();

@@ -260,7 +260,6 @@ static void (*g_cut_fixup)(void*);  // set_cut_fixup
 void set_cut_fixup(void (*fixup)(void* uctx)) { __atomic_store_n(&g_cut_fixup, fixup, __ATOMIC_RELEASE); }
 
 uint32_t checkpoint_interruptions() { return t_interruptions; }
-bool checkpoint_cut_at_syscall() { return t_cut_at_syscall; }
 
 uint32_t program_handler_depth() { return t_hdepth; }
 

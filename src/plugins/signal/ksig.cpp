@@ -10,7 +10,6 @@
 namespace revive::inject {
 // For the plugins' tests without the engine; the engine's definition (quiesce.cpp) replaces it.
 __attribute__((weak)) uint32_t checkpoint_interruptions() { return 0; }
-__attribute__((weak)) bool checkpoint_cut_at_syscall() { return false; }
 __attribute__((weak)) void set_cut_fixup(void (*)(void*)) {}
 __attribute__((weak)) uint32_t program_handler_depth() { return 0; }
 __attribute__((weak)) void program_handler_enter(const void*) {}
