@@ -59,7 +59,8 @@ const char* OriginName(uint32_t o) {
   switch (static_cast<FileOrigin>(o)) {
     case FileOrigin::kWritten: return "written";
     case FileOrigin::kLocal: return "node-local";
-    case FileOrigin::kScanned: return "node-local, created since launch";
+    case FileOrigin::kScanned:
+    case FileOrigin::kScannedId: return "node-local, created since launch";
     case FileOrigin::kListing: return "directory listing";
     default: return "?";
   }
@@ -136,6 +137,10 @@ nlohmann::json InspectFiles(const image::View& v, const std::string& image_path,
     if (!in.str(&path) || fe.origin > plugins::kMaxFileOrigin || fe.size < 0 ||
         fe.format > uint32_t(FileFormat::kBlocks)) {
       note(image_path + ": files section: malformed entry " + std::to_string(k));
+      break;
+    }
+    if (fe.origin == uint32_t(FileOrigin::kScannedId) && !in.skip(sizeof(plugins::FileIdentity))) {
+      note(image_path + ": files section: identity of '" + path + "' cut short");
       break;
     }
     json f = {{"path", path}, {"origin", OriginName(fe.origin)}, {"size", fe.size}};

@@ -35,6 +35,12 @@ bool fd_reserved(int fd);
 // defines the real one.
 bool fd_owned_by_plugin(int fd);
 
+// True for a path under one of the node-local directories (REVIVE_LOCAL_DIRS), whose contents another
+// host does not have. The proc plugin recreates a missing working directory there at restore (a job that
+// ran in /tmp/job, restarted on another host). The files plugin defines it; a weak default returning
+// false lives in plugins/common (proc_fds.cpp) for builds without it.
+bool node_local_path(const char* path);
+
 // The signal plugin interposes sigaction() for the whole process, the engine's own calls included (they
 // bind to the exported wrapper). The engine installs its checkpoint-signal handler with this instead:
 // libc's real sigaction, untouched by the wrapper. Returns like sigaction(2).

@@ -8,6 +8,11 @@ must equal an uninterrupted run, byte for byte:
   make      `make -j2` of a 28-file C project; gcc's temporaries live in a node-local directory
             (TMPDIR, listed in REVIVE_LOCAL_DIRS) that is emptied before the restart, as on another host
   rewrite   python3 appending to a log and rewriting a state file in place through one descriptor
+  localdir  a bash script working in a directory under the node-local directory: each line appends to
+            out.txt (`>>`) a value derived from its last line, rewrites count.txt (`>`) and replaces
+            sorted.txt by a sorted copy of itself plus one line (`sort > tmp && mv tmp sorted.txt`); none
+            is open at the checkpoint, all were created since the launch (only the walk saves them), and
+            the stopped run changes them after it. On this host they must be put back.
 With --netns scripts/netns.sh the last round restarts in a network namespace (another host) whose
 node-local directory is a fresh tmpfs (its own /tmp): everything there comes from the image. Needs root;
 without namespaces every round restarts on this host, saying so. There make's assembler starts 0.2 s
@@ -89,6 +94,19 @@ print("final", h, os.read(st, 100).decode().strip()[:8], flush=True)
 '''
 
 
+LOCALDIR = r'''
+i=0
+while [ $i -lt 120 ]; do
+  i=$((i+1))
+  echo "$i $(tail -n 1 out.txt 2>/dev/null | cksum)" >> out.txt
+  wc -l < out.txt > count.txt
+  { cat sorted.txt 2>/dev/null; echo $((i * 7 % 101)); } | sort -n > sorted.tmp && mv sorted.tmp sorted.txt
+  sleep 0.01
+done
+cksum out.txt count.txt sorted.txt
+'''
+
+
 def digest(path):
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()[:16]
@@ -124,6 +142,13 @@ class Case:
             make_project(os.path.join(d, "proj"), slow_as=self.hosts is not None)
             os.makedirs(os.path.join(d, "nodetmp"))
             return ["make", "-s", "-j2", "-C", "proj"], None, []
+        if self.name == "localdir":
+            with open(os.path.join(d, "count.sh"), "w") as f:
+                f.write(LOCALDIR)
+            os.makedirs(os.path.join(d, "nodetmp", "job"))
+            # The script's last line prints both files' checksums: compared through stdout, since on the
+            # other host they live in that host's own tmpfs, gone when its restart ends.
+            return ["bash", "-c", "cd nodetmp/job && exec bash ../../count.sh"], None, []
         with open(os.path.join(d, "rewrite.py"), "w") as f:
             f.write(REWRITE)
         return ["/usr/bin/python3", "rewrite.py", "400"], None, ["log.txt", "state.bin"]
@@ -231,7 +256,7 @@ def main():
     ap.add_argument("--netns", help="scripts/netns.sh: the last round restarts on another host")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("case", choices=["sqlite", "make", "rewrite"])
+    ap.add_argument("case", choices=["sqlite", "make", "rewrite", "localdir"])
     a = ap.parse_args()
     for tool in ("sqlite3", "make", "gcc"):
         if shutil.which(tool) is None:

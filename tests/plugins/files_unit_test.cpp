@@ -1,11 +1,13 @@
-// The files plugin in-process: contents saved and written back in place, walked node-local files only
-// recreated when missing, the working directory's files created after the checkpoint moved aside (but not
+// The files plugin in-process: contents saved and written back in place, walked node-local files
+// recreated when missing and rewritten while still the computation's, the working directory's files created after the checkpoint moved aside (but not
 // one still open), damaged sections refused with a message naming what is wrong, and the walk taking what
 // the creation log names (a torn log: the birth-time rule).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -79,6 +81,20 @@ class Files : public ::testing::Test {
     int rc = files_restore(r, m, sizeof m);
     if (msg) *msg = m;
     return rc;
+  }
+  // The launch root's walk, launched now, telling the computation's files by the creation log in dir_/ck.
+  void walk_by_log() {
+    struct timespec t0;
+    clock_gettime(CLOCK_REALTIME, &t0);
+    g_files.root = true;
+    g_files.displace = false;
+    g_files.t0_sec = t0.tv_sec;
+    g_files.t0_nsec = t0.tv_nsec;
+    g_files.walk_birth = false;
+    g_files.launched = true;
+    g_test_ckpt_dir = dir_ + "/ck";
+    mkdir(g_test_ckpt_dir.c_str(), 0700);
+    created_init();
   }
   std::string dir_;
   FilesPolicy saved_;
@@ -174,7 +190,8 @@ TEST_F(Files, WalkRecreatesMissingFilesButNeverOverwrites) {
   put(b, "assembly B");
   std::string sec = save();  // neither is open: found by the walk
   unlink(a.c_str());
-  put(b, "someone else's by now");
+  unlink(b.c_str());
+  put(b, "someone else's by now");  // another inode at b's path, which no creation log names
   ASSERT_EQ(restore(sec), 0);
   EXPECT_EQ(slurp(a), "assembly A");
   EXPECT_EQ(slurp(b), "someone else's by now");
@@ -185,6 +202,84 @@ TEST_F(Files, WalkRecreatesMissingFilesButNeverOverwrites) {
   EXPECT_NE(files_restore(r, m, sizeof m), 0);
   EXPECT_NE(std::string(m).find("files section"), std::string::npos) << m;
   EXPECT_NE(std::string(m).find("ccB.s"), std::string::npos) << m;
+}
+
+// A walked file that is still the inode saved was changed by the stopped run after the checkpoint (a
+// script's `echo $i >> out.txt` under /tmp): written back in place. One the stopped run replaced (`mv tmp
+// f`) is another inode, the computation's by its creation log: written back too. A section of version 2
+// (kScanned, no identity) keeps the old rule: only a missing file is recreated.
+TEST_F(Files, WalkedFileChangedOrReplacedAfterTheCheckpointComesBack) {
+  walk_by_log();
+  std::string out = dir_ + "/local/out.txt", srt = dir_ + "/local/sorted.txt";
+  put(out, "1\n2\n");  // std::ofstream: fopen "w", recorded
+  put(srt, "a\nb\n");
+  struct stat out_st;
+  ASSERT_EQ(stat(out.c_str(), &out_st), 0);
+  std::string sec = save();
+  ASSERT_NE(sec.find("1\n2\n"), std::string::npos);
+  {
+    std::ofstream f(out, std::ios::app);  // appended after the checkpoint: same inode
+    f << "3\n";
+  }
+  put(dir_ + "/local/sorted.tmp", "a\nb\nc\n");
+  ASSERT_EQ(rename((dir_ + "/local/sorted.tmp").c_str(), srt.c_str()), 0);  // replaced: another inode
+  ASSERT_EQ(restore(sec), 0);
+  EXPECT_EQ(slurp(out), "1\n2\n");
+  EXPECT_EQ(slurp(srt), "a\nb\n");
+  struct stat st;
+  ASSERT_EQ(stat(out.c_str(), &st), 0);
+  EXPECT_EQ(st.st_ino, out_st.st_ino);  // in place
+  // Not the log's: another inode made outside the computation (a raw system call) is left alone.
+  unlink(srt.c_str());
+  long raw = inject::sys::sc(SYS_openat, AT_FDCWD, srt.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(raw, 0);
+  ASSERT_EQ(write(int(raw), "outsider", 8), 8);
+  close(int(raw));
+  ASSERT_EQ(restore(sec), 0);
+  EXPECT_EQ(slurp(srt), "outsider");
+  // The same section as version 2 wrote it: kScanned entries, no identity. out.txt, changed in place
+  // again, is left as it is; a missing file is recreated.
+  std::string v2;
+  {
+    size_t at = 4;
+    v2 = sec.substr(0, 4);
+    for (;;) {
+      FileEntry e;
+      memcpy(&e, sec.data() + at, sizeof e);
+      if (e.origin == uint32_t(FileOrigin::kEnd)) {
+        v2 += sec.substr(at);
+        break;
+      }
+      uint32_t n;
+      memcpy(&n, sec.data() + at + sizeof e, 4);
+      size_t head = sizeof e + 4 + n;
+      ASSERT_EQ(e.format, uint32_t(FileFormat::kInline));
+      if (e.origin == uint32_t(FileOrigin::kScannedId)) {
+        e.origin = uint32_t(FileOrigin::kScanned);
+        v2.append(reinterpret_cast<const char*>(&e), sizeof e);
+        v2 += sec.substr(at + sizeof e, 4 + n);
+        v2 += sec.substr(at + head + sizeof(FileIdentity), size_t(e.size));
+        at += head + sizeof(FileIdentity) + size_t(e.size);
+      } else {
+        v2 += sec.substr(at, head + size_t(e.size));
+        at += head + size_t(e.size);
+      }
+    }
+  }
+  ASSERT_LT(v2.size(), sec.size());
+  {
+    std::ofstream f(out, std::ios::app);
+    f << "3\n";
+  }
+  unlink(srt.c_str());
+  ASSERT_EQ(restore(v2), 0);
+  EXPECT_EQ(slurp(out), "1\n2\n3\n");
+  EXPECT_EQ(slurp(srt), "a\nb\n");
+  // Cut inside a walked entry's identity: refused, naming the file.
+  std::string msg;
+  size_t id_at = sec.find("out.txt") + 7;
+  EXPECT_NE(restore(sec.substr(0, id_at + 5), &msg), 0);
+  EXPECT_NE(msg.find("out.txt"), std::string::npos) << msg;
 }
 
 // revive's own per-user records (the coordinator's port record, born under /tmp during the run) are not
@@ -210,17 +305,7 @@ TEST_F(Files, WalkSkipsReviveRecords) {
 // mkstemps, fopen "w") and not one made with a raw system call (as by a process outside the computation);
 // a torn log falls back to the birth-time rule, which takes that one too.
 TEST_F(Files, WalkTakesWhatTheCreationLogNames) {
-  struct timespec t0;
-  clock_gettime(CLOCK_REALTIME, &t0);
-  g_files.root = true;
-  g_files.displace = false;
-  g_files.t0_sec = t0.tv_sec;
-  g_files.t0_nsec = t0.tv_nsec;
-  g_files.walk_birth = false;
-  g_files.launched = true;
-  g_test_ckpt_dir = dir_ + "/ck";
-  mkdir(g_test_ckpt_dir.c_str(), 0700);
-  created_init();
+  walk_by_log();
   std::string local = dir_ + "/local";
   int fd = open((local + "/excl.txt").c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
   ASSERT_GE(fd, 0);

@@ -12,6 +12,8 @@
 namespace revive::inject {
 // Weak default (no plugin owns descriptors); the verbs plugin's definition replaces it.
 __attribute__((weak)) bool fd_owned_by_plugin(int) { return false; }
+// Weak default (no node-local directories known); the files plugin's definition replaces it.
+__attribute__((weak)) bool node_local_path(const char*) { return false; }
 }  // namespace revive::inject
 
 namespace revive::plugins {

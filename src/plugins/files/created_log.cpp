@@ -143,13 +143,15 @@ size_t g_map_len;
 
 bool less(const CreatedRecord& a, const CreatedRecord& b) { return a.dev != b.dev ? a.dev < b.dev : a.ino < b.ino; }
 
+const char* g_then;  // created_load's `then`
+
 CreatedLoad bad(const char* path, const char* why, uint64_t offset) {
   char line[PATH_MAX + 300];
   Msg m(line, sizeof line);
   m.s("creation log '").s(path).s("': ").s(why);
   if (offset != ~uint64_t(0)) m.s(" at byte ").u(offset);
-  m.s("; this checkpoint tells the computation's node-local files by birth time instead (owner ours, born "
-      "since the launch: other programs' files there are saved too)");
+  m.s("; ").s(g_then ? g_then : "this checkpoint tells the computation's node-local files by birth time instead "
+      "(owner ours, born since the launch: other programs' files there are saved too)");
   warn(m.c_str());
   created_unload();
   return CreatedLoad::kBad;
@@ -199,8 +201,9 @@ void created_init() {
   }
 }
 
-CreatedLoad created_load() {
+CreatedLoad created_load(const char* then) {
   created_unload();
+  g_then = then;
   char path[PATH_MAX];
   if (!log_path(path, sizeof path)) return CreatedLoad::kNone;
   long fd = sys::sc(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);

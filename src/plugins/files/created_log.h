@@ -56,7 +56,8 @@ void created_init();
 // sorted. kNone: no log (nothing created yet); kBad: unreadable, torn or foreign, warned naming the file
 // and the reason (the caller falls back to the birth-time rule).
 enum class CreatedLoad { kOk, kNone, kBad };
-CreatedLoad created_load();
+// `then`: what the caller does without the log, ending the warning (default: the walk's birth-time rule).
+CreatedLoad created_load(const char* then = nullptr);
 bool created_has(uint64_t dev, uint64_t ino, int64_t btime_sec, uint32_t btime_nsec);
 void created_unload();
 uint64_t created_count();  // records loaded (tests, bench)

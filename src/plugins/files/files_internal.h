@@ -45,8 +45,9 @@ bool files_first(dev_t dev, ino_t ino);
 // Whether the last save of this process holds (dev, ino) (pre-images leave such files to the image).
 bool files_saved(dev_t dev, ino_t ino);
 // Saves one entry: FileEntry, path, then `size` bytes read from fd with pread. 0 or -errno (warned).
+// `id` is written after the path for a kScannedId entry (and must be given for one).
 int files_put(Out& out, FileOrigin origin, int fd, const char* path, int64_t size, uint32_t mode,
-              int64_t mtime_sec, int64_t mtime_nsec);
+              int64_t mtime_sec, int64_t mtime_nsec, const FileIdentity* id = nullptr);
 // Warns (once per file per process) that a file was too large to save.
 void files_too_large(const char* path, dev_t dev, ino_t ino, int64_t size);
 // Large files by blocks (files_blocks.cpp). begin/end bracket one save; files_blocks_on says whether a

@@ -124,6 +124,8 @@ namespace revive::inject {
 __attribute__((weak)) const char* checkpoint_dir() { return ""; }
 __attribute__((weak)) const char* host_name() { return ""; }
 
+bool node_local_path(const char* path) { return plugins::files_local(path); }
+
 const Plugin kFilesPlugin = {"files", plugins::kFilesVersion, plugins::files_init, plugins::files_save,
                              plugins::pre_resumed, plugins::files_restore, nullptr, nullptr, nullptr, nullptr,
                              plugins::kFilesOldestVersion};

@@ -1,7 +1,8 @@
-// The files plugin's section (tag "RVFL", version 2; version 1 is still read): the contents of files the
-// computation writes, so a restart finds them as they were at the checkpoint (docs/plugins.md, "files").
+// The files plugin's section (tag "RVFL", version 3; versions 1 and 2 are still read): the contents of files
+// the computation writes, so a restart finds them as they were at the checkpoint (docs/plugins.md, "files").
 //   u8[4] "RVFL"
-//   then entries, each a FileEntry, its path (u32 length + bytes, absolute) and then, by its format:
+//   then entries, each a FileEntry, its path (u32 length + bytes, absolute), for a kScannedId entry a
+//   FileIdentity (version 3), and then, by its format:
 //     kInline: `size` bytes of contents (the only format of version 1, whose `format` field was 0 padding)
 //     kBlocks: a BlockList, then `count` XXH3-128 hashes (16 bytes: low64, high64), one per block of
 //              1 << block_log2 bytes (the last one shorter); block K is the file
@@ -14,7 +15,7 @@
 namespace revive::plugins {
 
 constexpr char kFilesTag[] = "RVFL";
-constexpr uint32_t kFilesVersion = 2;
+constexpr uint32_t kFilesVersion = 3;
 constexpr uint32_t kFilesOldestVersion = 1;
 
 enum class FileOrigin : uint32_t {
@@ -22,13 +23,30 @@ enum class FileOrigin : uint32_t {
   kWritten = 1,  // open for writing in this process: written back at restore, whatever is there now
   kLocal = 2,    // open (any mode) under a node-local directory: written back at restore
   kScanned = 3,  // not open, found under a node-local directory (created since launch): recreated at
-                 // restore only if it is missing (never overwrites: it may be someone else's by now)
+                 // restore only if it is missing (never overwrites: it may be someone else's by now).
+                 // Written by versions 1 and 2; version 3 writes kScannedId.
   kListing = 4,  // the launch root's working directory as it was: path = the directory, mtime = when it
                  // was listed, contents = ListItem records. At restore, a regular file there that is not
                  // listed and was born after that moment (the killed run wrote it after the checkpoint:
                  // make's half-written .o) is moved into DIR/.revive-displaced/ with a warning.
+  kScannedId = 5,  // a walked file as kScanned, with its identity (FileIdentity after the path). At restore
+                   // it is recreated when missing, and written back in place when the file at the path is
+                   // still that inode: the computation's own file, which the stopped run changed after the
+                   // checkpoint (`echo $i >> out.txt` in a script under /tmp). Any other file there is
+                   // left alone, as before (it may be someone else's).
 };
-constexpr uint32_t kMaxFileOrigin = 4;
+constexpr uint32_t kMaxFileOrigin = 5;
+
+// Which inode a kScannedId entry was (statx at the walk). The birth time tells a reused inode number, or
+// another host's file system whose device and inode numbers happen to match, from the file saved.
+struct FileIdentity {
+  uint64_t dev;  // makedev(statx major, minor)
+  uint64_t ino;
+  int64_t btime_sec;  // statx birth time; kScannedId is written only where the file system keeps one
+  uint32_t btime_nsec;
+  uint32_t reserved;  // 0
+};
+static_assert(sizeof(FileIdentity) == 32);
 
 // One name of a kListing entry: u32 length, then the name's bytes (no terminator).
 constexpr uint32_t kMaxListing = 1 << 20;  // bytes of names listed; a larger directory is not listed

@@ -1,15 +1,19 @@
 // files plugin, restore side: writes every saved file back (in place: same inode when it still exists,
 // so descriptions shared through the restart's skeleton keep pointing at it), sets its mode and mtime,
-// before the fd plugin reopens descriptors (it runs after this plugin). Scanned files are recreated only
-// when missing. Runs in the restored process with user threads held: no allocation, no stdio.
+// before the fd plugin reopens descriptors (it runs after this plugin). Walked files are recreated when
+// missing and rewritten only when the file at their path is still the inode saved (kScannedId); another
+// file there is left alone. Runs in the restored process with user threads held: no allocation, no stdio.
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "plugins/common/msg.h"
+#include "plugins/files/created_log.h"
 #include "plugins/files/files_internal.h"
 #include "plugins/files/files_pre.h"
 #include "plugins/plugins.h"
@@ -87,13 +91,57 @@ int make_parents(Ctx& c, const char* path, uint32_t mode) {
   return 0;
 }
 
-int write_back(Ctx& c, const FileEntry& e, const char* path) {
-  bool scanned = e.origin == uint32_t(FileOrigin::kScanned);
+// What to do with a walked file's entry, by what is at its path now.
+enum class Walked { kMissing, kSame, kUnchanged, kOther };
+
+// The creation log, read once per restore when a walked file's path holds another inode (0: not read yet,
+// 1: read, 2: none or unusable).
+int g_log;
+
+// Whether the file at a walked entry's path, another inode than the one saved, is the computation's too:
+// the stopped run replaced the file after the checkpoint (`sort f > tmp && mv tmp f`, an editor's or
+// Python's write-then-rename), which its creation log records. Then it is rewritten like the saved one.
+bool replaced_by_us(const struct statx& sx) {
+  if (!(sx.stx_mask & STATX_BTIME) || sx.stx_uid != geteuid()) return false;
+  if (g_log == 0) {
+    g_log = created_load("a node-local file the stopped run replaced after the checkpoint is left as it is") ==
+                    CreatedLoad::kOk ? 1 : 2;
+  }
+  return g_log == 1 && created_has(makedev(sx.stx_dev_major, sx.stx_dev_minor), sx.stx_ino, sx.stx_btime.tv_sec,
+                                   sx.stx_btime.tv_nsec);
+}
+
+Walked walked_state(const FileEntry& e, const FileIdentity* id, const char* path) {
+  struct statx sx;
+  if (syscall(SYS_statx, AT_FDCWD, path, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+              STATX_TYPE | STATX_UID | STATX_SIZE | STATX_MTIME | STATX_INO | STATX_BTIME, &sx) != 0) {
+    return errno == ENOENT ? Walked::kMissing : Walked::kOther;
+  }
+  // kScanned (versions 1-2) carries no identity: whatever is there may be someone else's.
+  if (!id || !S_ISREG(sx.stx_mode) || !(sx.stx_mask & STATX_BTIME)) return Walked::kOther;
+  if (makedev(sx.stx_dev_major, sx.stx_dev_minor) != id->dev || sx.stx_ino != id->ino ||
+      sx.stx_btime.tv_sec != id->btime_sec || sx.stx_btime.tv_nsec != id->btime_nsec) {
+    return replaced_by_us(sx) ? Walked::kSame : Walked::kOther;
+  }
+  // The same inode. Untouched since the checkpoint (size and mtime as saved): nothing to write.
+  if (int64_t(sx.stx_size) == e.size && sx.stx_mtime.tv_sec == e.mtime_sec && sx.stx_mtime.tv_nsec == e.mtime_nsec)
+    return Walked::kUnchanged;
+  return Walked::kSame;
+}
+
+int write_back(Ctx& c, const FileEntry& e, const char* path, const FileIdentity* id) {
+  bool scanned = e.origin == uint32_t(FileOrigin::kScanned) || e.origin == uint32_t(FileOrigin::kScannedId);
   struct stat st;
-  if (scanned && lstat(path, &st) == 0) {
-    if (skip_payload(c.in, e)) return 0;
-    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("files section: truncated in the contents of '")
-        .s(path).s("'"), EINVAL);
+  // A walked file is ours to overwrite only while it is the inode saved: the stopped run appended to it or
+  // rewrote it after the checkpoint. Written in place like an open one (below), without O_EXCL.
+  if (scanned) {
+    Walked w = walked_state(e, id, path);
+    if (w == Walked::kOther || w == Walked::kUnchanged) {
+      if (skip_payload(c.in, e)) return 0;
+      return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("files section: truncated in the contents of '")
+          .s(path).s("'"), EINVAL);
+    }
+    if (w == Walked::kSame) scanned = false;
   }
   // A node-local file the computation only read (a script bash runs from /tmp, an input under /dev/shm)
   // that is still there as it was: nothing to write, and it may not even be ours to write (another user's
@@ -147,12 +195,26 @@ int listing(Ctx& c, const FileEntry& e, const char* path) {
   return files_displace(c.in, e, path, c.msg, c.cap);
 }
 
+int restore_entries(Ctx& c);
+
 }  // namespace
 
 int files_restore(inject::SectionReader& r, char* msg, size_t cap) {
   pre_restored(inject::restored_image());  // files changed from now on are kept for this generation
   In in(r);
   Ctx c{in, msg, cap, {}};
+  g_log = 0;
+  int rc = restore_entries(c);
+  if (g_log == 1) created_unload();
+  return rc;
+}
+
+namespace {
+
+int restore_entries(Ctx& c) {
+  In& in = c.in;
+  char* msg = c.msg;
+  size_t cap = c.cap;
   if (!in.tag(kFilesTag)) return fail(msg, cap, Msg(c.line, sizeof c.line).s("files section: bad tag"), EINVAL);
   for (uint32_t k = 0;; ++k) {
     FileEntry e;
@@ -172,7 +234,12 @@ int files_restore(inject::SectionReader& r, char* msg, size_t cap) {
       return fail(msg, cap, Msg(c.line, sizeof c.line).s("files section: malformed entry ").u(k).s(" ('").s(path)
           .s("')"), EINVAL);
     }
-    int rc = e.origin == uint32_t(FileOrigin::kListing) ? listing(c, e, path) : write_back(c, e, path);
+    FileIdentity id{};
+    const bool with_id = e.origin == uint32_t(FileOrigin::kScannedId);
+    if (with_id && !in.bytes(&id, sizeof id)) {
+      return fail(msg, cap, Msg(c.line, sizeof c.line).s("files section: truncated identity of '").s(path).s("'"), EINVAL);
+    }
+    int rc = e.origin == uint32_t(FileOrigin::kListing) ? listing(c, e, path) : write_back(c, e, path, with_id ? &id : nullptr);
     if (rc != 0) return rc;
   }
   if (in.remaining() != 0) {
@@ -180,5 +247,7 @@ int files_restore(inject::SectionReader& r, char* msg, size_t cap) {
   }
   return 0;
 }
+
+}  // namespace
 
 }  // namespace revive::plugins

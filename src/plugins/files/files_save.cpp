@@ -132,7 +132,7 @@ bool files_local(const char* path) {
 }
 
 int files_put(Out& out, FileOrigin origin, int fd, const char* path, int64_t size, uint32_t mode,
-              int64_t mtime_sec, int64_t mtime_nsec) {
+              int64_t mtime_sec, int64_t mtime_nsec, const FileIdentity* id) {
   FileEntry e{};
   e.origin = static_cast<uint32_t>(origin);
   e.mode = mode;
@@ -144,6 +144,7 @@ int files_put(Out& out, FileOrigin origin, int fd, const char* path, int64_t siz
   e.format = uint32_t(blocks ? FileFormat::kBlocks : FileFormat::kInline);
   out.bytes(&e, sizeof e);
   out.str(path, strlen(path));
+  if (origin == FileOrigin::kScannedId) out.bytes(id, sizeof *id);
   if (blocks) {
     int rc = files_put_blocks(out, fd, path, size);
     return rc != 0 ? rc : out.ok() ? 0 : -ENOMEM;

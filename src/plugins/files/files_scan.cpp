@@ -93,8 +93,11 @@ void save_file(Walk& w, int dirfd, const char* name) {
   if (!files_first(dev, sx.stx_ino)) return;  // open here, saved already
   int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return;  // gone meanwhile (not ours: ours are suspended) or unreadable
-  int rc = files_put(*w.out, FileOrigin::kScanned, fd, w.path, int64_t(sx.stx_size), sx.stx_mode & 07777,
-                     sx.stx_mtime.tv_sec, sx.stx_mtime.tv_nsec);
+  // With a birth time the entry carries the inode's identity, so the restore can tell this file (changed by
+  // the stopped run after the checkpoint: rewritten) from another one made at the path since (left alone).
+  FileIdentity id{uint64_t(dev), sx.stx_ino, btime ? sx.stx_btime.tv_sec : 0, btime ? sx.stx_btime.tv_nsec : 0, 0};
+  int rc = files_put(*w.out, btime ? FileOrigin::kScannedId : FileOrigin::kScanned, fd, w.path,
+                     int64_t(sx.stx_size), sx.stx_mode & 07777, sx.stx_mtime.tv_sec, sx.stx_mtime.tv_nsec, &id);
   close(fd);
   if (rc != 0) w.rc = rc;
 }

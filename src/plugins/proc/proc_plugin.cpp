@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -128,6 +129,22 @@ void restore_limit(uint32_t r, const Rlim64& want) {
   warn(line);
 }
 
+// mkdir -p (no allocation: restore context). Directories made get `mode` (less the current umask).
+bool make_dirs(const char* path, mode_t mode) {
+  char d[PATH_MAX];
+  size_t n = strlen(path);
+  if (n == 0 || n >= sizeof d) return false;
+  memcpy(d, path, n + 1);
+  for (char* p = d + 1;; ++p) {
+    if (*p != '/' && *p != '\0') continue;
+    char c = *p;
+    *p = '\0';
+    if (mkdir(d, mode) != 0 && errno != EEXIST) return false;
+    if (c == '\0') return true;
+    *p = '/';
+  }
+}
+
 int restore(inject::SectionReader& r, char* msg, size_t cap) {
   char tmp[PATH_MAX + 80];
   In in(r);
@@ -160,7 +177,13 @@ int restore(inject::SectionReader& r, char* msg, size_t cap) {
   }
   if (chdir(cwd) != 0) {
     int e = errno;
-    return fail(msg, cap, Msg(tmp, sizeof tmp).s("working directory '").s(cwd).s("': ").err(e), e);
+    // A working directory under a node-local directory is missing on another host (a job run in /tmp/job):
+    // made again, as the files plugin makes the directories of the node-local files it writes back.
+    if (e == ENOENT && inject::node_local_path(cwd) && make_dirs(cwd, 0777 & ~mask) && chdir(cwd) == 0) {
+      warn(Msg(tmp, sizeof tmp).s("working directory '").s(cwd).s("' was missing (node-local): made again").c_str());
+    } else {
+      return fail(msg, cap, Msg(tmp, sizeof tmp).s("working directory '").s(cwd).s("': ").err(e), e);
+    }
   }
   for (uint32_t k = 0; k < kNumLimits; ++k) restore_limit(k, lim[k]);
   umask(static_cast<mode_t>(mask));
