@@ -68,6 +68,12 @@ std::vector<std::string> read_image(const std::string& path) {
 }
 
 int init_all() {
+  // Not among the sections (kOrder), but its settings (REVIVE_LOCAL_DIRS) answer the proc plugin's question
+  // whether a vanished working directory is node-local (inject::node_local_path).
+  if (int rc = inject::kFilesPlugin.init(); rc != 0) {
+    fprintf(stderr, "init failed: files: %d\n", rc);
+    return rc;
+  }
   for (auto* p : kOrder) {
     if (int rc = p->init(); rc != 0) {
       fprintf(stderr, "init failed: %s: %d\n", p->name, rc);

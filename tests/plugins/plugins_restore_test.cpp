@@ -314,8 +314,21 @@ TEST_F(PluginRestore, LimitThatCannotBeRaisedIsKeptLowerWithAWarning) {
 }
 
 TEST_F(PluginRestore, VanishedWorkingDirectoryIsAnErrorNamingIt) {
+  setenv("REVIVE_LOCAL_DIRS", (dir_ + "/elsewhere").c_str(), 1);  // not under a node-local directory
   std::string err = failed_restore("proc-cwd-vanished");
+  unsetenv("REVIVE_LOCAL_DIRS");
   EXPECT_TRUE(has(err, "restore failed: proc: working directory '" + dir_ + "/work dir': No such file")) << err;
+}
+
+// Under a node-local directory (another host's /tmp has no such directory) it is made again, with a warning.
+TEST_F(PluginRestore, VanishedNodeLocalWorkingDirectoryIsMadeAgain) {
+  setenv("REVIVE_LOCAL_DIRS", dir_.c_str(), 1);
+  save("proc-cwd-vanished");
+  Outcome b = restore("proc-cwd-vanished");
+  unsetenv("REVIVE_LOCAL_DIRS");
+  ASSERT_EQ(b.status, 0) << b.err;
+  EXPECT_TRUE(has(b.err, "working directory '" + dir_ + "/work dir' was missing (node-local): made again")) << b.err;
+  EXPECT_TRUE(has(b.out, "cwd " + dir_ + "/work dir\n")) << b.out;
 }
 
 TEST_F(PluginRestore, EverythingAtOnce) {

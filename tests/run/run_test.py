@@ -11,6 +11,12 @@ Scenarios (one per CTest test):
   hostloss   4 network-namespace hosts, two spares: a process SIGSTOPped (its host's sub-coordinator times it
              out), then twice every process of a host in use SIGKILLed and the host deleted; the job comes
              back each time, on a spare after a loss
+  sharedlog  `revive run ... >job.log 2>&1` as a batch script writes it: the job (a shell and the counter,
+             both holding the log) and the supervisor write one file through one description; a process
+             SIGKILLed KILLS times. The job's lines must equal an uninterrupted run's, the supervisor's
+             last line must follow them, and no NUL byte may appear (before 2026-11-28 the restored job
+             had a description of its own: the supervisor's next line landed past the end the restore
+             cut the log back to, leaving a hole of NULs, and the job overwrote the supervisor's lines)
   mpi        `revive run -- mpiexec -n 2 ring`: a random rank SIGKILLed KILLS times
   app        --app: an MPI program of the application-level library, a random rank SIGKILLed KILLS times;
              then a rank SIGSTOPped (its heartbeat stops): hung, restarted
@@ -350,5 +356,40 @@ def scenario_mpi():
         fail("the MPI job's output differs from the uninterrupted run's; see %s\n%s" % (rund, log()))
     print("PASS: %d ranks killed, the MPI job finished with identical output" % a.kills)
 
-{"kills": scenario_kills, "mpi": scenario_mpi, "corrupt": scenario_corrupt, "hang": scenario_hang, "giveup": scenario_giveup, "signal": scenario_signal,
+def scenario_sharedlog():
+    steps = 150
+    ref = subprocess.run(["sh", "-c", '"$0" %d %d; echo end-of-job' % (steps, SLEEP_MS), counter],
+                         stdout=subprocess.PIPE, timeout=60).stdout
+    rund = os.path.join(a.workdir, "run")
+    os.makedirs(rund)
+    path = os.path.join(rund, "job.log")
+    out = open(path, "wb")  # the shell's `>job.log 2>&1`: one description, no O_APPEND
+    # sh -e: a SIGKILLed counter ends the job with its status (without -e sh would go on and finish).
+    port = free_port(rng)
+    sup = subprocess.Popen([revive, "run", "--port", str(port), "--ckpt-dir", ck, "--interval", "0.4", "--restarts",
+                            str(a.kills + 1), "--", "sh", "-ec", '"$0" %d %d; echo end-of-job' % (steps, SLEEP_MS),
+                            counter], cwd=rund, stdout=out, stderr=out, stdin=subprocess.DEVNULL, env=env)
+    out.close()
+    for k in range(a.kills):
+        before = failures()
+        v = kill_after_progress(sup, rng.choice(["counter", "sh"]), signal.SIGKILL,
+                                log().count("checkpoint: generation") + 1)
+        wait_for(lambda: failures() > before, 30, "the supervisor to see kill %d (pid %d)" % (k + 1, v))
+        print("kill %d: pid %d seen" % (k + 1, v), flush=True)
+    finish(sup, 0)
+    text = open(path, "rb").read()
+    if b"\0" in text:
+        fail("job.log holds %d NUL bytes (first at %d): a hole between the supervisor's and the job's writes\n%r"
+             % (text.count(b"\0"), text.index(b"\0"), text[-1500:]))
+    job = b"".join(l for l in text.splitlines(True) if not l.startswith(b"revive"))
+    if job != ref:
+        fail("the job's lines in job.log differ from the uninterrupted run's (%d vs %d bytes)\n%r"
+             % (len(job), len(ref), text[-1500:]))
+    last = text.splitlines()[-1]
+    if b"the job finished (%d restart" % a.kills not in last:
+        fail("job.log does not end with the supervisor's last line: %r" % text[-600:])
+    print("PASS: %d kills, job.log holds the job's lines as an uninterrupted run's and the supervisor's last "
+          "line, no NUL byte" % a.kills)
+
+{"sharedlog": scenario_sharedlog, "kills": scenario_kills, "mpi": scenario_mpi, "corrupt": scenario_corrupt, "hang": scenario_hang, "giveup": scenario_giveup, "signal": scenario_signal,
  "hostloss": scenario_hostloss, "app": scenario_app}[a.scenario]()

@@ -127,12 +127,31 @@ int seek(Ctx& c, int fd, const FdRecord& rec, const char* path) {
 // Regular file: same path, flags, offset. A file open for writing that grew since the checkpoint is cut
 // back to its checkpoint size (what the program wrote after the checkpoint is written again after restart,
 // so appended output comes out identical); a file that shrank or vanished is an error naming it.
+// fd 0/1/2 saved as a regular file that `revive restart` itself has at the same number, opened the same way
+// (`revive run ... >job.log 2>&1`: the supervisor, its restart and the job all write one description):
+// that description is taken again instead of a new one, so the job and whoever launched the restart
+// share one offset as they did at launch. A new description kept its own offset: the supervisor's next
+// line landed past the end the restore cut the file back to (a run of NUL bytes), and the job's writes
+// overwrote the supervisor's. -1 when it is another file or opened otherwise.
+int restart_stdio(const FdRecord& rec, const char* path) {
+  struct stat ours, theirs;
+  if (rec.fd > 2 || fstat(rec.fd, &ours) != 0 || !S_ISREG(ours.st_mode) || stat(path, &theirs) != 0 ||
+      ours.st_dev != theirs.st_dev || ours.st_ino != theirs.st_ino) {
+    return -1;
+  }
+  int fl = fcntl(rec.fd, F_GETFL);
+  if (fl < 0 || (fl & O_ACCMODE) != (int(rec.flags) & O_ACCMODE) || (fl & O_APPEND) != (int(rec.flags) & O_APPEND))
+    return -1;
+  return fcntl(rec.fd, F_DUPFD_CLOEXEC, 0);
+}
+
 int reopen_regular(Ctx& c, const FdRecord& rec, const char* path) {
   // A description shared with other processes of the tree arrives inherited: share it (one offset for
   // all); size policy and offset are then applied to it as to a reopened file (every sharer applies the
   // same size and offset, all before any of them runs user code).
   int inherited = handed_over(rec.fd);
-  int fd = inherited >= 0 ? fcntl(inherited, F_DUPFD_CLOEXEC, 0) : open(path, rec.flags | O_CLOEXEC);
+  int fd = inherited >= 0 ? fcntl(inherited, F_DUPFD_CLOEXEC, 0) : restart_stdio(rec, path);
+  if (inherited < 0 && fd < 0) fd = open(path, rec.flags | O_CLOEXEC);
   bool pseudo = pseudo_file(path);
   if (pseudo) {
     if (fd < 0) return stand_in(c, rec, path, "cannot be reopened");

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <linux/sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -131,6 +132,25 @@ void close_share_slots(const TreePlan& plan) {
   for (size_t g = 0; g < plan.shared.size() + plan.deleted.size(); ++g) close(g_share_base + int(g));
 }
 
+// A shared description that some process held as its fd 0/1/2, of the file that is ours (`revive
+// restart`'s) at that number, opened the same way: ours again (a dup), so the tree and whoever started the
+// restart (`revive run ... >job.log 2>&1`) keep one offset, as at launch (the fd plugin's restart_stdio
+// does the same for a description one process holds). -1 otherwise.
+int restart_stdio(const SharedFile& f) {
+  struct stat theirs;
+  if (stat(f.path.c_str(), &theirs) != 0) return -1;
+  for (const auto& [proc, num] : f.members) {
+    struct stat ours;
+    if (num < 0 || num > 2 || fstat(num, &ours) != 0 || !S_ISREG(ours.st_mode) || ours.st_dev != theirs.st_dev ||
+        ours.st_ino != theirs.st_ino)
+      continue;
+    int fl = fcntl(num, F_GETFL);
+    if (fl >= 0 && (fl & O_ACCMODE) == (int(f.flags) & O_ACCMODE) && (fl & O_APPEND) == (int(f.flags) & O_APPEND))
+      return fcntl(num, F_DUPFD, 0);  // inherited by the children, as open() without O_CLOEXEC
+  }
+  return -1;
+}
+
 void open_shared(const TreePlan& plan, int owner) {
   if (g_share_base < 0) return;
   for (size_t g = 0; g < plan.shared.size(); ++g) {
@@ -144,7 +164,8 @@ void open_shared(const TreePlan& plan, int owner) {
     // A deleted file's description: a new one of the inode recreated at its slot (MakeDeletedFiles).
     const std::string path =
         f.deleted < 0 ? f.path : "/proc/self/fd/" + std::to_string(deleted_slot(plan, size_t(f.deleted)));
-    int fd = open(path.c_str(), (f.flags & ~O_CLOEXEC) | O_NOCTTY | create, 0600);
+    int fd = f.deleted < 0 ? restart_stdio(f) : -1;
+    if (fd < 0) fd = open(path.c_str(), (f.flags & ~O_CLOEXEC) | O_NOCTTY | create, 0600);
     if (fd < 0) continue;
     if (fd != g_share_base + int(g)) {
       if (dup3(fd, g_share_base + int(g), 0) < 0)
