@@ -459,7 +459,12 @@ void AddRestartCommand(CLI::App& app, int* rc) {
   c->add_option("--pre-hosts", a->pre_hosts,
                 "=HOST or !HOST,...: put back only the pre-images made on HOST (on any host but these) (a host's part)")
       ->group("");
-  c->add_option("what", a->what, "IMAGE.rimg, ckpt-G directory or checkpoint directory")->required();
+  // Without it, the directory launch and run default to (DMTCP's dmtcp_restart_script.sh needs no argument
+  // either): a user who launched with the defaults restarts with `revive restart`.
+  c->add_option("what", a->what,
+                "IMAGE.rimg, ckpt-G directory or checkpoint directory (default: REVIVE_CKPT_DIR or ./revive-ckpt)")
+      ->envname("REVIVE_CKPT_DIR")
+      ->default_val("revive-ckpt");
   c->callback([a, rc] { *rc = Restart(*a); });
 }
 

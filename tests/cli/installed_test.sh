@@ -3,7 +3,8 @@
 # prefix then moved elsewhere (relocatable), and from there, in a clean environment (env -i, no REVIVE_*
 # variables, a working directory outside the build tree): `revive <cmd> --help` for every command; a
 # process tree (a shell script with a background child writing to the same file) launched, checkpointed
-# at a random moment, SIGKILLed and restarted, its output compared byte for byte with an uninterrupted run.
+# at a random moment, SIGKILLed and restarted, its output compared byte for byte with an uninterrupted run,
+# all with the default checkpoint directory (./revive-ckpt): `revive restart` and `revive ls` without one.
 set -euo pipefail
 build=$(cd "$1" && pwd)
 tmp=$(mktemp -d)
@@ -37,10 +38,10 @@ chmod +x "$tmp/work/tree.sh"
 cd "$tmp/work"
 run sh ./tree.sh >"$tmp/ref.out"
 
-run "$rv" launch --port "$port" --ckpt-dir "$tmp/ck" -- ./tree.sh >"$tmp/run.out" 2>"$tmp/launch.err" &
+run "$rv" launch --port "$port" -- ./tree.sh >"$tmp/run.out" 2>"$tmp/launch.err" &
 launcher=$!
 sleep "0.$((3 + RANDOM % 6))"
-run "$rv" checkpoint --port "$port" --ckpt-dir "$tmp/ck" >"$tmp/ckpt.log" 2>&1 ||
+run "$rv" checkpoint --port "$port" >"$tmp/ckpt.log" 2>&1 ||
   { echo "FAIL: checkpoint"; cat "$tmp/ckpt.log" "$tmp/launch.err"; exit 1; }
 # Every process of the computation and the launcher die at once.
 pkill -9 -f "$tmp/work/tree.sh" || true
@@ -48,7 +49,9 @@ kill -9 "$launcher" 2>/dev/null || true
 wait "$launcher" 2>/dev/null || true
 pkill -9 -f "revive.*--port $port" 2>/dev/null || true
 sleep 0.3
-run "$rv" restart --port "$port" "$tmp/ck" 2>"$tmp/restart.err" ||
+run "$rv" ls >"$tmp/ls.out" 2>&1 || { echo "FAIL: revive ls (no directory: ./revive-ckpt)"; cat "$tmp/ls.out"; exit 1; }
+grep -q "generation 1\|ckpt-1\|^ *1 " "$tmp/ls.out" || { echo "FAIL: revive ls does not show generation 1"; cat "$tmp/ls.out"; exit 1; }
+run "$rv" restart --port "$port" 2>"$tmp/restart.err" ||
   { echo "FAIL: restart"; cat "$tmp/restart.err"; exit 1; }
 # The restored processes write on at the checkpoint's offset of the same file (the lines the killed run
 # wrote after the checkpoint are written over). Parent and child interleave differently from run to run,
@@ -57,4 +60,4 @@ if ! cmp -s <(sort "$tmp/ref.out") <(sort "$tmp/run.out") || [ "$(tail -1 "$tmp/
   echo "FAIL: output differs from the uninterrupted run"; diff <(sort "$tmp/ref.out") <(sort "$tmp/run.out") | head
   exit 1
 fi
-echo "installed revive: help, launch, checkpoint, SIGKILL, restart from a relocated prefix: passed"
+echo "installed revive: help, launch, checkpoint, SIGKILL, ls, restart (default directory) from a relocated prefix: passed"
