@@ -131,7 +131,9 @@ def lose_again(a, t, m, victim, by_host, l2, xor, rcmd, rerr, expect, who, rebui
         expect = expect + ["the partner copies of host %s's images (generation 2) on host %s written again" %
                            (owner["host"], victim["host"])]
     if l2 and xor:
-        expect = expect + ["the parity of host %s (generation 2) written again" % victim["host"]]
+        expect = expect + ["the parity of host %s (generation 2) written again" % victim["host"],
+                           "revive tlevels-encode: parity of host %s encoded again from its group's streamed blocks"
+                           % victim["host"]]
     for e in expect:
         if e not in err:
             fail("first restart's stderr does not say %r" % e)
@@ -248,6 +250,9 @@ def test(a, rng, seed, prefix, net):
         return "image of process %d (upid %d, host %s): L1 copy missing, %s" % (q["pid"], q["upid"], q["host"], how)
     older = ["generation 2 cannot be restored from any level", "restarting from generation 1 (newest complete: 2)"]
     rebuilt = lambda q: who(q, "rebuilt from its group's parity (hosts %s)" % q["l3"])
+    def streamed(exp):  # every rebuild goes through the streamed path (trebuild.h): its rebuilder says so
+        return exp + ["revive tlevels-rebuild: host %s rebuilt from " % q["host"] for q in m["processes"]
+                      if rebuilt(q) in exp]
     # case -> (hosts wiped, file damaged, what stderr must say)
     plan = {
         "partner": ([hosts[1]], None, [who(victim, "using partner copy from " + victim.get("l2", ""))]),
@@ -284,6 +289,7 @@ def test(a, rng, seed, prefix, net):
             shutil.rmtree(os.path.join(local, h))
         if damaged:
             damage(os.path.join(job_dir(local, damaged[0]), "ckpt-2", damaged[1]))
+        expect = streamed(expect)
     else:
         lost = hosts[0]
         partner = by_host[lost]["l2"]
@@ -319,7 +325,7 @@ def test(a, rng, seed, prefix, net):
     rerr = os.path.join(a.workdir, "restart-stderr")
     t0 = time.time()
     if a.case.startswith("again"):
-        expect = lose_again(a, t, m, victim, by_host, l2, xor, rcmd, rerr, expect, who, rebuilt)
+        expect = streamed(lose_again(a, t, m, victim, by_host, l2, xor, rcmd, rerr, expect, who, rebuilt))
     rp = subprocess.run(rcmd, cwd=rund, stdout=subprocess.DEVNULL, stderr=open(rerr, "wb"), stdin=subprocess.DEVNULL,
                         env=env, timeout=120)
     err = open(rerr).read()
