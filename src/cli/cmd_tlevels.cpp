@@ -8,6 +8,7 @@
 //   send: sends files to a recv over TCP, proving the computation's secret;
 //   rebuild: rebuilds a lost host's images from the blocks its group's survivors stream to it (trebuild.h);
 //   rebuild-send: a survivor's part of it;
+//   fetch: copies images the restart took from L4 back into this host's L1 directory;
 //   encode: one member of the distributed encode of a group's parity again (tencode.h), for --writers.
 //   scan also prints "parity G ok|bad" for the host's L3 parity.
 #include <dirent.h>
@@ -198,6 +199,30 @@ int Encode(const std::string& toward, const std::string& secret_file, uint64_t g
   return Failed("tlevels-encode", s);
 }
 
+// Images a restart took from the checkpoint directory (L4) copied back into this host's L1 directory, each
+// FILE=XXH checked against the manifest's checksum after the copy (a mismatch removes it): the redundancy
+// written again at the restart then covers them too.
+int Fetch(const std::string& dest, const std::vector<std::string>& files) {
+  Status s = CreateDirs(Env::Default(), dest);
+  for (size_t i = 0; i < files.size() && s.ok(); i++) {
+    const size_t eq = files[i].rfind('=');
+    uint64_t want = 0, got = 0;
+    if (eq == std::string::npos || !coord::ParseHex64(files[i].substr(eq + 1), &want)) {
+      s = Status::InvalidArgument("\"" + files[i] + "\": not FILE=XXH3");
+      break;
+    }
+    const std::string src = files[i].substr(0, eq), dst = dest + "/" + src.substr(src.find_last_of('/') + 1);
+    s = coord::TCopyDurable(src, dest);
+    if (s.ok()) s = coord::FileXxh3(dst, &got);
+    if (s.ok() && got != want) {
+      unlink(dst.c_str());
+      s = Status::Corruption(dst + ": copied from " + src + " with checksum " + coord::Hex64(got) + ", the manifest says " +
+                             coord::Hex64(want));
+    }
+  }
+  return Failed("tlevels-fetch", s);
+}
+
 struct TlArgs {
   std::string hostjob, toward, secret_file, from, dest, to, group;
   uint64_t gen = 0;
@@ -244,6 +269,10 @@ void AddTLevelsCommands(CLI::App& app, int* rc) {
   rs->add_option("--host", a->toward)->required();
   rs->add_option("--unusable", a->group);
   rs->callback([a, rc] { *rc = RebuildSend(a->to, a->secret_file, a->gen, a->from, a->dest, a->toward, a->group); });
+  CLI::App* fe = app.add_subcommand("tlevels-fetch", "internal: copy images from L4 to this host's L1")->group("");
+  fe->add_option("--dest", a->dest)->required();
+  fe->add_option("FILES", a->files)->required();
+  fe->callback([a, rc] { *rc = Fetch(a->dest, a->files); });
   CLI::App* enc = app.add_subcommand("tlevels-encode", "internal: encode a host's parity again")->group("");
   enc->add_option("--toward", a->toward)->required();
   enc->add_option("--secret-file", a->secret_file)->required();

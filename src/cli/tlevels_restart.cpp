@@ -371,6 +371,37 @@ void ReprotectParity(const HostOpts& ho, const Target& root, const std::string& 
   }
 }
 
+// The images of generation m served from the checkpoint directory (L4) whose processes restart on their own
+// host get a node-local copy again (`revive tlevels-fetch` there: copied, checked against the manifest), so
+// the partner copies and parity written again next cover them and the next loss is survivable from L1-L3.
+// Those copied are added to in_l1. Best effort, as ReprotectCopies.
+void RefetchFromL4(const HostOpts& ho, const std::string& self, const coord::Manifest& m, const std::string& gen_dir,
+                   const std::vector<const coord::ManifestProc*>& from_l4, std::vector<const coord::ManifestProc*>* in_l1) {
+  std::map<std::string, std::vector<const coord::ManifestProc*>> by_host;
+  for (const auto* p : from_l4) by_host[p->host].push_back(p);
+  for (const auto& [h, procs] : by_host) {
+    const std::string dir = coord::TLocalGenDir(m.local_root, h, m.job, m.generation);
+    std::vector<std::string> cmd = {self, "tlevels-fetch", "--dest", dir};
+    for (const auto* p : procs) cmd.push_back(gen_dir + "/" + p->image + "=" + Hex64(p->xxh3));
+    pid_t pid = -1;
+    int fd = -1;
+    Status st = StartOnHost(ho, h, cmd, &pid, &fd);
+    if (st.ok()) {
+      close(fd);
+      if (int rc = WaitStatus(pid); rc != 0) st = Status::IOError("tlevels-fetch failed (status " + std::to_string(rc) + ")");
+    }
+    const std::string what = "the node-local copies of host " + h + "'s images taken from L4 (generation " +
+                             std::to_string(m.generation) + ")";
+    if (!st.ok()) {
+      fprintf(stderr, "revive restart: %s not written (%s); the next checkpoint makes new ones\n", what.c_str(),
+              st.ToString().c_str());
+      continue;
+    }
+    fprintf(stderr, "revive restart: %s written\n", what.c_str());
+    in_l1->insert(in_l1->end(), procs.begin(), procs.end());
+  }
+}
+
 }  // namespace
 
 Status ResolveKeptImage(const coord::Manifest& m, const coord::ManifestProc& p, const std::string& gen_dir,
@@ -441,7 +472,7 @@ Status TLevelsRestart(const HostOpts& ho, const Target& root, const std::vector<
     if (!coord::ReadManifest(env, gd + "/MANIFEST.json", &m).ok()) continue;
     std::vector<std::string> missing, notes;
     // in_l1: intact in their host's L1 directory after the moves (not the migrated: elsewhere)
-    std::vector<const coord::ManifestProc*> moved, migrated, in_l1;
+    std::vector<const coord::ManifestProc*> moved, migrated, in_l1, from_l4;
     std::map<std::string, std::vector<std::string>> rebuild;  // lost host -> its group
     for (const auto& p : m.procs) {
       if (!dest.count(p.host) && std::find(hosts.begin(), hosts.end(), p.host) == hosts.end())
@@ -456,6 +487,7 @@ Status TLevelsRestart(const HostOpts& ho, const Target& root, const std::vector<
       if (!away && (src.kind == Source::kOwn || src.kind == Source::kPartner || src.kind == Source::kRebuild))
         in_l1.push_back(&p);
       if (src.kind == Source::kRebuild) rebuild[p.host] = coord::TSplitList(p.l3);
+      if (src.kind == Source::kGlobal && p.local && !away) from_l4.push_back(&p);
     }
     if (missing.empty()) {
       for (const auto& n : notes) fprintf(stderr, "revive restart: %s\n", n.c_str());
@@ -466,6 +498,7 @@ Status TLevelsRestart(const HostOpts& ho, const Target& root, const std::vector<
       if (s.ok()) s = RebuildHosts(ho, root, self, m, rebuild, unusable, dest);
       if (!s.ok()) missing.push_back(s.ToString());
       else {
+        RefetchFromL4(ho, self, m, gd, from_l4, &in_l1);
         ReprotectCopies(ho, root, self, m, in_l1, pieces, dest);
         ReprotectParity(ho, root, self, m, in_l1, rebuild, pieces);
       }
