@@ -264,9 +264,13 @@ Status RebuildHosts(const HostOpts& ho, const Target& root, const std::string& s
         what.push_back("host " + x + "'s part of the rebuild of host " + h);
       }
     }
-    Status w = WaitHelpers(hs, what, !st.ok());
+    // The senders first: one that failed ends the rebuilder at once (it would wait for it until its timeout).
+    std::vector<Helper> rebuilder(hs.begin(), hs.begin() + 1), senders(hs.begin() + 1, hs.end());
+    Status w = WaitHelpers(senders, std::vector<std::string>(what.begin() + 1, what.end()), !st.ok());
+    Status r = WaitHelpers(rebuilder, {what[0]}, !st.ok() || !w.ok());
     if (!st.ok()) return st;
     if (!w.ok()) return w;
+    if (!r.ok()) return r;
   }
   return Status::OK();
 }

@@ -13,7 +13,10 @@
 // rebuilder reads the streams in the same order, k + m pieces of at most kTChunk bytes in memory, decodes
 // (ErasureCode::Reconstruct), and writes L's data (its blocks in ascending stripe order are its bytes in
 // order) and parity sequentially. Bytes received: at most k blocks per stripe (not every survivor's images
-// and parity), each checked end to end (XXH3 of the stream) and the rebuilt images against parity.meta.
+// and parity), each checked end to end (XXH3 of the stream) and the rebuilt images against parity.meta. The
+// survivors' files are not checksummed again here: the restart's scan just did (a member whose images or
+// parity did not match is `unusable`); a source byte changed since then shows in the rebuilt images'
+// checksums when it feeds them, not when it feeds only the lost member's rebuilt parity.
 //
 // Protocol, on the rebuilder's listener (tlx.h: the connection proves the secret first), one connection per
 // survivor:  "tlreb 1 <gen> <from> <meta bytes> <block bytes>\n" <parity.meta> <blocks> "<xxh3 hex>\n",
