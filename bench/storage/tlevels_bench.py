@@ -17,29 +17,38 @@ from harness import clean_env, coordinator_gone, free_port, run, wait_procs, wit
 N = 3
 
 
+class Launched:
+    """A computation launched on the 3 namespace hosts at `levels`, its programs ready (filled)."""
+    def __init__(self, a, rng, prefix, net, levels, fork, append=False):
+        self.hosts = [prefix + str(k + 1) for k in range(N)]
+        self.work = os.path.join(a.local, "run")
+        shutil.rmtree(self.work, ignore_errors=True)
+        self.ck, self.rund, self.local = (os.path.join(self.work, d) for d in ("ck", "out", "local"))
+        os.makedirs(self.rund)
+        self.port, sub = free_port(rng, net + ".1"), free_port(rng)
+        self.env = clean_env(dict(REVIVE_INJECT_LIB=a.inject, REVIVE_RESTART_BIN=a.restart, REVIVE_LOG="0",
+                                  REVIVE_COORD_HOST=net + ".1", REVIVE_LEVELS=levels, REVIVE_LOCAL_PATH=self.local,
+                                  REVIVE_LOCAL_DIRS="", REVIVE_GROUP_SIZE="3"))
+        to = ">>" if append else ">"  # a restarted program's outputs follow the first run's
+        script = 'exec "$0" %d %.1f %s out-$REVIVE_LAUNCH_INDEX 2%s err-$REVIVE_LAUNCH_INDEX' % (a.size, a.seconds, to, to)
+        self.place = ["--port", str(self.port), "--hosts", ",".join(self.hosts), "--launcher", "netns",
+                      "--sub-port", str(sub)]
+        cmd = [a.revive, "launch"] + self.place + ["--ckpt-dir", self.ck, "-n", str(N)] + \
+              (["--fork"] if fork else []) + ["--", "bash", "-c", script, a.prog]
+        self.lp = subprocess.Popen(cmd, cwd=self.rund, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env)
+        wait_procs(a.revive, self.port, self.ck, self.env, N, procs=[self.lp])
+        deadline = time.time() + 60
+        while sum(1 for i in range(N) if "ready" in open(os.path.join(self.rund, "err-%d" % i)).read()) < N:
+            if time.time() > deadline or self.lp.poll() is not None:
+                sys.exit("the programs did not get ready")
+            time.sleep(0.05)
+
+
 def one(a, rng, prefix, net, mode):
     """One launch in `mode` ("[fork:]LEVELS"): (longest stall of the three programs, checkpoint seconds, bytes)."""
     fork, levels = mode.startswith("fork:"), mode.split(":")[-1]
-    hosts = [prefix + str(k + 1) for k in range(N)]
-    work = os.path.join(a.local, "run")
-    shutil.rmtree(work, ignore_errors=True)
-    ck, rund, local = (os.path.join(work, d) for d in ("ck", "out", "local"))
-    os.makedirs(rund)
-    port, sub = free_port(rng, net + ".1"), free_port(rng)
-    env = clean_env(dict(REVIVE_INJECT_LIB=a.inject, REVIVE_RESTART_BIN=a.restart, REVIVE_LOG="0",
-                         REVIVE_COORD_HOST=net + ".1", REVIVE_LEVELS=levels, REVIVE_LOCAL_PATH=local,
-                         REVIVE_LOCAL_DIRS="", REVIVE_GROUP_SIZE="3"))
-    script = 'exec "$0" %d %.1f > out-$REVIVE_LAUNCH_INDEX 2> err-$REVIVE_LAUNCH_INDEX' % (a.size, a.seconds)
-    cmd = [a.revive, "launch", "--port", str(port), "--hosts", ",".join(hosts), "--launcher", "netns",
-           "--sub-port", str(sub), "--ckpt-dir", ck, "-n", str(N)] + (["--fork"] if fork else []) + \
-          ["--", "bash", "-c", script, a.prog]
-    lp = subprocess.Popen(cmd, cwd=rund, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    wait_procs(a.revive, port, ck, env, N, procs=[lp])
-    deadline = time.time() + 60
-    while sum(1 for i in range(N) if "ready" in open(os.path.join(rund, "err-%d" % i)).read()) < N:
-        if time.time() > deadline or lp.poll() is not None:
-            sys.exit("the programs did not get ready")
-        time.sleep(0.05)
+    c = Launched(a, rng, prefix, net, levels, fork)
+    port, ck, rund, env, lp, work = c.port, c.ck, c.rund, c.env, c.lp, c.work
     time.sleep(1.0)
     t0 = time.time()
     r = run([a.revive, "checkpoint", "--port", str(port), "--ckpt-dir", ck], env=env, timeout=300)
@@ -59,8 +68,20 @@ def one(a, rng, prefix, net, mode):
     return max(stalls), secs, sum(p["bytes"] for p in m["processes"])
 
 
-def raw(a, nbytes):
-    """Three writers in parallel, each write + fsync of a third of nbytes into the node-local root."""
+def parallel(fn):
+    """fn(i) on N threads at once: the seconds until the last one ends."""
+    t0 = time.time()
+    ts = [threading.Thread(target=fn, args=(i,)) for i in range(N)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return time.time() - t0
+
+
+def raw(a, nbytes, keep=False):
+    """Three writers in parallel, each write + fsync of a third of nbytes into the node-local root (the
+    files a.local/raw/img-I removed unless keep)."""
     d = os.path.join(a.local, "raw")
     os.makedirs(d, exist_ok=True)
     chunk = os.urandom(1 << 20)
@@ -71,32 +92,34 @@ def raw(a, nbytes):
                 left -= f.write(chunk[:min(left, len(chunk))])
             f.flush()
             os.fsync(f.fileno())
-    t0 = time.time()
-    ts = [threading.Thread(target=w, args=(i,)) for i in range(N)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    secs = time.time() - t0
-    shutil.rmtree(d)
+    secs = parallel(w)
+    if not keep:
+        shutil.rmtree(d)
     return secs
 
 
-def main():
+def options(local, seconds, modes, extra=lambda ap: None):
+    """The options both tlevels benches take, parsed, with the build's programs' paths."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
-    ap.add_argument("--local", default="/dev/shm/revive-tlevels-bench")
+    ap.add_argument("--local", default=local)
     ap.add_argument("--size", type=int, default=256)
-    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--seconds", type=float, default=seconds)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--modes", default="L1+L2,fork:L1+L2")
+    ap.add_argument("--modes", default=modes)
     ap.add_argument("--seed", type=int)
+    extra(ap)
     a = ap.parse_args()
     b = os.path.abspath(a.build)
     a.revive, a.inject = os.path.join(b, "src/cli/revive"), os.path.join(b, "src/inject/librevive_inject.so")
     a.restart, a.prog = os.path.join(b, "src/restart/revive-restart"), os.path.join(b, "bench/transparent/bench_stall_prog")
     a.netns = os.path.join(HERE, "..", "..", "scripts", "netns.sh")
     a.workdir = a.local
+    return a
+
+
+def main():
+    a = options("/dev/shm/revive-tlevels-bench", 5.0, "L1+L2,fork:L1+L2")
     modes = a.modes.split(",")
 
     def body(rng, seed, prefix, net):

@@ -322,26 +322,37 @@ void ExecArgv(std::vector<std::string>& argv, const std::string& what) {
 }
 
 Status StartOnHost(const HostOpts& o, const std::string& host, const std::vector<std::string>& cmd, pid_t* pid,
-                   int* out_fd) {
+                   int* out_fd, int* in_fd) {
   std::vector<std::string> argv;
   Status s = launch::Expand(launch::ResolveTemplate(LauncherOf(o)), host, cmd, &argv);
   if (!s.ok()) return s;
-  int p[2];
+  int p[2], q[2] = {-1, -1};
   if (pipe2(p, O_CLOEXEC) != 0) return Status::FromErrno("pipe", errno);
-  *pid = fork();
-  if (*pid < 0) {
+  if (in_fd != nullptr && pipe2(q, O_CLOEXEC) != 0) {
     int e = errno;
     close(p[0]);
     close(p[1]);
+    return Status::FromErrno("pipe", e);
+  }
+  *pid = fork();
+  if (*pid < 0) {
+    int e = errno;
+    for (int f : {p[0], p[1], q[0], q[1]})
+      if (f >= 0) close(f);
     return Status::FromErrno("fork", e);
   }
   if (*pid == 0) {
     dup2(p[1], 1);
+    if (q[0] >= 0) dup2(q[0], 0);
     signal(SIGPIPE, SIG_DFL);
     ExecArgv(argv, "launcher");
   }
   close(p[1]);
   *out_fd = p[0];
+  if (in_fd != nullptr) {
+    close(q[0]);
+    *in_fd = q[1];
+  }
   return Status::OK();
 }
 

@@ -107,9 +107,10 @@ Status AddressTowards(const std::string& parent, std::string* out);
 // In a child: execvp(argv); on failure prints "<what> <argv[0]>: <reason>" and _exit(127).
 [[noreturn]] void ExecArgv(std::vector<std::string>& argv, const std::string& what);
 
-// Starts `cmd` on `host` through the launcher (--launcher etc.) with its stdout on a pipe: *pid, *out_fd.
+// Starts `cmd` on `host` through the launcher (--launcher etc.) with its stdout on a pipe: *pid, *out_fd;
+// with in_fd, its stdin on another (*in_fd writes to it).
 Status StartOnHost(const HostOpts& o, const std::string& host, const std::vector<std::string>& cmd, pid_t* pid,
-                   int* out_fd);
+                   int* out_fd, int* in_fd = nullptr);
 
 // Sets the variables a process of the computation reads to find its coordinator.
 void ExportTarget(const Target& t);

@@ -194,33 +194,83 @@ Status MoveCopies(const HostOpts& ho, const Target& root, const std::string& sel
   return Status::OK();
 }
 
-// Rebuilds every host in `lost` on that host: each surviving member of its group sends its images and
-// parity there (tlevels-recv/send), then `revive tlevels-rebuild` decodes (tparity.h).
+// A helper started on a host whose stdout is read up to its first line (a listener's address) and then
+// waited for; the processes still running are ended if the orchestration gives up early.
+struct Helper {
+  pid_t pid = -1;
+  int out = -1, in = -1;
+  std::string addr;
+};
+
+Status StartHelper(const HostOpts& ho, const std::string& host, const std::vector<std::string>& cmd, bool with_stdin,
+                   const std::string& what, Helper* h) {
+  Status s = StartOnHost(ho, host, cmd, &h->pid, &h->out, with_stdin ? &h->in : nullptr);
+  if (!s.ok()) return s;
+  h->addr = ReadLineFd(h->out);
+  close(h->out);
+  if (!h->addr.empty()) return Status::OK();
+  if (h->in >= 0) close(h->in);
+  WaitStatus(h->pid);
+  h->pid = -1;
+  return Status::IOError("no " + what + " on host " + host);
+}
+
+// Waits for every helper started (ending them first when `stop`); the first failure, named by `what`.
+Status WaitHelpers(std::vector<Helper>& hs, const std::vector<std::string>& what, bool stop) {
+  Status s;
+  for (size_t i = 0; i < hs.size(); i++) {
+    if (hs[i].pid < 0) continue;
+    if (hs[i].in >= 0) close(hs[i].in);
+    if (stop) kill(hs[i].pid, SIGTERM);
+    if (int rc = WaitStatus(hs[i].pid); rc != 0 && s.ok() && !stop)
+      s = Status::IOError(what[i] + " failed (status " + std::to_string(rc) + ")");
+  }
+  return s;
+}
+
+// Rebuilds every host in `lost` on the host its processes restart on: `revive tlevels-rebuild` listens
+// there and each surviving member of its group streams it the blocks the decode needs (`revive
+// tlevels-rebuild-send`, trebuild.h); nothing of the group is gathered on that host's disk.
 Status RebuildHosts(const HostOpts& ho, const Target& root, const std::string& self, const coord::Manifest& m,
                     const std::map<std::string, std::vector<std::string>>& lost_groups,
                     const std::set<std::string>& unusable, const Placement& dest) {
+  const std::string g = std::to_string(m.generation);
   for (const auto& [h, group] : lost_groups) {
     // On the host its processes restart on: h itself, or the spare host that takes them (migration).
     const std::string& at = DestOf(dest, h);
-    const std::string dir = coord::TLocalGenDir(m.local_root, at, m.job, m.generation), from = dir + "/.rebuild";
-    for (const std::string& s : group) {
-      if (s == h || unusable.count(s)) continue;
-      const std::string sd = coord::TLocalGenDir(m.local_root, s, m.job, m.generation);
-      std::vector<std::string> files = {sd + "/parity", sd + "/parity.meta"};
-      for (const auto& q : m.procs)
-        if (q.host == s) files.push_back(sd + "/" + q.image);
-      Status st = Transfer(ho, root, self, m.generation, s, at, files, from + "/" + s, {},
-                           "host " + s + "'s images and parity");
-      if (!st.ok()) return st;
-    }
-    pid_t pid = -1;
-    int fd = -1;
-    Status st = StartOnHost(ho, at, {self, "tlevels-rebuild", "--from", from, "--host", h, "--dest", dir}, &pid, &fd);
+    std::string bad;  // the other members that serve nothing
+    for (const std::string& x : group)
+      if (x != h && unusable.count(x)) bad += (bad.empty() ? "" : ",") + x;
+    std::vector<Helper> hs(1);
+    std::vector<std::string> what = {"rebuilding the images of host " + h + " on host " + at};
+    std::vector<std::string> recv = {self, "tlevels-rebuild", "--toward", root.host + ":" + std::to_string(root.port),
+                                     "--secret-file", root.secret_file, "--gen", g, "--host", h,
+                                     "--dest", coord::TLocalGenDir(m.local_root, at, m.job, m.generation)};
+    if (!bad.empty()) recv.insert(recv.end(), {"--unusable", bad});
+    Status st = StartHelper(ho, at, recv, false, "rebuilder of host " + h, &hs[0]);
     if (!st.ok()) return st;
-    close(fd);
-    if (int rc = WaitStatus(pid); rc != 0)
-      return Status::IOError("rebuilding the images of host " + h + " from its group failed (status " +
-                             std::to_string(rc) + ")");
+    for (const std::string& x : group) {
+      if (x == h || unusable.count(x) || !st.ok()) continue;
+      std::vector<std::string> send = {self, "tlevels-rebuild-send", "--secret-file", root.secret_file, "--gen", g,
+                                       "--from", x, "--to", hs[0].addr, "--host", h,
+                                       "--dir", coord::TLocalGenDir(m.local_root, x, m.job, m.generation)};
+      if (!bad.empty()) send.insert(send.end(), {"--unusable", bad});
+      Helper s;
+      int out = -1;
+      st = StartOnHost(ho, x, send, &s.pid, &out);
+      if (out >= 0) close(out);
+      if (st.ok()) {
+        hs.push_back(s);
+        what.push_back("host " + x + "'s part of the rebuild of host " + h);
+      }
+    }
+    // The senders first: one that failed ends the rebuilder at once (it would wait for it until its timeout).
+    std::vector<Helper> rebuilder(hs.begin(), hs.begin() + 1), senders(hs.begin() + 1, hs.end());
+    Status w = WaitHelpers(senders, std::vector<std::string>(what.begin() + 1, what.end()), !st.ok());
+    Status r = WaitHelpers(rebuilder, {what[0]}, !st.ok() || !w.ok());
+    if (!st.ok()) return st;
+    if (!w.ok()) return w;
+    if (!r.ok()) return r;
   }
   return Status::OK();
 }
@@ -262,9 +312,10 @@ void ReprotectCopies(const HostOpts& ho, const Target& root, const std::string& 
 }
 
 // The parity of generation m that the scan did not find intact on a host whose images are intact now (its
-// images came from its partner copy, or only its parity was damaged) is encoded again on that host from the
-// group's images, gathered there (a rebuilt host got its parity from tlevels-rebuild). Only when every
-// member's images are in their L1 directories. Best effort, as ReprotectCopies.
+// images came from its partner copy, or only its parity was damaged) is encoded again by the distributed
+// encode (tencode.h): every member of its group runs `revive tlevels-encode`, sending each of its blocks only
+// to the members that write their parity (a rebuilt host got its parity from tlevels-rebuild). Only when
+// every member's images are in their L1 directories. Best effort, as ReprotectCopies.
 void ReprotectParity(const HostOpts& ho, const Target& root, const std::string& self, const coord::Manifest& m,
                      const std::vector<const coord::ManifestProc*>& in_l1,
                      const std::map<std::string, std::vector<std::string>>& rebuilt,
@@ -273,6 +324,7 @@ void ReprotectParity(const HostOpts& ho, const Target& root, const std::string& 
   for (const auto& p : m.procs) whole.insert(p.host);
   for (const auto& p : m.procs)
     if (std::find(in_l1.begin(), in_l1.end(), &p) == in_l1.end()) whole.erase(p.host);
+  std::map<std::string, std::vector<std::string>> writers;  // group -> its hosts that need their parity
   std::set<std::string> done;
   for (const auto& p : m.procs) {
     const std::string& h = p.host;
@@ -282,36 +334,75 @@ void ReprotectParity(const HostOpts& ho, const Target& root, const std::string& 
     auto par = hp->second.parity.find(m.generation);
     if (par != hp->second.parity.end() && par->second) continue;  // intact
     const std::vector<std::string> group = coord::TSplitList(p.l3);
-    if (!std::all_of(group.begin(), group.end(), [&](const std::string& x) { return whole.count(x) > 0; })) continue;
-    const std::string dir = coord::TLocalGenDir(m.local_root, h, m.job, m.generation), from = dir + "/.reencode";
-    const std::string what = "the parity of host " + h + " (generation " + std::to_string(m.generation) + ")";
+    if (std::all_of(group.begin(), group.end(), [&](const std::string& x) { return whole.count(x) > 0; }))
+      writers[p.l3].push_back(h);
+  }
+  const std::string g = std::to_string(m.generation);
+  for (const auto& [l3, ws] : writers) {
+    const std::vector<std::string> group = coord::TSplitList(l3);
+    std::string wl;
+    for (const auto& w : ws) wl += (wl.empty() ? "" : ",") + w;
+    std::vector<Helper> hs;
+    std::vector<std::string> what;
     Status st;
-    std::vector<std::string> own;
-    for (const auto& q : m.procs)
-      if (q.host == h) own.push_back(dir + "/" + q.image);
+    std::string addrs;
     for (const std::string& x : group) {
-      if (x == h || !st.ok()) continue;
-      const std::string xd = coord::TLocalGenDir(m.local_root, x, m.job, m.generation);
-      std::vector<std::string> files;
+      const std::string dir = coord::TLocalGenDir(m.local_root, x, m.job, m.generation);
+      std::vector<std::string> cmd = {self, "tlevels-encode", "--toward", root.host + ":" + std::to_string(root.port),
+                                      "--secret-file", root.secret_file, "--gen", g, "--host", x, "--group", l3,
+                                      "--parity", std::to_string(m.parity), "--writers", wl, "--dest", dir};
       for (const auto& q : m.procs)
-        if (q.host == x) files.push_back(xd + "/" + q.image);
-      st = Transfer(ho, root, self, m.generation, x, h, files, from + "/" + x, {}, "host " + x + "'s images");
+        if (q.host == x) cmd.push_back(dir + "/" + q.image);
+      Helper h;
+      if (!(st = StartHelper(ho, x, cmd, true, "parity encoder", &h)).ok()) break;
+      hs.push_back(h);
+      what.push_back("host " + x + "'s part of the encode");
+      addrs += (addrs.empty() ? "" : ",") + h.addr;
     }
-    if (st.ok()) {
-      std::vector<std::string> cmd = {self, "tlevels-encode", "--from", from, "--host", h, "--group", p.l3,
-                                      "--parity", std::to_string(m.parity), "--dest", dir};
-      cmd.insert(cmd.end(), own.begin(), own.end());
-      pid_t pid = -1;
-      int fd = -1;
-      st = StartOnHost(ho, h, cmd, &pid, &fd);
-      if (st.ok()) {
-        close(fd);
-        if (int rc = WaitStatus(pid); rc != 0) st = Status::IOError("tlevels-encode failed (status " + std::to_string(rc) + ")");
-      }
+    addrs += "\n";
+    for (auto& h : hs) {  // every member learns the others' addresses, then encodes
+      if (st.ok() && write(h.in, addrs.data(), addrs.size()) != (ssize_t)addrs.size())
+        st = Status::FromErrno("writing the group's addresses to a parity encoder", errno);
+      close(h.in);
+      h.in = -1;
     }
-    if (st.ok()) fprintf(stderr, "revive restart: %s written again\n", what.c_str());
+    Status w = WaitHelpers(hs, what, !st.ok());
+    if (st.ok()) st = w;
+    const std::string what_parity = std::string("the parity of host") + (ws.size() > 1 ? "s " : " ") + wl + " (generation " + g + ")";
+    if (st.ok()) fprintf(stderr, "revive restart: %s written again\n", what_parity.c_str());
     else fprintf(stderr, "revive restart: %s not written again (%s); the next checkpoint makes a new one\n",
-                 what.c_str(), st.ToString().c_str());
+                 what_parity.c_str(), st.ToString().c_str());
+  }
+}
+
+// The images of generation m served from the checkpoint directory (L4) whose processes restart on their own
+// host get a node-local copy again (`revive tlevels-fetch` there: copied, checked against the manifest), so
+// the partner copies and parity written again next cover them and the next loss is survivable from L1-L3.
+// Those copied are added to in_l1. Best effort, as ReprotectCopies.
+void RefetchFromL4(const HostOpts& ho, const std::string& self, const coord::Manifest& m, const std::string& gen_dir,
+                   const std::vector<const coord::ManifestProc*>& from_l4, std::vector<const coord::ManifestProc*>* in_l1) {
+  std::map<std::string, std::vector<const coord::ManifestProc*>> by_host;
+  for (const auto* p : from_l4) by_host[p->host].push_back(p);
+  for (const auto& [h, procs] : by_host) {
+    const std::string dir = coord::TLocalGenDir(m.local_root, h, m.job, m.generation);
+    std::vector<std::string> cmd = {self, "tlevels-fetch", "--dest", dir};
+    for (const auto* p : procs) cmd.push_back(gen_dir + "/" + p->image + "=" + Hex64(p->xxh3));
+    pid_t pid = -1;
+    int fd = -1;
+    Status st = StartOnHost(ho, h, cmd, &pid, &fd);
+    if (st.ok()) {
+      close(fd);
+      if (int rc = WaitStatus(pid); rc != 0) st = Status::IOError("tlevels-fetch failed (status " + std::to_string(rc) + ")");
+    }
+    const std::string what = "the node-local copies of host " + h + "'s images taken from L4 (generation " +
+                             std::to_string(m.generation) + ")";
+    if (!st.ok()) {
+      fprintf(stderr, "revive restart: %s not written (%s); the next checkpoint makes new ones\n", what.c_str(),
+              st.ToString().c_str());
+      continue;
+    }
+    fprintf(stderr, "revive restart: %s written\n", what.c_str());
+    in_l1->insert(in_l1->end(), procs.begin(), procs.end());
   }
 }
 
@@ -385,7 +476,7 @@ Status TLevelsRestart(const HostOpts& ho, const Target& root, const std::vector<
     if (!coord::ReadManifest(env, gd + "/MANIFEST.json", &m).ok()) continue;
     std::vector<std::string> missing, notes;
     // in_l1: intact in their host's L1 directory after the moves (not the migrated: elsewhere)
-    std::vector<const coord::ManifestProc*> moved, migrated, in_l1;
+    std::vector<const coord::ManifestProc*> moved, migrated, in_l1, from_l4;
     std::map<std::string, std::vector<std::string>> rebuild;  // lost host -> its group
     for (const auto& p : m.procs) {
       if (!dest.count(p.host) && std::find(hosts.begin(), hosts.end(), p.host) == hosts.end())
@@ -400,6 +491,7 @@ Status TLevelsRestart(const HostOpts& ho, const Target& root, const std::vector<
       if (!away && (src.kind == Source::kOwn || src.kind == Source::kPartner || src.kind == Source::kRebuild))
         in_l1.push_back(&p);
       if (src.kind == Source::kRebuild) rebuild[p.host] = coord::TSplitList(p.l3);
+      if (src.kind == Source::kGlobal && p.local && !away) from_l4.push_back(&p);
     }
     if (missing.empty()) {
       for (const auto& n : notes) fprintf(stderr, "revive restart: %s\n", n.c_str());
@@ -410,6 +502,7 @@ Status TLevelsRestart(const HostOpts& ho, const Target& root, const std::vector<
       if (s.ok()) s = RebuildHosts(ho, root, self, m, rebuild, unusable, dest);
       if (!s.ok()) missing.push_back(s.ToString());
       else {
+        RefetchFromL4(ho, self, m, gd, from_l4, &in_l1);
         ReprotectCopies(ho, root, self, m, in_l1, pieces, dest);
         ReprotectParity(ho, root, self, m, in_l1, rebuild, pieces);
       }

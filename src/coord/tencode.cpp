@@ -13,93 +13,16 @@
 #include <memory>
 #include <thread>
 
-#include <xxhash.h>
-
 #include "coord/tlevels.h"
 #include "coord/tlx.h"
 #include "coord/tparity.h"
+#include "coord/tstream.h"
 #include "core/env.h"
 #include "storage/erasure.h"
 #include "storage/stripes.h"
 
 namespace revive::coord {
 namespace {
-
-// Blocks travel and are coded in pieces of this many bytes (a multiple of 64): a holder's memory is
-// (k + 1) pieces, a sender's one per holder, whatever the images' sizes.
-constexpr size_t kChunk = 1 << 20;
-
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f = -1) : fd(f) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd >= 0) close(fd);
-  }
-};
-
-struct Hash {
-  XXH3_state_t* s = XXH3_createState();
-  Hash() { XXH3_64bits_reset(s); }
-  Hash(const Hash&) = delete;
-  Hash& operator=(const Hash&) = delete;
-  ~Hash() { XXH3_freeState(s); }
-  void Add(const void* p, size_t n) { XXH3_64bits_update(s, p, n); }
-  uint64_t Digest() const { return XXH3_64bits_digest(s); }
-};
-
-std::string Base(const std::string& p) { return p.substr(p.find_last_of('/') + 1); }
-
-// A member's data: its images concatenated in name order (as TEncodeGroup orders them), read by offset;
-// pread, so the sender threads share the descriptors.
-class MemberData {
- public:
-  Status Open(const std::vector<std::string>& paths, const std::vector<uint64_t>& xxh3, std::vector<TlxFile>* files) {
-    std::vector<size_t> order(paths.size());
-    for (size_t i = 0; i < order.size(); i++) order[i] = i;
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return Base(paths[a]) < Base(paths[b]); });
-    for (size_t i : order) {
-      auto f = std::make_unique<Fd>(open(paths[i].c_str(), O_RDONLY | O_CLOEXEC));
-      struct stat sb;
-      if (f->fd < 0 || fstat(f->fd, &sb) != 0) return Status::FromErrno(paths[i], errno);
-      paths_.push_back(paths[i]);
-      start_.push_back(size_);
-      size_ += (uint64_t)sb.st_size;
-      files->push_back({Base(paths[i]), (uint64_t)sb.st_size, xxh3[i]});
-      fds_.push_back(std::move(f));
-    }
-    return Status::OK();
-  }
-  uint64_t size() const { return size_; }
-
-  Status Read(uint64_t off, size_t n, char* out) const {
-    size_t f = std::upper_bound(start_.begin(), start_.end(), off) - start_.begin() - 1;
-    while (n > 0) {
-      const uint64_t end = f + 1 < start_.size() ? start_[f + 1] : size_;
-      const size_t want = (size_t)std::min<uint64_t>(n, end - off);
-      ssize_t r = want == 0 ? 0 : pread(fds_[f]->fd, out, want, (off_t)(off - start_[f]));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) return Status::FromErrno("read " + paths_[f], errno);
-      if (r == 0 && want > 0) return Status::IOError("read " + paths_[f] + ": shrank while encoded");
-      if (r == 0) {  // an empty image: the next one
-        f++;
-        continue;
-      }
-      off += (uint64_t)r;
-      out += r;
-      n -= (size_t)r;
-      if (off == end) f++;
-    }
-    return Status::OK();
-  }
-
- private:
-  std::vector<std::unique_ptr<Fd>> fds_;
-  std::vector<std::string> paths_;
-  std::vector<uint64_t> start_;
-  uint64_t size_ = 0;
-};
 
 struct Range {
   uint64_t off, len;
@@ -123,39 +46,32 @@ uint64_t Total(const std::vector<Range>& r) {
   return n;
 }
 
-Status ReadAck(int fd, const std::string& who) {
-  std::string ack;
-  Status st = TlxReadLine(fd, &ack, who + " (answer)");
-  if (st.ok() && ack != "OK") st = Status::IOError(who + ": " + ack);
-  return st;
-}
-
 Status SendList(const std::string& addr, const std::string& to, const std::string& secret, uint64_t gen,
                 const std::string& from, const std::vector<TlxFile>& files, double timeout_s) {
   const std::string who = "parity group member " + to + " (" + addr + ")";
-  Fd s;
+  TFd s;
   Status st = addr == "-" ? Status::NotFound(who + ": no exchange address") : TlxConnect(addr, secret, timeout_s, &s.fd);
   if (!st.ok()) return st;
   std::string msg = "tlenc 1 " + std::to_string(gen) + " " + from + " list " + std::to_string(files.size()) + "\n";
   for (const auto& f : files) msg += f.name + " " + std::to_string(f.size) + " " + Hex64(f.xxh3) + "\n";
   if (!(st = TlxWrite(s.fd, msg.data(), msg.size(), who)).ok()) return st;
-  return ReadAck(s.fd, who);
+  return TReadAck(s.fd, who);
 }
 
 Status SendBlocks(const std::string& addr, const std::string& to, const std::string& secret, uint64_t gen,
-                  const std::string& from, const MemberData& data, const std::vector<Range>& ranges, double timeout_s,
+                  const std::string& from, const TMemberData& data, const std::vector<Range>& ranges, double timeout_s,
                   uint64_t* sent) {
   const std::string who = "parity group member " + to + " (" + addr + ")";
-  Fd s;
+  TFd s;
   Status st = TlxConnect(addr, secret, timeout_s, &s.fd);
   if (!st.ok()) return st;
   std::string head = "tlenc 1 " + std::to_string(gen) + " " + from + " blocks " + std::to_string(Total(ranges)) + "\n";
   if (!(st = TlxWrite(s.fd, head.data(), head.size(), who)).ok()) return st;
-  std::unique_ptr<char[]> buf(new char[kChunk]);
-  Hash h;
+  std::unique_ptr<char[]> buf(new char[kTChunk]);
+  THash h;
   for (const Range& r : ranges)
-    for (uint64_t off = 0; off < r.len; off += kChunk) {
-      const size_t n = (size_t)std::min<uint64_t>(kChunk, r.len - off);
+    for (uint64_t off = 0; off < r.len; off += kTChunk) {
+      const size_t n = (size_t)std::min<uint64_t>(kTChunk, r.len - off);
       if (!(st = data.Read(r.off + off, n, buf.get())).ok()) return st;
       h.Add(buf.get(), n);
       if (!(st = TlxWrite(s.fd, buf.get(), n, who)).ok()) return st;
@@ -163,14 +79,14 @@ Status SendBlocks(const std::string& addr, const std::string& to, const std::str
     }
   const std::string tail = Hex64(h.Digest()) + "\n";
   if (!(st = TlxWrite(s.fd, tail.data(), tail.size(), who)).ok()) return st;
-  return ReadAck(s.fd, who);
+  return TReadAck(s.fd, who);
 }
 
 // The holder's side: what the other members sent on its listener.
 struct Peers {
   std::vector<bool> have_list;
   std::vector<std::vector<TlxFile>> lists;
-  std::vector<std::unique_ptr<Fd>> blocks;  // the open block streams, by member
+  std::vector<std::unique_ptr<TFd>> blocks;  // the open block streams, by member
   std::vector<uint64_t> block_bytes;        // as announced
   std::vector<std::string> who;
   size_t n_lists = 0, n_blocks = 0;
@@ -180,7 +96,7 @@ struct Peers {
 // stream (kept open in peers->blocks).
 Status AcceptOne(int listen_fd, const std::string& secret, uint64_t gen, const std::vector<std::string>& hosts,
                  size_t me, double timeout_s, Peers* peers) {
-  Fd s;
+  TFd s;
   std::string who;
   Status st = TlxAccept(listen_fd, secret, timeout_s, &s.fd, &who);
   if (!st.ok()) return st;
@@ -199,7 +115,7 @@ Status AcceptOne(int listen_fd, const std::string& secret, uint64_t gen, const s
   if (!list && strcmp(kind, "blocks") != 0) return refuse(std::string("unknown message \"") + kind + "\"");
   if (list ? peers->have_list[j] : peers->blocks[j] != nullptr) return refuse(std::string("sent its ") + kind + " twice");
   if (!list) {
-    peers->blocks[j] = std::make_unique<Fd>(s.fd);
+    peers->blocks[j] = std::make_unique<TFd>(s.fd);
     s.fd = -1;
     peers->block_bytes[j] = n;
     peers->who[j] = who;
@@ -233,17 +149,17 @@ Status EncodeStreams(const storage::StripeLayout& l, const std::vector<uint64_t>
   if (!st.ok()) return st;
   const int g = l.g(), k = l.k();
   const uint64_t B = l.block_size();
-  const size_t piece = (size_t)std::min<uint64_t>(kChunk, std::max<uint64_t>(B, 64));
+  const size_t piece = (size_t)std::min<uint64_t>(kTChunk, std::max<uint64_t>(B, 64));
   std::unique_ptr<uint8_t, decltype(&free)> mem((uint8_t*)aligned_alloc(64, piece * (size_t)(k + 1)), &free);
   if (mem == nullptr) return Status::IOError("out of memory for the parity encode");
   std::vector<const uint8_t*> in((size_t)k);
   uint8_t* out = mem.get() + piece * (size_t)k;
-  std::vector<std::unique_ptr<Hash>> hs;
-  for (int j = 0; j < g; j++) hs.push_back(std::make_unique<Hash>());
+  std::vector<std::unique_ptr<THash>> hs;
+  for (int j = 0; j < g; j++) hs.push_back(std::make_unique<THash>());
   const std::string tmp = dir + "/parity.tmp", dst = dir + "/parity";
-  Fd f(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  TFd f(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   if (f.fd < 0) return Status::FromErrno("create " + tmp, errno);
-  Hash ph;
+  THash ph;
   for (auto [s, t] : l.parity_slots((int)me)) {
     const auto db = l.data_blocks(s);
     for (uint64_t off = 0; off < B && st.ok(); off += piece) {
@@ -294,15 +210,17 @@ Status EncodeStreams(const storage::StripeLayout& l, const std::vector<uint64_t>
 Status TEncodeDistributed(const std::vector<std::string>& hosts, const std::vector<std::string>& addrs, size_t me,
                           const std::vector<std::string>& paths, const std::vector<uint64_t>& xxh3, int m,
                           int listen_fd, const std::string& secret, uint64_t gen, double timeout_s,
-                          const std::string& dir, TEncodeStats* stats) {
+                          const std::string& dir, TEncodeStats* stats, const std::vector<bool>* writers) {
   const size_t g = hosts.size();
-  if (g < 2 || addrs.size() != g || me >= g || m < 1 || (size_t)m >= g || xxh3.size() != paths.size())
+  if (g < 2 || addrs.size() != g || me >= g || m < 1 || (size_t)m >= g || xxh3.size() != paths.size() ||
+      (writers != nullptr && writers->size() != g))
     return Status::InvalidArgument("parity group of " + std::to_string(g) + " hosts, m=" + std::to_string(m) +
                                    ": not a group this host can encode");
+  auto writes = [&](size_t j) { return writers == nullptr || (*writers)[j]; };
   TEncodeStats local;
   if (stats == nullptr) stats = &local;
   *stats = TEncodeStats();
-  MemberData data;
+  TMemberData data;
   Peers peers;
   peers.have_list.assign(g, false);
   peers.lists.resize(g);
@@ -332,13 +250,14 @@ Status TEncodeDistributed(const std::vector<std::string>& hosts, const std::vect
     if (!sent[j].ok()) st = sent[j];
   if (st.ok())
     for (size_t j = 0; j < g; j++)
-      if (j != me)
+      if (j != me && writes(j))
         threads.emplace_back([&, j] {
           sent[j] = SendBlocks(addrs[j], hosts[j], secret, gen, hosts[me], data,
                                RangesFor(layout, len, (int)me, (int)j), timeout_s, &sent_bytes[j]);
         });
-  while (st.ok() && peers.n_blocks + 1 < g) st = AcceptOne(listen_fd, secret, gen, hosts, me, timeout_s, &peers);
-  for (size_t j = 0; j < g && st.ok(); j++) {
+  while (st.ok() && writes(me) && peers.n_blocks + 1 < g)
+    st = AcceptOne(listen_fd, secret, gen, hosts, me, timeout_s, &peers);
+  for (size_t j = 0; j < g && st.ok() && writes(me); j++) {
     if (j == me) continue;
     const uint64_t want = Total(RangesFor(layout, len, (int)j, (int)me));
     if (peers.block_bytes[j] != want)
@@ -347,7 +266,7 @@ Status TEncodeDistributed(const std::vector<std::string>& hosts, const std::vect
     stats->received += want;
   }
   TParityMeta meta;
-  if (st.ok()) st = EncodeStreams(layout, len, me, &peers, dir, &meta.parity_xxh3);
+  if (st.ok() && writes(me)) st = EncodeStreams(layout, len, me, &peers, dir, &meta.parity_xxh3);
   for (size_t j = 0; j < g; j++) {  // the senders learn whether their blocks arrived whole
     if (peers.blocks[j] == nullptr) continue;
     const std::string a = st.ok() ? "OK\n" : "ERR " + st.ToString() + "\n";
@@ -358,7 +277,7 @@ Status TEncodeDistributed(const std::vector<std::string>& hosts, const std::vect
   for (size_t j = 0; j < g; j++) stats->sent += sent_bytes[j];
   for (size_t j = 0; j < g && st.ok(); j++)
     if (!sent[j].ok()) st = sent[j];
-  if (!st.ok()) return st;
+  if (!st.ok() || !writes(me)) return st;
   meta.g = (int)g;
   meta.m = m;
   meta.block = layout.block_size();

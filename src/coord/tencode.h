@@ -33,9 +33,13 @@ struct TEncodeStats {
 // Member `me` of the group `hosts` (exchange addresses `addrs`, listening itself on listen_fd) with its
 // images `paths` (their XXH3 in xxh3, same order): writes dir/parity and dir/parity.meta, identical to
 // TEncodeGroup's. Every member must call it at the same time. Errors name the peer host or the file.
+// writers (g flags, all when null): the members that write their parity; the others only send their
+// blocks to them (the parity written again at a restart for the hosts that lost theirs: `revive
+// tlevels-encode`). Every member must be given the same flags.
 Status TEncodeDistributed(const std::vector<std::string>& hosts, const std::vector<std::string>& addrs, size_t me,
                           const std::vector<std::string>& paths, const std::vector<uint64_t>& xxh3, int m,
                           int listen_fd, const std::string& secret, uint64_t gen, double timeout_s,
-                          const std::string& dir, TEncodeStats* stats = nullptr);
+                          const std::string& dir, TEncodeStats* stats = nullptr,
+                          const std::vector<bool>* writers = nullptr);
 
 }  // namespace revive::coord

@@ -21,8 +21,6 @@ namespace {
 
 std::string Base(const std::string& p) { return p.substr(p.find_last_of('/') + 1); }
 
-Status ReadAll(const std::string& path, std::string* out) { return ReadFileToString(Env::Default(), path, out); }
-
 // A member's data: its files concatenated in the order given, read straight into one buffer (one copy:
 // at checkpoint time every byte of the group passes through here).
 Status Concat(const std::vector<std::string>& paths, std::string* data, std::vector<TlxFile>* files) {
@@ -128,78 +126,6 @@ Status TEncodeGroup(const std::vector<std::string>& hosts, const std::vector<std
   meta.parity_xxh3 = XXH3_64bits(parity[me].data(), parity[me].size());
   if (!(s = WriteFileAtomic(Env::Default(), dir + "/parity", parity[me])).ok()) return s;
   return WriteFileAtomic(Env::Default(), dir + "/parity.meta", meta.Serialize());
-}
-
-Status TRebuildMember(const std::string& from_dir, const std::string& lost_host, const std::string& dest_dir) {
-  // The layout from any survivor's description (all describe the same group).
-  TParityMeta meta;
-  std::vector<bool> present;
-  std::vector<std::string> data, parity;
-  bool have_meta = false;
-  Status s;
-  for (const std::string& h : [&] {
-         std::vector<std::string> v;
-         Env::Default()->GetChildren(from_dir, &v);
-         return v;
-       }()) {
-    std::string text;
-    if (!ReadAll(from_dir + "/" + h + "/parity.meta", &text).ok()) continue;
-    TParityMeta mm;
-    if (!(s = TParityMeta::Parse(text, from_dir + "/" + h + "/parity.meta", &mm)).ok()) return s;
-    if (!have_meta) meta = mm;
-    have_meta = true;
-  }
-  if (!have_meta) return Status::NotFound(from_dir + ": no surviving member's parity description");
-  const int g = meta.g;
-  present.assign((size_t)g, false);
-  data.assign((size_t)g, "");
-  parity.assign((size_t)g, "");
-  std::vector<uint64_t> lengths;
-  int lost = -1;
-  for (int j = 0; j < g; j++) {
-    const auto& mb = meta.members[(size_t)j];
-    lengths.push_back(mb.Length());
-    if (mb.host == lost_host) lost = j;
-    const std::string d = from_dir + "/" + mb.host;
-    std::string text;
-    TParityMeta own;
-    if (mb.host == lost_host || !ReadAll(d + "/parity.meta", &text).ok() ||
-        !TParityMeta::Parse(text, d + "/parity.meta", &own).ok())
-      continue;
-    std::string bytes;
-    bool ok = ReadAll(d + "/parity", &parity[(size_t)j]).ok() &&
-              XXH3_64bits(parity[(size_t)j].data(), parity[(size_t)j].size()) == own.parity_xxh3;
-    for (const auto& f : mb.images) {
-      if (!ok) break;
-      ok = ReadAll(d + "/" + f.name, &bytes).ok() && XXH3_64bits(bytes.data(), bytes.size()) == f.xxh3;
-      data[(size_t)j] += bytes;
-    }
-    present[(size_t)j] = ok;
-    if (!ok) {
-      data[(size_t)j].clear();
-      parity[(size_t)j].clear();
-    }
-  }
-  if (lost < 0) return Status::InvalidArgument(lost_host + " is not a member of the group described in " + from_dir);
-  std::unique_ptr<storage::ErasureCode> code;
-  if (!(s = storage::ErasureCode::Make(g - meta.m, meta.m, &code)).ok()) return s;
-  uint64_t lmax = *std::max_element(lengths.begin(), lengths.end());
-  storage::StripeLayout layout(g, meta.m, lmax);
-  if (!(s = storage::RebuildGroup(*code, layout, &data, lengths, &parity, present)).ok()) return s;
-  if (!(s = CreateDirs(Env::Default(), dest_dir)).ok()) return s;
-  size_t off = 0;
-  for (const auto& f : meta.members[(size_t)lost].images) {
-    std::string b = data[(size_t)lost].substr(off, f.size);
-    off += f.size;
-    if (XXH3_64bits(b.data(), b.size()) != f.xxh3)
-      return Status::Corruption("rebuilt " + f.name + " of host " + lost_host + " does not match its checksum");
-    if (!(s = WriteFileAtomic(Env::Default(), dest_dir + "/" + f.name, b)).ok()) return s;
-  }
-  // Its parity too (RebuildGroup rebuilt it with the data), so the group again tolerates m lost members
-  // before the next checkpoint: the survivors' description with this member's parity checksum.
-  meta.parity_xxh3 = XXH3_64bits(parity[(size_t)lost].data(), parity[(size_t)lost].size());
-  if (!(s = WriteFileAtomic(Env::Default(), dest_dir + "/parity", parity[(size_t)lost])).ok()) return s;
-  return WriteFileAtomic(Env::Default(), dest_dir + "/parity.meta", meta.Serialize());
 }
 
 }  // namespace revive::coord

@@ -30,14 +30,10 @@ struct TParityMeta {
 };
 
 // Member `me` of a group whose data are files_of[j] (paths, any order; sorted by name here): encodes the
-// group and writes dir/parity and dir/parity.meta (atomically, parity first). Errors name the file.
+// group and writes dir/parity and dir/parity.meta (atomically, parity first). Errors name the file. The
+// whole group in memory: the reference the streamed encode (tencode.h) and rebuild (trebuild.h) are tested
+// against; restarts and checkpoints use those.
 Status TEncodeGroup(const std::vector<std::string>& hosts, const std::vector<std::vector<std::string>>& files_of,
                     int m, size_t me, const std::string& dir);
-
-// Rebuilds the images of member `lost_host` into dest_dir (atomically, each checked against the meta's
-// checksum) from the survivors' data and parity in from_dir/<host>/ (their images, parity, parity.meta),
-// then its parity and parity.meta, so the group is whole again.
-// Other lost members (no directory there) count against m. Errors name the member and the file.
-Status TRebuildMember(const std::string& from_dir, const std::string& lost_host, const std::string& dest_dir);
 
 }  // namespace revive::coord

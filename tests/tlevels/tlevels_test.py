@@ -131,7 +131,9 @@ def lose_again(a, t, m, victim, by_host, l2, xor, rcmd, rerr, expect, who, rebui
         expect = expect + ["the partner copies of host %s's images (generation 2) on host %s written again" %
                            (owner["host"], victim["host"])]
     if l2 and xor:
-        expect = expect + ["the parity of host %s (generation 2) written again" % victim["host"]]
+        expect = expect + ["the parity of host %s (generation 2) written again" % victim["host"],
+                           "revive tlevels-encode: parity of host %s encoded again from its group's streamed blocks"
+                           % victim["host"]]
     for e in expect:
         if e not in err:
             fail("first restart's stderr does not say %r" % e)
@@ -248,6 +250,9 @@ def test(a, rng, seed, prefix, net):
         return "image of process %d (upid %d, host %s): L1 copy missing, %s" % (q["pid"], q["upid"], q["host"], how)
     older = ["generation 2 cannot be restored from any level", "restarting from generation 1 (newest complete: 2)"]
     rebuilt = lambda q: who(q, "rebuilt from its group's parity (hosts %s)" % q["l3"])
+    def streamed(exp):  # every rebuild goes through the streamed path (trebuild.h): its rebuilder says so
+        return exp + ["revive tlevels-rebuild: host %s rebuilt from " % q["host"] for q in m["processes"]
+                      if any(e.startswith(who(q, "")) and "rebuilt from its group's parity" in e for e in exp)]
     # case -> (hosts wiped, file damaged, what stderr must say)
     plan = {
         "partner": ([hosts[1]], None, [who(victim, "using partner copy from " + victim.get("l2", ""))]),
@@ -263,7 +268,11 @@ def test(a, rng, seed, prefix, net):
         "xor_parity": ([hosts[1]], (hosts[2], "parity"),
                        ["%s: parity damaged (checksum mismatch), not used" % hosts[2]] + older + [rebuilt(victim)]),
         "xor_two": (hosts[:2], None, ["lost 2 members (%s: parity missing, %s: parity missing), parity tolerates 1, "
-                                      "using the checkpoint directory (L4)" % (hosts[0], hosts[1])]),
+                                      "using the checkpoint directory (L4)" % (hosts[0], hosts[1])] +
+                    ["revive restart: the node-local copies of host %s's images taken from L4 (generation %d) written"
+                     % (h, gens) for h in hosts[:2]] +
+                    ["revive tlevels-encode: parity of host %s encoded again from its group's streamed blocks" % h
+                     for h in hosts[:2]]),
         "rs_two": (hosts[:2], None, [rebuilt(by_host[hosts[0]]), rebuilt(victim)]),
         "here": ([], None, []),
         "both": ([hosts[1]], None, [who(victim, "using partner copy from " + victim.get("l2", ""))]),
@@ -284,6 +293,7 @@ def test(a, rng, seed, prefix, net):
             shutil.rmtree(os.path.join(local, h))
         if damaged:
             damage(os.path.join(job_dir(local, damaged[0]), "ckpt-2", damaged[1]))
+        expect = streamed(expect)
     else:
         lost = hosts[0]
         partner = by_host[lost]["l2"]
@@ -293,7 +303,10 @@ def test(a, rng, seed, prefix, net):
         expect = ["generation 3 cannot be restored from any level; image of process %d (upid %d, host %s): L1 copy "
                   "missing, partner copy on %s missing, not in the checkpoint directory (L4)" % (q["pid"], q["upid"], lost, partner),
                   "restarting from generation 2 (newest complete: 3)",
-                  "using the checkpoint directory (L4)"]
+                  "using the checkpoint directory (L4)",
+                  # its image back in its L1 directory, so its partner copy is written again from there
+                  "the node-local copies of host %s's images taken from L4 (generation 2) written" % lost,
+                  "the partner copies of host %s's images (generation 2) on host %s written again" % (lost, partner)]
     # revive verify: the lost L1 copies named; exit 1 only when no level holds an image of the newest generation.
     r = run([revive, "verify", ck], env=env, timeout=60)
     want_rc = 1 if a.case in ("fallback", "corrupt", "xor_parity") else 0  # the newest generation is lost
@@ -319,7 +332,7 @@ def test(a, rng, seed, prefix, net):
     rerr = os.path.join(a.workdir, "restart-stderr")
     t0 = time.time()
     if a.case.startswith("again"):
-        expect = lose_again(a, t, m, victim, by_host, l2, xor, rcmd, rerr, expect, who, rebuilt)
+        expect = streamed(lose_again(a, t, m, victim, by_host, l2, xor, rcmd, rerr, expect, who, rebuilt))
     rp = subprocess.run(rcmd, cwd=rund, stdout=subprocess.DEVNULL, stderr=open(rerr, "wb"), stdin=subprocess.DEVNULL,
                         env=env, timeout=120)
     err = open(rerr).read()
@@ -330,6 +343,11 @@ def test(a, rng, seed, prefix, net):
     if a.case.startswith("again") and "restarting from generation" in err:  # generation 2 must still serve
         fail("the second restart did not come back from generation 2")
     check_like_reference(revive, port, ck, env, m, index, ref_rc, rp.returncode, ref, rund, N)
+    if a.case == "xor_two":  # the images served from L4 got node-local copies again, and their hosts their parity
+        for h in hosts[:2]:
+            for f in (by_host[h]["image"], "parity"):
+                if not os.path.isfile(os.path.join(job_dir(local, h), "ckpt-%d" % gens, f)):
+                    fail("host %s has no %s of generation %d after a restart that took its image from L4" % (h, f, gens))
     if a.case.startswith("migrate") and not os.path.isfile(os.path.join(job_dir(local, spare), "ckpt-%d" % gens, victim["image"])):
         fail("host %s's image was not moved to the spare host %s's node-local storage" % (hosts[1], spare))
     shutil.rmtree(a.workdir, ignore_errors=True)
