@@ -87,6 +87,28 @@ void SayRestartFailure(const Target& t) {
     fprintf(stderr, "revive restart: the restart was ended: %s\n", why);
 }
 
+// A coordinator on our port still ending a failed restart (a retry at once after it) tells that restart's
+// processes still reading their images to exit when they come: it would take ours for them. Wait while
+// it does: until it leaves (an --exit-on-last one leaves once none can come and it has said why), or,
+// one that stays, until none can come. Bounded by its grace for latecomers (30 s, coord/server.cpp).
+void WaitForFailedRestart(const Target& t) {
+  bool said = false;
+  for (int i = 0; i < 400 && Listening(t); i++) {
+    ScopedClient sc;
+    coord::Payload p;
+    if (!QueryStatus(t, 1000, 2000, &sc, &p).ok()) return;
+    const char* v;
+    size_t n;
+    auto is1 = [&](const char* key) { return p.get(key, &v, &n) && n == 1 && v[0] == '1'; };
+    if (!p.get("restart_failed", &v, &n) || n == 0 || !(is1("restart_failed_open") || is1("restart_ends"))) return;
+    if (!said)
+      Progress("revive restart: the coordinator on port " + std::to_string(t.port) +
+               " is ending a failed restart; waiting for it");
+    said = true;
+    usleep(100000);
+  }
+}
+
 // A restored copy next to a still-running original would be two processes with one identity: refuse
 // while the coordinator still has any of the images' processes.
 Status CheckNotRunning(const Target& t, const Plan& plan) {
@@ -319,6 +341,7 @@ int Restart(const RestartArgs& a) {
   std::vector<std::string> extra;
   if (!plan.manifest.empty()) extra = {"--restart-manifest", plan.manifest};
   if (a.fork) extra.push_back("--fork");
+  if (a.parent.empty()) WaitForFailedRestart(t);
   // With --parent (one host's part) this host's processes connect to a new sub-coordinator of that root.
   s = EnsurePartCoordinator(a.parent, &t, extra);
   if (!s.ok()) return Fail(a.parent.empty() ? s.message()

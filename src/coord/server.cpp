@@ -196,7 +196,10 @@ Status Server::Run() {
     if (o_.exit_on_last && (state_ == State::kIdle || state_ == State::kRestartWait)) {
       // After a failed restart, the processes still being restored come later: wait for them (they are
       // told to exit) for a while.
-      bool latecomers = !restart_failed_.empty() && MonotonicSeconds() - restart_failed_at_ < kRestartFailedGrace;
+      // And the failed restart's `revive restart` asks why once its roots are gone: stay for that question
+      // too (within the grace), so it can say it where the user looks.
+      bool latecomers = FailedRestartOpen() || (!restart_failed_.empty() && !failure_told_ &&
+                                                MonotonicSeconds() - restart_failed_at_ < kRestartFailedGrace);
       // A sub whose exchange thread still runs owes the root its image phase (with --fork the programs may
       // all have ended meanwhile): it leaves once that is answered.
       const bool exchanging = up_ != nullptr && up_->ex.thread.joinable();
@@ -485,8 +488,7 @@ void Server::HandleFrame(Conn* c, const FrameHeader& h, const Payload& p) {
           Log(0, "restart failed: process upid %llu: %.*s; ending every process of the restart",
               (unsigned long long)upid, int(wn), why);
           ever_had_proc_ = true;  // --exit-on-last: leave once the others are gone, even if none came
-          if (restart_failed_.empty()) restart_failed_at_ = MonotonicSeconds();
-          restart_failed_.assign(why, wn);
+          NoteRestartFailed(upid, why, wn);
         }
         KillAll(c, h.seq);
         return;
@@ -595,14 +597,47 @@ void Server::RegisterMember(Conn* owner, const FrameHeader& h, const Payload& p)
     waiting_.insert(owner->id);
     SendPhase(owner);
   }
-  if (m.awaiting_restart && !restart_failed_.empty()) {
+  // A latecomer of the failed restart. Once none can come, a restored process is a new restart's (a
+  // coordinator that stays: without --exit-on-last).
+  if (m.awaiting_restart && FailedRestartOpen()) {
+    failed_pending_.erase(m.upid);
     Log(1, "%s: the restart failed (%s); told to exit", m.Describe().c_str(), restart_failed_.c_str());
     uint8_t buf[64];
     FrameBuilder k(buf, sizeof buf, kKill, 0);
     Send(owner, k);
     return;
   }
+  if (m.awaiting_restart && !restart_failed_.empty()) restart_failed_.clear();  // a new restart: not that one's
   if (m.awaiting_restart) OnRestartHello(m.upid);
+}
+
+void Server::NoteRestartFailed(uint64_t upid, const char* why, size_t n) {
+  if (restart_failed_.empty()) {
+    restart_failed_at_ = MonotonicSeconds();
+    // Who may still come: the processes the restart waits for, or (the first one failed before any came
+    // back) every process of its manifest that lists the failed one; one image restored alone: nobody.
+    failed_pending_.clear();
+    if (state_ == State::kRestartWait) {
+      failed_pending_ = restart_expected_;
+    } else if (state_ == State::kIdle) {
+      Manifest m;
+      bool listed = false;
+      if (LoadRestartManifest(&m).ok())
+        for (const auto& p : m.procs) listed |= p.upid == upid;
+      if (listed)
+        for (const auto& p : m.procs) failed_pending_.insert(p.upid);
+    }
+    for (const auto& [id, pc] : conns_)
+      for (const auto& [u, mem] : pc->members) failed_pending_.erase(u);
+    failed_pending_.erase(upid);
+  }
+  restart_failed_.assign(why, n);
+  failure_told_ = false;
+}
+
+bool Server::FailedRestartOpen() const {
+  return !restart_failed_.empty() && !failed_pending_.empty() &&
+         MonotonicSeconds() - restart_failed_at_ < kRestartFailedGrace;
 }
 
 void Server::RemoveMember(Conn* sub, uint64_t upid, const std::string& why) {

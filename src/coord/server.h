@@ -178,9 +178,17 @@ class Server {
   bool ever_had_proc_ = false;
   // A restored process reported that it could not be restored: every other process of that restart is
   // told to exit when it comes (or at once, if it is here), and the coordinator leaves once none is left
-  // and the grace period for latecomers is over.
+  // and none can still come (failed_pending_ empty, or the grace period for latecomers over).
   std::string restart_failed_;
   double restart_failed_at_ = 0;
+  // The failed restart's processes that have not come yet (upids): latecomers still reading their image.
+  std::set<uint64_t> failed_pending_;
+  // Someone (the failed restart's `revive restart`) was told restart_failed_ through STATUS: an
+  // --exit-on-last coordinator need not stay for that question once nobody can come.
+  bool failure_told_ = false;
+  void NoteRestartFailed(uint64_t upid, const char* why, size_t n);
+  // A failed restart's process may still come (told to exit then): a retry cannot use this coordinator yet.
+  bool FailedRestartOpen() const;
   double started_at_ = 0;
   double last_sweep_ = 0;
 

@@ -194,7 +194,13 @@ void Server::SendStatus(Conn* c, uint32_t seq) {
   b.add("ckpt_dir", o_.ckpt_dir.c_str()).add_u64("coord_pid", (uint64_t)getpid());
   // Why a restart was ended: `revive restart` says it where the user looks (the process that could not
   // be restored wrote it to its own stderr, which may be a file of the computation).
-  if (!restart_failed_.empty()) b.add("restart_failed", restart_failed_.substr(0, 900).c_str());
+  if (!restart_failed_.empty()) {
+    b.add("restart_failed", restart_failed_.substr(0, 900).c_str());
+    failure_told_ = true;
+    // A retry waits while its processes would be taken for the failed restart's latecomers, or until
+    // this coordinator leaves (restart_ends: it does once nobody of the failed restart is left).
+    b.add("restart_failed_open", FailedRestartOpen() ? "1" : "0").add("restart_ends", o_.exit_on_last ? "1" : "0");
+  }
   // The process list stops short of the 1 MiB frame limit (tens of thousands of processes): STATUS then
   // says truncated=1 rather than failing.
   size_t i = 0, bytes = 512 + o_.ckpt_dir.size();

@@ -60,6 +60,20 @@ class ServerTest : public ::testing::Test {
     while (p.next(&pos, &f)) out[std::string(f.key, f.key_len)] = std::string(f.value, f.value_len);
     return out;
   }
+  // Processes "a" and "b" (upids *u1, *u2) checkpointed as generation 1; then the computation dies and
+  // a new coordinator (options o) serves the restart.
+  void CheckpointTwoThenNewServer(uint64_t* u1, uint64_t* u2, ServerOptions o = {}) {
+    StartServer();
+    {
+      FakeProc a(port_, secret_, "a"), b(port_, secret_, "b");
+      *u1 = a.upid();
+      *u2 = b.upid();
+      auto done = Checkpoint();
+      ASSERT_EQ(done["ok"], "1") << done["error"];
+    }
+    server_.reset();
+    StartServer(o);
+  }
   bool StillServing() {
     Cli cli(port_, secret_);
     FrameHeader h;
@@ -580,17 +594,8 @@ TEST_F(ServerTest, IntervalCheckpoints) {
 }
 
 TEST_F(ServerTest, RestartBarrierWaitsForEveryProcessOfTheManifest) {
-  StartServer();
   uint64_t u1, u2;
-  {
-    FakeProc a(port_, secret_, "a"), b(port_, secret_, "b");
-    u1 = a.upid();
-    u2 = b.upid();
-    auto done = Checkpoint();
-    ASSERT_EQ(done["ok"], "1") << done["error"];
-  }
-  server_.reset();  // the computation died; a new coordinator serves the restart
-  StartServer();
+  CheckpointTwoThenNewServer(&u1, &u2);
   FakeProc ra(port_, secret_, "a", /*restart=*/true, u1);
   ASSERT_TRUE(ra.connected()) << ra.error();
   EXPECT_EQ(ra.upid(), u1);
@@ -608,6 +613,37 @@ TEST_F(ServerTest, RestartBarrierWaitsForEveryProcessOfTheManifest) {
   EXPECT_EQ(done["ok"], "1") << done["error"];
   EXPECT_EQ(done["generation"], "2");
   EXPECT_EQ(ReadGen(2).procs.size(), 3u);
+}
+
+// A restart whose first process could not be restored (reported before anyone came back): the other
+// process of the manifest may still come and is told to exit; once it came (none can come any more)
+// and someone asked why, an --exit-on-last coordinator leaves at once, not after its 30 s grace, so a
+// retry at once finds the port free (issue 13).
+TEST_F(ServerTest, FailedRestartLeavesOnceNoneCanCome) {
+  ServerOptions o;
+  o.exit_on_last = true;
+  uint64_t u1, u2;
+  CheckpointTwoThenNewServer(&u1, &u2, o);
+  FrameHeader h;
+  Payload p;
+  {
+    Cli reporter(port_, secret_);
+    ASSERT_TRUE(reporter.Call(kKill, {{"why", "a: image damaged"}, {"upid", std::to_string(u1)}}, &h, &p));
+  }
+  // restart_failed, restart_failed_open, restart_ends (the payload lives as long as its client).
+  auto status = [&] {
+    Cli cli(port_, secret_);
+    EXPECT_TRUE(cli.Call(kStatusRequest, {}, &h, &p));
+    return Str(p, "restart_failed") + "|" + Str(p, "restart_failed_open") + "|" + Str(p, "restart_ends");
+  };
+  EXPECT_EQ(status(), "a: image damaged|1|1");
+  {
+    FakeProc latecomer(port_, secret_, "b", /*restart=*/true, u2);
+    ASSERT_TRUE(latecomer.WaitSeen(1));
+    EXPECT_EQ(latecomer.Seen()[0], "KILL");
+    EXPECT_EQ(status(), "a: image damaged|0|1") << "b came: nobody else can";
+  }
+  EXPECT_TRUE(server_->WaitDone(5)) << "stayed after the failed restart's last process";
 }
 
 // Two-level tree: processes behind a sub-coordinator take part in the root's barriers like direct ones.

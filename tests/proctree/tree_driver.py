@@ -89,6 +89,22 @@ def squat_and_refuse(squat, pid, cmd, work, env):
              work)
     print("restart refused while pid %d was taken: %s" % (pid, r.stderr.strip()), flush=True)
 
+def take_ids(squat, ids, work):
+    """Each id held by a process of its own (squat: clone3 set_tid, as root), until release_ids."""
+    holders = []
+    for i in ids:
+        h = subprocess.Popen([squat, str(i)], stdout=subprocess.PIPE, start_new_session=True)
+        holders.append(h)
+        if h.stdout.readline().strip() != b"ready":
+            release_ids(holders)
+            fail("the squatter could not take id %d" % i, work)
+    return holders
+
+def release_ids(holders):
+    for h in holders:
+        os.killpg(h.pid, signal.SIGKILL)
+        h.wait()
+
 def checkpoint(revive, port, ck, work):
     """revive checkpoint; a generation refused because a fork was in flight is retried (documented), and
     so is "not now" (exit 75): a coordinator not listening yet, with no process yet, or a restart still in
@@ -166,6 +182,9 @@ def main():
     ap.add_argument("--file", action="append", default=[], help="another output file (in the cwd) to compare")
     ap.add_argument("--squat", help="program holding a pid: before the first restart, hold a killed child's pid "
                                     "and require revive restart to refuse, naming it")
+    ap.add_argument("--take-tids", help="program holding a pid (squat): from the kill to the end of the first "
+                                        "restart, hold the tids of the root's other threads, so only a pid "
+                                        "namespace gives them back (the program checks its gettid())")
     ap.add_argument("--stdout-trunc", action="store_true",
                     help="open stdout without O_APPEND: processes sharing it must share its one offset")
     ap.add_argument("--during", help="a file (in the cwd) that exists while a program outside the computation "
@@ -246,6 +265,7 @@ def main():
     launch = [os.path.abspath(a.revive), "launch", "--port", str(port), "--ckpt-dir", ck] + a.launch_arg + ["--"] + prog
     with open(os.path.join(work, "stdout"), mode) as out, open(os.path.join(work, "launch-stderr"), "wb") as err:
         proc = subprocess.Popen(launch, cwd=work, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
+    holders = []  # --take-tids
     restored = False  # proc is `revive launch` (= the program) or `revive restart` (the tree's parent)
     most = most_z = few = 0
     for c in range(a.chain + 1):
@@ -274,6 +294,8 @@ def main():
         if proc.poll() is not None:
             fail("program ended (rc %s) before the kill; make it run longer" % proc.returncode, work)
         roots = children(proc.pid) if restored else [proc.pid]
+        # The root's threads but its leader (the program's, and the engine's checkpoint thread).
+        tids = [int(t) for t in os.listdir("/proc/%d/task" % roots[0]) if int(t) != roots[0]] if a.take_tids else []
         killed = kill_tree(roots, proc.wait)
         if not coordinator_gone(a.revive, port, ck):
             fail("the coordinator did not exit after the tree died", work)
@@ -282,6 +304,11 @@ def main():
             squat_and_refuse(a.squat, killed[-1], cmd, work, env)
         if a.pid_digits:
             next_pids(300)
+        if a.take_tids and c == 0:
+            if not tids:
+                fail("--take-tids: the root had no thread but its leader", work)
+            holders = take_ids(a.take_tids, tids, work)
+            print("holding the root's thread ids %s during the restart" % tids, flush=True)
         print("restart %d: %s" % (c, " ".join(cmd)), flush=True)
         with open(os.path.join(work, "restart-stderr-%d" % c), "wb") as err:
             proc = subprocess.Popen(cmd, cwd=work, stdout=err, stderr=err, stdin=subprocess.DEVNULL, env=renv)
@@ -290,7 +317,9 @@ def main():
         proc.wait(timeout=120)
     except subprocess.TimeoutExpired:
         kill_tree([proc.pid])
+        release_ids(holders)
         fail("restored tree did not finish", work)
+    release_ids(holders)
     if ref_rc is None:
         ref_rc = wait_reference()
     if most < a.min_procs:

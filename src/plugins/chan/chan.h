@@ -115,6 +115,7 @@ struct Chan {
   // makes the new slave its session's terminal again and gives it that foreground group.
   bool ctty;
   int32_t fg_pgrp;
+  bool fg_own;  // fg_pgrp was this process's own group (restored alone, that group is its new one)
   // Sockets held more than once (chan_shared.cpp): alias 1 = a dup of entry alias_of of this process,
   // 2 = another process of the computation holds the socket and drains and rebuilds it. share_fd: on
   // restart, the owner's listener that hands the socket to the other holders / an alias's connection to it.
@@ -225,6 +226,11 @@ int keep_pty_output(Chan& c, char* msg, size_t cap);
 bool write_through_slave(int m, const uint8_t* p, size_t n);
 int pty_err(char* msg, size_t cap, const Chan& c, const char* what, int e);
 int pty_put_at(Chan& c, int s, char* msg, size_t cap);  // s at c.fd, c's flags and epoll registrations
+// Once every slave is at its number: the slave that was the session's controlling terminal made it again,
+// with its foreground group. `alone` (no coordinator, chan_pty_alone.cpp): only a slave whose master this
+// process holds too (the pair came back whole), and this process first leads a new session, as it did
+// at the checkpoint (nothing recreated its session). A warning, never a failed restart, when refused.
+void give_back_ctty(bool alone);
 // chan_pty_alone.cpp: pty pairs without a coordinator. classify_ptys_alone (a standalone checkpoint's
 // save): a slave whose master this process does not hold is the user's terminal (kPtyOut, the fd
 // plugin's); the first entry of each master keeps the output waiting at it. restore_ptys_alone (restore

@@ -157,6 +157,7 @@ bool consider_pty(int fd, const struct stat& st, Chan& c) {
     const long me = inject::sys::sc(SYS_getpid), my_sid = inject::sys::sc(SYS_getsid, 0);
     c.ctty = ioctl(fd, TIOCGSID, &sid) == 0 && sid == my_sid && my_sid == me;
     c.fg_pgrp = c.ctty ? tcgetpgrp(fd) : -1;
+    c.fg_own = c.ctty && c.fg_pgrp == getpgrp();
   }
   // A dup of an earlier entry for the same end (the same open file description: kcmp). g_nchans is this
   // slot's index: the entries before it are this scan's.
@@ -242,27 +243,53 @@ int ptys_connect(uint64_t gen, char* msg, size_t cap) {
   return 0;
 }
 
-// The session's controlling terminal, once every slave is at its number. A warning, not a failed restart,
-// when the kernel refuses: the program runs on as before this change did, without one.
-static void give_back_ctty() {
+namespace {
+
+// Restored alone (give_back_ctty): this process leads a session of its own, as at the checkpoint (a
+// session leader is the only one that may take a controlling terminal). False, with a warning, when it
+// cannot: it leads its process group (revive-restart started as a job by a shell), so setsid() refuses.
+bool lead_new_session(const Chan& c) {
+  const long me = inject::sys::sc(SYS_getpid);
+  if (inject::sys::sc(SYS_getsid, 0) == me) return true;
+  const long r = inject::sys::sc(SYS_setsid);
+  if (r >= 0) return true;
+  char line[400];
+  plugins::warn(plugins::Msg(line, sizeof line).s("channels: fd ").i(c.fd)
+                    .s(": cannot make the pseudo-terminal the controlling terminal again: setsid: ").err(int(-r))
+                    .s(r == -EPERM ? " (revive-restart leads its process group: start it with setsid -w)" : "")
+                    .c_str());
+  return false;
+}
+
+}  // namespace
+
+void give_back_ctty(bool alone) {
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
     if (c.kind != kPtySlave || !c.ctty) continue;
     char line[200];
+    if (alone) {
+      bool master_here = false;
+      for (uint32_t j = 0; j < g_nchans; ++j) master_here |= g_chans[j].kind == kPtyMaster && g_chans[j].ino == c.ino;
+      if (!master_here || !lead_new_session(c)) return;
+    }
     if (ioctl(c.fd, TIOCSCTTY, 0) != 0) {
       int e = errno;
       plugins::warn(plugins::Msg(line, sizeof line).s("channels: fd ").i(c.fd)
                         .s(": cannot make the new pseudo-terminal the session's controlling terminal again: ").err(e).c_str());
       return;
     }
+    // Restored alone, the process's own group is its new session's (TIOCSCTTY made it the foreground);
+    // another group of the session did not come back with it.
+    const pid_t fg = alone && c.fg_own ? getpgrp() : c.fg_pgrp;
     // From a background group tcsetpgrp raises SIGTTOU: held off for the call (raw: the signal plugin's
     // wrappers keep the program's own mask).
     uint64_t ttou = uint64_t(1) << (SIGTTOU - 1), old = 0;
     inject::sys::sc(SYS_rt_sigprocmask, SIG_BLOCK, &ttou, &old, 8);
-    if (c.fg_pgrp > 0 && tcsetpgrp(c.fd, c.fg_pgrp) != 0) {
+    if (fg > 0 && tcsetpgrp(c.fd, fg) != 0) {
       int e = errno;
       plugins::warn(plugins::Msg(line, sizeof line).s("channels: fd ").i(c.fd).s(": cannot give the terminal its foreground group ")
-                        .i(c.fg_pgrp).s(" again: ").err(e).c_str());
+                        .i(fg).s(" again: ").err(e).c_str());
     }
     inject::sys::sc(SYS_rt_sigprocmask, SIG_SETMASK, &old, nullptr, 8);
     return;
@@ -313,7 +340,7 @@ int ptys_hand_over(char* msg, size_t cap) {
     close(fd);
     if (rc) return rc;
   }
-  give_back_ctty();
+  give_back_ctty(false);
   return 0;
 }
 

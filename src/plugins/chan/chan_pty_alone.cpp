@@ -10,6 +10,8 @@
 // - a slave whose master was inside the computation and does not come back is widowed too: a new pair
 //   whose master is closed (reads 0, writes EIO). At fds 0/1/2 the restart's own stdio stays, as for pipes.
 // A slave whose master was never ours (the user's terminal) stays the fd plugin's (kPtyOut).
+// A pair held whole whose slave was the controlling terminal of the session this process led is that
+// again, with the process's own group in the foreground (give_back_ctty: setsid, TIOCSCTTY).
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -155,6 +157,7 @@ int restore_ptys_alone(char* msg, size_t cap) {
       }
     }
   }
+  give_back_ctty(true);  // a pair held whole that was the session's terminal: it is again
   return 0;
 }
 

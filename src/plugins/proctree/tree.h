@@ -74,6 +74,9 @@ struct TreeProc {
   std::string image;
   uint32_t pid = 0, ppid = 0, pgid = 0, sid = 0;
   std::vector<Zombie> zombies;
+  // The saved tids of the program's other threads (the leader's is pid; the engine's checkpoint thread is
+  // left out: the program never sees its id). Each comes back with clone3 set_tid when free.
+  std::vector<uint32_t> tids;
   int parent = -1;            // index of the parent's image; -1: a root (its parent was not checkpointed)
   std::vector<int> children;  // indexes, ascending pid
   std::vector<FileRef> files; // regular files with a share key (from the fd section, if readable)
@@ -143,6 +146,10 @@ bool NeedsTree(const TreePlan& plan);
 
 // Refuses (naming the pid and who holds it) when a recorded pid is in use.
 Status CheckPidsFree(const TreePlan& plan);
+// The same for the threads' recorded tids (TreeProc::tids): a taken one names the tid and the image. A tid
+// taken does not stop a restart: that thread then gets a new id (gettid() differs), unless a pid
+// namespace of the restart's own gives it back (WantsPidNamespace).
+Status CheckTidsFree(const TreePlan& plan);
 
 // Creates each root as a child of the caller with its recorded pid (clone3 set_tid); each process makes
 // its process group/session as recorded, creates its zombies and children (recursively), then calls
@@ -171,8 +178,9 @@ void SetStandInParents(bool on);
 bool HasPidPrivilege();
 
 // Whether the images' recorded pids should come back in a new pid namespace: they record a process tree
-// and this process cannot recreate its pids here (no privilege, or a pid is in use, e.g. by a restart of
-// the same checkpoint running beside this one). *why says which. REVIVE_PIDNS=0 never, =1 always.
+// and this process cannot recreate its pids here (no privilege, or a pid or a thread's tid is in use, e.g.
+// by a restart of the same checkpoint running beside this one). *why says which. REVIVE_PIDNS=0 never,
+// =1 always.
 bool WantsPidNamespace(const std::vector<std::string>& images, std::string* why);
 
 // Runs body() as pid 1 of a new pid and mount namespace with its own /proc, inside a new user namespace

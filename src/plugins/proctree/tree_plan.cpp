@@ -175,6 +175,9 @@ Status ReadSection(const std::string& image, TreeProc* out) {
                               std::to_string(n) + " bytes");
   for (uint32_t i = 0; i < nz; ++i) out->zombies.push_back({U32(p + 24 + 8 * i), U32(p + 28 + 8 * i)});
   if (out->pid == 0) return Status::Corruption(image + ": proctree section: pid 0");
+  for (uint32_t i = 0; i < v.thread_count; ++i)
+    if (!v.threads[i].is_main && !v.threads[i].is_ckpt && v.threads[i].tid != out->pid)
+      out->tids.push_back(uint32_t(v.threads[i].tid));
   ReadFiles(v, out);
   ReadShm(v, out);
   return Status::OK();
@@ -190,6 +193,22 @@ bool IsZombie(uint32_t pid) {
   buf[n] = 0;
   const char* close = strrchr(buf, ')');
   return close && close[1] == ' ' && close[2] == 'Z';
+}
+
+// `kind` id (a pid, or a thread's tid: kill() and /proc take either) in use by a running task: an error
+// naming it, `what` it was, who holds it now, then `need` (what that stops; may be empty).
+Status CheckIdFree(const char* kind, uint32_t id, const std::string& what, const char* need) {
+  // A process killed with its tree may still be a zombie, until its new parent (init) reaps it.
+  for (int i = 0; i < 300 && (kill(pid_t(id), 0) == 0 || errno == EPERM) && IsZombie(id); ++i) usleep(10000);
+  if (kill(pid_t(id), 0) != 0 && errno != EPERM) return Status::OK();
+  char comm[64] = "?";
+  std::string path = "/proc/" + std::to_string(id) + "/comm";
+  if (FILE* f = fopen(path.c_str(), "r")) {
+    if (fgets(comm, sizeof comm, f)) comm[strcspn(comm, "\n")] = 0;
+    fclose(f);
+  }
+  return Status::InvalidArgument(std::string(kind) + " " + std::to_string(id) + " (" + what +
+                                 ") is taken by a running process (" + comm + ")" + (*need ? "; " : "") + need);
 }
 
 }  // namespace
@@ -235,27 +254,22 @@ bool NeedsTree(const TreePlan& plan) {
 }
 
 Status CheckPidsFree(const TreePlan& plan) {
-  auto check = [](uint32_t pid, const std::string& what) {
-    // A process killed with its tree may still be a zombie, until its new parent (init) reaps it.
-    for (int i = 0; i < 300 && (kill(pid_t(pid), 0) == 0 || errno == EPERM) && IsZombie(pid); ++i) usleep(10000);
-    if (kill(pid_t(pid), 0) == 0 || errno == EPERM) {
-      char comm[64] = "?";
-      std::string path = "/proc/" + std::to_string(pid) + "/comm";
-      if (FILE* f = fopen(path.c_str(), "r")) {
-        if (fgets(comm, sizeof comm, f)) comm[strcspn(comm, "\n")] = 0;
-        fclose(f);
-      }
-      return Status::InvalidArgument("pid " + std::to_string(pid) + " (" + what + ") is taken by a running process (" +
-                                     comm + "); the tree must come back with its own pids");
-    }
-    return Status::OK();
-  };
   for (const TreeProc& t : plan.procs) {
-    Status s = check(t.pid, "process of " + t.image);
+    Status s = CheckIdFree("pid", t.pid, "process of " + t.image, "the tree must come back with its own pids");
     for (size_t z = 0; s.ok() && z < t.zombies.size(); ++z)
-      s = check(t.zombies[z].pid, "exited child recorded in " + t.image);
+      s = CheckIdFree("pid", t.zombies[z].pid, "exited child recorded in " + t.image,
+                      "the tree must come back with its own pids");
     if (!s.ok()) return s;
   }
+  return Status::OK();
+}
+
+Status CheckTidsFree(const TreePlan& plan) {
+  for (const TreeProc& t : plan.procs)
+    for (uint32_t tid : t.tids) {
+      Status s = CheckIdFree("tid", tid, "thread of " + t.image, "");
+      if (!s.ok()) return s;
+    }
   return Status::OK();
 }
 

@@ -69,7 +69,9 @@ bool WantsPidNamespace(const std::vector<std::string>& images, std::string* why)
     *why = "recreating pids needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE here";
     return true;
   }
+  // A thread's tid taken counts as a pid taken: staying here would give that thread a new gettid().
   Status s = CheckPidsFree(plan);
+  if (s.ok()) s = CheckTidsFree(plan);
   if (s.ok()) return false;
   *why = s.message();
   return true;
@@ -110,6 +112,10 @@ Status StartRestorers(const std::vector<std::string>& images, const std::functio
     take_roots();
     return s;
   }
+  // A thread's tid taken (REVIVE_PIDNS=0, or taken since WantsPidNamespace looked): the restart goes on,
+  // that thread gets a new id; said, naming the tid and the image.
+  if (Status t = CheckTidsFree(plan); !t.ok())
+    fprintf(stderr, "revive restart: warning: %s; that thread comes back with a new tid\n", t.message().c_str());
   s = SpawnTree(plan, true, exec_image, &roots);
   // The kernel refused to choose pids (EPERM: no privilege over this pid namespace; ENOSYS: clone3
   // filtered out, as where user namespaces are disabled by seccomp; EEXIST: a pid was taken between the
