@@ -28,6 +28,7 @@
 #include "cli/paths.h"
 #include "cli/run_policy.h"
 #include "cli/slurm.h"
+#include "coord/dead_ranks.h"
 #include "coord/manifest.h"
 #include "core/env.h"
 #include "launch/launcher.h"
@@ -105,6 +106,8 @@ class Supervisor {
   uint64_t NewestGeneration();
   void PassOverSuspects();
   void MarkDone();
+  bool DeadRankSeen(std::string* what, double min_age = 0);
+  static constexpr double kDeadRankGrace = 5;  // s: an MPI launcher ends its job within about a second
 
   RunArgs a_;
   Target t_;
@@ -191,6 +194,7 @@ uint64_t Supervisor::NewestGeneration() {
 }
 
 Status Supervisor::StartAttempt(uint64_t from) {
+  unlink((t_.ckpt_dir + "/" + coord::kDeadRanksFile).c_str());  // a death of an earlier attempt is not this one's
   std::vector<std::string> argv;
   if (a_.app) {
     // The application-level library finds its own newest checkpoint; it shows progress in heartbeat_dir_.
@@ -285,6 +289,24 @@ bool Supervisor::TakeCheckpoint(double* seconds, bool* silent, std::string* erro
   return false;
 }
 
+// A transparent job whose launcher exited 0 while its coordinator saw an MPI rank end without exit() did
+// not finish: Open MPI's mpirun under `--mca orte_abort_on_non_zero_status 0` exits 0 whatever its ranks
+// did (librevive_rma's survivors end with status 79, docs/rma.md). The coordinator writes the file.
+// min_age > 0: only a death recorded at least that many seconds ago (the job is still running then).
+bool Supervisor::DeadRankSeen(std::string* what, double min_age) {
+  const std::string path = t_.ckpt_dir + "/" + coord::kDeadRanksFile;
+  std::string text;
+  struct stat sb;
+  if (!ReadFileToString(Env::Default(), path, &text).ok() || text.empty() || stat(path.c_str(), &sb) != 0)
+    return false;
+  const double age = double(time(nullptr) - sb.st_mtime);
+  if (min_age > 0 && age < min_age) return false;
+  const std::string who = text.substr(0, text.find('\n'));
+  *what = min_age > 0 ? who + " ended without exit() " + std::to_string(int(age)) + " s ago and the job still runs"
+                      : "the job's launcher exited 0, but " + who + " ended without exit() (killed or crashed)";
+  return true;
+}
+
 bool Supervisor::HeartbeatsStale(std::string* what) {
   if (a_.hang_timeout <= 0) return false;
   std::vector<std::string> names;
@@ -318,6 +340,7 @@ Supervisor::Event Supervisor::Watch(std::string* what) {
       child_ = -1;
       child_code_ = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
       *what = "the job ended (" + Describe(child_code_) + ")";
+      if (child_code_ == 0 && !a_.app && DeadRankSeen(what)) return Event::kFailed;
       return child_code_ == 0 ? Event::kDone : Event::kFailed;
     }
     if (a_.app) {
@@ -338,12 +361,17 @@ Supervisor::Event Supervisor::Watch(std::string* what) {
           *what = "a process is hung: " + err;
           return Event::kHung;
         } else if (waitpid(child_, &st, WNOHANG) == 0) {
+          // A rank died long ago and the job still runs: its launcher lets the survivors live and they
+          // wait for the dead one (Open MPI under --enable-recovery; a death before librevive_rma's
+          // watcher was up). Nothing will end it but us.
+          if (DeadRankSeen(what, kDeadRankGrace)) return Event::kHung;
           Log("checkpoint failed (the job goes on): %s", err.c_str());
         } else {
           // The job ended while we checkpointed: the next look at it says how.
           child_code_ = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1;
           child_ = -1;
           *what = "the job ended (" + Describe(child_code_) + ") during a checkpoint";
+          if (child_code_ == 0 && DeadRankSeen(what)) return Event::kFailed;
           return child_code_ == 0 ? Event::kDone : Event::kFailed;
         }
       }

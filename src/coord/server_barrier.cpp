@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "coord/dead_ranks.h"
 #include "coord/log.h"
 #include "coord/server.h"
 #include "coord/server_conn.h"
@@ -495,6 +496,11 @@ void Server::NoteLostLive(const Member& m, const std::string& why) {
 void Server::NoteDeadRank(const Member& m) {
   std::string who = "MPI rank " + m.mpi_rank + ", " + m.Describe() + ",";
   dead_ranks_.push_back(who);
+  // Also on disk, for `revive run` (dead_ranks.h).
+  if (FILE* f = fopen((o_.ckpt_dir + "/" + kDeadRanksFile).c_str(), "a")) {
+    fprintf(f, "%s\n", who.c_str());
+    fclose(f);
+  }
   Log(1, "%s ended without exit() (killed or crashed): its job is ending; later checkpoints of it will be "
       "refused", who.c_str());
 }

@@ -247,4 +247,32 @@ Status FailureMesh::Agree(std::vector<int>* dead) {
   return Status::OK();
 }
 
+Status FailureMesh::Exchange(const std::vector<char>& mine, std::vector<std::vector<char>>* all) {
+  constexpr uint32_t kRound = 3;
+  std::vector<char> msg(8 + mine.size());
+  const uint32_t h[2] = {kMagic, kRound};
+  std::memcpy(msg.data(), h, 8);
+  std::memcpy(msg.data() + 8, mine.data(), mine.size());
+  all->assign(static_cast<size_t>(size_), {});
+  (*all)[static_cast<size_t>(rank_)] = mine;
+  std::string lost;
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_ && fd_[static_cast<size_t>(p)] >= 0 && !WriteAll(fd_[static_cast<size_t>(p)], msg.data(), msg.size()))
+      lost += " " + std::to_string(p);
+  for (int p = 0; p < size_; ++p) {
+    const int fd = fd_[static_cast<size_t>(p)];
+    if (p == rank_ || fd < 0) continue;
+    uint32_t got[2];
+    std::vector<char> theirs(mine.size());
+    if (!ReadAll(fd, got, 8) || got[0] != kMagic || got[1] != kRound || !ReadAll(fd, theirs.data(), theirs.size())) {
+      MarkDead(p);
+      lost += " " + std::to_string(p);
+      continue;
+    }
+    (*all)[static_cast<size_t>(p)] = std::move(theirs);
+  }
+  if (!lost.empty()) return Status::IOError("revive_mpi: failure detector: ranks lost during the exchange:" + lost);
+  return Status::OK();
+}
+
 }  // namespace revive::mpi

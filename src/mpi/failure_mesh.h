@@ -40,6 +40,10 @@ class FailureMesh {
   // during recovery is not supported.
   Status Agree(std::vector<int>* dead);
 
+  // After Agree: every survivor sends `mine` (the same length at every rank) to every other survivor and
+  // receives theirs: (*all)[p] is rank p's, empty for the dead. A death during the exchange is an error.
+  Status Exchange(const std::vector<char>& mine, std::vector<std::vector<char>>* all);
+
  private:
   FailureMesh(int rank, int size) : rank_(rank), size_(size), fd_(static_cast<size_t>(size), -1),
                                     dead_(static_cast<size_t>(size), 0), notified_(static_cast<size_t>(size), 0) {}

@@ -31,7 +31,9 @@
 
 #include "core/resilience.h"
 #include "rma/access_log.h"
+#include "rma/loss_verdict.h"
 #include "rma/placement.h"
+#include "rma/rank_watch.h"
 #include "rma/xor_code.h"
 
 namespace revive::rma {
@@ -61,6 +63,7 @@ struct Config {
   bool verify = false;         // REVIVE_RMA_VERIFY=1: rebuild every member after every checkpoint
   int verify_flip = -1;        // REVIVE_RMA_VERIFY_FLIP=rank: that rank damages its parity (tests)
   bool stats = false;          // REVIVE_RMA_STATS=1
+  bool watch = true;           // REVIVE_RMA_WATCH=0: no failure detection (survivors of a death hang)
   std::string host, racks;     // REVIVE_RMA_HOST, REVIVE_RMA_RACKS=host=rack,...
 };
 
@@ -78,6 +81,7 @@ Config ReadConfig() {
   if (const char* v = Env("REVIVE_RMA_VERIFY")) c.verify = strcmp(v, "0") != 0;
   if (const char* v = Env("REVIVE_RMA_VERIFY_FLIP")) c.verify_flip = atoi(v);
   if (const char* v = Env("REVIVE_RMA_STATS")) c.stats = strcmp(v, "0") != 0;
+  if (const char* v = Env("REVIVE_RMA_WATCH")) c.watch = strcmp(v, "0") != 0;
   if (const char* v = Env("REVIVE_RMA_HOST")) c.host = v;
   if (const char* v = Env("REVIVE_RMA_RACKS")) c.racks = v;
   if (c.host.empty()) {
@@ -204,6 +208,9 @@ void PackInto(const void* buf, int count, MPI_Datatype t, uint8_t* out, size_t b
 constexpr size_t kScOff = 8;            // uint64[kMaxWins]: SC per window id
 constexpr uint32_t kMaxWins = 64;
 constexpr size_t kNOff = kScOff + 8 * kMaxWins;  // uint8[world]: N_q[p]
+// Then uint8[world]: 1 when p's get records did not fit its slice here since the last checkpoint (set by
+// p, cleared by the owner at the checkpoint): the survivors' verdict on p's logs needs it (rank_watch.h).
+size_t LostBase(int world_size) { return kNOff + static_cast<size_t>(world_size); }
 
 struct PendingGet {
   Determinant det;
@@ -254,6 +261,8 @@ struct State {
   MPI_Comm gcomm = MPI_COMM_NULL;  // this rank's checksum group
   int rank = 0, size = 1, grank = 0, gsize = 1, group = -1;
   Placement placement;
+  WatchState* watch = nullptr;  // published for the watcher thread
+  RankWatch* watcher = nullptr;
   MPI_Win logwin = MPI_WIN_NULL;
   uint8_t* logbase = nullptr;
   size_t hdr = 0, lg_cap = 0, slice = 0;
@@ -326,7 +335,7 @@ void Setup() {
     PMPI_Comm_size(g->gcomm, &g->gsize);
   }
   // The log window: header (tail, SC per window, N flags) then records.
-  g->hdr = (kNOff + static_cast<size_t>(g->size) + 63) & ~size_t{63};
+  g->hdr = (LostBase(g->size) + static_cast<size_t>(g->size) + 63) & ~size_t{63};
   g->lg_cap = g->cfg.lg_bytes;
   g->slice = (g->lg_cap / static_cast<size_t>(g->size)) & ~size_t{63};  // MPICH wants 16-byte multiples
   g->lg_cap = g->slice * static_cast<size_t>(g->size);
@@ -335,6 +344,15 @@ void Setup() {
   PMPI_Win_allocate(static_cast<MPI_Aint>(g->hdr + g->lg_cap), 1, MPI_INFO_NULL, g->comm, &g->logbase, &g->logwin);
   std::memset(g->logbase, 0, g->hdr + g->lg_cap);
   PMPI_Win_lock_all(0, g->logwin);
+  g->watch = new WatchState(g->size);
+  g->watch->n_flags = g->logbase + kNOff;
+  g->watch->lost_flags = g->logbase + LostBase(g->size);
+  g->watch->epoch_time.store(Now());
+  if (g->cfg.watch) {
+    std::string err;
+    g->watcher = RankWatch::Start(g->comm, g->placement.groups, g->watch, &err);
+    if (!g->watcher) Warn("no failure detection (a rank's death will hang the others): %s", err.c_str());
+  }
   PMPI_Barrier(g->comm);
   g->last_ckpt = Now();
   g->ready = true;
@@ -386,6 +404,7 @@ void LogPut(Win* w, Kind k, const void* obuf, int ocount, MPI_Datatype otype, in
   uint8_t basic = ti.basic;
   if (!dense) {
     basic = kUnknownType;
+    g->watch->put_gaps[w->to_world[target]].fetch_or(kGapPutLayout, std::memory_order_relaxed);
     if (g->st.unknown_layout++ == 0)
       Warn("%s", "an access to a non-contiguous target datatype is logged without its layout: recovery of its "
                  "target falls back to the last coordinated checkpoint");
@@ -462,6 +481,8 @@ void FlushGets(Win* w, int target) {
       g->lg_count[wt] += nrec[t];
     } else {
       g->st.lg_overflow++;  // my slice at that target is full: a demand checkpoint follows at the next sync point
+      const uint8_t one = 1;  // and the target knows my log there is incomplete (the survivors' verdict)
+      PMPI_Accumulate(&one, 1, MPI_BYTE, wt, LostBase(g->size) + g->rank, 1, MPI_BYTE, MPI_REPLACE, g->logwin);
     }
     PMPI_Accumulate(&zero, 1, MPI_BYTE, wt, kNOff + g->rank, 1, MPI_BYTE, MPI_REPLACE, g->logwin);
     w->n_set[t] = 0;
@@ -484,6 +505,8 @@ void TrimLogs() {
   // Every slice of my own LG starts with a terminator again, so nothing of before the checkpoint is read
   // as a log of after it. Written locally: every rank is inside the checkpoint, nobody appends meanwhile.
   for (int p = 0; p < g->size; ++p) std::memset(g->logbase + g->hdr + static_cast<size_t>(p) * g->slice, 0, 8);
+  std::memset(g->logbase + LostBase(g->size), 0, static_cast<size_t>(g->size));
+  for (int p = 0; p < g->size; ++p) g->watch->put_gaps[p].store(0, std::memory_order_relaxed);
   PMPI_Win_sync(g->logwin);
   std::fill(g->lg_off.begin(), g->lg_off.end(), 0);
   std::fill(g->lg_count.begin(), g->lg_count.end(), 0);
@@ -597,6 +620,7 @@ bool SyncPoint(Win* fw) {
   }
   if (!out[0] && !out[1]) return false;
   const double t0 = Now();
+  g->watch->in_checkpoint.store(true);
   bool any = false;
   for (Win* w : g->wins) {
     if (!w->protect) continue;
@@ -604,10 +628,16 @@ bool SyncPoint(Win* fw) {
     Checkpoint(w);
     any = true;
   }
-  if (!any) return false;
+  if (!any) {
+    g->watch->in_checkpoint.store(false);
+    return false;
+  }
   if (g->cfg.verify) VerifyGetLogs();
   TrimLogs();
   PMPI_Barrier(g->comm);  // nobody logs into an LG before its owner has trimmed it
+  g->watch->epoch.fetch_add(1);
+  g->watch->epoch_time.store(Now());
+  g->watch->in_checkpoint.store(false);
   g->ckpt_cost = Now() - t0;
   g->last_ckpt = Now();
   if (out[1] && !out[0]) g->st.demand++;
@@ -638,6 +668,7 @@ Win* Register(MPI_Win win, void* base, MPI_Aint size, int disp_unit, MPI_Comm co
   w->sc.assign(w->comm_size, 0);
   w->lp.resize(w->comm_size);
   w->n_set.assign(w->comm_size, 0);
+  if (!w->protect) g->watch->unprotected.store(true);
   if (!w->protect && g->rank == 0)
     Warn("%s", "a window on a communicator smaller than MPI_COMM_WORLD is logged but not checkpointed");
   if (w->protect) {
@@ -677,6 +708,16 @@ void Finish() {
                    " failed; %" PRIu64 " accesses without a layout\n",
                    g->st.checkpoints, g->st.gsync, g->st.locks, g->st.demand, mx[1], tot[0], tot[1], tot[2], mx[0],
                    tot[3], tot[4], tot[5]);
+  }
+  if (g->watcher) {
+    // Stop watching only when every rank is here, and close the mesh only when every rank has stopped:
+    // a rank that closed its connections earlier would look dead to one still watching. (A death between
+    // the two barriers is not seen: the survivors hang in the second, as without the library.)
+    PMPI_Barrier(g->comm);
+    g->watcher->Stop();
+    PMPI_Barrier(g->comm);
+    delete g->watcher;
+    g->watcher = nullptr;
   }
   PMPI_Win_unlock_all(g->logwin);
   PMPI_Win_free(&g->logwin);

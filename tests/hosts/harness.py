@@ -1,7 +1,7 @@
 """Shared by tests/hosts, tests/scale and bench/distributed: run `revive`, pick ports, wait for the
 coordinator, read manifests. Failures print FAIL and exit 1; a test that cannot run here exits 77 with
 the reason (CTest SKIP_RETURN_CODE)."""
-import json, os, random, socket, subprocess, sys, time
+import json, os, random, re, socket, subprocess, sys, time
 
 def fail(msg):
     print("FAIL: " + msg, flush=True)
@@ -13,6 +13,28 @@ def skip(msg):
 
 def run(cmd, **kw):
     return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+def wait_for(pred, timeout, what, context=lambda: "", step=0.05):
+    """pred()'s first true value within timeout seconds; else FAIL naming what, followed by context()."""
+    t = time.time()
+    while time.time() - t < timeout:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    fail("timed out after %d s waiting for %s%s" % (timeout, what, context()))
+
+def run_log(ck):
+    """`revive run`'s log in checkpoint directory ck ("" before it exists)."""
+    try:
+        return open(os.path.join(ck, "run.log")).read()
+    except OSError:
+        return ""
+
+def run_failures(ck):
+    """The failures revive run counted: its "failure N:" lines (other lines may say "failure" too, e.g.
+    "... completed within 3 s of the failure", which made run.kills count 6 of 5 once)."""
+    return len(re.findall(r"\] failure \d+:", run_log(ck)))
 
 def free_port(rng, host="127.0.0.1"):
     """A random port nobody listens on now (other tests and engineers share the machine)."""

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "rma/access_log.h"
+#include "rma/loss_verdict.h"
 #include "rma/placement.h"
 #include "rma/xor_code.h"
 
@@ -179,4 +180,72 @@ TEST(AccessLog, ReplayOrderKeepsEachOriginsEpochsAndLockOrder) {
   EXPECT_EQ(recs[1].det.seq, 4u);
   EXPECT_EQ(recs[2].det.origin, 1);
   EXPECT_EQ(recs[3].det.origin, 2);
+}
+
+// The survivors' verdict on a death (rank_watch.h): one loss per checksum group with complete logs is
+// rebuildable; every other case says why not.
+namespace {
+std::vector<SurvivorReport> Survivors(std::vector<int> ranks, int world, uint64_t epoch) {
+  std::vector<SurvivorReport> r;
+  for (int p : ranks) {
+    SurvivorReport s;
+    s.rank = p;
+    s.epoch = epoch;
+    s.gaps.assign(static_cast<size_t>(world), 0);
+    r.push_back(s);
+  }
+  return r;
+}
+const std::vector<std::vector<int>> kGroups = {{0, 1}, {2, 3}};
+}  // namespace
+
+TEST(LossVerdict, OneLossPerGroupWithCompleteLogsIsRebuildable) {
+  LossVerdict v = JudgeLoss({2}, kGroups, Survivors({0, 1, 3}, 4, 5));
+  EXPECT_TRUE(v.rebuildable) << v.why;
+  EXPECT_EQ(v.epoch, 5u);
+  EXPECT_NE(v.why.find("group {2,3} lost only rank 2"), std::string::npos) << v.why;
+}
+
+TEST(LossVerdict, TwoLossesInOneGroupAreNot) {
+  LossVerdict v = JudgeLoss({2, 3}, kGroups, Survivors({0, 1}, 4, 5));
+  EXPECT_FALSE(v.rebuildable);
+  EXPECT_NE(v.why.find("group {2,3} lost ranks 2, 3"), std::string::npos) << v.why;
+}
+
+TEST(LossVerdict, LossesInTwoGroupsLoseTheirMutualLogs) {
+  LossVerdict v = JudgeLoss({1, 3}, kGroups, Survivors({0, 2}, 4, 5));
+  EXPECT_FALSE(v.rebuildable);
+  EXPECT_NE(v.why.find("ranks 1, 3 died together"), std::string::npos) << v.why;
+}
+
+TEST(LossVerdict, NoCheckpointOrOneInProgressOrGapsAreNot) {
+  EXPECT_NE(JudgeLoss({2}, kGroups, Survivors({0, 1, 3}, 4, 0)).why.find("no in-memory checkpoint"), std::string::npos);
+  auto r = Survivors({0, 1, 3}, 4, 5);
+  r[1].in_checkpoint = true;
+  LossVerdict v = JudgeLoss({2}, kGroups, r);
+  EXPECT_FALSE(v.rebuildable);
+  EXPECT_NE(v.why.find("checkpoint 6 was being taken (rank 1"), std::string::npos) << v.why;
+  r = Survivors({0, 1, 3}, 4, 5);
+  r[2].epoch = 6;  // one survivor already past the next checkpoint: the others are inside it
+  EXPECT_FALSE(JudgeLoss({2}, kGroups, r).rebuildable);
+  r = Survivors({0, 1, 3}, 4, 5);
+  r[0].gaps[2] = kGapPutLayout;
+  v = JudgeLoss({2}, kGroups, r);
+  EXPECT_FALSE(v.rebuildable);
+  EXPECT_NE(v.why.find("rank 0 put to rank 2 with a non-contiguous"), std::string::npos) << v.why;
+  r = Survivors({0, 1, 3}, 4, 5);
+  r[2].gaps[2] = kGapGetLost;
+  v = JudgeLoss({2}, kGroups, r);
+  EXPECT_FALSE(v.rebuildable);
+  EXPECT_NE(v.why.find("rank 2's get log at rank 3 overflowed"), std::string::npos) << v.why;
+  r = Survivors({0, 1, 3}, 4, 5);
+  r[1].unprotected = true;
+  EXPECT_NE(JudgeLoss({2}, kGroups, r).why.find("sub-communicator"), std::string::npos);
+  // A gap about another rank does not matter; an open get epoch is a note, not a failure.
+  r = Survivors({0, 1, 3}, 4, 5);
+  r[0].gaps[1] = kGapPutLayout;
+  r[1].gaps[2] = kGapGetOpen;
+  v = JudgeLoss({2}, kGroups, r);
+  EXPECT_TRUE(v.rebuildable) << v.why;
+  EXPECT_NE(v.why.find("open epoch at rank(s) 1"), std::string::npos) << v.why;
 }

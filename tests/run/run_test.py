@@ -23,6 +23,7 @@ Scenarios (one per CTest test):
 """
 import argparse, os, random, re, shutil, signal, subprocess, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hosts"))
+import harness
 from harness import fail, skip, run, free_port, clean_env, with_namespaces, descendants
 
 ap = argparse.ArgumentParser()
@@ -84,15 +85,10 @@ def compare(ref, rund, ncopies):
                  (i, len(got), len(want), rund))
 
 def log():
-    try:
-        return open(os.path.join(ck, "run.log")).read()
-    except OSError:
-        return ""
+    return harness.run_log(ck)
 
 def failures():
-    """The failures revive run counted: its "failure N:" lines (other lines may say "failure" too, e.g.
-    "... completed within 3 s of the failure", which made run.kills count 6 of 5 once)."""
-    return len(re.findall(r"\] failure \d+:", log()))
+    return harness.run_failures(ck)
 
 def job_pids(sup, name):
     """Processes of the job below the supervisor whose command name is `name`."""
@@ -106,13 +102,7 @@ def job_pids(sup, name):
     return out
 
 def wait_for(pred, timeout, what):
-    t = time.time()
-    while time.time() - t < timeout:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.05)
-    fail("timed out after %d s waiting for %s\n--- run.log:\n%s" % (timeout, what, log()))
+    return harness.wait_for(pred, timeout, what, lambda: "\n--- run.log:\n" + log())
 
 def start(args, rund, extra_env=None):
     os.makedirs(rund, exist_ok=True)
