@@ -486,8 +486,7 @@ void AddRestartCommand(CLI::App& app, int* rc) {
   // either): a user who launched with the defaults restarts with `revive restart`.
   c->add_option("what", a->what,
                 "IMAGE.rimg, ckpt-G directory or checkpoint directory (default: REVIVE_CKPT_DIR or ./revive-ckpt)")
-      ->envname("REVIVE_CKPT_DIR")
-      ->default_val("revive-ckpt");
+      ->default_val(DefaultCkptDir());
   c->callback([a, rc] { *rc = Restart(*a); });
 }
 

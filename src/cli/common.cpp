@@ -19,6 +19,11 @@
 
 namespace revive::cli {
 
+std::string DefaultCkptDir() {
+  const char* e = getenv("REVIVE_CKPT_DIR");
+  return e != nullptr && *e ? e : "revive-ckpt";
+}
+
 Status ResolveTarget(const std::string& port_opt, const std::string& dir_opt, Target* t) {
   const char* h = getenv("REVIVE_COORD_HOST");
   t->host = h != nullptr && *h ? h : "127.0.0.1";
@@ -41,11 +46,7 @@ Status ResolveTarget(const std::string& port_opt, const std::string& dir_opt, Ta
       return Status::InvalidArgument(what + "=" + port + ": not a port number (1..65535)");
     t->port = (uint16_t)v;
   }
-  std::string dir = dir_opt;
-  if (dir.empty()) {
-    const char* e = getenv("REVIVE_CKPT_DIR");
-    dir = e != nullptr && *e ? e : "revive-ckpt";
-  }
+  std::string dir = dir_opt.empty() ? DefaultCkptDir() : dir_opt;
   t->ckpt_dir = Absolute(dir);
   while (t->ckpt_dir.size() > 1 && t->ckpt_dir.back() == '/') t->ckpt_dir.pop_back();
   t->secret_file = coord::SecretPath(t->ckpt_dir);

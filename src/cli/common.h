@@ -22,6 +22,8 @@ struct Target {
 };
 
 // port_opt/dir_opt: the command-line values ("" when not given). Errors name the variable or option.
+// The checkpoint directory when none is given: REVIVE_CKPT_DIR, else "revive-ckpt" (relative).
+std::string DefaultCkptDir();
 Status ResolveTarget(const std::string& port_opt, const std::string& dir_opt, Target* t);
 
 // No port given (--port, REVIVE_PORT): the port of the live coordinator that serves t->ckpt_dir on this

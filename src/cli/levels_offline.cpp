@@ -220,10 +220,11 @@ GlobalLevel VerifyGlobal(const Offline& o, uint64_t v) {
   return G;
 }
 
+std::string DefaultCkptDir();  // cli/common.h (not included: its Progress() clashes with the class above)
+
 void AddDirOptions(CLI::App* c, std::string* dir, std::string* local) {
   c->add_option("dir", *dir, "Checkpoint directory <base>/<name> (default: REVIVE_CKPT_DIR or ./revive-ckpt)")
-      ->envname("REVIVE_CKPT_DIR")
-      ->default_val("revive-ckpt");
+      ->default_val(DefaultCkptDir());
   c->add_option("--local", *local, "Local root (default REVIVE_LOCAL_PATH or /dev/shm/revive-<uid>)");
 }
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "plugins/common/msg.h"
+#include "plugins/common/same_open.h"
 #include "plugins/common/section_io.h"
 #include "plugins/fd/fd_internal.h"
 #include "plugins/fd/fd_record.h"
@@ -134,15 +135,7 @@ int seek(Ctx& c, int fd, const FdRecord& rec, const char* path) {
 // line landed past the end the restore cut the file back to (a run of NUL bytes), and the job's writes
 // overwrote the supervisor's. -1 when it is another file or opened otherwise.
 int restart_stdio(const FdRecord& rec, const char* path) {
-  struct stat ours, theirs;
-  if (rec.fd > 2 || fstat(rec.fd, &ours) != 0 || !S_ISREG(ours.st_mode) || stat(path, &theirs) != 0 ||
-      ours.st_dev != theirs.st_dev || ours.st_ino != theirs.st_ino) {
-    return -1;
-  }
-  int fl = fcntl(rec.fd, F_GETFL);
-  if (fl < 0 || (fl & O_ACCMODE) != (int(rec.flags) & O_ACCMODE) || (fl & O_APPEND) != (int(rec.flags) & O_APPEND))
-    return -1;
-  return fcntl(rec.fd, F_DUPFD_CLOEXEC, 0);
+  return rec.fd <= 2 && same_open_file(rec.fd, path, int(rec.flags)) ? fcntl(rec.fd, F_DUPFD_CLOEXEC, 0) : -1;
 }
 
 int reopen_regular(Ctx& c, const FdRecord& rec, const char* path) {

@@ -45,6 +45,13 @@ bool skip_payload(In& in, const FileEntry& e) {
   return e.format == uint32_t(FileFormat::kBlocks) ? files_skip_blocks(in) : skip(in, e.size);
 }
 
+// An entry whose file is left as it is: its payload skipped (0), or the section named as cut short.
+int leave(Ctx& c, const FileEntry& e, const char* path) {
+  if (skip_payload(c.in, e)) return 0;
+  return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("files section: truncated in the contents of '")
+      .s(path).s("'"), EINVAL);
+}
+
 // Writes an inline entry's contents into fd from offset 0.
 int fill_inline(Ctx& c, const FileEntry& e, const char* path, int fd) {
   for (int64_t off = 0; off < e.size;) {
@@ -137,9 +144,7 @@ int write_back(Ctx& c, const FileEntry& e, const char* path, const FileIdentity*
   if (scanned) {
     Walked w = walked_state(e, id, path);
     if (w == Walked::kOther || w == Walked::kUnchanged) {
-      if (skip_payload(c.in, e)) return 0;
-      return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("files section: truncated in the contents of '")
-          .s(path).s("'"), EINVAL);
+      return leave(c, e, path);
     }
     if (w == Walked::kSame) scanned = false;
   }
@@ -149,9 +154,7 @@ int write_back(Ctx& c, const FileEntry& e, const char* path, const FileIdentity*
   // write right after the checkpoint can fall in the same coarse mtime tick.
   if (e.origin == uint32_t(FileOrigin::kLocal) && lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
       st.st_size == e.size && st.st_mtim.tv_sec == e.mtime_sec && st.st_mtim.tv_nsec == e.mtime_nsec) {
-    if (skip_payload(c.in, e)) return 0;
-    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("files section: truncated in the contents of '")
-        .s(path).s("'"), EINVAL);
+    return leave(c, e, path);
   }
   if (int rc = make_parents(c, path, e.dir_mode); rc != 0) return rc;
   int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (scanned ? O_EXCL : 0);
@@ -160,9 +163,7 @@ int write_back(Ctx& c, const FileEntry& e, const char* path, const FileIdentity*
   // A walked file that appeared since the lstat above (the restart's coordinator writing its record
   // under /tmp/revive-UID at this moment) is no longer missing: left alone, as if lstat had seen it.
   if (fd < 0 && scanned && errno == EEXIST) {
-    if (skip_payload(c.in, e)) return 0;
-    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("files section: truncated in the contents of '")
-        .s(path).s("'"), EINVAL);
+    return leave(c, e, path);
   }
   if (fd < 0) {
     int err = errno;
@@ -195,7 +196,13 @@ int listing(Ctx& c, const FileEntry& e, const char* path) {
   return files_displace(c.in, e, path, c.msg, c.cap);
 }
 
-int restore_entries(Ctx& c);
+// The creation log, if replaced_by_us read it, let go on every way out of the restore.
+struct LogRelease {
+  LogRelease() { g_log = 0; }
+  ~LogRelease() {
+    if (g_log == 1) created_unload();
+  }
+};
 
 }  // namespace
 
@@ -203,18 +210,7 @@ int files_restore(inject::SectionReader& r, char* msg, size_t cap) {
   pre_restored(inject::restored_image());  // files changed from now on are kept for this generation
   In in(r);
   Ctx c{in, msg, cap, {}};
-  g_log = 0;
-  int rc = restore_entries(c);
-  if (g_log == 1) created_unload();
-  return rc;
-}
-
-namespace {
-
-int restore_entries(Ctx& c) {
-  In& in = c.in;
-  char* msg = c.msg;
-  size_t cap = c.cap;
+  LogRelease log;
   if (!in.tag(kFilesTag)) return fail(msg, cap, Msg(c.line, sizeof c.line).s("files section: bad tag"), EINVAL);
   for (uint32_t k = 0;; ++k) {
     FileEntry e;
@@ -247,7 +243,5 @@ int restore_entries(Ctx& c) {
   }
   return 0;
 }
-
-}  // namespace
 
 }  // namespace revive::plugins

@@ -5,7 +5,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <linux/sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +18,7 @@
 #include <algorithm>
 #include <string>
 
+#include "plugins/common/same_open.h"
 #include "plugins/proctree/tree.h"
 
 namespace revive::proctree {
@@ -137,17 +137,9 @@ void close_share_slots(const TreePlan& plan) {
 // restart (`revive run ... >job.log 2>&1`) keep one offset, as at launch (the fd plugin's restart_stdio
 // does the same for a description one process holds). -1 otherwise.
 int restart_stdio(const SharedFile& f) {
-  struct stat theirs;
-  if (stat(f.path.c_str(), &theirs) != 0) return -1;
-  for (const auto& [proc, num] : f.members) {
-    struct stat ours;
-    if (num < 0 || num > 2 || fstat(num, &ours) != 0 || !S_ISREG(ours.st_mode) || ours.st_dev != theirs.st_dev ||
-        ours.st_ino != theirs.st_ino)
-      continue;
-    int fl = fcntl(num, F_GETFL);
-    if (fl >= 0 && (fl & O_ACCMODE) == (int(f.flags) & O_ACCMODE) && (fl & O_APPEND) == (int(f.flags) & O_APPEND))
+  for (const auto& [proc, num] : f.members)
+    if (num >= 0 && num <= 2 && plugins::same_open_file(num, f.path.c_str(), f.flags))
       return fcntl(num, F_DUPFD, 0);  // inherited by the children, as open() without O_CLOEXEC
-  }
   return -1;
 }
 
