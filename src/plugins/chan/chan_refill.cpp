@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <poll.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include "plugins/chan/chan.h"
@@ -135,6 +137,35 @@ fail:
   return failed(c, msg, cap);
 }
 
+// A rebuilt half-closed connection is complete when the peer's shutdown of its writing side has reached
+// us (it comes after the bytes it wrote back). False after kShutWaitMs (message set).
+constexpr int kShutWaitMs = 10000;
+
+bool wait_shut(const Chan& c, char* msg, size_t cap) {
+  const uint64_t deadline = now_ms() + kShutWaitMs;
+  for (;;) {
+    pollfd p = {c.fd, POLLRDHUP, 0};
+    if (poll(&p, 1, 5) > 0 && (p.revents & (POLLRDHUP | POLLHUP))) return true;
+    if (now_ms() > deadline) break;
+  }
+  plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": the peer did not shut its writing side again after the refill");
+  return false;
+}
+
+// Our own SHUT_RD on TCP must wait for the peer's written-back bytes: once our receiving side is shut, a
+// read with nothing queued yet gives end of file, before bytes the program has not read.
+bool wait_queued(const Chan& c, size_t bytes, char* msg, size_t cap) {
+  const uint64_t deadline = now_ms() + kShutWaitMs;
+  for (;;) {
+    int q = 0;
+    if (ioctl(c.fd, SIOCINQ, &q) != 0 || size_t(q) >= bytes) return true;
+    if (now_ms() > deadline) break;
+    wait_fd(c.fd, POLLIN, 5);
+  }
+  plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": the peer's ").u(bytes).s(" drained bytes did not come back after the refill");
+  return false;
+}
+
 }  // namespace
 
 int refill(bool restored, char* msg, size_t cap) {
@@ -193,19 +224,37 @@ int refill(bool restored, char* msg, size_t cap) {
     }
     wait_fd(pending, ev, 5);
   }
+  // Half-closed: shut our writing sides again only now, after the peer's bytes were written back, so
+  // the peer reads them and then its end of file, as before the checkpoint. All of them before any wait
+  // below: a peer may be waiting for one of ours while we wait for one of its.
   for (uint32_t i = 0; i < g_nchans; ++i) {
     Chan& c = g_chans[i];
-    c.rx.clear();
-    // Half-closed: shut our writing side again only now, after the peer's bytes were written back, so
-    // the peer reads them and then its end of file, as before the checkpoint.
-    if (c.kind == kConn && c.wr_shut && shutdown(c.fd, SHUT_WR) != 0) {
+    if (c.kind == kConn && !c.broken && c.wr_shut && shutdown(c.fd, SHUT_WR) != 0) {
       int e = errno;
       plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": cannot shut the writing side again: ").err(e);
       return -e;
     }
-    // Our receiving side likewise, once the peer's in-flight bytes are back in the queue: the program
-    // reads them, then its end of file.
-    if (c.kind == kConn && c.rd_shut && shutdown(c.fd, SHUT_RD) != 0) {
+  }
+  // Then the ends whose receiving side was shut. Each must be as before the checkpoint *before* this
+  // process resumes, not merely soon: a program polling its shut end reads "nothing yet" (EAGAIN) where
+  // it read end of file, if it runs before the peer's write-back or shutdown lands.
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    Chan& c = g_chans[i];
+    const size_t drained = c.rx.len;
+    c.rx.clear();
+    if (c.kind != kConn || c.fd < 0 || c.broken || c.reset) continue;
+    const bool unix_end = c.family == AF_UNIX;
+    if (c.eof || (unix_end && c.rd_shut)) {
+      // The peer shut its writing side (on a Unix connection our RCV bit always means that, or comes with
+      // it): it does so again right after writing our bytes back, so its shutdown reaching us (RDHUP)
+      // says both have landed.
+      if (!wait_shut(c, msg, cap)) return -ETIMEDOUT;
+    } else if (c.rd_shut && !wait_queued(c, drained, msg, cap)) {
+      return -ETIMEDOUT;  // TCP, our own SHUT_RD: the peer's bytes must be queued before we shut
+    }
+    // Our receiving side, once the peer's in-flight bytes are back in the queue: the program reads
+    // them, then its end of file.
+    if (c.rd_shut && shutdown(c.fd, SHUT_RD) != 0) {
       int e = errno;
       plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": cannot shut the receiving side again: ").err(e);
       return -e;

@@ -203,6 +203,11 @@ bool consider(int fd) {
     // socket file at accept), named (own inode, 0) like the listener names it; else not connected.
     if (!peer && (type == SOCK_DGRAM || c.peer_len <= sizeof(sa_family_t))) return false;  // the fd plugin's
     c.wr_shut = (shut & 2) != 0;  // SEND_SHUTDOWN
+    // RCV_SHUTDOWN: our own shutdown(SHUT_RD) or the peer's SHUT_WR, which a Unix connection cannot tell
+    // apart (either sets our RCV and the peer's SEND bit). This end shuts its receiving side again after
+    // the rebuild either way: were it left to the peer, our program could resume before the peer got
+    // there and read "nothing yet" instead of end of file.
+    c.rd_shut = (shut & 1) != 0;
     make_keys(c, reinterpret_cast<const uint8_t*>(&me), 8, reinterpret_cast<const uint8_t*>(&peer), 8);
   } else {
     l = sizeof c.peer;
