@@ -74,7 +74,7 @@ def main():
     ap = hosts_parser()
     ap.add_argument("--prog", required=True, help="tree_hosts")
     ap.add_argument("--bytes", default="40000000")
-    ap.add_argument("--pace", default="2000")
+    ap.add_argument("--pace", default="6000")
     a = ap.parse_args()
     REVIVE = os.path.abspath(a.revive)
     with_namespaces(a, "rvt", "10.81", NHOSTS, lambda rng, seed, prefix, net: test(a, rng, seed, prefix, net))
