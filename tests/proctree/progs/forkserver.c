@@ -1,4 +1,4 @@
-/* A forking server: the parent forks NWORK workers, one every 60 ms; worker 0 works for 120 steps of
+/* A forking server: the parent forks NWORK workers, one every 60 ms; worker 0 works for 160 steps of
  * 30 ms, worker k>0 for (NWORK-k)*8, logging each step to its own file worker-K.txt (O_APPEND), so the
  * later ones finish first and wait as zombies while the parent reaps in order. Each exits with 10+k, the last one dies of SIGTERM; only
  * the parent prints to stdout (every status), so the output does not depend on scheduling. */
@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
       char name[32];
       snprintf(name, sizeof name, "worker-%d.txt", k);
       int fd = open(name, O_WRONLY | O_CREAT | O_APPEND, 0644);
-      int steps = k == 0 ? 120 : (nwork - k) * 8;
+      int steps = k == 0 ? 160 : (nwork - k) * 8;
       for (int i = 0; i < steps; i++) {
         dprintf(fd, "worker %d step %d\n", k, i);
         nap(30);
