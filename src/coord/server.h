@@ -114,6 +114,7 @@ class Server {
   void AbortLookups(const std::set<uint64_t>& conn_ids);
   bool LeftOnItsOwn(const Conn& c) const;
   bool ExecdImageConnected(const Conn& c, const Member& m) const;
+  bool ExecdImageOutside(const Conn& c, const std::set<uint64_t>& barrier) const;
   struct HereState {
     bool exists = false;
     char state = 0;           // R, S, D, T, Z, X...

@@ -97,6 +97,19 @@ bool Server::ExecdImageConnected(const Conn& c, const Member& m) const {
   return false;
 }
 
+// The process's exec'd image is connected, under a connection that is not in this barrier (it came
+// after the suspend phase, or behind a sub-coordinator, and was welcomed "outside the checkpoint"): the old
+// connection's departure is no exit then, and a generation without it would miss a program that runs.
+bool Server::ExecdImageOutside(const Conn& c, const std::set<uint64_t>& barrier) const {
+  const Member* m = const_cast<Conn&>(c).Self();
+  if (m == nullptr || m->pid == 0) return false;
+  for (const auto& [id, other] : conns_)
+    if (!other->dead && other.get() != &c && barrier.count(id) == 0)
+      for (const auto& [u, om] : other->members)
+        if (u != 0 && om.pid == m->pid && om.host == m->host) return true;
+  return false;
+}
+
 bool Server::LostLiveStillRuns() const {
   for (const Member& m : lost_live_procs_) {
     HereState h;
