@@ -231,6 +231,11 @@ REVIVE_FORK_PATH void hooks_forked_child() {
   sys::set_if(g_internal.want_wake, 0);
 }
 
+void hooks_prefault() {
+  sys::touch_pages(&h, sizeof h);
+  sys::touch_pages(&g_internal, sizeof g_internal);
+}
+
 }  // namespace revive::inject
 
 // The injected library's one exported symbol besides the libc wrappers: librevive_hooks.so finds the

@@ -23,5 +23,7 @@ void hooks_poke_seen();
 void hooks_finish(int outcome);
 // Fork child: forget the parent's pending request and timer.
 void hooks_forked_child();
+// At library load: the pages hooks_forked_child reads, mapped in the parent (sys::touch_pages).
+void hooks_prefault();
 
 }  // namespace revive::inject

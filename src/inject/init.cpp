@@ -451,6 +451,7 @@ __attribute__((constructor)) void revive_init() {
     g.cstack_len = size_t{1} << 20;
   }
   install_handler();
+  hooks_prefault();  // a fork child reads that state: mapped here once, not faulted in by every child
   // zstd: also when a coordinator may ask for compression in its WELCOME (dlopen allocates: not later).
   if ((g.cfg.compress || g.cfg.coord_port) && !compress_load() && g.cfg.compress)
     sys::log(0, "REVIVE_COMPRESS=1 but libzstd.so.1 cannot be loaded; writing uncompressed");

@@ -33,6 +33,15 @@ inline void set_if(T& x, V v) {
   if (x != T(v)) x = T(v);
 }
 
+// Reads every page of [p, p + n). A page of .bss the process never touched has no mapping, so a fork
+// child that only reads it (set_if above: is there anything to reset?) takes a page fault, and takes it
+// again at every fork. Read once in the parent, it maps the zero page, and fork copies that mapping.
+inline void touch_pages(const void* p, size_t n) {
+  const auto* c = static_cast<const volatile char*>(p);
+  for (size_t off = 0; off < n; off += 4096) (void)c[off];
+  if (n) (void)c[n - 1];
+}
+
 inline int gettid() { return (int)sc(SYS_gettid); }
 inline int getpid() { return (int)sc(SYS_getpid); }
 

@@ -21,6 +21,7 @@
 
 #include "inject/fork_path.h"
 #include "inject/plugin.h"
+#include "inject/sys.h"
 #include "plugins/common/next_symbol.h"
 #include "plugins/proctree/proctree.h"
 
@@ -377,6 +378,9 @@ void pending_init() {
   // Now, not in a child's _exit (dlsym there would cost every short-lived child its lookups).
   plugins::next_symbol(&g_real_exit, "_exit");
   plugins::next_symbol(&g_real_Exit, "_Exit");
+  // The fork table's page, read by every fork child (inflight_reset_in_child): mapped here once, so that
+  // a parent that never forked lazily does not leave each child a page fault on it.
+  inject::sys::touch_pages(&t, sizeof t);
 }
 
 void register_exit_join() {

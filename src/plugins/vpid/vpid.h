@@ -37,6 +37,21 @@ pid_t self_tid();
 // Changes whenever a table is mapped or forgotten: a call that blocked across a checkpoint and resumed in
 // a restored process sees a different value after it than before.
 uint32_t epoch();
+// A call that only asks (getppid, getpgid, kill(pid, 0), SO_PEERCRED...), made by `ask` with its ids
+// translated both ways, is made again when a restore came in between. A checkpoint's signal reaches a
+// thread as the kernel returns from a system call, so a busy thread is most often cut right after such a
+// call returned a kernel id (or while it translates one): restored, it would read the old incarnation's
+// kernel id with the new table (vpid.idspin; vpid.chain's "A: ... exit 101"). Asking again is harmless
+// because the call changes nothing; calls that act keep the old answer (process-trees.md).
+template <typename Ask>
+inline auto asked(Ask ask) {
+  for (;;) {
+    const uint32_t ep = epoch();
+    auto r = ask();
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);  // the translation is done before the epoch is read again
+    if (__builtin_expect(epoch() == ep, 1)) return r;
+  }
+}
 // The sender's pid in a signal's siginfo (kill, sigqueue, tgkill, SIGCHLD's child) as the program knows
 // it. For the signal plugin's trampoline and its sigwaitinfo/sigtimedwait wrappers; async-signal-safe.
 void virtual_siginfo(siginfo_t* info);

@@ -1,5 +1,6 @@
 // Wrappers that return or take this computation's ids: getpid (cached, no system call), getppid, gettid,
-// getpgid/getpgrp, getsid, setpgid, tcgetpgrp/tcsetpgrp. Inactive (no table): straight to libc.
+// getpgid/getpgrp, getsid, setpgid, tcgetpgrp/tcsetpgrp. Inactive (no table): straight to libc. The
+// getters are asked again when a restore cut them (vpid::asked).
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -51,8 +52,10 @@ REVIVE_EXPORT pid_t getpid() noexcept {
 }
 
 REVIVE_EXPORT pid_t getppid() noexcept {
-  pid_t r = call(&g_getppid, "getppid");
-  return vpid::active() ? vpid::to_virt(r) : r;
+  return vpid::asked([] {
+    pid_t r = call(&g_getppid, "getppid");
+    return vpid::active() ? vpid::to_virt(r) : r;
+  });
 }
 
 REVIVE_EXPORT pid_t gettid() noexcept {
@@ -61,22 +64,28 @@ REVIVE_EXPORT pid_t gettid() noexcept {
 }
 
 REVIVE_EXPORT pid_t getpgid(pid_t pid) noexcept {
-  if (!vpid::active()) return call(&g_getpgid, "getpgid", pid);
-  pid_t r = call(&g_getpgid, "getpgid", vpid::to_real(pid));
-  return r > 0 ? vpid::to_virt(r) : r;
+  return vpid::asked([pid] {
+    if (!vpid::active()) return call(&g_getpgid, "getpgid", pid);
+    pid_t r = call(&g_getpgid, "getpgid", vpid::to_real(pid));
+    return r > 0 ? vpid::to_virt(r) : r;
+  });
 }
 
 REVIVE_EXPORT pid_t __getpgid(pid_t pid) noexcept { return getpgid(pid); }
 
 REVIVE_EXPORT pid_t getpgrp() noexcept {
-  pid_t r = call(&g_getpgrp, "getpgrp");
-  return vpid::active() && r > 0 ? vpid::to_virt(r) : r;
+  return vpid::asked([] {
+    pid_t r = call(&g_getpgrp, "getpgrp");
+    return vpid::active() && r > 0 ? vpid::to_virt(r) : r;
+  });
 }
 
 REVIVE_EXPORT pid_t getsid(pid_t pid) noexcept {
-  if (!vpid::active()) return call(&g_getsid, "getsid", pid);
-  pid_t r = call(&g_getsid, "getsid", vpid::to_real(pid));
-  return r > 0 ? vpid::to_virt(r) : r;
+  return vpid::asked([pid] {
+    if (!vpid::active()) return call(&g_getsid, "getsid", pid);
+    pid_t r = call(&g_getsid, "getsid", vpid::to_real(pid));
+    return r > 0 ? vpid::to_virt(r) : r;
+  });
 }
 
 REVIVE_EXPORT int setpgid(pid_t pid, pid_t pgid) noexcept {
@@ -89,8 +98,10 @@ REVIVE_EXPORT int setpgid(pid_t pid, pid_t pgid) noexcept {
 REVIVE_EXPORT pid_t tcgetpgrp(int fd) noexcept {
   TcgetFn f = next_or_enosys(&g_tcgetpgrp, "tcgetpgrp");
   if (!f) return -1;
-  pid_t r = f(fd);
-  return vpid::active() && r > 0 ? vpid::to_virt(r) : r;
+  return vpid::asked([f, fd] {
+    pid_t r = f(fd);
+    return vpid::active() && r > 0 ? vpid::to_virt(r) : r;
+  });
 }
 
 REVIVE_EXPORT int tcsetpgrp(int fd, pid_t pgrp) noexcept {

@@ -51,10 +51,11 @@ int fcntl_with(FcntlFn* slot, const char* name, int fd, int cmd, va_list ap) {
   switch (cmd) {
     case F_SETOWN:
       return f(fd, cmd, vpid::to_real_signed(pid_t(reinterpret_cast<long>(arg))));
-    case F_GETOWN: {
-      int r = f(fd, cmd);
-      return r > 0 ? vpid::to_virt(r) : r < -1 ? -vpid::to_virt(-r) : r;
-    }
+    case F_GETOWN:
+      return vpid::asked([f, fd, cmd] {
+        int r = f(fd, cmd);
+        return r > 0 ? vpid::to_virt(r) : r < -1 ? -vpid::to_virt(-r) : r;
+      });
     case F_SETOWN_EX: {
       auto* o = static_cast<const struct f_owner_ex*>(arg);
       if (!o) return f(fd, cmd, arg);
@@ -62,12 +63,13 @@ int fcntl_with(FcntlFn* slot, const char* name, int fd, int cmd, va_list ap) {
       k.pid = vpid::to_real(k.pid);
       return f(fd, cmd, &k);
     }
-    case F_GETOWN_EX: {
-      int r = f(fd, cmd, arg);
-      auto* o = static_cast<struct f_owner_ex*>(arg);
-      if (r == 0 && o) o->pid = vpid::to_virt(o->pid);
-      return r;
-    }
+    case F_GETOWN_EX:
+      return vpid::asked([f, fd, cmd, arg] {
+        int r = f(fd, cmd, arg);
+        auto* o = static_cast<struct f_owner_ex*>(arg);
+        if (r == 0 && o) o->pid = vpid::to_virt(o->pid);
+        return r;
+      });
     default:
       return f(fd, cmd, arg);
   }
@@ -97,13 +99,17 @@ REVIVE_EXPORT int fcntl64(int fd, int cmd, ...) __attribute__((alias("fcntl")));
 REVIVE_EXPORT int getsockopt(int fd, int level, int name, void* val, socklen_t* len) noexcept {
   GetsockoptFn f = next_or_enosys(&g_getsockopt, "getsockopt");
   if (!f) return -1;
-  int r = f(fd, level, name, val, len);
-  if (r == 0 && vpid::active() && level == SOL_SOCKET && name == SO_PEERCRED && val && len &&
-      *len >= sizeof(struct ucred)) {
-    auto* u = static_cast<struct ucred*>(val);
-    u->pid = vpid::to_virt(u->pid);
-  }
-  return r;
+  if (level != SOL_SOCKET || name != SO_PEERCRED) return f(fd, level, name, val, len);
+  const socklen_t cap = len ? *len : 0;
+  return vpid::asked([&] {
+    if (len) *len = cap;
+    int r = f(fd, level, name, val, len);
+    if (r == 0 && vpid::active() && val && len && *len >= sizeof(struct ucred)) {
+      auto* u = static_cast<struct ucred*>(val);
+      u->pid = vpid::to_virt(u->pid);
+    }
+    return r;
+  });
 }
 
 REVIVE_EXPORT ssize_t recvmsg(int fd, struct msghdr* m, int flags) {

@@ -30,6 +30,9 @@ VPID_PRIME(g_sigqueue, "sigqueue")
 REVIVE_EXPORT int kill(pid_t pid, int sig) noexcept {
   KillFn f = next_or_enosys(&g_kill, "kill");
   if (!f) return -1;
+  // kill(pid, 0) only asks whether pid exists: asked again if a restore came between the translation and
+  // the call (vpid::asked). A signal sent is never sent twice.
+  if (sig == 0) return vpid::asked([f, pid] { return f(vpid::active() ? vpid::to_real_signed(pid) : pid, 0); });
   return f(vpid::active() ? vpid::to_real_signed(pid) : pid, sig);
 }
 

@@ -183,6 +183,10 @@ pid_t self_tid() {
   if (t) return t;
   const pid_t real = real_tid();
   t = real == real_pid() ? g_vpid : register_new(real, true);
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  // A checkpoint cut this first use: its handler registered the thread (thread_checkpoint) and a restore
+  // kept that id, while `real` may be the old incarnation's kernel tid. Keep theirs.
+  if (pid_t mine = t_vtid) return mine;
   t_vtid = t;
   return t;
 }

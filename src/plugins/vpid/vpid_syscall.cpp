@@ -60,10 +60,11 @@ long translated(long nr, long a, long b, long c, long d, long e, long f, bool* l
   switch (nr) {
     case SYS_getpid: return vpid::g_vpid;
     case SYS_gettid: return vpid::self_tid();
+    // Asked again if a restore cut them (vpid::asked); the table may be gone then (an exact-pid restart).
     case SYS_getppid:
-    case SYS_getpgrp: return V(call6(nr));
+    case SYS_getpgrp: return vpid::asked([nr] { return vpid::active() ? V(call6(nr)) : call6(nr); });
     case SYS_getpgid:
-    case SYS_getsid: return V(call6(nr, R(a)));
+    case SYS_getsid: return vpid::asked([nr, a] { return vpid::active() ? V(call6(nr, R(a))) : call6(nr, a); });
     case SYS_setpgid: return call6(nr, R(a), R(b));
     case SYS_kill: return call6(nr, vpid::to_real_signed(pid_t(a)), b);
     case SYS_tkill: return call6(nr, R(a), b);
