@@ -146,7 +146,7 @@ namespace {
 int CodeOf(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 1; }
 }  // namespace
 
-std::vector<int> WaitEachServing(const std::vector<pid_t>& kids) {
+std::vector<int> WaitEachServing(const std::vector<pid_t>& kids, const std::function<void(size_t, int)>& ended) {
   std::vector<int> codes(kids.size(), 0);
   std::vector<bool> done(kids.size(), false);
   const bool fail_fast = FailFast();
@@ -165,28 +165,22 @@ std::vector<int> WaitEachServing(const std::vector<pid_t>& kids) {
       any = true;
       left--;
       codes[k] = r == kids[k] ? CodeOf(st) : 1;
+      if (ended) ended(k, codes[k]);
       if (fail_fast && codes[k] != 0 && left > 0) {
         for (size_t j = 0; j < kids.size(); j++)
           if (!done[j]) kill(kids[j], SIGKILL);
       }
     }
     if (!any && left > 0) {
-      if (g_sig == 0 && !fail_fast) {
-        // Nothing to serve: block on the first kid still running.
-        for (size_t k = 0; k < kids.size(); k++)
-          if (!done[k]) {
-            int st = 0;
-            pid_t r;
-            while ((r = waitpid(kids[k], &st, 0)) < 0 && errno == EINTR) {
-            }
-            done[k] = true;
-            left--;
-            codes[k] = r == kids[k] ? CodeOf(st) : 1;
-            break;
-          }
-      } else {
-        usleep(20000);
-      }
+      // Nothing to serve: sleep until any child ends, without reaping it (a kid is reaped above; a
+      // `revive checkpoint` child by ServeCheckpointSignal). Any kid, not the first: a restorer that dies
+      // while the others wait at the restart barrier must be seen (`ended` tells the coordinator). A
+      // checkpoint child already ended and not yet reaped, or a signal, falls back to the 20 ms poll.
+      siginfo_t si{};
+      bool kid = false;
+      if (g_sig == 0 && !fail_fast && waitid(P_ALL, 0, &si, WEXITED | WNOWAIT) == 0)
+        for (pid_t p : kids) kid |= p == si.si_pid;
+      if (!kid) usleep(20000);
     }
   }
   // The program is gone: a checkpoint asked for by a signal has nothing left to save (one still waiting for

@@ -4,6 +4,8 @@
 // sent to revive are passed on to the program.
 #pragma once
 
+#include <functional>
+
 #include <sys/types.h>
 
 #include <string>
@@ -26,8 +28,10 @@ void ForwardSignalsTo(pid_t pid);
 void ServeCheckpointSignal();
 // WaitEach (hosts.h) that serves the checkpoint signal while it waits. With FailFast(), the first kid
 // that ends abnormally (a signal or a non-zero status) ends the wait: the others are killed (SIGKILL,
-// their status 128+9) so that a supervisor learns of the failure at once.
-std::vector<int> WaitEachServing(const std::vector<pid_t>& kids);
+// their status 128+9) so that a supervisor learns of the failure at once. `ended` (if given) is called
+// with each kid's index and status as it ends, in the order they end, while the others still run.
+std::vector<int> WaitEachServing(const std::vector<pid_t>& kids,
+                                 const std::function<void(size_t, int)>& ended = nullptr);
 // REVIVE_FAIL_FAST=1 (set by `revive run` for the launch/restart it supervises).
 bool FailFast();
 

@@ -87,6 +87,24 @@ void SayRestartFailure(const Target& t) {
     fprintf(stderr, "revive restart: the restart was ended: %s\n", why);
 }
 
+// A restored process's restorer (a root we wait for) ended badly: if it ended before it was back (killed,
+// or crashed while reading its image, with no report), the coordinator would wait for it: for ever at the
+// restart barrier, or 30 s for a failed restart's latecomer (and a retry with it). Tell the coordinator,
+// which decides by its state (coord/server.cpp, kKill with gone=1): a process that came back and then
+// exited is nobody's business. Best effort: no coordinator, nothing to tell.
+void TellEnded(const Target& t, uint64_t upid, pid_t pid, int code) {
+  ScopedClient sc;
+  if (!ConnectCli(t, 1000, &sc.c).ok()) return;
+  std::string why = "process upid " + std::to_string(upid) + " (pid " + std::to_string(pid) + ") ended " +
+                    (code > 128 ? "by signal " + std::to_string(code - 128) : "with status " + std::to_string(code)) +
+                    " before it was restored";
+  coord::FrameBuilder k(sc.c.tx_buffer(), coord::Client::kTxCap, coord::kKill, sc.c.next_seq());
+  k.add_u64("upid", upid).add("why", why.c_str()).add("gone", "1");
+  coord::FrameHeader h;
+  coord::Payload p;
+  if (sc.c.send(k)) sc.c.recv(&h, &p, 5000);
+}
+
 // A coordinator on our port still ending a failed restart (a retry at once after it) tells that restart's
 // processes still reading their images to exit when they come: it would take ours for them. Wait while
 // it does: until it leaves (an --exit-on-last one leaves once none can come and it has said why), or,
@@ -399,7 +417,9 @@ int Restart(const RestartArgs& a) {
     // Exit status: the first root (manifest order) that did not exit 0, else 0. Signals as 128+sig. A
     // host's part also reports each root's status, so `revive restart --hosts` applies the same rule over
     // all hosts' roots.
-    std::vector<int> codes = WaitEachServing(kids);
+    std::vector<int> codes = WaitEachServing(kids, [&](size_t k, int code) {
+      if (code != 0) TellEnded(t, plan.upids[which[k]], kids[k], code);
+    });
     verifier.reset();
     std::vector<RootStatus> roots;
     for (size_t k = 0; k < kids.size(); k++) roots.push_back({plan.pos[which[k]], codes[k]});

@@ -483,6 +483,18 @@ void Server::HandleFrame(Conn* c, const FrameHeader& h, const Payload& p) {
         const char* why;
         size_t wn;
         uint64_t upid = 0;
+        // `revive restart` saw a restorer it waits for end badly (TellEnded): failing the restart only
+        // while that process has not come back (else its exit is its own business).
+        const char* gone;
+        size_t gn;
+        if (p.get("gone", &gone, &gn) && gn == 1 && gone[0] == '1' && p.get("why", &why, &wn) &&
+            p.get_u64("upid", &upid) && !RestorerEnded(upid, why, wn)) {
+          uint8_t buf[64];
+          FrameBuilder k(buf, sizeof buf, kKill, h.seq);
+          k.add_u64("procs", 0);
+          Send(c, k);
+          return;
+        }
         if (p.get("why", &why, &wn)) {
           p.get_u64("upid", &upid);
           Log(0, "restart failed: process upid %llu: %.*s; ending every process of the restart",
@@ -633,6 +645,27 @@ void Server::NoteRestartFailed(uint64_t upid, const char* why, size_t n) {
   }
   restart_failed_.assign(why, n);
   failure_told_ = false;
+}
+
+bool Server::RestorerEnded(uint64_t upid, const char* why, size_t n) {
+  if (!restart_failed_.empty()) {
+    // A latecomer of the failed restart that will never come: one less to stay for.
+    if (failed_pending_.erase(upid))
+      Log(1, "process upid %llu of the failed restart will not come: %.*s", (unsigned long long)upid, int(n), why);
+    return false;
+  }
+  bool awaited = false;
+  if (state_ == State::kRestartWait) {
+    awaited = restart_expected_.count(upid) != 0;
+  } else if (state_ == State::kIdle && !ever_had_proc_) {
+    // None came yet: a process of the restart manifest is awaited.
+    Manifest m;
+    if (LoadRestartManifest(&m).ok())
+      for (const auto& pr : m.procs) awaited |= pr.upid == upid;
+  }
+  for (const auto& [id, pc] : conns_)
+    if (pc->members.count(upid)) awaited = false;  // here (or its exit not seen yet): it came back
+  return awaited;
 }
 
 bool Server::FailedRestartOpen() const {

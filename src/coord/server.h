@@ -188,6 +188,9 @@ class Server {
   // --exit-on-last coordinator need not stay for that question once nobody can come.
   bool failure_told_ = false;
   void NoteRestartFailed(uint64_t upid, const char* why, size_t n);
+  // `revive restart` saw process upid's restorer end badly (`why`): true if the restart still awaits it
+  // (the caller fails the restart); after a failed restart, it is no latecomer to stay for any more.
+  bool RestorerEnded(uint64_t upid, const char* why, size_t n);
   // A failed restart's process may still come (told to exit then): a retry cannot use this coordinator yet.
   bool FailedRestartOpen() const;
   double started_at_ = 0;

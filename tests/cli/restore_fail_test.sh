@@ -8,9 +8,7 @@
 set -euo pipefail
 rv=$(realpath "$1")
 source "$(dirname "$0")/lib.sh"
-lport=$((20000 + (port - 20000 + 6000) % 12000))
 cleanup_patterns=("$tmp/prog.py")
-extra_cleanup() { [ -n "${hold:-}" ] && kill "$hold" 2>/dev/null; }
 cat >"$tmp/prog.py" <<'PROG'
 import os, socket, sys, time
 child = os.fork()  # the listener is the child's; the parent (the root of the restart) waits for it
@@ -32,17 +30,10 @@ ck=$tmp/ck
 launcher=$!
 for _ in $(seq 100); do [ -s "$tmp/run.out" ] && break; sleep 0.05; done
 sleep 0.5
-"$rv" checkpoint --port "$port" --ckpt-dir "$ck" >"$tmp/ck.out" 2>&1 || { cat "$tmp/ck.out" "$tmp/launch.err"; fail "checkpoint"; }
-kill -9 "$launcher" 2>/dev/null || true
-pkill -9 -f "$tmp/prog.py" || true
-wait "$launcher" 2>/dev/null || true
-pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
+checkpoint_and_kill "$launcher" "$tmp/prog.py"
 sleep 0.3
 # Another program takes the listener's port.
-"$py" -c 'import socket, sys, time
-s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); print("held", flush=True); time.sleep(60)' "$lport" >"$tmp/hold.out" &
-hold=$!
-for _ in $(seq 100); do [ -s "$tmp/hold.out" ] && break; sleep 0.05; done
+hold_port
 start=$(date +%s.%N)
 set +e
 timeout 30 "$rv" restart --port "$port" "$ck" >>"$tmp/run.out" 2>"$tmp/restart1.err"
@@ -55,7 +46,7 @@ took=$(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $start}")
 # the launch's file, which the other process's restore may cut back to its checkpoint size meanwhile).
 grep -q "revive restart: the restart was ended: restore failed: .*cannot listen again on port $lport" "$tmp/restart1.err" ||
   { cat "$tmp/restart1.err" "$ck/coordinator.log"; fail "revive restart does not say why (exit $rc after $took s)"; }
-kill "$hold"; wait "$hold" 2>/dev/null || true; hold=
+release_port
 # Retried at once, as a user would: the failed restart's coordinator must not take the retry's processes
 # for its latecomers (it told them to exit, and the retry failed, for its 30 s grace), nor make it wait
 # that long. The program's remaining lines take at most 5 s.

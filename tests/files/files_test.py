@@ -13,6 +13,10 @@ must equal an uninterrupted run, byte for byte:
             sorted.txt by a sorted copy of itself plus one line (`sort > tmp && mv tmp sorted.txt`); none
             is open at the checkpoint, all were created since the launch (only the walk saves them), and
             the stopped run changes them after it. On this host they must be put back.
+  renamed   a bash script in a directory under the node-local directory renaming out.txt away to a new
+            name each line (`mv out.txt old-<ns>.txt`) after counting the directory's files, then writing
+            out.txt again: at restart the walked out.txt the stopped run renamed away after the checkpoint
+            must not stay under its new name (the restarted run would count one file more). This host only.
 With --netns scripts/netns.sh the last round restarts in a network namespace (another host) whose
 node-local directory is a fresh tmpfs (its own /tmp): everything there comes from the image. Needs root;
 without namespaces every round restarts on this host, saying so. There make's assembler starts 0.2 s
@@ -106,6 +110,21 @@ done
 cksum out.txt count.txt sorted.txt
 '''
 
+RENAMED = r'''
+i=0
+while [ $i -lt 80 ]; do
+  i=$((i+1))
+  n=$(ls | wc -l); s=$(cat old-*.txt 2>/dev/null | cksum)
+  [ -e out.txt ] && mv out.txt "old-${EPOCHREALTIME/./}.txt"
+  echo "$i $n $s" > out.txt
+  sleep 0.03
+done
+ls | wc -l; cat old-*.txt out.txt | cksum
+'''
+# The new name comes from bash itself ($EPOCHREALTIME, no child): a checkpoint that lands while the mv
+# runs is the only moment whose restart renames to the same name again (the defect then does not show);
+# the sleep keeps that moment a small share of each line.
+
 
 def digest(path):
     with open(path, "rb") as f:
@@ -142,9 +161,9 @@ class Case:
             make_project(os.path.join(d, "proj"), slow_as=self.hosts is not None)
             os.makedirs(os.path.join(d, "nodetmp"))
             return ["make", "-s", "-j2", "-C", "proj"], None, []
-        if self.name == "localdir":
+        if self.name in ("localdir", "renamed"):
             with open(os.path.join(d, "count.sh"), "w") as f:
-                f.write(LOCALDIR)
+                f.write(LOCALDIR if self.name == "localdir" else RENAMED)
             os.makedirs(os.path.join(d, "nodetmp", "job"))
             # The script's last line prints both files' checksums: compared through stdout, since on the
             # other host they live in that host's own tmpfs, gone when its restart ends.
@@ -256,7 +275,7 @@ def main():
     ap.add_argument("--netns", help="scripts/netns.sh: the last round restarts on another host")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("case", choices=["sqlite", "make", "rewrite", "localdir"])
+    ap.add_argument("case", choices=["sqlite", "make", "rewrite", "localdir", "renamed"])
     a = ap.parse_args()
     for tool in ("sqlite3", "make", "gcc"):
         if shutil.which(tool) is None:

@@ -103,6 +103,28 @@ bool below(const char* path, const char* dir) {
 
 }  // namespace
 
+int files_move_aside(int dfd, const char* dir, const char* name, int* aside, const char* why) {
+  char line[2 * PATH_MAX + 300];
+  if (*aside < 0) {
+    if (mkdirat(dfd, kDisplaced, 0700) != 0 && errno != EEXIST) return -errno;
+    *aside = openat(dfd, kDisplaced, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (*aside < 0) return -errno;
+  }
+  char to[NAME_MAX + 32];
+  int rc = -1;
+  for (int k = 0; k < 100 && rc != 0; ++k) {
+    Msg m(to, sizeof to);
+    m.s(name);
+    if (k) m.s(".").i(k);
+    rc = int(syscall(SYS_renameat2, dfd, name, *aside, to, RENAME_NOREPLACE));
+    if (rc != 0 && errno != EEXIST) break;
+  }
+  if (rc != 0) return -errno;
+  warn(Msg(line, sizeof line).s("moved '").s(dir).s("/").s(name).s("' to '").s(dir).s("/").s(kDisplaced)
+      .s("/").s(to).s("': ").s(why).s(" (REVIVE_FILES_AFTER=keep leaves such files)").c_str());
+  return 0;
+}
+
 int files_list_cwd(Out& out) {
   char path[PATH_MAX];
   ssize_t pl = readlink("/proc/self/cwd", path, sizeof path - 1);
@@ -118,24 +140,18 @@ int files_list_cwd(Out& out) {
   if (dir < 0) return 0;
   size_t used = 0;
   bool full = false;
-  for (;;) {
-    long got = syscall(SYS_getdents64, dir, g_dents, sizeof g_dents);
-    if (got <= 0) break;
-    for (long pos = 0; pos < got;) {
-      auto* d = reinterpret_cast<struct dirent64*>(g_dents + pos);
-      pos += d->d_reclen;
-      if (!regular_at(dir, d)) continue;
-      uint32_t n = uint32_t(strlen(d->d_name));
-      if (used + sizeof n + n > sizeof g_list) {
-        full = true;
-        break;
-      }
-      memcpy(g_list + used, &n, sizeof n);
-      memcpy(g_list + used + sizeof n, d->d_name, n);
-      used += sizeof n + n;
+  files_each_dirent(dir, g_dents, sizeof g_dents, [&](const struct dirent64* d) {
+    if (!regular_at(dir, d)) return true;
+    uint32_t n = uint32_t(strlen(d->d_name));
+    if (used + sizeof n + n > sizeof g_list) {
+      full = true;
+      return false;
     }
-    if (full) break;
-  }
+    memcpy(g_list + used, &n, sizeof n);
+    memcpy(g_list + used + sizeof n, d->d_name, n);
+    used += sizeof n + n;
+    return true;
+  });
   close(dir);
   if (full) {
     char line[PATH_MAX + 160];
@@ -177,41 +193,18 @@ int files_displace(In& in, const FileEntry& e, const char* dir, char* msg, size_
   int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return 0;  // the directory is not here (another host without it): nothing to move
   int aside = -1;
-  for (;;) {
-    long got = syscall(SYS_getdents64, dfd, g_dents, sizeof g_dents);
-    if (got <= 0) break;
-    for (long pos = 0; pos < got;) {
-      auto* d = reinterpret_cast<struct dirent64*>(g_dents + pos);
-      pos += d->d_reclen;
-      if (!regular_at(dfd, d) || listed(d->d_name)) continue;
-      struct statx sx;
-      if (syscall(SYS_statx, dfd, d->d_name, AT_SYMLINK_NOFOLLOW, STATX_BTIME | STATX_INO, &sx) != 0 ||
-          !(sx.stx_mask & STATX_BTIME))
-        continue;  // birth time unknown: cannot tell it from a file of the checkpoint's time
-      bool after = sx.stx_btime.tv_sec > e.mtime_sec ||
-                   (sx.stx_btime.tv_sec == e.mtime_sec && int64_t(sx.stx_btime.tv_nsec) > e.mtime_nsec);
-      if (!after || open_anywhere(makedev(sx.stx_dev_major, sx.stx_dev_minor), sx.stx_ino)) continue;
-      if (aside < 0) {
-        if (mkdirat(dfd, kDisplaced, 0700) != 0 && errno != EEXIST) break;
-        aside = openat(dfd, kDisplaced, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (aside < 0) break;
-      }
-      char to[NAME_MAX + 32];
-      int rc = -1;
-      for (int k = 0; k < 100 && rc != 0; ++k) {
-        Msg m(to, sizeof to);
-        m.s(d->d_name);
-        if (k) m.s(".").i(k);
-        rc = int(syscall(SYS_renameat2, dfd, d->d_name, aside, to, RENAME_NOREPLACE));
-        if (rc != 0 && errno != EEXIST) break;
-      }
-      if (rc == 0) {
-        warn(Msg(line, sizeof line).s("moved '").s(dir).s("/").s(d->d_name).s("' to '").s(dir).s("/").s(kDisplaced)
-            .s("/").s(to).s("': created after the checkpoint by the run that was stopped (REVIVE_FILES_AFTER=keep "
-            "leaves such files)").c_str());
-      }
-    }
-  }
+  files_each_dirent(dfd, g_dents, sizeof g_dents, [&](const struct dirent64* d) {
+    if (!regular_at(dfd, d) || listed(d->d_name)) return true;
+    struct statx sx;
+    if (syscall(SYS_statx, dfd, d->d_name, AT_SYMLINK_NOFOLLOW, STATX_BTIME | STATX_INO, &sx) != 0 ||
+        !(sx.stx_mask & STATX_BTIME))
+      return true;  // birth time unknown: cannot tell it from a file of the checkpoint's time
+    bool after = sx.stx_btime.tv_sec > e.mtime_sec ||
+                 (sx.stx_btime.tv_sec == e.mtime_sec && int64_t(sx.stx_btime.tv_nsec) > e.mtime_nsec);
+    if (after && !open_anywhere(makedev(sx.stx_dev_major, sx.stx_dev_minor), sx.stx_ino))
+      files_move_aside(dfd, dir, d->d_name, &aside, "created after the checkpoint by the run that was stopped");
+    return true;
+  });
   if (aside >= 0) close(aside);
   close(dfd);
   return 0;

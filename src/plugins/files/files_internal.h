@@ -1,9 +1,12 @@
 // Internals of the files plugin shared by its files (policy, save, scan, restore).
 #pragma once
 
+#include <dirent.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "inject/plugin.h"
 #include "plugins/common/section_io.h"
@@ -71,6 +74,21 @@ void files_block_hex(const BlockHash& h, char* out);  // 32 hex digits (high64 t
 int files_fill_blocks(In& in, const FileEntry& e, const char* path, int fd, char* msg, size_t cap);
 bool files_skip_blocks(In& in);
 
+// Calls f(const dirent64*) for each entry of the directory open as dfd, read with getdents64 into buf
+// (restore and signal-safe paths: no allocation); f returns false to stop.
+template <class F>
+void files_each_dirent(int dfd, char* buf, size_t cap, F&& f) {
+  for (;;) {
+    long got = syscall(SYS_getdents64, dfd, buf, cap);
+    if (got <= 0) return;
+    for (long pos = 0; pos < got;) {
+      auto* d = reinterpret_cast<const struct dirent64*>(buf + pos);
+      pos += d->d_reclen;
+      if (!f(d)) return;
+    }
+  }
+}
+
 // True if path is inside one of the node-local directories.
 bool files_local(const char* path);
 // True if absolute `path` lies below directory `dir` (a trailing slash of dir ignored).
@@ -85,5 +103,9 @@ int files_scan(Out& out);
 int files_list_cwd(Out& out);
 // Restore of a kListing entry: moves files born after e.mtime that are not listed aside. 0 or -errno.
 int files_displace(In& in, const FileEntry& e, const char* dir, char* msg, size_t cap);
+// Renames `name` (in directory dfd, whose path is dir) into dir/.revive-displaced/ (made on first use, its
+// fd kept in *aside; a free name found by adding .1, .2...) and warns naming both paths and `why`.
+// 0 or -errno (nothing warned).
+int files_move_aside(int dfd, const char* dir, const char* name, int* aside, const char* why);
 
 }  // namespace revive::plugins

@@ -2,7 +2,8 @@
 // so descriptions shared through the restart's skeleton keep pointing at it), sets its mode and mtime,
 // before the fd plugin reopens descriptors (it runs after this plugin). Walked files are recreated when
 // missing and rewritten only when the file at their path is still the inode saved (kScannedId); another
-// file there is left alone. Runs in the restored process with user threads held: no allocation, no stdio.
+// file there is left alone; a saved walked inode the stopped run renamed to a new name is moved aside
+// afterwards (files_renamed.cpp). Runs in the restored process with user threads held: no allocation, no stdio.
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -16,6 +17,7 @@
 #include "plugins/files/created_log.h"
 #include "plugins/files/files_internal.h"
 #include "plugins/files/files_pre.h"
+#include "plugins/files/files_renamed.h"
 #include "plugins/plugins.h"
 
 namespace revive::plugins {
@@ -196,11 +198,16 @@ int listing(Ctx& c, const FileEntry& e, const char* path) {
   return files_displace(c.in, e, path, c.msg, c.cap);
 }
 
-// The creation log, if replaced_by_us read it, let go on every way out of the restore.
+// The creation log, if replaced_by_us read it, and the renamed-away tables, let go on every way out of
+// the restore.
 struct LogRelease {
-  LogRelease() { g_log = 0; }
+  LogRelease() {
+    g_log = 0;
+    renamed_begin();
+  }
   ~LogRelease() {
     if (g_log == 1) created_unload();
+    renamed_end();
   }
 };
 
@@ -235,12 +242,14 @@ int files_restore(inject::SectionReader& r, char* msg, size_t cap) {
     if (with_id && !in.bytes(&id, sizeof id)) {
       return fail(msg, cap, Msg(c.line, sizeof c.line).s("files section: truncated identity of '").s(path).s("'"), EINVAL);
     }
+    if (e.origin != uint32_t(FileOrigin::kListing)) renamed_note(path, with_id ? &id : nullptr);
     int rc = e.origin == uint32_t(FileOrigin::kListing) ? listing(c, e, path) : write_back(c, e, path, with_id ? &id : nullptr);
     if (rc != 0) return rc;
   }
   if (in.remaining() != 0) {
     return fail(msg, cap, Msg(c.line, sizeof c.line).s("files section: ").u(in.remaining()).s(" trailing bytes"), EINVAL);
   }
+  renamed_sweep();  // after every entry: a name the sweep would take may be a later entry's
   return 0;
 }
 
