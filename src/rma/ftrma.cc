@@ -609,13 +609,22 @@ void Checkpoint(Win* w) {
   if (g->gcomm != MPI_COMM_NULL) {
     const int k = g->gsize;
     const size_t c = ChunkBytes(w->padded, k);
-    std::vector<uint8_t> contrib(static_cast<size_t>(k) * c);
-    ParityContribution(gen.copy.data(), w->padded, k, g->grank, contrib.data());
-    PMPI_Reduce_scatter_block(contrib.data(), gen.parity.data(), static_cast<int>(c), MPI_BYTE, MPI_BXOR, g->gcomm);
-    if (g->cfg.verify_flip == g->rank && !gen.parity.empty()) gen.parity[0] ^= 0x5a;
-    // What a rebuild of this member is checked against, and the counters it would resume from.
+    // Each block: the parity chunk, then every member's MemberMeta (what a rebuild of it is checked
+    // against, and the counters it would resume from), each written by its member only and zero in the
+    // others' blocks: the XOR hands every member all of them, in the same collective as the parity (a
+    // separate allgather cost a collective per checkpoint, which hurt on an oversubscribed machine).
+    const size_t meta = static_cast<size_t>(k) * sizeof(MemberMeta), block = c + meta;
+    std::vector<uint8_t> contrib(static_cast<size_t>(k) * block);
+    ParityContribution(gen.copy.data(), w->padded, k, g->grank, contrib.data(), block);
     const MemberMeta me{Checksum64(gen.copy.data(), w->padded), w->ec, w->gc, w->gnc, w->seq};
-    PMPI_Allgather(&me, sizeof me, MPI_BYTE, gen.meta.data(), sizeof me, MPI_BYTE, g->gcomm);
+    for (int j = 0; j < k; ++j) {
+      uint8_t* m = contrib.data() + static_cast<size_t>(j) * block + c;
+      std::memset(m, 0, meta);
+      std::memcpy(m + static_cast<size_t>(g->grank) * sizeof me, &me, sizeof me);
+    }
+    PMPI_Reduce_scatter_block(contrib.data(), gen.parity.data(), static_cast<int>(block), MPI_BYTE, MPI_BXOR, g->gcomm);
+    std::memcpy(gen.meta.data(), gen.parity.data() + c, meta);
+    if (g->cfg.verify_flip == g->rank && !gen.parity.empty()) gen.parity[0] ^= 0x5a;
   }
   gen.complete.store(true);
   TestDie(w->checkpoints + 1, 1);
@@ -731,7 +740,8 @@ Win* Register(MPI_Win win, void* base, MPI_Aint size, int disp_unit, MPI_Comm co
     const int k = std::max(g->gsize, 2);
     for (CkptGen& gen : w->ck->gen) {
       gen.copy.assign(w->padded, 0);
-      gen.parity.assign(ChunkBytes(w->padded, k), 0);
+      // The parity chunk, then the group's MemberMeta (Checkpoint).
+      gen.parity.assign(ChunkBytes(w->padded, k) + static_cast<size_t>(g->gsize) * sizeof(MemberMeta), 0);
       gen.meta.assign(static_cast<size_t>(g->gsize), MemberMeta{});
     }
     g->watch->Publish(w->ck);

@@ -263,3 +263,18 @@ TEST(LossVerdict, RebuildUsesTheNewestCheckpointCompleteAtEverySurvivor) {
   EXPECT_EQ(NewestCommon({&a, &b}, 9), 0u);
   EXPECT_EQ(NewestCommon({}, 1), 0u);
 }
+
+// With a stride, the slots land further apart and the bytes between them (the caller's) are left alone.
+TEST(XorCode, StrideLeavesTheCallersBytes) {
+  const int k = 3;
+  std::vector<uint8_t> data(100);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7 + 1);
+  const size_t c = ChunkBytes(data.size(), k), stride = c + 5;
+  std::vector<uint8_t> flat(k * c), wide(k * stride, 0xee);
+  ParityContribution(data.data(), data.size(), k, 1, flat.data());
+  ParityContribution(data.data(), data.size(), k, 1, wide.data(), stride);
+  for (int j = 0; j < k; ++j) {
+    EXPECT_TRUE(std::equal(flat.begin() + j * c, flat.begin() + (j + 1) * c, wide.begin() + j * stride));
+    for (size_t b = c; b < stride; ++b) EXPECT_EQ(wide[j * stride + b], 0xee);
+  }
+}
