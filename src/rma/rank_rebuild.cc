@@ -76,28 +76,34 @@ void RebuildDead(revive::mpi::FailureMesh* mesh, int me, const std::vector<int>&
       if (!ck || lost_peer) continue;
       const double t0 = Clock(CLOCK_MONOTONIC);
       const uint64_t n = NewestCommon(reports, ck->id);
-      const CkptGen* gen = n ? ck->Find(n) : nullptr;
-      if (!gen) {
+      if (n == 0) {
         if (me == collector)
           fprintf(stderr, "revive-rma: cannot rebuild rank %d's window %u: no checkpoint of it is complete at every survivor of checksum group %s\n",
                   f, ck->id, GroupName(grp).c_str());
         continue;
       }
+      // Every survivor reported checkpoint n complete and none can overwrite it now (its next checkpoint
+      // would need the dead rank); still, a survivor that no longer finds it sends an empty share, so the
+      // collector names it instead of waiting for a block that never comes.
+      const CkptGen* gen = ck->Find(n);
       const size_t c = ChunkBytes(ck->padded, k);
-      std::vector<uint8_t> mine(static_cast<size_t>(k - 1) * c);
-      RebuildContribution(gen->copy.data(), ck->padded, gen->parity.data(), k, gme, gf, mine.data());
+      std::vector<uint8_t> mine;
+      if (gen) {
+        mine.resize(static_cast<size_t>(k - 1) * c);
+        RebuildContribution(gen->copy.data(), ck->padded, gen->parity.data(), k, gme, gf, mine.data());
+      }
       if (me != collector) {
         lost_peer = !mesh->SendBlock(collector, mine).ok();
         continue;
       }
-      std::string err;
+      std::string err = gen ? "" : "checkpoint " + std::to_string(n) + " is no longer complete at rank " + std::to_string(me);
       for (int s : live) {
-        if (s == me) continue;
+        if (s == me || !err.empty()) continue;
         std::vector<uint8_t> theirs;
         Status got = mesh->RecvBlock(s, &theirs);
         if (!got.ok() || theirs.size() != mine.size()) {
-          err = got.ok() ? "rank " + std::to_string(s) + " sent a share of the wrong length" : got.ToString();
-          break;
+          err = got.ok() ? "rank " + std::to_string(s) + " has no share of checkpoint " + std::to_string(n) : got.ToString();
+          continue;
         }
         for (size_t i = 0; i < mine.size(); ++i) mine[i] ^= theirs[i];
       }
