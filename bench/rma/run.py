@@ -8,6 +8,8 @@ For each MPI and application, runs alternate in one session: the program without
 plus in-memory checkpoints every --interval seconds. The time is the application's own (MPI_Init return
 to MPI_Finalize, printed by --time on stderr), so mpirun's start-up noise stays out; outputs must be
 identical to the native run's. Prints medians and ratios to native. Numbers, never assertions.
+--lib-before BUILD2 adds a fourth mode, log+ckpt with BUILD2's library (e.g. a build of an earlier commit),
+alternated with the others: a change's cost measured in the same session (double buffering, 2026-11-28).
 """
 import argparse, os, re, statistics, subprocess, sys
 
@@ -43,6 +45,7 @@ def main():
     ap.add_argument("--interval", type=float, default=0.25)
     ap.add_argument("--flavours", default="openmpi,mpich")
     ap.add_argument("--apps", default="fft,dht,stencil")
+    ap.add_argument("--lib-before", default="")
     a = ap.parse_args()
     out = os.path.join(a.build, "bench-rma-apps")
     subprocess.run(["bash", os.path.join(SRC, "tests/rma/apps/build.sh"), out], check=True, capture_output=True)
@@ -53,7 +56,13 @@ def main():
         "log": {"REVIVE_RMA_CKPT": "0", "REVIVE_RMA_STATS": "1"},
         "log+ckpt": {"REVIVE_RMA_INTERVAL": str(a.interval), "REVIVE_RMA_STATS": "1"},
     }
-    print(f"{'mpi':8} {'app':8} {'native s':>9} {'log s':>8} {'ratio':>6} {'ckpt s':>8} {'ratio':>6} {'ckpts':>5}")
+    before = {}
+    if a.lib_before:
+        modes["before"] = dict(modes["log+ckpt"])
+        before = {"openmpi": os.path.join(a.lib_before, "src/rma/librevive_rma.so"),
+                  "mpich": os.path.join(a.lib_before, "src/rma/librevive_rma_mpich.so")}
+    print(f"{'mpi':8} {'app':8} {'native s':>9} {'log s':>8} {'ratio':>6} {'ckpt s':>8} {'ratio':>6} {'ckpts':>5}"
+          + (f" {'before s':>8} {'ratio':>6}" if before else ""))
     for fl in a.flavours.split(","):
         if not os.path.exists(libs[fl]) or not os.path.isdir(os.path.join(out, fl)):
             print(f"{fl}: not built, skipped")
@@ -65,7 +74,7 @@ def main():
                 for m, extra in modes.items():
                     e = dict(extra)
                     if m != "native":
-                        e["REVIVE_RMA_PRELOAD"] = libs[fl]
+                        e["REVIVE_RMA_PRELOAD"] = before[fl] if m == "before" else libs[fl]
                     secs, stdout, ck = run(fl, out, app, a.np, e)
                     if ref is None:
                         ref = stdout
@@ -76,7 +85,8 @@ def main():
                         cks.append(ck)
             med = {m: statistics.median(v) for m, v in t.items()}
             print(f"{fl:8} {app:8} {med['native']:9.3f} {med['log']:8.3f} {med['log']/med['native']:6.3f} "
-                  f"{med['log+ckpt']:8.3f} {med['log+ckpt']/med['native']:6.3f} {statistics.median(cks):5.0f}",
+                  f"{med['log+ckpt']:8.3f} {med['log+ckpt']/med['native']:6.3f} {statistics.median(cks):5.0f}"
+                  + (f" {med['before']:8.3f} {med['before']/med['native']:6.3f}" if before else ""),
                   flush=True)
 
 

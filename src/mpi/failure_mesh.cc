@@ -275,4 +275,32 @@ Status FailureMesh::Exchange(const std::vector<char>& mine, std::vector<std::vec
   return Status::OK();
 }
 
+Status FailureMesh::SendBlock(int peer, const std::vector<uint8_t>& data) {
+  constexpr uint32_t kRound = 4;
+  const int fd = peer >= 0 && peer < size_ ? fd_[static_cast<size_t>(peer)] : -1;
+  const uint32_t h[2] = {kMagic, kRound};
+  const uint64_t n = data.size();
+  if (fd < 0 || !WriteAll(fd, h, 8) || !WriteAll(fd, &n, 8) || !WriteAll(fd, data.data(), data.size()))
+    return Status::IOError("revive_mpi: failure detector: cannot send a block to rank " + std::to_string(peer));
+  return Status::OK();
+}
+
+Status FailureMesh::RecvBlock(int peer, std::vector<uint8_t>* data) {
+  constexpr uint32_t kRound = 4;
+  const int fd = peer >= 0 && peer < size_ ? fd_[static_cast<size_t>(peer)] : -1;
+  uint32_t h[2] = {0, 0};
+  uint64_t n = 0;
+  if (fd < 0 || !ReadAll(fd, h, 8) || h[0] != kMagic || h[1] != kRound || !ReadAll(fd, &n, 8) ||
+      n > (uint64_t{1} << 40)) {
+    if (fd >= 0) MarkDead(peer);
+    return Status::IOError("revive_mpi: failure detector: no block from rank " + std::to_string(peer));
+  }
+  data->resize(n);
+  if (!ReadAll(fd, data->data(), n)) {
+    MarkDead(peer);
+    return Status::IOError("revive_mpi: failure detector: rank " + std::to_string(peer) + " lost in the middle of a block");
+  }
+  return Status::OK();
+}
+
 }  // namespace revive::mpi

@@ -10,6 +10,7 @@
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -43,6 +44,13 @@ class FailureMesh {
   // After Agree: every survivor sends `mine` (the same length at every rank) to every other survivor and
   // receives theirs: (*all)[p] is rank p's, empty for the dead. A death during the exchange is an error.
   Status Exchange(const std::vector<char>& mine, std::vector<std::vector<char>>* all);
+
+  // After Agree, point to point: one block of any length to a live `peer`, read there by RecvBlock in the
+  // same order. For blocks too large for Exchange's all-to-all (which writes everything before reading: it
+  // would wait for good once the sockets' buffers fill), e.g. the parity and copies that rebuild a dead
+  // rank's window (src/rma/rank_rebuild.h): the senders only write, the receiver only reads.
+  Status SendBlock(int peer, const std::vector<uint8_t>& data);
+  Status RecvBlock(int peer, std::vector<uint8_t>* data);
 
  private:
   FailureMesh(int rank, int size) : rank_(rank), size_(size), fd_(static_cast<size_t>(size), -1),

@@ -23,12 +23,14 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "core/checksum.h"
 #include "core/resilience.h"
 #include "rma/access_log.h"
 #include "rma/loss_verdict.h"
@@ -62,6 +64,11 @@ struct Config {
   size_t lg_bytes = 16 << 20;  // REVIVE_RMA_LG_BYTES: each rank's log window for others' gets
   bool verify = false;         // REVIVE_RMA_VERIFY=1: rebuild every member after every checkpoint
   int verify_flip = -1;        // REVIVE_RMA_VERIFY_FLIP=rank: that rank damages its parity (tests)
+  // REVIVE_RMA_TEST_DIE=rank:ckpt:phase (tests only): that rank SIGKILLs itself inside its ckpt-th
+  // checkpoint, phase 0 after writing its new copy and before the parity exchange, 1 after the exchange
+  // and before the last barrier: a death inside a checkpoint on demand, not by luck.
+  int die_rank = -1, die_phase = 0;
+  uint64_t die_ckpt = 0;
   bool stats = false;          // REVIVE_RMA_STATS=1
   bool watch = true;           // REVIVE_RMA_WATCH=0: no failure detection (survivors of a death hang)
   std::string host, racks;     // REVIVE_RMA_HOST, REVIVE_RMA_RACKS=host=rack,...
@@ -80,6 +87,8 @@ Config ReadConfig() {
   if (const char* v = Env("REVIVE_RMA_LG_BYTES")) c.lg_bytes = std::max<size_t>(4096, strtoull(v, nullptr, 10));
   if (const char* v = Env("REVIVE_RMA_VERIFY")) c.verify = strcmp(v, "0") != 0;
   if (const char* v = Env("REVIVE_RMA_VERIFY_FLIP")) c.verify_flip = atoi(v);
+  if (const char* v = Env("REVIVE_RMA_TEST_DIE"))
+    if (sscanf(v, "%d:%" SCNu64 ":%d", &c.die_rank, &c.die_ckpt, &c.die_phase) != 3) c.die_rank = -1;
   if (const char* v = Env("REVIVE_RMA_STATS")) c.stats = strcmp(v, "0") != 0;
   if (const char* v = Env("REVIVE_RMA_WATCH")) c.watch = strcmp(v, "0") != 0;
   if (const char* v = Env("REVIVE_RMA_HOST")) c.host = v;
@@ -239,8 +248,9 @@ struct Win {
   std::vector<std::vector<uint8_t>> blobs;       // scratch: records per target
   std::vector<uint64_t> nrec;                    // scratch: record count per target
   std::vector<uint8_t> n_set; // N_q[p] set in this epoch, by target
-  // Checkpoint
-  std::vector<uint8_t> copy, parity;
+  // Checkpoint: two generations (ckpt_buffers.h), published to the watcher
+  WinCkpt* ck = nullptr;
+  int pending = -1;  // the generation written by the checkpoint in progress, committed after its barrier
   size_t padded = 0;
   uint64_t checkpoints = 0;
   uint64_t fences_to_check = 1, check_every = 1;
@@ -514,7 +524,7 @@ void TrimLogs() {
 
 // Rebuilds every member of the group from the others (one MPI_Reduce per member) and compares with its
 // copy: the parity is proved able to restore any one member, not assumed.
-void Verify(Win* w) {
+void Verify(Win* w, const CkptGen& gen) {
   if (g->gcomm == MPI_COMM_NULL) return;
   const int k = g->gsize;
   const size_t c = ChunkBytes(w->padded, k);
@@ -524,12 +534,12 @@ void Verify(Win* w) {
     if (f == g->grank)
       std::fill(contrib.begin(), contrib.end(), 0);
     else
-      RebuildContribution(w->copy.data(), w->padded, w->parity.data(), k, g->grank, f, contrib.data());
+      RebuildContribution(gen.copy.data(), w->padded, gen.parity.data(), k, g->grank, f, contrib.data());
     PMPI_Reduce(contrib.data(), rebuilt.data(), static_cast<int>(contrib.size()), MPI_BYTE, MPI_BXOR, f, g->gcomm);
     if (f == g->grank) {
-      if (std::memcmp(rebuilt.data(), w->copy.data(), w->padded) != 0) {
+      if (std::memcmp(rebuilt.data(), gen.copy.data(), w->padded) != 0) {
         size_t at = 0;
-        while (rebuilt[at] == w->copy[at]) ++at;
+        while (rebuilt[at] == gen.copy[at]) ++at;
         std::fprintf(stderr,
                      "revive-rma: rank %d: verify: window %u checkpoint %" PRIu64
                      ": the copy rebuilt from checksum group %d differs at byte %zu\n",
@@ -565,20 +575,61 @@ void VerifyGetLogs() {
   }
 }
 
+// The test hook REVIVE_RMA_TEST_DIE. With REVIVE_RMA_REBUILD_DIR set, the dying rank first leaves its
+// complete generations there (rank<r>.win<id>.ckpt<n>.dump), so the test compares the survivors' rebuild
+// with the real copy byte for byte.
+void TestDie(uint64_t ckpt, int phase) {
+  if (g->cfg.die_rank != g->rank || g->cfg.die_ckpt != ckpt || g->cfg.die_phase != phase) return;
+  const char* dir = Env("REVIVE_RMA_REBUILD_DIR");
+  for (Win* w : g->wins)
+    for (int i = 0; dir && w->ck && i < 2; ++i) {
+      const CkptGen& gen = w->ck->gen[i];
+      if (!gen.complete.load()) continue;
+      char path[4096];
+      snprintf(path, sizeof path, "%s/rank%d.win%u.ckpt%" PRIu64 ".dump", dir, g->rank, w->id, gen.ckpt.load());
+      if (FILE* f = fopen(path, "wb")) {
+        fwrite(gen.copy.data(), 1, gen.copy.size(), f);
+        fclose(f);
+      }
+    }
+  raise(SIGKILL);
+}
+
+// Writes the generation that is not committed (ckpt_buffers.h): the committed one stays whole whatever
+// happens until SyncPoint commits this one after the checkpoint's last barrier.
 void Checkpoint(Win* w) {
   const double t0 = Now();
-  std::memcpy(w->copy.data(), w->base, w->size);
+  WinCkpt* ck = w->ck;
+  w->pending = ck->Next();
+  CkptGen& gen = ck->gen[w->pending];
+  gen.complete.store(false);
+  gen.ckpt.store(w->checkpoints + 1);
+  std::memcpy(gen.copy.data(), w->base, w->size);
+  TestDie(w->checkpoints + 1, 0);
   if (g->gcomm != MPI_COMM_NULL) {
     const int k = g->gsize;
     const size_t c = ChunkBytes(w->padded, k);
-    std::vector<uint8_t> contrib(static_cast<size_t>(k) * c);
-    ParityContribution(w->copy.data(), w->padded, k, g->grank, contrib.data());
-    w->parity.resize(c);
-    PMPI_Reduce_scatter_block(contrib.data(), w->parity.data(), static_cast<int>(c), MPI_BYTE, MPI_BXOR, g->gcomm);
-    if (g->cfg.verify_flip == g->rank && !w->parity.empty()) w->parity[0] ^= 0x5a;
+    // Each block: the parity chunk, then every member's MemberMeta (what a rebuild of it is checked
+    // against, and the counters it would resume from), each written by its member only and zero in the
+    // others' blocks: the XOR hands every member all of them, in the same collective as the parity (a
+    // separate allgather cost a collective per checkpoint, which hurt on an oversubscribed machine).
+    const size_t meta = static_cast<size_t>(k) * sizeof(MemberMeta), block = c + meta;
+    std::vector<uint8_t> contrib(static_cast<size_t>(k) * block);
+    ParityContribution(gen.copy.data(), w->padded, k, g->grank, contrib.data(), block);
+    const MemberMeta me{Checksum64(gen.copy.data(), w->padded), w->ec, w->gc, w->gnc, w->seq};
+    for (int j = 0; j < k; ++j) {
+      uint8_t* m = contrib.data() + static_cast<size_t>(j) * block + c;
+      std::memset(m, 0, meta);
+      std::memcpy(m + static_cast<size_t>(g->grank) * sizeof me, &me, sizeof me);
+    }
+    PMPI_Reduce_scatter_block(contrib.data(), gen.parity.data(), static_cast<int>(block), MPI_BYTE, MPI_BXOR, g->gcomm);
+    std::memcpy(gen.meta.data(), gen.parity.data() + c, meta);
+    if (g->cfg.verify_flip == g->rank && !gen.parity.empty()) gen.parity[0] ^= 0x5a;
   }
+  gen.complete.store(true);
+  TestDie(w->checkpoints + 1, 1);
   w->checkpoints++;
-  if (g->cfg.verify) Verify(w);
+  if (g->cfg.verify) Verify(w, gen);
   g->st.checkpoints++;
   g->st.ckpt_seconds += Now() - t0;
 }
@@ -635,6 +686,12 @@ bool SyncPoint(Win* fw) {
   if (g->cfg.verify) VerifyGetLogs();
   TrimLogs();
   PMPI_Barrier(g->comm);  // nobody logs into an LG before its owner has trimmed it
+  // Every rank has passed its parity exchanges: the new generation is complete everywhere, commit it.
+  for (Win* w : g->wins)
+    if (w->pending >= 0) {
+      w->ck->current.store(w->pending);
+      w->pending = -1;
+    }
   g->watch->epoch.fetch_add(1);
   g->watch->epoch_time.store(Now());
   g->watch->in_checkpoint.store(false);
@@ -676,7 +733,18 @@ Win* Register(MPI_Win win, void* base, MPI_Aint size, int disp_unit, MPI_Comm co
     uint64_t mx = w->size, out = 0;
     PMPI_Allreduce(&mx, &out, 1, MPI_UINT64_T, MPI_MAX, g->comm);
     w->padded = std::max<size_t>(out, 1);
-    w->copy.assign(w->padded, 0);
+    w->ck = new WinCkpt;
+    w->ck->id = w->id;
+    w->ck->size = w->size;
+    w->ck->padded = w->padded;
+    const int k = std::max(g->gsize, 2);
+    for (CkptGen& gen : w->ck->gen) {
+      gen.copy.assign(w->padded, 0);
+      // The parity chunk, then the group's MemberMeta (Checkpoint).
+      gen.parity.assign(ChunkBytes(w->padded, k) + static_cast<size_t>(g->gsize) * sizeof(MemberMeta), 0);
+      gen.meta.assign(static_cast<size_t>(g->gsize), MemberMeta{});
+    }
+    g->watch->Publish(w->ck);
   }
   g->wins.push_back(w);
   return w;
@@ -685,6 +753,10 @@ Win* Register(MPI_Win win, void* base, MPI_Aint size, int disp_unit, MPI_Comm co
 void Unregister(MPI_Win win) {
   for (size_t i = 0; i < g->wins.size(); ++i)
     if (g->wins[i]->win == win) {
+      if (g->wins[i]->ck) {
+        g->watch->Retire(g->wins[i]->ck);
+        delete g->wins[i]->ck;
+      }
       delete g->wins[i];
       g->wins.erase(g->wins.begin() + static_cast<long>(i));
       return;

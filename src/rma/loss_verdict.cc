@@ -92,4 +92,24 @@ LossVerdict JudgeLoss(const std::vector<int>& dead, const std::vector<std::vecto
   return v;
 }
 
+uint64_t NewestCommon(const std::vector<const std::vector<WinGens>*>& survivors, uint32_t id) {
+  uint64_t best = 0;
+  if (survivors.empty()) return 0;
+  for (const WinGens& w : *survivors[0]) {
+    if (w.id != id) continue;
+    for (uint64_t n : w.ckpt) {
+      if (n == 0 || n <= best) continue;
+      bool all = true;
+      for (size_t s = 1; s < survivors.size() && all; ++s) {
+        bool has = false;
+        for (const WinGens& o : *survivors[s])
+          if (o.id == id && (o.ckpt[0] == n || o.ckpt[1] == n)) has = true;
+        all = has;
+      }
+      if (all) best = n;
+    }
+  }
+  return best;
+}
+
 }  // namespace revive::rma

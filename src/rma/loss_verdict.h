@@ -38,4 +38,15 @@ LossVerdict JudgeLoss(const std::vector<int>& dead, const std::vector<std::vecto
 // "rank 2" / "ranks 1, 5"
 std::string RankList(const std::vector<int>& ranks);
 
+// One window's complete in-memory checkpoints (its two generations, ckpt_buffers.h) at one survivor, as
+// reported over the mesh (0: none).
+struct WinGens {
+  uint32_t id = 0;
+  uint64_t ckpt[2] = {0, 0};
+};
+
+// The newest checkpoint of window `id` complete at every one of `survivors` (their reports), 0 if none:
+// the one a rebuild of their group's dead member uses (rank_rebuild.h).
+uint64_t NewestCommon(const std::vector<const std::vector<WinGens>*>& survivors, uint32_t id);
+
 }  // namespace revive::rma

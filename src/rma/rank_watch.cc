@@ -10,9 +10,9 @@
 
 #include "mpi/failure_mesh.h"
 #include "rma/loss_verdict.h"
+#include "rma/rank_rebuild.h"
 
 namespace revive::rma {
-namespace {
 
 double Clock(clockid_t c) {
   timespec ts;
@@ -20,7 +20,10 @@ double Clock(clockid_t c) {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-// One survivor's report as it crosses the mesh: a fixed header, then one LogGap byte per world rank.
+namespace {
+
+// One survivor's report as it crosses the mesh: a fixed header, one LogGap byte per world rank, then
+// kMaxWatchedWins WinGens (the complete in-memory checkpoints of each window, for the rebuild).
 struct Wire {
   uint64_t epoch;
   double since_epoch;  // seconds from the last checkpoint to the death being seen
@@ -70,7 +73,7 @@ void RankWatch::Report() {
   Status agreed = mesh_->Agree(&dead);
   // My report: the checkpoint count and what my logs lack about each rank.
   const size_t n = static_cast<size_t>(size_);
-  std::vector<char> mine(sizeof(Wire) + n, 0);
+  std::vector<char> mine(sizeof(Wire) + n + kMaxWatchedWins * sizeof(WinGens), 0);
   Wire w{};
   w.epoch = st_->epoch.load();
   w.since_epoch = seen_mono - st_->epoch_time.load();
@@ -84,10 +87,13 @@ void RankWatch::Report() {
     if (st_->n_flags && st_->n_flags[p]) bits |= kGapGetOpen;
     mine[sizeof w + p] = static_cast<char>(bits);
   }
+  const std::vector<WinGens> my_gens = MyGens(*st_);
+  std::memcpy(mine.data() + sizeof w + n, my_gens.data(), my_gens.size() * sizeof(WinGens));
   std::vector<std::vector<char>> all;
   Status swapped = agreed.ok() ? mesh_->Exchange(mine, &all) : agreed;
   if (!agreed.ok()) all.assign(n, {}), all[static_cast<size_t>(rank_)] = mine;
   std::vector<SurvivorReport> reports;
+  std::vector<std::vector<WinGens>> gens(n);
   double first = seen, last = seen, since = w.since_epoch;
   for (int p = 0; p < size_; ++p) {
     const auto& b = all[static_cast<size_t>(p)];
@@ -99,7 +105,12 @@ void RankWatch::Report() {
     r.epoch = x.epoch;
     r.in_checkpoint = x.in_checkpoint != 0;
     r.unprotected = x.unprotected != 0;
-    r.gaps.assign(b.begin() + sizeof x, b.end());
+    r.gaps.assign(b.begin() + sizeof x, b.begin() + static_cast<long>(sizeof x + n));
+    for (int i = 0; i < kMaxWatchedWins; ++i) {
+      WinGens wg;
+      std::memcpy(&wg, b.data() + sizeof x + n + static_cast<size_t>(i) * sizeof wg, sizeof wg);
+      if (wg.id) gens[static_cast<size_t>(p)].push_back(wg);
+    }
     reports.push_back(std::move(r));
     first = std::min(first, x.seen);
     last = std::max(last, x.seen);
@@ -121,6 +132,8 @@ void RankWatch::Report() {
                  v.why.c_str(), kRankLostExit, swapped.ok() ? "" : "; ", swapped.ok() ? "" : swapped.ToString().c_str());
     std::fflush(stderr);
   }
+  // The groups that lost one member rebuild it, over the mesh (rank_rebuild.h).
+  if (swapped.ok()) RebuildDead(mesh_.get(), rank_, dead, groups_, gens, *st_);
   // stdout is the program's: flushing it from here could wait on a lock its thread holds.
   _exit(kRankLostExit);
 }

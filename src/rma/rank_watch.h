@@ -10,12 +10,15 @@
 #pragma once
 
 #include <mpi.h>
+#include <time.h>
 
 #include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "rma/ckpt_buffers.h"
 
 namespace revive::mpi {
 class FailureMesh;
@@ -26,6 +29,9 @@ namespace revive::rma {
 // The exit status of every survivor after a rank's death (docs/rma.md): distinct from a program's usual
 // 1 and from revive run's own (70, 75).
 constexpr int kRankLostExit = 79;
+
+// Seconds on clock `c` (CLOCK_MONOTONIC, CLOCK_REALTIME).
+double Clock(clockid_t c);
 
 // What the program's thread publishes for the watcher (atomics: the watcher reads while it runs).
 struct WatchState {
@@ -39,6 +45,23 @@ struct WatchState {
   std::unique_ptr<std::atomic<uint8_t>[]> put_gaps;  // LogGap bits of my puts, by target world rank
   const volatile uint8_t* n_flags = nullptr;     // my log window's N_me[p]: p's gets from me not logged yet
   const volatile uint8_t* lost_flags = nullptr;  // 1: p's get records did not fit its slice at me
+  // The checkpointed windows, for the rebuild (rank_rebuild.h); nullptr in unused places.
+  std::atomic<WinCkpt*> wins[kMaxWatchedWins] = {};
+  void Publish(WinCkpt* w) {
+    for (auto& x : wins) {
+      WinCkpt* none = nullptr;
+      if (x.compare_exchange_strong(none, w)) return;
+    }
+  }
+  // Before the window's buffers are freed (MPI_Win_free). A death seen at that very moment could still
+  // read them: accepted (the program's thread frees a window in a collective call, the watcher acts only
+  // after a death).
+  void Retire(WinCkpt* w) {
+    for (auto& x : wins) {
+      WinCkpt* mine = w;
+      x.compare_exchange_strong(mine, nullptr);
+    }
+  }
 };
 
 class RankWatch {

@@ -19,10 +19,11 @@ void CopyChunk(const uint8_t* data, size_t bytes, size_t c, int t, uint8_t* dst)
 }
 }  // namespace
 
-void ParityContribution(const uint8_t* data, size_t bytes, int k, int me, uint8_t* out) {
+void ParityContribution(const uint8_t* data, size_t bytes, int k, int me, uint8_t* out, size_t stride) {
   const size_t c = ChunkBytes(bytes, k);
+  if (stride == 0) stride = c;
   for (int j = 0; j < k; ++j) {
-    uint8_t* slot = out + static_cast<size_t>(j) * c;
+    uint8_t* slot = out + static_cast<size_t>(j) * stride;
     if (j == me)
       std::memset(slot, 0, c);
     else

@@ -19,8 +19,9 @@ inline int ChunkIndex(int m, int j, int k) { return ((j - m - 1) % k + k) % k; }
 inline int ParityHolder(int f, int t, int k) { return (f + 1 + t) % k; }
 
 // out: k·c bytes. Slot j (j != me) = my chunk ChunkIndex(me, j, k); slot me = zeros. XOR-reduced and
-// scattered (slot j to member j) it gives every member its parity.
-void ParityContribution(const uint8_t* data, size_t bytes, int k, int me, uint8_t* out);
+// scattered (slot j to member j) it gives every member its parity. `stride` (>= c; 0: c) puts slot j at
+// out + j·stride, leaving room after each chunk for what the caller sends along (its bytes untouched).
+void ParityContribution(const uint8_t* data, size_t bytes, int k, int me, uint8_t* out, size_t stride = 0);
 
 // out: (k-1)·c bytes, from survivor `me` towards rebuilding member `f` (me != f). Slot t is what `me`
 // adds to chunk t of f: its parity if it holds chunk t, else its own chunk that shares that parity.

@@ -10,16 +10,7 @@
 # (mpirun itself exits 0 under orte_abort_on_non_zero_status 0, whatever the ranks' statuses: the test
 # looks at the line and at the processes.)
 set -uo pipefail
-[[ $# -eq 2 ]] || { echo "usage: $0 OUTDIR BUILD" >&2; exit 2; }
-out=$1 build=$2
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-lib=$build/src/rma/librevive_rma.so
-[[ -x $out/openmpi/fft_transpose && -f $lib ]] || { echo "skip: no Open MPI apps in $out or no $lib"; exit 77; }
-tmp=$(mktemp -d /tmp/revive-rma-death-test-XXXXXX)
-launcher=
-trap '[[ -n $launcher ]] && kill -9 "$launcher" 2>/dev/null; rm -rf "$tmp"' EXIT
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
+source "$(dirname "${BASH_SOURCE[0]}")/death_common.sh"
 now() { date +%s.%N; }
 
 # name|app|args|ranks to kill|regex the line must match

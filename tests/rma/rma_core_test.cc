@@ -249,3 +249,32 @@ TEST(LossVerdict, NoCheckpointOrOneInProgressOrGapsAreNot) {
   EXPECT_TRUE(v.rebuildable) << v.why;
   EXPECT_NE(v.why.find("open epoch at rank(s) 1"), std::string::npos) << v.why;
 }
+
+// The rebuild uses the newest checkpoint every survivor of the group holds complete: with a death inside
+// checkpoint 6, one survivor may hold {5, 6} and another {5, 6 incomplete}: 5 is the answer, and a
+// survivor that never completed one gives none.
+TEST(LossVerdict, RebuildUsesTheNewestCheckpointCompleteAtEverySurvivor) {
+  const std::vector<WinGens> a = {{1, {5, 6}}, {2, {3, 0}}}, b = {{1, {5, 0}}, {2, {3, 4}}}, c = {{1, {6, 7}}};
+  EXPECT_EQ(NewestCommon({&a, &b}, 1), 5u);
+  EXPECT_EQ(NewestCommon({&a, &a}, 1), 6u);
+  EXPECT_EQ(NewestCommon({&a, &b}, 2), 3u);
+  EXPECT_EQ(NewestCommon({&a, &c}, 1), 6u);
+  EXPECT_EQ(NewestCommon({&b, &c}, 1), 0u);
+  EXPECT_EQ(NewestCommon({&a, &b}, 9), 0u);
+  EXPECT_EQ(NewestCommon({}, 1), 0u);
+}
+
+// With a stride, the slots land further apart and the bytes between them (the caller's) are left alone.
+TEST(XorCode, StrideLeavesTheCallersBytes) {
+  const int k = 3;
+  std::vector<uint8_t> data(100);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7 + 1);
+  const size_t c = ChunkBytes(data.size(), k), stride = c + 5;
+  std::vector<uint8_t> flat(k * c), wide(k * stride, 0xee);
+  ParityContribution(data.data(), data.size(), k, 1, flat.data());
+  ParityContribution(data.data(), data.size(), k, 1, wide.data(), stride);
+  for (int j = 0; j < k; ++j) {
+    EXPECT_TRUE(std::equal(flat.begin() + j * c, flat.begin() + (j + 1) * c, wide.begin() + j * stride));
+    for (size_t b = c; b < stride; ++b) EXPECT_EQ(wide[j * stride + b], 0xee);
+  }
+}
