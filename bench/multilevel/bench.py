@@ -7,6 +7,12 @@ what a restart pays per level, against the physical limits of the same bytes, me
 4 ranks, one per simulated host (REVIVE_HOST=h0..h3), one XOR group of 4. Node-local storage in
 /dev/shm (tmpfs), the global level (REVIVE_CP_PATH) in WORKDIR (put it on the disk). Every figure is the
 median of --reps runs, the configurations interleaved so that the machine's noise hits them alike.
+
+--pfs-mbps N (root): the global level goes instead to an ext4 file system on a loop device whose reads and
+writes the kernel throttles to N MB/s in all (cgroup v1 blkio.throttle on the root group, which also
+covers the page cache's writeback): a stand-in for a parallel file system, whose per-node share is many
+times slower than node memory. On this VM the plain disk writes with fsync at about memory-copy speed (the
+host caches it), which no cluster's PFS does; the raw limit below is measured on the throttled device too.
 """
 import argparse
 import glob
@@ -25,11 +31,57 @@ ap.add_argument("--reps", type=int, default=5)
 ap.add_argument("--big", type=int, default=4194304)
 ap.add_argument("--steps", type=int, default=20)
 ap.add_argument("--every", type=int, default=2)
+ap.add_argument("--pfs-mbps", type=float, default=0)
 a = ap.parse_args()
 
 NP = 4
 WORK = os.path.abspath(a.work)
 GLOB = os.path.join(WORK, "global")
+PFS = None  # (loop device, mount point, "major:minor") of the throttled stand-in
+
+
+def pfs_setup(mbps):
+    """A loop-mounted ext4 under WORK throttled to MBPS MB/s (reads and writes); GLOB moves onto it."""
+    global GLOB, PFS
+    os.makedirs(WORK, exist_ok=True)
+    img, mnt = os.path.join(WORK, "pfs.img"), os.path.join(WORK, "pfs")
+    subprocess.run(["truncate", "-s", "8G", img], check=True)
+    dev = subprocess.run(["losetup", "-f", "--show", img], check=True, capture_output=True, text=True).stdout.strip()
+    subprocess.run(["mkfs.ext4", "-q", "-F", dev], check=True)
+    os.makedirs(mnt, exist_ok=True)
+    subprocess.run(["mount", dev, mnt], check=True)
+    st = os.stat(dev)
+    mm = "%d:%d" % (os.major(st.st_rdev), os.minor(st.st_rdev))
+    PFS = (dev, mnt, mm)
+    bps = int(mbps * 1e6)
+    for f in ("write_bps_device", "read_bps_device"):
+        with open("/sys/fs/cgroup/blkio/blkio.throttle." + f, "w") as fh:
+            fh.write("%s %d\n" % (mm, bps))
+    GLOB = os.path.join(mnt, "global")
+
+
+def pfs_teardown():
+    if not PFS:
+        return
+    dev, mnt, mm = PFS
+    for f in ("write_bps_device", "read_bps_device"):
+        try:
+            with open("/sys/fs/cgroup/blkio/blkio.throttle." + f, "w") as fh:
+                fh.write("%s 0\n" % mm)
+        except OSError:
+            pass
+    subprocess.run(["umount", mnt], check=False)
+    subprocess.run(["losetup", "-d", dev], check=False)
+    try:
+        os.unlink(os.path.join(WORK, "pfs.img"))
+    except OSError:
+        pass
+
+
+if a.pfs_mbps > 0:
+    import atexit
+    pfs_setup(a.pfs_mbps)
+    atexit.register(pfs_teardown)
 LOCAL = "/dev/shm/revive-mlbench-%d" % os.getpid()
 WRAP = 'r=${OMPI_COMM_WORLD_RANK:-$PMI_RANK}; REVIVE_HOST=h$((r / 1)) exec "$@"'
 
@@ -139,7 +191,8 @@ print("### multilevel bench: %d ranks on 4 simulated hosts, %d MiB per rank, %d 
       "(%d checkpoints), reps %d, load %s, page cache drop: %s" %
       (NP, mib, a.steps, a.every, ncp, a.reps, open("/proc/loadavg").read().split()[:3],
        "echo 1 > /proc/sys/vm/drop_caches" if DROP else "dd iflag=nocache count=0 per file"))
-print("local %s (tmpfs), global %s" % (LOCAL, GLOB))
+print("local %s (tmpfs), global %s%s" % (LOCAL, GLOB, " (ext4 on %s, throttled to %.0f MB/s: the PFS stand-in)"
+                                          % (PFS[0], a.pfs_mbps) if PFS else " (the disk)"))
 
 # 1. Application overhead.
 CONF = [("native", None, 0), ("L4 (REVIVE_LEVELS unset)", None, a.every), ("L1+L3", "L1+L3", a.every),
@@ -157,7 +210,7 @@ nat = med(wall["native"])
 lim4 = med(wr_disk) * ncp
 lim1 = med(wr_shm) * ncp
 print("\n## 1. application overhead (wall of the whole job, median of %d)" % a.reps)
-print("raw write+fsync of %d x %d MiB to the disk: %.3f s per checkpoint, x%d = %.3f s (L4 limit)" %
+print("raw write+fsync of %d x %d MiB to the global level: %.3f s per checkpoint, x%d = %.3f s (L4 limit)" %
       (NP, mib, med(wr_disk), ncp, lim4))
 print("raw write of %d x %d MiB to /dev/shm (dd, memcpy speed): %.3f s per checkpoint, x%d = %.3f s (L1 limit)" %
       (NP, mib, med(wr_shm), ncp, lim1))
