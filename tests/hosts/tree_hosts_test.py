@@ -178,7 +178,9 @@ def test(a, rng, seed, prefix, net):
         squat.wait()
     if r.returncode == 0 or "are stopped" not in r.stderr or squat_host not in r.stderr:
         fail("restart with a taken sub port on %s: rc %d, %r" % (squat_host, r.returncode, r.stderr))
-    if not coordinator_gone(REVIVE, port, CK, ENV, timeout=30):
+    # Up to the coordinator's 30 s grace for latecomers of a failed restart: the failed host's processes
+    # never started, and nothing tells it so (docs/status.md); the margin is for a loaded machine.
+    if not coordinator_gone(REVIVE, port, CK, ENV, timeout=45):
         fail("an aborted restart left its coordinator running")
     print("a failed host part stops the restart: " + r.stderr.strip().replace("\n", " | "), flush=True)
     print("restart: " + " ".join(cmd), flush=True)
