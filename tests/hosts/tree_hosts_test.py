@@ -178,10 +178,13 @@ def test(a, rng, seed, prefix, net):
         squat.wait()
     if r.returncode == 0 or "are stopped" not in r.stderr or squat_host not in r.stderr:
         fail("restart with a taken sub port on %s: rc %d, %r" % (squat_host, r.returncode, r.stderr))
-    # Up to the coordinator's 30 s grace for latecomers of a failed restart: the failed host's processes
-    # never started, and nothing tells it so (docs/status.md); the margin is for a loaded machine.
+    # It leaves at once here; once, under ctest -j3 at load ~10, it stayed past 30 s (the coordinator's grace
+    # for latecomers of a failed restart; not understood, docs/status.md). The time is printed to tell.
+    t_gone = time.time()
     if not coordinator_gone(REVIVE, port, CK, ENV, timeout=45):
         fail("an aborted restart left its coordinator running")
+    print("aborted restart: its coordinator left %.1f s after revive restart returned" % (time.time() - t_gone),
+          flush=True)
     print("a failed host part stops the restart: " + r.stderr.strip().replace("\n", " | "), flush=True)
     print("restart: " + " ".join(cmd), flush=True)
     rerr = open(os.path.join(a.workdir, "restart-stderr"), "wb")
