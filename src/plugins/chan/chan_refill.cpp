@@ -8,6 +8,7 @@
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "plugins/chan/chan.h"
 #include "plugins/common/msg.h"
@@ -160,7 +161,8 @@ bool wait_queued(const Chan& c, size_t bytes, char* msg, size_t cap) {
     int q = 0;
     if (ioctl(c.fd, SIOCINQ, &q) != 0 || size_t(q) >= bytes) return true;
     if (now_ms() > deadline) break;
-    wait_fd(c.fd, POLLIN, 5);
+    struct timespec ms = {0, 1000000};  // not poll(): readable already, with some of the bytes queued
+    nanosleep(&ms, nullptr);
   }
   plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": the peer's ").u(bytes).s(" drained bytes did not come back after the refill");
   return false;
