@@ -64,8 +64,27 @@ def log():
 def failures():
     return harness.run_failures(ck)
 
+def context():
+    # What the user would look at: the supervisor's own messages, the log, the processes still there.
+    try:
+        sup_err = open(os.path.join(rund, "supervisor-stderr"), errors="replace").read()[-3000:]
+    except OSError:
+        sup_err = ""
+    procs = []
+    for p in descendants(sup.pid):
+        try:
+            procs.append("%d %s %s %s" % (p, open("/proc/%d/stat" % p).read().split()[2],
+                                          open("/proc/%d/wchan" % p).read(),
+                                       open("/proc/%d/cmdline" % p).read().replace("\0", " ")[:120]))
+        except OSError:
+            pass
+    st = subprocess.run([revive, "status", "--port", str(port), "--ckpt-dir", ck], stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT, env=env, timeout=20).stdout.decode(errors="replace")
+    return ("\n--- run.log:\n" + log() + "\n--- supervisor stderr:\n" + sup_err + "\n--- revive status:\n" + st +
+            "\n--- processes:\n" + "\n".join(procs))
+
 def wait_for(pred, timeout, what):
-    return harness.wait_for(pred, timeout, what, lambda: "\n--- run.log:\n" + log(), step=0.01)
+    return harness.wait_for(pred, timeout, what, context, step=0.01)
 
 def ranks(sup):
     pids = []
