@@ -10,6 +10,10 @@ to MPI_Finalize, printed by --time on stderr), so mpirun's start-up noise stays 
 identical to the native run's. Prints medians and ratios to native. Numbers, never assertions.
 --lib-before BUILD2 adds a fourth mode, log+ckpt with BUILD2's library (e.g. a build of an earlier commit),
 alternated with the others: a change's cost measured in the same session (double buffering, 2026-11-28).
+Beside each checkpointing mode's run time, the time spent inside the checkpoints themselves (the library's
+REVIVE_RMA_STATS line: slowest rank's sum) and per checkpoint, so the checkpoint cost is seen apart from
+the run's noise. MPICH (--flavours mpich) runs through tests/rma/run_app.sh like the apps' tests
+(mpiexec.mpich, UCX on loopback only) with librevive_rma_mpich.so.
 """
 import argparse, os, re, statistics, subprocess, sys
 
@@ -33,8 +37,8 @@ def run(flavour, out, app, np, env_extra):
     m = re.search(r"elapsed_s ([0-9.]+)", p.stderr)
     if not m:
         sys.exit(f"{flavour} {app}: no elapsed_s line on stderr\n{p.stderr[-2000:]}")
-    ck = re.search(r"revive-rma: (\d+) checkpoints", p.stderr)
-    return float(m.group(1)), p.stdout, int(ck.group(1)) if ck else 0
+    ck = re.search(r"revive-rma: (\d+) checkpoints .*?, ([0-9.]+) s in checkpoints", p.stderr)
+    return float(m.group(1)), p.stdout, int(ck.group(1)) if ck else 0, float(ck.group(2)) if ck else 0.0
 
 
 def main():
@@ -61,32 +65,42 @@ def main():
         modes["before"] = dict(modes["log+ckpt"])
         before = {"openmpi": os.path.join(a.lib_before, "src/rma/librevive_rma.so"),
                   "mpich": os.path.join(a.lib_before, "src/rma/librevive_rma_mpich.so")}
+    # in-ckpt: seconds inside checkpoints (slowest rank), and ms per checkpoint, of the same runs.
     print(f"{'mpi':8} {'app':8} {'native s':>9} {'log s':>8} {'ratio':>6} {'ckpt s':>8} {'ratio':>6} {'ckpts':>5}"
-          + (f" {'before s':>8} {'ratio':>6}" if before else ""))
+          f" {'in-ckpt s':>9} {'ms/ckpt':>7}"
+          + (f" {'before s':>8} {'ratio':>6} {'ckpts':>5} {'in-ckpt s':>9} {'ms/ckpt':>7}" if before else ""))
     for fl in a.flavours.split(","):
         if not os.path.exists(libs[fl]) or not os.path.isdir(os.path.join(out, fl)):
             print(f"{fl}: not built, skipped")
             continue
         for app in a.apps.split(","):
             t = {m: [] for m in modes}
-            cks, ref = [], None
+            cks = {m: [] for m in modes}
+            inck = {m: [] for m in modes}
+            ref = None
             for _ in range(a.rounds):
                 for m, extra in modes.items():
                     e = dict(extra)
                     if m != "native":
                         e["REVIVE_RMA_PRELOAD"] = before[fl] if m == "before" else libs[fl]
-                    secs, stdout, ck = run(fl, out, app, a.np, e)
+                    secs, stdout, ck, ck_s = run(fl, out, app, a.np, e)
                     if ref is None:
                         ref = stdout
                     elif stdout != ref:
                         sys.exit(f"{fl} {app} {m}: output differs from the native run")
                     t[m].append(secs)
-                    if m == "log+ckpt":
-                        cks.append(ck)
+                    cks[m].append(ck)
+                    inck[m].append(ck_s)
             med = {m: statistics.median(v) for m, v in t.items()}
+
+            def ckpt_cols(m):
+                n, s = statistics.median(cks[m]), statistics.median(inck[m])
+                per = statistics.median([x / c * 1e3 for x, c in zip(inck[m], cks[m]) if c])
+                return f"{statistics.median(cks[m]):5.0f} {s:9.3f} {per:7.2f}" if n else f"{0:5d} {s:9.3f} {'-':>7}"
+
             print(f"{fl:8} {app:8} {med['native']:9.3f} {med['log']:8.3f} {med['log']/med['native']:6.3f} "
-                  f"{med['log+ckpt']:8.3f} {med['log+ckpt']/med['native']:6.3f} {statistics.median(cks):5.0f}"
-                  + (f" {med['before']:8.3f} {med['before']/med['native']:6.3f}" if before else ""),
+                  f"{med['log+ckpt']:8.3f} {med['log+ckpt']/med['native']:6.3f} {ckpt_cols('log+ckpt')}"
+                  + (f" {med['before']:8.3f} {med['before']/med['native']:6.3f} {ckpt_cols('before')}" if before else ""),
                   flush=True)
 
 

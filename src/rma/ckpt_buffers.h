@@ -54,8 +54,4 @@ struct WinCkpt {
   }
 };
 
-// Windows the watcher can rebuild (the first ones checkpointed; a program with more is reported, not
-// rebuilt beyond these).
-constexpr int kMaxWatchedWins = 8;
-
 }  // namespace revive::rma

@@ -43,9 +43,7 @@ void WriteImage(int f, uint32_t id, uint64_t n, const std::vector<uint8_t>& data
 
 std::vector<WinGens> MyGens(const WatchState& st) {
   std::vector<WinGens> out;
-  for (const auto& slot : st.wins) {
-    const WinCkpt* ck = slot.load();
-    if (!ck) continue;
+  for (const WinCkpt* ck : st.wins.List()) {
     WinGens w;
     w.id = ck->id;
     for (int i = 0; i < 2; ++i) {
@@ -71,9 +69,8 @@ void RebuildDead(revive::mpi::FailureMesh* mesh, int me, const std::vector<int>&
     std::vector<const std::vector<WinGens>*> reports;
     for (int s : live) reports.push_back(&gens[static_cast<size_t>(s)]);
     bool lost_peer = false;
-    for (const auto& slot : st.wins) {
-      const WinCkpt* ck = slot.load();
-      if (!ck || lost_peer) continue;
+    for (const WinCkpt* ck : st.wins.List()) {
+      if (lost_peer) continue;
       const double t0 = Clock(CLOCK_MONOTONIC);
       const uint64_t n = NewestCommon(reports, ck->id);
       if (n == 0) {

@@ -20,15 +20,49 @@ double Clock(clockid_t c) {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+void WinSlots::Add(WinCkpt* w) {
+  WinSlots* c = this;
+  for (;; c = c->next_.load()) {
+    for (auto& x : c->slot_)
+      if (!x.load()) {
+        x.store(w);
+        return;
+      }
+    if (!c->next_.load()) break;
+  }
+  // Every slot is taken: chain a chunk, its first slot filled before the watcher can see it.
+  auto* more = new WinSlots;
+  more->slot_[0].store(w);
+  c->next_.store(more);
+}
+
+void WinSlots::Remove(WinCkpt* w) {
+  for (WinSlots* c = this; c; c = c->next_.load())
+    for (auto& x : c->slot_) {
+      WinCkpt* mine = w;
+      if (x.compare_exchange_strong(mine, nullptr)) return;
+    }
+}
+
+std::vector<WinCkpt*> WinSlots::List() const {
+  std::vector<WinCkpt*> out;
+  for (const WinSlots* c = this; c; c = c->next_.load())
+    for (const auto& x : c->slot_)
+      if (WinCkpt* w = x.load()) out.push_back(w);
+  return out;
+}
+
 namespace {
 
-// One survivor's report as it crosses the mesh: a fixed header, one LogGap byte per world rank, then
-// kMaxWatchedWins WinGens (the complete in-memory checkpoints of each window, for the rebuild).
+// One survivor's report as it crosses the mesh: a fixed header, then one LogGap byte per world rank. Its
+// windows' WinGens (the complete in-memory checkpoints of each, for the rebuild) follow in a second round,
+// `wins` of them: the exchange needs one length at every survivor, the largest count, known after the first.
 struct Wire {
   uint64_t epoch;
   double since_epoch;  // seconds from the last checkpoint to the death being seen
   double seen;         // CLOCK_REALTIME when this survivor saw the death (hosts' clocks: roughly in step)
-  uint8_t in_checkpoint, unprotected, pad[6];
+  uint8_t in_checkpoint, unprotected, pad[2];
+  uint32_t wins;
 };
 
 }  // namespace
@@ -73,8 +107,10 @@ void RankWatch::Report() {
   Status agreed = mesh_->Agree(&dead);
   // My report: the checkpoint count and what my logs lack about each rank.
   const size_t n = static_cast<size_t>(size_);
-  std::vector<char> mine(sizeof(Wire) + n + kMaxWatchedWins * sizeof(WinGens), 0);
+  const std::vector<WinGens> my_gens = MyGens(*st_);
+  std::vector<char> mine(sizeof(Wire) + n, 0);
   Wire w{};
+  w.wins = static_cast<uint32_t>(my_gens.size());
   w.epoch = st_->epoch.load();
   w.since_epoch = seen_mono - st_->epoch_time.load();
   w.seen = seen;
@@ -87,11 +123,23 @@ void RankWatch::Report() {
     if (st_->n_flags && st_->n_flags[p]) bits |= kGapGetOpen;
     mine[sizeof w + p] = static_cast<char>(bits);
   }
-  const std::vector<WinGens> my_gens = MyGens(*st_);
-  std::memcpy(mine.data() + sizeof w + n, my_gens.data(), my_gens.size() * sizeof(WinGens));
-  std::vector<std::vector<char>> all;
+  std::vector<std::vector<char>> all, all_gens;
   Status swapped = agreed.ok() ? mesh_->Exchange(mine, &all) : agreed;
   if (!agreed.ok()) all.assign(n, {}), all[static_cast<size_t>(rank_)] = mine;
+  // Second round: every survivor's windows, padded (id 0) to the most any of them has. The counts differ
+  // only after a death inside a window's creation or free.
+  size_t most = 0;
+  for (const auto& b : all)
+    if (b.size() == mine.size()) {
+      Wire x;
+      std::memcpy(&x, b.data(), sizeof x);
+      most = std::max<size_t>(most, x.wins);
+    }
+  if (swapped.ok() && most > 0) {
+    std::vector<char> g(most * sizeof(WinGens), 0);
+    std::memcpy(g.data(), my_gens.data(), my_gens.size() * sizeof(WinGens));
+    swapped = mesh_->Exchange(g, &all_gens);
+  }
   std::vector<SurvivorReport> reports;
   std::vector<std::vector<WinGens>> gens(n);
   double first = seen, last = seen, since = w.since_epoch;
@@ -106,9 +154,10 @@ void RankWatch::Report() {
     r.in_checkpoint = x.in_checkpoint != 0;
     r.unprotected = x.unprotected != 0;
     r.gaps.assign(b.begin() + sizeof x, b.begin() + static_cast<long>(sizeof x + n));
-    for (int i = 0; i < kMaxWatchedWins; ++i) {
+    const auto& bg = all_gens.empty() ? std::vector<char>() : all_gens[static_cast<size_t>(p)];
+    for (size_t i = 0; bg.size() == most * sizeof(WinGens) && i < most; ++i) {
       WinGens wg;
-      std::memcpy(&wg, b.data() + sizeof x + n + static_cast<size_t>(i) * sizeof wg, sizeof wg);
+      std::memcpy(&wg, bg.data() + i * sizeof wg, sizeof wg);
       if (wg.id) gens[static_cast<size_t>(p)].push_back(wg);
     }
     reports.push_back(std::move(r));

@@ -33,6 +33,28 @@ constexpr int kRankLostExit = 79;
 // Seconds on clock `c` (CLOCK_MONOTONIC, CLOCK_REALTIME).
 double Clock(clockid_t c);
 
+// The checkpointed windows as the watcher sees them: slots in chunks of 8, a chunk chained on when the
+// slots are full, so no program has too many windows for the rebuild. Only the program's thread adds or
+// empties slots; the watcher reads them at any moment, hence the atomics, and a chunk is freed only with
+// the whole chain. A window takes the first empty slot: windows are made and freed collectively, in the
+// same order at every rank, so every survivor walks them in the same order (the rebuild relies on it).
+class WinSlots {
+ public:
+  WinSlots() = default;
+  WinSlots(const WinSlots&) = delete;
+  WinSlots& operator=(const WinSlots&) = delete;
+  ~WinSlots() { delete next_.load(); }
+  void Add(WinCkpt* w);
+  void Remove(WinCkpt* w);
+  // The windows now registered, in slot order.
+  std::vector<WinCkpt*> List() const;
+
+ private:
+  static constexpr int kSlots = 8;
+  std::atomic<WinCkpt*> slot_[kSlots] = {};
+  std::atomic<WinSlots*> next_{nullptr};
+};
+
 // What the program's thread publishes for the watcher (atomics: the watcher reads while it runs).
 struct WatchState {
   explicit WatchState(int size) : put_gaps(new std::atomic<uint8_t>[static_cast<size_t>(size)]) {
@@ -45,23 +67,13 @@ struct WatchState {
   std::unique_ptr<std::atomic<uint8_t>[]> put_gaps;  // LogGap bits of my puts, by target world rank
   const volatile uint8_t* n_flags = nullptr;     // my log window's N_me[p]: p's gets from me not logged yet
   const volatile uint8_t* lost_flags = nullptr;  // 1: p's get records did not fit its slice at me
-  // The checkpointed windows, for the rebuild (rank_rebuild.h); nullptr in unused places.
-  std::atomic<WinCkpt*> wins[kMaxWatchedWins] = {};
-  void Publish(WinCkpt* w) {
-    for (auto& x : wins) {
-      WinCkpt* none = nullptr;
-      if (x.compare_exchange_strong(none, w)) return;
-    }
-  }
+  // The checkpointed windows, for the rebuild (rank_rebuild.h), however many the program has.
+  WinSlots wins;
+  void Publish(WinCkpt* w) { wins.Add(w); }
   // Before the window's buffers are freed (MPI_Win_free). A death seen at that very moment could still
   // read them: accepted (the program's thread frees a window in a collective call, the watcher acts only
   // after a death).
-  void Retire(WinCkpt* w) {
-    for (auto& x : wins) {
-      WinCkpt* mine = w;
-      x.compare_exchange_strong(mine, nullptr);
-    }
-  }
+  void Retire(WinCkpt* w) { wins.Remove(w); }
 };
 
 class RankWatch {

@@ -10,24 +10,30 @@
 #    leaves its complete generations in REVIVE_RMA_REBUILD_DIR first, and the rebuilt images the
 #    survivors write there must equal them byte for byte;
 #  - a random rank SIGKILLed at a random moment (checkpoints every 0.05 s, so some kills land in one);
-#  - a damaged parity part (REVIVE_RMA_VERIFY_FLIP): the rebuild must be refused, by name.
+#  - a damaged parity part (REVIVE_RMA_VERIFY_FLIP): the rebuild must be refused, by name;
+#  - a program with 11 windows (apps/many_wins.c), killed inside a checkpoint (every one of its windows is
+#    rebuilt and equals the dying rank's copy; the rebuild once stopped at the first 8) and at random.
+# Every case also checks how many windows were rebuilt (one line each): all the program has.
 # With all ranks on one host, groups of 2 are {0,2} and {1,3} (storage::FormGroups deals ranks round robin).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/death_common.sh"
 
 fft="fft_transpose --n 16 --iters 2000 --sleep-ms 5"
 dht="dht --keyspace 4096 --keys 64 --iters 2000 --lock --sleep-ms 5"
-# name|app and args|extra environment|victim (random: any rank, SIGKILLed from here)|regex every rebuild line must match|compare with dumps
+many="many_wins --wins 11 --iters 2000 --sleep-ms 5"
+# name|app and args|extra environment|victim (random: any rank, SIGKILLed from here)|regex every rebuild line must match|compare with dumps|windows (rebuild lines expected)
 cases=(
-  "fence-in-ckpt-0|$fft|REVIVE_RMA_TEST_DIE=2:4:0|2|rebuilt rank 2's window [0-9]+ as of checkpoint 3 .*from checksum group \{0,2\} .*verified|cmp"
-  "fence-in-ckpt-1|$fft|REVIVE_RMA_TEST_DIE=2:4:1|2|rebuilt rank 2's window [0-9]+ as of checkpoint [34] .*from checksum group \{0,2\} .*verified|cmp"
-  "lock-in-ckpt-0|$dht|REVIVE_RMA_TEST_DIE=1:3:0|1|rebuilt rank 1's window [0-9]+ as of checkpoint 2 .*from checksum group \{1,3\} .*verified|cmp"
-  "fence-random|$fft||random|rebuilt rank [0-3]'s window [0-9]+ as of checkpoint [1-9][0-9]* .*verified|"
-  "lock-random|$dht||random|rebuilt rank [0-3]'s window [0-9]+ as of checkpoint [1-9][0-9]* .*verified|"
-  "damaged|$fft|REVIVE_RMA_TEST_DIE=2:3:0 REVIVE_RMA_VERIFY_FLIP=0|2|refused the rebuild of rank 2's window [0-9]+ as of checkpoint 2 from checksum group \{0,2\}: the rebuilt copy's XXH3-64 [0-9a-f]+ is not the [0-9a-f]+ rank 2 recorded|"
+  "fence-in-ckpt-0|$fft|REVIVE_RMA_TEST_DIE=2:4:0|2|rebuilt rank 2's window [0-9]+ as of checkpoint 3 .*from checksum group \{0,2\} .*verified|cmp|1"
+  "fence-in-ckpt-1|$fft|REVIVE_RMA_TEST_DIE=2:4:1|2|rebuilt rank 2's window [0-9]+ as of checkpoint [34] .*from checksum group \{0,2\} .*verified|cmp|1"
+  "lock-in-ckpt-0|$dht|REVIVE_RMA_TEST_DIE=1:3:0|1|rebuilt rank 1's window [0-9]+ as of checkpoint 2 .*from checksum group \{1,3\} .*verified|cmp|1"
+  "many-wins-in-ckpt-0|$many|REVIVE_RMA_TEST_DIE=1:3:0|1|rebuilt rank 1's window [0-9]+ as of checkpoint 2 .*from checksum group \{1,3\} .*verified|cmp|11"
+  "fence-random|$fft||random|rebuilt rank [0-3]'s window [0-9]+ as of checkpoint [1-9][0-9]* .*verified||1"
+  "lock-random|$dht||random|rebuilt rank [0-3]'s window [0-9]+ as of checkpoint [1-9][0-9]* .*verified||1"
+  "many-wins-random|$many||random|rebuilt rank [0-3]'s window [0-9]+ as of checkpoint [1-9][0-9]* .*verified||11"
+  "damaged|$fft|REVIVE_RMA_TEST_DIE=2:3:0 REVIVE_RMA_VERIFY_FLIP=0|2|refused the rebuild of rank 2's window [0-9]+ as of checkpoint 2 from checksum group \{0,2\}: the rebuilt copy's XXH3-64 [0-9a-f]+ is not the [0-9a-f]+ rank 2 recorded||1"
 )
 for c in "${cases[@]}"; do
-  IFS='|' read -r name cmd envs victim want compare <<<"$c"
+  IFS='|' read -r name cmd envs victim want compare nwins <<<"$c"
   dir=$tmp/$name
   mkdir -p "$dir"
   read -r app args <<<"$cmd"
@@ -71,6 +77,10 @@ for c in "${cases[@]}"; do
   while IFS= read -r l; do
     grep -Eq "$want" <<<"$l" || bad "$name: /$want/ does not match: $l"
   done <<<"$lines"
+  # One line per window, each window once: every window the program had, none twice.
+  got=$(grep -Eo "rank [0-9]+'s window [0-9]+" <<<"$lines" | sort -u | wc -l)
+  (($(wc -l <<<"$lines") == nwins && got == nwins)) ||
+    bad "$name: $(wc -l <<<"$lines") rebuild line(s) for $got distinct window(s), the program had $nwins"
   if [[ -n $compare ]]; then
     n=0
     for img in "$dir"/rank*.win*.ckpt[0-9]*; do
@@ -79,7 +89,7 @@ for c in "${cases[@]}"; do
       cmp -s "$img" "$img.dump" || bad "$name: $(basename "$img") differs from the dead rank's own copy"
       n=$((n + 1))
     done
-    ((n > 0)) || bad "$name: no rebuilt image written"
+    ((n == nwins)) || bad "$name: $n rebuilt image(s) written, the program had $nwins window(s)"
     echo "$name: $n rebuilt image(s) equal to the dead rank's copies"
   fi
   echo "$name: $lines"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# build.sh OUTDIR -- build the RMA test apps (fft_transpose, dht, stencil) for both MPIs:
+# build.sh OUTDIR -- build the RMA test apps (fft_transpose, dht, stencil, many_wins) for both MPIs:
 #   OUTDIR/openmpi/<app>  with Open MPI's wrapper (mpicc.openmpi, else mpicc; override: MPICC_OPENMPI)
 #   OUTDIR/mpich/<app>    with mpicc.mpich (override: MPICC_MPICH)
 # A flavour whose compiler is missing is skipped with a message on stderr. Exits 1 if a compile
@@ -8,7 +8,7 @@ set -uo pipefail
 [[ $# -eq 1 ]] || { echo "usage: $0 OUTDIR" >&2; exit 2; }
 out=$1
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-apps=(fft_transpose dht stencil)
+apps=(fft_transpose dht stencil many_wins)
 cflags=(-std=c99 -O2 -g -Wall -Wextra)
 
 ompi_cc=${MPICC_OPENMPI:-}

@@ -127,7 +127,7 @@ int main(int argc, char **argv) {
             data[(xp * N + y) * N + s * NB + zl] = in[s * blk + zl * plane + y * NB + xp];
 
     /* 5. digest of every element with its global index */
-    uint64_t loc[2] = {0, 0}, glob[2];
+    uint64_t loc[2] = {0, 0};
     for (size_t xl = 0; xl < NB; xl++)
       for (size_t y = 0; y < N; y++)
         for (size_t z = 0; z < N; z++) {
@@ -136,12 +136,7 @@ int main(int argc, char **argv) {
           loc[0] ^= h;
           loc[1] += h >> 1;
         }
-    reduce_digest(loc, glob);
-    chain = chain_digest(chain, glob);
-    if (me == 0) {
-      printf("iter %" PRIu64 " digest %016" PRIx64 " sum %016" PRIx64 "\n", it, glob[0], glob[1]);
-      fflush(stdout);
-    }
+    report_iter(me, it, loc, &chain);
     sleep_ms(sleepms);
   }
   if (me == 0) {

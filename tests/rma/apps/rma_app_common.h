@@ -47,6 +47,13 @@ static inline void sleep_ms(uint64_t ms) {
   }
 }
 
+/* MPI_Init, then this rank's number and the job's size in MPI_COMM_WORLD. */
+static inline void app_init(int *argc, char ***argv, int *me, int *np) {
+  MPI_Init(argc, argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, me);
+  MPI_Comm_size(MPI_COMM_WORLD, np);
+}
+
 /* Fatal error: message to stderr (never stdout) and abort the whole job. */
 static inline void die(const char *app, const char *msg) {
   fprintf(stderr, "%s: %s\n", app, msg);
@@ -74,6 +81,18 @@ static inline void reduce_digest(const uint64_t local[2], uint64_t global[2]) {
 /* Running chain over all iteration digests, printed as the final "done digest". */
 static inline uint64_t chain_digest(uint64_t chain, const uint64_t d[2]) { return hash2(chain ^ d[0], d[1]); }
 
+
+/* The end of one iteration: reduce the ranks' (xor, sum) pair, chain it, and print it on rank 0 as
+ * "iter K digest <xor64> sum <sum64>". */
+static inline void report_iter(int me, uint64_t it, const uint64_t local[2], uint64_t *chain) {
+  uint64_t glob[2];
+  reduce_digest(local, glob);
+  *chain = chain_digest(*chain, glob);
+  if (me == 0) {
+    printf("iter %" PRIu64 " digest %016" PRIx64 " sum %016" PRIx64 "\n", it, glob[0], glob[1]);
+    fflush(stdout);
+  }
+}
 
 /* --time: the application's own run time (MPI_Init return to MPI_Finalize, slowest rank) on rank 0's
  * stderr as "elapsed_s S", for bench/rma; mpirun's start-up stays out of the figure. */
