@@ -94,6 +94,16 @@ bool files_local(const char* path);
 // True if absolute `path` lies below directory `dir` (a trailing slash of dir ignored).
 bool files_under(const char* path, const char* dir);
 
+// Where restores move files aside, in the directory that held them.
+inline constexpr char kDisplacedDir[] = ".revive-displaced";
+
+// The walk of the node-local directories (files_scan.cpp): below each root, it enters only directories
+// modified since the launch (mtime; bounded by depth 12 and 20000 directories, past which it warns ending
+// with `lost`) and calls file(ctx, dirfd, path, name) for each regular file of those (path: the file's
+// whole path, name: its name in dirfd). skip_displaced: kDisplacedDir directories are not entered. A
+// nonzero return of file stops the walk and is returned. No allocation.
+using WalkFile = int (*)(void* ctx, int dirfd, const char* path, const char* name);
+int files_walk_local(WalkFile file, void* ctx, bool skip_displaced, const char* lost);
 // The root's walk of the node-local directories: saves every regular file the creation log names (or, with
 // REVIVE_LOCAL_WALK=birth or a damaged log, every one of ours born since the launch) that is not saved yet,
 // outside the checkpoint directory. 0 or -errno.

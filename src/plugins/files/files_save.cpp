@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "plugins/common/msg.h"
@@ -172,6 +173,10 @@ namespace {
 
 int save_all(inject::SectionWriter& w) {
   static int fds[kMaxFds];
+  // The checkpoint's moment (the computation is stopped), in the end entry's mtime: the restore moves
+  // aside node-local files the stopped run created after it (files_renamed.cpp). 0 before 2026-11-28.
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
   Out out(w);
   out.tag(kFilesTag);
   int n = list_fds(0, fds, kMaxFds);
@@ -190,6 +195,8 @@ int save_all(inject::SectionWriter& w) {
     if (int rc = files_list_cwd(out); rc != 0) return rc;
   }
   FileEntry end{};
+  end.mtime_sec = now.tv_sec;
+  end.mtime_nsec = now.tv_nsec;
   out.bytes(&end, sizeof end);
   return out.ok() ? 0 : -ENOMEM;
 }
