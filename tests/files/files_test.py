@@ -22,6 +22,10 @@ must equal an uninterrupted run, byte for byte:
             job's directory: neither the walked out.txt the stopped run moved into a directory that held no
             walked file at the checkpoint nor the out.txt files it wrote and moved after may stay (the
             restarted run would count more files). This host only.
+  renamed_open  bash appending each line through a descriptor kept open on log.txt (`exec 3>>log.txt`)
+            and renaming the file away while it is open (`mv log.txt log-<ns>.txt; exec 3>>log.txt`):
+            the log.txt open at the checkpoint, which the stopped run renamed after it, must not stay
+            under its new name (the restarted run would count one file more). This host only.
 With --netns scripts/netns.sh the last round restarts in a network namespace (another host) whose
 node-local directory is a fresh tmpfs (its own /tmp): everything there comes from the image. Needs root;
 without namespaces every round restarts on this host, saying so. There make's assembler starts 0.2 s
@@ -142,7 +146,20 @@ ls -R | wc -l; cat archive/*/*.txt out.txt | cksum
 # runs is the only moment whose restart renames to the same name again (the defect then does not show);
 # the sleep keeps that moment a small share of each line.
 
-SCRIPTS = {"localdir": LOCALDIR, "renamed": RENAMED, "renamed_dir": RENAMED_DIR}
+RENAMED_OPEN = r'''
+exec 3>>log.txt
+i=0
+while [ $i -lt 80 ]; do
+  i=$((i+1))
+  n=$(ls | wc -l); s=$(cat log*.txt | cksum)
+  echo "$i $n $s" >&3
+  mv log.txt "log-${EPOCHREALTIME/./}.txt"; exec 3>>log.txt
+  sleep 0.03
+done
+ls | wc -l; cat log*.txt | cksum
+'''
+
+SCRIPTS = {"localdir": LOCALDIR, "renamed": RENAMED, "renamed_dir": RENAMED_DIR, "renamed_open": RENAMED_OPEN}
 
 
 def digest(path):
@@ -294,7 +311,7 @@ def main():
     ap.add_argument("--netns", help="scripts/netns.sh: the last round restarts on another host")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("case", choices=["sqlite", "make", "rewrite", "localdir", "renamed", "renamed_dir"])
+    ap.add_argument("case", choices=["sqlite", "make", "rewrite", "localdir", "renamed", "renamed_dir", "renamed_open"])
     a = ap.parse_args()
     for tool in ("sqlite3", "make", "gcc"):
         if shutil.which(tool) is None:

@@ -48,7 +48,7 @@ bool files_first(dev_t dev, ino_t ino);
 // Whether the last save of this process holds (dev, ino) (pre-images leave such files to the image).
 bool files_saved(dev_t dev, ino_t ino);
 // Saves one entry: FileEntry, path, then `size` bytes read from fd with pread. 0 or -errno (warned).
-// `id` is written after the path for a kScannedId entry (and must be given for one).
+// `id` is written after the path for an entry whose origin carries one (file_origin_has_id; must be given).
 int files_put(Out& out, FileOrigin origin, int fd, const char* path, int64_t size, uint32_t mode,
               int64_t mtime_sec, int64_t mtime_nsec, const FileIdentity* id = nullptr);
 // Warns (once per file per process) that a file was too large to save.

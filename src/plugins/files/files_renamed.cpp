@@ -3,17 +3,18 @@
 // the stopped run did `mv out.txt old.txt` or `mv out.txt archive/7/out.txt` after the checkpoint, the
 // saved inode still sits at the new name, which did not hold it at the checkpoint: the restarted program
 // would find a file an uninterrupted run makes only later; so would it find the out.txt that run wrote
-// after the checkpoint and moved on. The restore notes every entry's path and every walked entry's
-// identity (device, inode, birth time: the inode the computation had at the checkpoint); after the last
-// entry the launch root walks the node-local directories as the checkpoint's scan does (files_scan.cpp:
-// the roots, and only directories modified since the launch -- a rename into a directory modifies it),
-// and a regular file there under a name no entry has is moved aside into its directory's
-// .revive-displaced/ (renamed, with a warning naming both paths, as files_after.cpp does in the working
-// directory) when it is one of those inodes, or when it was born after the checkpoint's moment (saved in
-// the section's end entry) and the creation log names it as the computation's. An outsider's file stays.
-// Cost: one walk like a checkpoint's (75 ms for 6300 directories here), a path hash per regular file and a
-// statx per one whose path no entry has; the creation log is read once, only if a file born after the
-// checkpoint is met. Not searched: anything outside the node-local roots (walked files live only there),
+// after the checkpoint and moved on. The restore notes every entry's path and every identity an entry
+// carries (walked files, and since version 4 open ones: device, inode, birth time, the inode the
+// computation had at the checkpoint); after the last entry the launch root walks the node-local
+// directories as the checkpoint's scan does (files_scan.cpp: the roots, and only directories modified
+// since the launch -- a rename into a directory modifies it), and a regular file there under a name no
+// entry has is moved aside into its directory's .revive-displaced/ (renamed, with a warning naming both
+// paths, as files_after.cpp does in the working directory) when it is one of those inodes, or when it was
+// born after the checkpoint's moment (saved in the section's end entry) and the creation log names it as
+// the computation's. An outsider's file stays. Cost: one walk like a checkpoint's (75 ms for 6300
+// directories here), a path hash per regular file and a statx per one whose path no entry has; the
+// creation log is read once, only if a file born after the checkpoint is met. Not searched: anything
+// outside the node-local roots (walked files live only there; an open file renamed elsewhere stays),
 // directories the walk does not enter (not modified since the launch, deeper than 12 levels, past 20000),
 // .revive-displaced/. Runs in the restored process with user threads held: no allocation.
 #include <dirent.h>
@@ -36,7 +37,7 @@
 namespace revive::plugins {
 namespace {
 
-constexpr uint32_t kIdSlots = 1 << 15;    // walked identities (open addressing, at most half full)
+constexpr uint32_t kIdSlots = 1 << 15;    // saved identities (open addressing, at most half full)
 constexpr uint32_t kPathSlots = 1 << 16;  // hashes of every entry's path
 
 // Both tables live in one anonymous mapping for the restore's duration (zero pages until used; a static

@@ -12,7 +12,7 @@ namespace revive::plugins {
 
 void renamed_begin();  // before the first entry (maps the tables)
 void renamed_end();    // on every way out of the restore (unmaps them)
-// Every entry's path; `id` for a walked entry that carries its inode's identity (else nullptr).
+// Every entry's path; `id` for an entry that carries its inode's identity (walked or open; else nullptr).
 void renamed_note(const char* path, const FileIdentity* id);
 // After the last entry (launch root): walks the node-local directories as the checkpoint's scan does and
 // moves aside, from under names no entry has, the saved walked inodes and the files born after the

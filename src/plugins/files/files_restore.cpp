@@ -243,7 +243,8 @@ int files_restore(inject::SectionReader& r, char* msg, size_t cap) {
           .s("')"), EINVAL);
     }
     FileIdentity id{};
-    const bool with_id = e.origin == uint32_t(FileOrigin::kScannedId);
+    const bool with_id = file_origin_has_id(e.origin);
+    e.origin = file_origin_plain(e.origin);  // an open file's identity serves only the sweep
     if (with_id && !in.bytes(&id, sizeof id)) {
       return fail(msg, cap, Msg(c.line, sizeof c.line).s("files section: truncated identity of '").s(path).s("'"), EINVAL);
     }

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -84,7 +85,17 @@ int save_fd(Out& out, int fd) {
         .s("' to save its contents: ").err(e).s(" (REVIVE_FILES=none saves no contents)").c_str());
     return -e;
   }
-  int rc = files_put(out, origin, rfd, path, st.st_size, st.st_mode & 07777, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+  // With a birth time the entry carries the inode's identity: the restore then finds it again under the
+  // name the stopped run renamed it to after the checkpoint (files_renamed.cpp).
+  struct statx sx;
+  FileIdentity id{};
+  if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH, STATX_INO | STATX_BTIME, &sx) == 0 && (sx.stx_mask & STATX_BTIME)) {
+    id = FileIdentity{uint64_t(makedev(sx.stx_dev_major, sx.stx_dev_minor)), sx.stx_ino, sx.stx_btime.tv_sec,
+                      sx.stx_btime.tv_nsec, 0};
+    origin = origin == FileOrigin::kWritten ? FileOrigin::kWrittenId : FileOrigin::kLocalId;
+  }
+  int rc = files_put(out, origin, rfd, path, st.st_size, st.st_mode & 07777, st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+                     id.ino ? &id : nullptr);
   if (rfd != fd) close(rfd);
   return rc;
 }
@@ -145,7 +156,7 @@ int files_put(Out& out, FileOrigin origin, int fd, const char* path, int64_t siz
   e.format = uint32_t(blocks ? FileFormat::kBlocks : FileFormat::kInline);
   out.bytes(&e, sizeof e);
   out.str(path, strlen(path));
-  if (origin == FileOrigin::kScannedId) out.bytes(id, sizeof *id);
+  if (file_origin_has_id(uint32_t(origin))) out.bytes(id, sizeof *id);
   if (blocks) {
     int rc = files_put_blocks(out, fd, path, size);
     return rc != 0 ? rc : out.ok() ? 0 : -ENOMEM;
