@@ -57,8 +57,10 @@ struct Reader {
 
 const char* OriginName(uint32_t o) {
   switch (static_cast<FileOrigin>(o)) {
-    case FileOrigin::kWritten: return "written";
-    case FileOrigin::kLocal: return "node-local";
+    case FileOrigin::kWritten:
+    case FileOrigin::kWrittenId: return "written";
+    case FileOrigin::kLocal:
+    case FileOrigin::kLocalId: return "node-local";
     case FileOrigin::kScanned:
     case FileOrigin::kScannedId: return "node-local, created since launch";
     case FileOrigin::kListing: return "directory listing";
@@ -139,7 +141,7 @@ nlohmann::json InspectFiles(const image::View& v, const std::string& image_path,
       note(image_path + ": files section: malformed entry " + std::to_string(k));
       break;
     }
-    if (fe.origin == uint32_t(FileOrigin::kScannedId) && !in.skip(sizeof(plugins::FileIdentity))) {
+    if (plugins::file_origin_has_id(fe.origin) && !in.skip(sizeof(plugins::FileIdentity))) {
       note(image_path + ": files section: identity of '" + path + "' cut short");
       break;
     }

@@ -254,8 +254,8 @@ TEST_F(Files, WalkedFileChangedOrReplacedAfterTheCheckpointComesBack) {
       memcpy(&n, sec.data() + at + sizeof e, 4);
       size_t head = sizeof e + 4 + n;
       ASSERT_EQ(e.format, uint32_t(FileFormat::kInline));
-      if (e.origin == uint32_t(FileOrigin::kScannedId)) {
-        e.origin = uint32_t(FileOrigin::kScanned);
+      if (file_origin_has_id(e.origin)) {
+        e.origin = e.origin == uint32_t(FileOrigin::kScannedId) ? uint32_t(FileOrigin::kScanned) : file_origin_plain(e.origin);
         v2.append(reinterpret_cast<const char*>(&e), sizeof e);
         v2 += sec.substr(at + sizeof e, 4 + n);
         v2 += sec.substr(at + head + sizeof(FileIdentity), size_t(e.size));

@@ -29,7 +29,6 @@
 namespace revive::plugins {
 namespace {
 
-constexpr char kDisplaced[] = ".revive-displaced";
 char g_list[kMaxListing];            // u32 length + name, repeated
 alignas(8) char g_dents[1 << 15];
 
@@ -106,8 +105,8 @@ bool below(const char* path, const char* dir) {
 int files_move_aside(int dfd, const char* dir, const char* name, int* aside, const char* why) {
   char line[2 * PATH_MAX + 300];
   if (*aside < 0) {
-    if (mkdirat(dfd, kDisplaced, 0700) != 0 && errno != EEXIST) return -errno;
-    *aside = openat(dfd, kDisplaced, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (mkdirat(dfd, kDisplacedDir, 0700) != 0 && errno != EEXIST) return -errno;
+    *aside = openat(dfd, kDisplacedDir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (*aside < 0) return -errno;
   }
   char to[NAME_MAX + 32];
@@ -120,7 +119,7 @@ int files_move_aside(int dfd, const char* dir, const char* name, int* aside, con
     if (rc != 0 && errno != EEXIST) break;
   }
   if (rc != 0) return -errno;
-  warn(Msg(line, sizeof line).s("moved '").s(dir).s("/").s(name).s("' to '").s(dir).s("/").s(kDisplaced)
+  warn(Msg(line, sizeof line).s("moved '").s(dir).s("/").s(name).s("' to '").s(dir).s("/").s(kDisplacedDir)
       .s("/").s(to).s("': ").s(why).s(" (REVIVE_FILES_AFTER=keep leaves such files)").c_str());
   return 0;
 }

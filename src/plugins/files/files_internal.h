@@ -48,7 +48,7 @@ bool files_first(dev_t dev, ino_t ino);
 // Whether the last save of this process holds (dev, ino) (pre-images leave such files to the image).
 bool files_saved(dev_t dev, ino_t ino);
 // Saves one entry: FileEntry, path, then `size` bytes read from fd with pread. 0 or -errno (warned).
-// `id` is written after the path for a kScannedId entry (and must be given for one).
+// `id` is written after the path for an entry whose origin carries one (file_origin_has_id; must be given).
 int files_put(Out& out, FileOrigin origin, int fd, const char* path, int64_t size, uint32_t mode,
               int64_t mtime_sec, int64_t mtime_nsec, const FileIdentity* id = nullptr);
 // Warns (once per file per process) that a file was too large to save.
@@ -94,6 +94,16 @@ bool files_local(const char* path);
 // True if absolute `path` lies below directory `dir` (a trailing slash of dir ignored).
 bool files_under(const char* path, const char* dir);
 
+// Where restores move files aside, in the directory that held them.
+inline constexpr char kDisplacedDir[] = ".revive-displaced";
+
+// The walk of the node-local directories (files_scan.cpp): below each root, it enters only directories
+// modified since the launch (mtime; bounded by depth 12 and 20000 directories, past which it warns ending
+// with `lost`) and calls file(ctx, dirfd, path, name) for each regular file of those (path: the file's
+// whole path, name: its name in dirfd). skip_displaced: kDisplacedDir directories are not entered. A
+// nonzero return of file stops the walk and is returned. No allocation.
+using WalkFile = int (*)(void* ctx, int dirfd, const char* path, const char* name);
+int files_walk_local(WalkFile file, void* ctx, bool skip_displaced, const char* lost);
 // The root's walk of the node-local directories: saves every regular file the creation log names (or, with
 // REVIVE_LOCAL_WALK=birth or a damaged log, every one of ours born since the launch) that is not saved yet,
 // outside the checkpoint directory. 0 or -errno.

@@ -1,13 +1,14 @@
-// The files plugin's section (tag "RVFL", version 3; versions 1 and 2 are still read): the contents of files
+// The files plugin's section (tag "RVFL", version 4; versions 1 to 3 are still read): the contents of files
 // the computation writes, so a restart finds them as they were at the checkpoint (docs/plugins.md, "files").
 //   u8[4] "RVFL"
 //   then entries, each a FileEntry, its path (u32 length + bytes, absolute), for a kScannedId entry a
-//   FileIdentity (version 3), and then, by its format:
+//   FileIdentity (version 3; kWrittenId and kLocalId: version 4), and then, by its format:
 //     kInline: `size` bytes of contents (the only format of version 1, whose `format` field was 0 padding)
 //     kBlocks: a BlockList, then `count` XXH3-128 hashes (16 bytes: low64, high64), one per block of
 //              1 << block_log2 bytes (the last one shorter); block K is the file
 //              <image's directory>/.blk-<32 hex digits: high64 then low64> (files_blocks.cpp)
-//   ended by a FileEntry whose origin is 0 (no path, no contents follow it).
+//   ended by a FileEntry whose origin is 0 (no path, no contents follow it; its mtime is the checkpoint's
+//   moment since 2026-11-28, 0 before).
 #pragma once
 
 #include <stdint.h>
@@ -15,7 +16,7 @@
 namespace revive::plugins {
 
 constexpr char kFilesTag[] = "RVFL";
-constexpr uint32_t kFilesVersion = 3;
+constexpr uint32_t kFilesVersion = 4;
 constexpr uint32_t kFilesOldestVersion = 1;
 
 enum class FileOrigin : uint32_t {
@@ -34,10 +35,24 @@ enum class FileOrigin : uint32_t {
                    // still that inode: the computation's own file, which the stopped run changed after the
                    // checkpoint (`echo $i >> out.txt` in a script under /tmp). Any other file there is
                    // left alone, as before (it may be someone else's).
+  kWrittenId = 6,  // kWritten and kLocal with the inode's identity after the path (version 4), written where
+  kLocalId = 7,    // the file system keeps a birth time: restored as those, and the restore's sweep moves
+                   // the inode aside when the stopped run renamed it after the checkpoint (files_renamed.cpp)
 };
-constexpr uint32_t kMaxFileOrigin = 5;
+constexpr uint32_t kMaxFileOrigin = 7;
 
-// Which inode a kScannedId entry was (statx at the walk). The birth time tells a reused inode number, or
+// Whether an entry of this origin carries a FileIdentity after its path.
+constexpr bool file_origin_has_id(uint32_t o) {
+  return o == uint32_t(FileOrigin::kScannedId) || o == uint32_t(FileOrigin::kWrittenId) ||
+         o == uint32_t(FileOrigin::kLocalId);
+}
+// An open file's origin without its identity (kWrittenId: kWritten; kLocalId: kLocal); others unchanged.
+constexpr uint32_t file_origin_plain(uint32_t o) {
+  return o == uint32_t(FileOrigin::kWrittenId) ? uint32_t(FileOrigin::kWritten)
+         : o == uint32_t(FileOrigin::kLocalId) ? uint32_t(FileOrigin::kLocal) : o;
+}
+
+// Which inode a kScannedId, kWrittenId or kLocalId entry was (statx at the save). The birth time tells a reused inode number, or
 // another host's file system whose device and inode numbers happen to match, from the file saved.
 struct FileIdentity {
   uint64_t dev;  // makedev(statx major, minor)

@@ -103,17 +103,18 @@ int make_parents(Ctx& c, const char* path, uint32_t mode) {
 // What to do with a walked file's entry, by what is at its path now.
 enum class Walked { kMissing, kSame, kUnchanged, kOther };
 
-// The creation log, read once per restore when a walked file's path holds another inode (0: not read yet,
-// 1: read, 2: none or unusable).
+// The creation log, read once per restore when a walked file's path holds another inode or the sweep
+// meets a file born after the checkpoint (0: not read yet, 1: read, 2: none or unusable).
 int g_log;
 
 // Whether the file at a walked entry's path, another inode than the one saved, is the computation's too:
 // the stopped run replaced the file after the checkpoint (`sort f > tmp && mv tmp f`, an editor's or
 // Python's write-then-rename), which its creation log records. Then it is rewritten like the saved one.
+// The renamed-away sweep asks the same of a file born after the checkpoint under a name no entry has.
 bool replaced_by_us(const struct statx& sx) {
   if (!(sx.stx_mask & STATX_BTIME) || sx.stx_uid != geteuid()) return false;
   if (g_log == 0) {
-    g_log = created_load("a node-local file the stopped run replaced after the checkpoint is left as it is") ==
+    g_log = created_load("node-local files the stopped run replaced or created after the checkpoint are left as they are") ==
                     CreatedLoad::kOk ? 1 : 2;
   }
   return g_log == 1 && created_has(makedev(sx.stx_dev_major, sx.stx_dev_minor), sx.stx_ino, sx.stx_btime.tv_sec,
@@ -219,12 +220,16 @@ int files_restore(inject::SectionReader& r, char* msg, size_t cap) {
   Ctx c{in, msg, cap, {}};
   LogRelease log;
   if (!in.tag(kFilesTag)) return fail(msg, cap, Msg(c.line, sizeof c.line).s("files section: bad tag"), EINVAL);
+  FileEntry ck{};
   for (uint32_t k = 0;; ++k) {
     FileEntry e;
     if (!in.bytes(&e, sizeof e)) {
       return fail(msg, cap, Msg(c.line, sizeof c.line).s("files section: truncated at entry ").u(k), EINVAL);
     }
-    if (e.origin == uint32_t(FileOrigin::kEnd)) break;
+    if (e.origin == uint32_t(FileOrigin::kEnd)) {
+      ck = e;  // its mtime: the checkpoint's moment (0 in older images)
+      break;
+    }
     char path[PATH_MAX];
     if (!in.str(path, sizeof path)) {
       return fail(msg, cap, Msg(c.line, sizeof c.line).s("files section: truncated path at entry ").u(k), EINVAL);
@@ -238,7 +243,8 @@ int files_restore(inject::SectionReader& r, char* msg, size_t cap) {
           .s("')"), EINVAL);
     }
     FileIdentity id{};
-    const bool with_id = e.origin == uint32_t(FileOrigin::kScannedId);
+    const bool with_id = file_origin_has_id(e.origin);
+    e.origin = file_origin_plain(e.origin);  // an open file's identity serves only the sweep
     if (with_id && !in.bytes(&id, sizeof id)) {
       return fail(msg, cap, Msg(c.line, sizeof c.line).s("files section: truncated identity of '").s(path).s("'"), EINVAL);
     }
@@ -249,7 +255,8 @@ int files_restore(inject::SectionReader& r, char* msg, size_t cap) {
   if (in.remaining() != 0) {
     return fail(msg, cap, Msg(c.line, sizeof c.line).s("files section: ").u(in.remaining()).s(" trailing bytes"), EINVAL);
   }
-  renamed_sweep();  // after every entry: a name the sweep would take may be a later entry's
+  // After every entry: a name the sweep would take may be a later entry's.
+  renamed_sweep(ck.mtime_sec, ck.mtime_nsec, replaced_by_us);
   return 0;
 }
 

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "plugins/common/msg.h"
@@ -83,7 +85,17 @@ int save_fd(Out& out, int fd) {
         .s("' to save its contents: ").err(e).s(" (REVIVE_FILES=none saves no contents)").c_str());
     return -e;
   }
-  int rc = files_put(out, origin, rfd, path, st.st_size, st.st_mode & 07777, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+  // With a birth time the entry carries the inode's identity: the restore then finds it again under the
+  // name the stopped run renamed it to after the checkpoint (files_renamed.cpp).
+  struct statx sx;
+  FileIdentity id{};
+  if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH, STATX_INO | STATX_BTIME, &sx) == 0 && (sx.stx_mask & STATX_BTIME)) {
+    id = FileIdentity{uint64_t(makedev(sx.stx_dev_major, sx.stx_dev_minor)), sx.stx_ino, sx.stx_btime.tv_sec,
+                      sx.stx_btime.tv_nsec, 0};
+    origin = origin == FileOrigin::kWritten ? FileOrigin::kWrittenId : FileOrigin::kLocalId;
+  }
+  int rc = files_put(out, origin, rfd, path, st.st_size, st.st_mode & 07777, st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+                     id.ino ? &id : nullptr);
   if (rfd != fd) close(rfd);
   return rc;
 }
@@ -144,7 +156,7 @@ int files_put(Out& out, FileOrigin origin, int fd, const char* path, int64_t siz
   e.format = uint32_t(blocks ? FileFormat::kBlocks : FileFormat::kInline);
   out.bytes(&e, sizeof e);
   out.str(path, strlen(path));
-  if (origin == FileOrigin::kScannedId) out.bytes(id, sizeof *id);
+  if (file_origin_has_id(uint32_t(origin))) out.bytes(id, sizeof *id);
   if (blocks) {
     int rc = files_put_blocks(out, fd, path, size);
     return rc != 0 ? rc : out.ok() ? 0 : -ENOMEM;
@@ -172,6 +184,10 @@ namespace {
 
 int save_all(inject::SectionWriter& w) {
   static int fds[kMaxFds];
+  // The checkpoint's moment (the computation is stopped), in the end entry's mtime: the restore moves
+  // aside node-local files the stopped run created after it (files_renamed.cpp). 0 before 2026-11-28.
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
   Out out(w);
   out.tag(kFilesTag);
   int n = list_fds(0, fds, kMaxFds);
@@ -190,6 +206,8 @@ int save_all(inject::SectionWriter& w) {
     if (int rc = files_list_cwd(out); rc != 0) return rc;
   }
   FileEntry end{};
+  end.mtime_sec = now.tv_sec;
+  end.mtime_nsec = now.tv_nsec;
   out.bytes(&end, sizeof end);
   return out.ok() ? 0 : -ENOMEM;
 }

@@ -36,9 +36,11 @@ constexpr int kMaxDepth = 12;
 constexpr int kMaxDirs = 20000;
 
 struct Walk {
-  Out* out;
+  WalkFile file;  // called for each regular file of a directory modified since the launch
+  void* ctx;
+  const char* lost;  // the warning's end when a limit stops the walk
+  bool skip_displaced;
   char path[PATH_MAX];
-  uid_t uid;
   dev_t ckpt_dev;
   ino_t ckpt_ino;
   dev_t rec_dev;  // revive's per-user records directory
@@ -46,9 +48,15 @@ struct Walk {
   dev_t lvl_dev;  // multi-level storage's node-local root
   ino_t lvl_ino;
   int dirs;
-  bool by_log;  // the creation log decides (else owner and birth time)
   bool stopped;
   int rc;
+};
+
+// The save's state beside the walk.
+struct Scan {
+  Out* out;
+  uid_t uid;
+  bool by_log;  // the creation log decides (else owner and birth time)
 };
 
 alignas(8) char g_bufs[kMaxDepth + 1][4096];  // one getdents buffer per level of the walk
@@ -73,33 +81,34 @@ void stop(Walk& w, const char* why) {
   w.stopped = true;
   char line[PATH_MAX + 200];
   warn(Msg(line, sizeof line).s("node-local files: stopped walking at '").s(w.path).s("' (").s(why)
-      .s("); files below it that no process has open are not saved").c_str());
+      .s("); ").s(w.lost).c_str());
 }
 
-void save_file(Walk& w, int dirfd, const char* name) {
+int save_file(void* ctx, int dirfd, const char* path, const char* name) {
+  Scan& w = *static_cast<Scan*>(ctx);
   struct statx sx;
-  if (do_statx(dirfd, name, &sx) != 0 || !S_ISREG(sx.stx_mode) || sx.stx_uid != w.uid) return;
+  if (do_statx(dirfd, name, &sx) != 0 || !S_ISREG(sx.stx_mode) || sx.stx_uid != w.uid) return 0;
   dev_t dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
   const bool btime = sx.stx_mask & STATX_BTIME;
   if (w.by_log) {
-    if (!created_has(dev, sx.stx_ino, btime ? sx.stx_btime.tv_sec : 0, btime ? sx.stx_btime.tv_nsec : 0)) return;
+    if (!created_has(dev, sx.stx_ino, btime ? sx.stx_btime.tv_sec : 0, btime ? sx.stx_btime.tv_nsec : 0)) return 0;
   } else if (!btime || !newer(sx.stx_btime)) {
-    return;  // no birth time: cannot tell, skip
+    return 0;  // no birth time: cannot tell, skip
   }
   if (int64_t(sx.stx_size) > g_files.max_bytes) {
-    files_too_large(w.path, dev, sx.stx_ino, int64_t(sx.stx_size));
-    return;
+    files_too_large(path, dev, sx.stx_ino, int64_t(sx.stx_size));
+    return 0;
   }
-  if (!files_first(dev, sx.stx_ino)) return;  // open here, saved already
+  if (!files_first(dev, sx.stx_ino)) return 0;  // open here, saved already
   int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return;  // gone meanwhile (not ours: ours are suspended) or unreadable
+  if (fd < 0) return 0;  // gone meanwhile (not ours: ours are suspended) or unreadable
   // With a birth time the entry carries the inode's identity, so the restore can tell this file (changed by
   // the stopped run after the checkpoint: rewritten) from another one made at the path since (left alone).
   FileIdentity id{uint64_t(dev), sx.stx_ino, btime ? sx.stx_btime.tv_sec : 0, btime ? sx.stx_btime.tv_nsec : 0, 0};
-  int rc = files_put(*w.out, btime ? FileOrigin::kScannedId : FileOrigin::kScanned, fd, w.path,
+  int rc = files_put(*w.out, btime ? FileOrigin::kScannedId : FileOrigin::kScanned, fd, path,
                      int64_t(sx.stx_size), sx.stx_mode & 07777, sx.stx_mtime.tv_sec, sx.stx_mtime.tv_nsec, &id);
   close(fd);
-  if (rc != 0) w.rc = rc;
+  return rc;
 }
 
 void walk(Walk& w, int dirfd, int depth) {
@@ -133,8 +142,8 @@ void walk(Walk& w, int dirfd, int depth) {
       // A virtual-pid table (plugins/vpid) belongs to the restart that made it: a later restart makes its
       // own, and one brought back would outlive every process that could remove it.
       if (t == DT_REG && fresh && strncmp(name, "revive-vpid-", 12) != 0) {
-        save_file(w, dirfd, name);
-      } else if (t == DT_DIR) {
+        w.rc = w.file(w.ctx, dirfd, w.path, name);
+      } else if (t == DT_DIR && !(w.skip_displaced && strcmp(name, kDisplacedDir) == 0)) {
         // A directory with no entry created or removed since the launch (mtime) is not entered: the
         // whole of /tmp need not be walked at every checkpoint (6300 directories cost 75 ms here).
         struct stat sub_st;
@@ -159,10 +168,12 @@ void walk(Walk& w, int dirfd, int depth) {
 
 }  // namespace
 
-int files_scan(Out& out) {
+int files_walk_local(WalkFile file, void* ctx, bool skip_displaced, const char* lost) {
   static Walk w;
-  w.out = &out;
-  w.uid = geteuid();
+  w.file = file;
+  w.ctx = ctx;
+  w.lost = lost;
+  w.skip_displaced = skip_displaced;
   w.dirs = 0;
   w.stopped = false;
   w.rc = 0;
@@ -186,8 +197,6 @@ int files_scan(Out& out) {
     w.lvl_dev = cst.st_dev;
     w.lvl_ino = cst.st_ino;
   }
-  // Read once per checkpoint; no log yet means nothing was created there (an empty log: nothing saved).
-  w.by_log = !g_files.walk_birth && created_load() != CreatedLoad::kBad;
   for (const char* d = g_files.local; *d && w.rc == 0;) {
     const char* e = strchr(d, ':');
     size_t n = e ? size_t(e - d) : strlen(d);
@@ -205,8 +214,16 @@ int files_scan(Out& out) {
     if (!e) break;
     d = e + 1;
   }
-  created_unload();
   return w.rc;
+}
+
+int files_scan(Out& out) {
+  Scan s{&out, geteuid(), false};
+  // Read once per checkpoint; no log yet means nothing was created there (an empty log: nothing saved).
+  s.by_log = !g_files.walk_birth && created_load() != CreatedLoad::kBad;
+  int rc = files_walk_local(save_file, &s, false, "files below it that no process has open are not saved");
+  created_unload();
+  return rc;
 }
 
 }  // namespace revive::plugins
