@@ -298,12 +298,25 @@ int refuse_split(int fd, const char* path, const struct stat& st, const SplitMap
 // Saves one descriptor. Returns 0, or -errno with a warning on stderr naming it (save has no message
 // channel of its own). mapper: for a deleted file, a holder in another process that maps it shared
 // whole (deleted_holders), else pid 0; split: a process mapping it otherwise (deleted_holders), else pid 0.
+// A descriptor that could not even be looked at (it went away under us, or /proc refused): the checkpoint
+// fails naming the process, the fd, the step and the errno, never a bare "save failed".
+int lost_fd(int fd, const char* step, int e) {
+  char comm[32];
+  comm_of(0, comm);
+  char line[400];
+  Msg(line, sizeof line).s("checkpoint failed: process ").i(g_self).s(" (").s(comm).s(") fd ").i(fd).s(": ")
+      .s(step).s(": ").err(e);
+  inject::plugin_refusal(line);
+  warn(line);
+  return -e;
+}
+
 int save_one(Out& out, int fd, ShareKey share, DeletedHolder holder, DeletedHolder mapper, SplitMapper split) {
   char link[32];
   Msg(link, sizeof link).s("/proc/self/fd/").i(fd);
   char path[PATH_MAX];
   ssize_t plen = readlink(link, path, sizeof path - 1);
-  if (plen < 0) return -errno;  // user threads are suspended: the fd cannot have gone
+  if (plen < 0) return lost_fd(fd, "readlink of /proc/self/fd failed (listed, then gone)", errno);
   path[plen] = '\0';
   // The virtual pid may have another number of digits than the kernel's: the stored length is the
   // rewritten path's (a /proc/123/stat named /proc/32597/stat was once stored cut to 14 bytes).
@@ -318,10 +331,10 @@ int save_one(Out& out, int fd, ShareKey share, DeletedHolder holder, DeletedHold
     virtual_proc_path(path, sizeof path);
   }
   struct stat st;
-  if (fstat(fd, &st) != 0) return -errno;
+  if (fstat(fd, &st) != 0) return lost_fd(fd, "fstat failed", errno);
   int fl = fcntl(fd, F_GETFL);
   int fdf = fcntl(fd, F_GETFD);
-  if (fl < 0 || fdf < 0) return -errno;
+  if (fl < 0 || fdf < 0) return lost_fd(fd, "fcntl failed", errno);
 
   FdRecord rec{};
   rec.fd = fd;
