@@ -602,6 +602,13 @@ void Server::RegisterMember(Conn* owner, const FrameHeader& h, const Payload& p)
     outside = !join;
   }
   SendWelcome(owner, h.seq, m.upid, outside);
+  // Outside, before the processes resumed: it was made (a fork) or replaced (an exec) before the processes
+  // were cut, so it belongs to this generation's moment. A fork child's parent refuses its save for it, but
+  // an exec'd image whose parent is not in the computation (a `revive launch -n N -- bash -c 'exec prog'`
+  // root) has nobody to do so: the generation went on without it (tlevels.crash, 2 of 3 processes in the
+  // manifest, at load 9 behind sub-coordinators). Taken again, with it.
+  if (outside && phase_ != "resume" && phase_ != "durable")
+    FailGeneration(m.Describe() + " connected during phase " + phase_ + ", before the processes resumed", true);
   Log(2, "%s connected%s%s", m.Describe().c_str(), restart ? " (restart)" : "",
       join ? " (joins the checkpoint in progress)" : outside ? " (outside the checkpoint in progress)" : "");
   if (join) {
