@@ -113,9 +113,7 @@ class Server {
   void FinishCheckpoint();
   void AbortLookups(const std::set<uint64_t>& conn_ids);
   bool LeftOnItsOwn(const Conn& c) const;
-  uint64_t ExecdImageConn(const Conn& c, const Member& m) const;
   bool ExecdImageConnected(const Conn& c, const Member& m) const;
-  bool ExecdImageOutside(const Conn& c, const std::set<uint64_t>& barrier) const;
   struct HereState {
     bool exists = false;
     char state = 0;           // R, S, D, T, Z, X...

@@ -304,8 +304,6 @@ void Server::OnPeerGone(Conn* c, const std::string& why) {
     const bool resumed = phase_ == "resume" || phase_ == "durable";
     if (dead_rank && phase_ == kCkptPhases[0])  // not without it: its job is ending (later: failed anyway)
       FailGeneration(CheckpointRefusal());
-    else if (phase_ == kCkptPhases[0] && was_waiting && ExecdImageOutside(*c, participants_))
-      FailGeneration(c->Describe() + " exec'd a new image during the checkpoint", /*transient=*/true);
     else if (phase_ == kCkptPhases[0] && was_waiting && (c->said_bye || LeftOnItsOwn(*c)))
       Log(2, "%s left before it was suspended; generation %llu goes on without it", c->Describe().c_str(),
           (unsigned long long)cur_gen_);

@@ -88,26 +88,14 @@ bool Server::ReadHere(const Member& m, HereState* h) const {
   return true;
 }
 
-// Another connection stands for c's process now: its exec'd image (same pid, same host).
-// The live connection (other than c) of a process with m's pid on m's host: its exec'd image; 0 if none.
-uint64_t Server::ExecdImageConn(const Conn& c, const Member& m) const {
+// Another connection stands for c's process now: its exec'd image (same pid, same host). One welcomed
+// outside a checkpoint before the processes resumed has failed that attempt already (RegisterMember).
+bool Server::ExecdImageConnected(const Conn& c, const Member& m) const {
   for (const auto& [id, other] : conns_)
     if (!other->dead && other.get() != &c)
       for (const auto& [u, om] : other->members)
-        if (u != 0 && om.pid == m.pid && om.host == m.host) return id;
-  return 0;
-}
-
-bool Server::ExecdImageConnected(const Conn& c, const Member& m) const { return ExecdImageConn(c, m) != 0; }
-
-// The process's exec'd image is connected, under a connection that is not in this barrier (it came
-// after the suspend phase, or behind a sub-coordinator, and was welcomed "outside the checkpoint"): the old
-// connection's departure is no exit then, and a generation without it would miss a program that runs.
-bool Server::ExecdImageOutside(const Conn& c, const std::set<uint64_t>& barrier) const {
-  const Member* m = const_cast<Conn&>(c).Self();
-  if (m == nullptr || m->pid == 0) return false;
-  const uint64_t id = ExecdImageConn(c, *m);
-  return id != 0 && barrier.count(id) == 0;
+        if (u != 0 && om.pid == m.pid && om.host == m.host) return true;
+  return false;
 }
 
 bool Server::LostLiveStillRuns() const {

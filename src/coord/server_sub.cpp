@@ -140,8 +140,6 @@ void Server::SubPeerGone(Conn* c, const std::string& why) {
     if (up_->restart) fails = was_waiting;
     else if (up_->phase == "suspend" && DeadRank(*c))
       transient = false;  // an MPI rank: its job is ending, no generation without it (the root refuses)
-    else if (up_->phase == "suspend" && was_waiting && ExecdImageOutside(*c, up_->parts))
-      transient = true;  // its exec'd image runs outside this generation: taken again with it
     else if (up_->phase == "suspend" && was_waiting && (c->said_bye || LeftOnItsOwn(*c))) fails = false;
     else if (up_->phase == "suspend") transient = was_waiting && !c->timed_out;  // see OnPeerGone
     else if (resumed) fails = transient = o_.fork && (up_->phase == "resume" || was_waiting);

@@ -75,11 +75,14 @@ def context():
         try:
             procs.append("%d %s %s %s" % (p, open("/proc/%d/stat" % p).read().split()[2],
                                           open("/proc/%d/wchan" % p).read(),
-                                       open("/proc/%d/cmdline" % p).read().replace("\0", " ")[:120]))
+                                          open("/proc/%d/cmdline" % p).read().replace("\0", " ")[:120]))
         except OSError:
             pass
-    st = subprocess.run([revive, "status", "--port", str(port), "--ckpt-dir", ck], stdout=subprocess.PIPE,
-                        stderr=subprocess.STDOUT, env=env, timeout=20).stdout.decode(errors="replace")
+    try:  # a coordinator that does not answer must not hide the failure being reported
+        st = subprocess.run([revive, "status", "--port", str(port), "--ckpt-dir", ck], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, env=env, timeout=20).stdout.decode(errors="replace")
+    except subprocess.TimeoutExpired:
+        st = "(no answer within 20 s)"
     return ("\n--- run.log:\n" + log() + "\n--- supervisor stderr:\n" + sup_err + "\n--- revive status:\n" + st +
             "\n--- processes:\n" + "\n".join(procs))
 

@@ -13,8 +13,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "inject/plugin.h"

@@ -295,22 +295,17 @@ int refuse_split(int fd, const char* path, const struct stat& st, const SplitMap
   return refuse_fd(fd, what, -ENOTSUP, false);
 }
 
+// A descriptor that could not even be looked at (it went away under us, or /proc refused): the checkpoint
+// fails through refuse_fd, naming the process, the fd, the step and the errno, never a bare "save failed".
+int lost_fd(int fd, const char* step, int e) {
+  char what[200];
+  Msg(what, sizeof what).s("not readable (").s(step).s(": ").err(e).s(")");
+  return refuse_fd(fd, what, -e, false);
+}
+
 // Saves one descriptor. Returns 0, or -errno with a warning on stderr naming it (save has no message
 // channel of its own). mapper: for a deleted file, a holder in another process that maps it shared
 // whole (deleted_holders), else pid 0; split: a process mapping it otherwise (deleted_holders), else pid 0.
-// A descriptor that could not even be looked at (it went away under us, or /proc refused): the checkpoint
-// fails naming the process, the fd, the step and the errno, never a bare "save failed".
-int lost_fd(int fd, const char* step, int e) {
-  char comm[32];
-  comm_of(0, comm);
-  char line[400];
-  Msg(line, sizeof line).s("checkpoint failed: process ").i(g_self).s(" (").s(comm).s(") fd ").i(fd).s(": ")
-      .s(step).s(": ").err(e);
-  inject::plugin_refusal(line);
-  warn(line);
-  return -e;
-}
-
 int save_one(Out& out, int fd, ShareKey share, DeletedHolder holder, DeletedHolder mapper, SplitMapper split) {
   char link[32];
   Msg(link, sizeof link).s("/proc/self/fd/").i(fd);
