@@ -218,7 +218,8 @@ bool hand_over(const image::View& v, const char* image_path, bool lazy, char* er
   g_fd_prefix.exe_fd = exe[0] == '/' ? open(exe, O_RDONLY | O_CLOEXEC) : -1;
   auto is_fd = [](const image::SectionEntry& s) { return s.kind == image::kKindPlugin && strcmp(s.name, "fd") == 0; };
   for (uint32_t i = 0; i < v.dir_count; ++i)
-    if (is_fd(v.dir[i]) && v.dir[i].version == plugins::kFdVersion) hand_shm_objects(v, v.dir[i]);
+    if (is_fd(v.dir[i]) && v.dir[i].version >= 5 && v.dir[i].version <= plugins::kFdVersion)
+      hand_shm_objects(v, v.dir[i]);
   uint64_t env_len = 1, plug_len = 0;
   for (char** e = environ; *e; ++e)
     if (strncmp(*e, "REVIVE_", 7) == 0) env_len += strlen(*e) + 1;

@@ -222,19 +222,19 @@ TEST_F(PluginRestore, DeletedFileAboveTheLimitFailsTheCheckpointNamingIt) {
 // naming the process, the descriptor and what it is; REVIVE_FD_UNSUPPORTED=stand-in asks for the old
 // /dev/null stand-in, and says so at restore.
 TEST_F(PluginRestore, UnrestorableDescriptorFailsTheCheckpointNamingIt) {
-  Outcome a = helper({"save", "fd-inotify", dir_, image_});
+  Outcome a = helper({"save", "fd-unrestorable", dir_, image_});
   EXPECT_EQ(a.status, 3);
   EXPECT_TRUE(has(a.err, "checkpoint refused: process ")) << a.err;
-  EXPECT_TRUE(has(a.err, ") fd 40 is 'anon_inode:inotify', a kind of descriptor revive cannot restore")) << a.err;
+  EXPECT_TRUE(has(a.err, ") fd 40 is 'anon_inode:[io_uring]', a kind of descriptor revive cannot restore")) << a.err;
   setenv("REVIVE_FD_UNSUPPORTED", "stand-in", 1);
-  Outcome b = helper({"save", "fd-inotify", dir_, image_});
-  Outcome c = helper({"restore", "fd-inotify", dir_, image_});
+  Outcome b = helper({"save", "fd-unrestorable", dir_, image_});
+  Outcome c = helper({"restore", "fd-unrestorable", dir_, image_});
   setenv("REVIVE_FD_UNSUPPORTED", "sometimes", 1);
-  Outcome d = helper({"save", "fd-inotify", dir_, image_});
+  Outcome d = helper({"save", "fd-unrestorable", dir_, image_});
   unsetenv("REVIVE_FD_UNSUPPORTED");
   EXPECT_EQ(b.status, 0) << b.err;
   EXPECT_EQ(c.status, 0) << c.err;
-  EXPECT_TRUE(has(c.err, "fd 40 (other anon_inode:inotify) cannot be restored; replaced by /dev/null")) << c.err;
+  EXPECT_TRUE(has(c.err, "fd 40 (other anon_inode:[io_uring]) cannot be restored; replaced by /dev/null")) << c.err;
   EXPECT_EQ(d.status, 2);
   EXPECT_TRUE(has(d.err, "REVIVE_FD_UNSUPPORTED is neither 'refuse' nor 'stand-in'")) << d.err;
 }

@@ -1,7 +1,7 @@
 #include "scenarios.h"
 
 #include <fcntl.h>
-#include <sys/inotify.h>
+#include <linux/io_uring.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -393,10 +394,12 @@ bool known_scenario(const std::string& n) {
 
 void setup(const std::string& n, const std::string& dir) {
   if (is(n, "fd") || n == "all") setup_fd(dir);
-  if (n == "fd-inotify") {  // an anonymous inode revive cannot restore
-    int in = inotify_init1(0);
-    if (in < 0 || inotify_add_watch(in, dir.c_str(), IN_CREATE) < 0) die("inotify");
-    put_at(in, 40);
+  if (n == "fd-unrestorable") {  // an anonymous inode revive cannot restore: an io_uring instance
+    struct io_uring_params p;
+    memset(&p, 0, sizeof p);
+    int ring = static_cast<int>(syscall(SYS_io_uring_setup, 4, &p));
+    if (ring < 0) die("io_uring_setup");
+    put_at(ring, 40);
   }
   if (n == "signal" || n == "all") setup_signal();
   if (n == "timer" || n == "all") setup_timer();

@@ -65,6 +65,17 @@ void epoll_rearm(bool apply);
 // watches it again, same events and data. The registrations are kept from restore until the next one.
 void epoll_rewatch(int fd);
 
+// inotify instances (fd_inotify.cpp). Save: the record's content (watches with their paths) into a static
+// buffer, its length; or -EAGAIN (events queued: refused for now) / -ENOTSUP (a watch whose path is
+// unknown) with why saying what the instance is.
+int64_t inotify_state(int fd, const char** content, char* why, size_t why_cap);
+// Restore: makes the instance at rec.fd; its watches wait until every fd is back (a watch may go through
+// a descriptor of the process), then inotify_rearm adds them with the same wds. 0 or a failure (message
+// in c). inotify_reset forgets what an earlier, failed restore left.
+int restore_inotify(RestoreCtx& c, const FdRecord& rec, const char* path);
+int inotify_rearm(RestoreCtx& c);
+void inotify_reset();
+
 // This process's memory map (fd_maps.cpp). One /proc/self/maps line; path points into a static buffer,
 // valid during the callback only.
 struct MapLine {

@@ -48,6 +48,8 @@ __attribute__((weak)) bool coord_publish(const char*, const char*) { return fals
 __attribute__((weak)) int coord_next(const char*, const char*, int, char*, size_t, char*, size_t) { return -1; }
 
 const Plugin kFdPlugin = {
-    "fd", plugins::kFdVersion, plugins::fd_init, plugins::fd_save, [](bool) {}, plugins::fd_restore, plugins::fd_drain, nullptr, nullptr, nullptr};
+    "fd", plugins::kFdVersion, plugins::fd_init, plugins::fd_save, [](bool) {}, plugins::fd_restore, plugins::fd_drain, nullptr, nullptr, nullptr,
+    // Version 6 added a kind (inotify) and nothing else: a version 5 section reads the same.
+    5};
 
 }  // namespace revive::inject

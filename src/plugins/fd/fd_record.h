@@ -23,13 +23,31 @@ enum class FdKind : uint32_t {
   kTimerfd = 11,  // clock, remaining time, interval, unread expirations saved (TimerfdState), recreated
   kEpoll = 12,    // registrations saved (EpollItem list), recreated and re-registered after all fds
   kSignalfd = 13, // signal mask saved (u64), recreated; the signals themselves are the signal plugin's
+  kInotify = 14,  // watches saved (InotifyHead, then InotifyWatch + path each), recreated with the same wds
 };
-constexpr uint32_t kMaxFdKind = 13;
+constexpr uint32_t kMaxFdKind = 14;
 
 struct EpollItem {
   int32_t tfd;
   uint32_t events;  // as the kernel holds them (EPOLLET, EPOLLONESHOT... included)
   uint64_t data;
+};
+
+// An inotify instance's payload (section version 6): the head, then per watch in ascending wd order an
+// InotifyWatch followed by path_len bytes of its path (no nul): the absolute path the program added it
+// by, or /proc/self/fd/<via_fd> for a file renamed or deleted since that the process holds open.
+struct InotifyHead {
+  uint32_t count;
+  int32_t next_wd;  // the wd the program's next inotify_add_watch would have got
+  uint64_t pad;
+};
+struct InotifyWatch {
+  int32_t wd;
+  uint32_t mask;    // the kernel's (events, IN_ONESHOT, IN_EXCL_UNLINK)
+  uint32_t lookup;  // IN_DONT_FOLLOW / IN_ONLYDIR as given to inotify_add_watch
+  int32_t via_fd;   // -1, or the descriptor the path goes through
+  uint32_t path_len;
+  uint32_t pad;
 };
 
 struct EventfdState {
@@ -114,7 +132,7 @@ struct DeletedHolder {
 // Section schema version (2: share_pid/share_fd; 3: SocketState content for kSocket; 4: in_shm, now
 // kStoredInShm; 5: kStoredByHolder, and share_pid/share_fd for kDeleted records too). FdRecord has had
 // the same size and layout since version 2.
-constexpr uint32_t kFdVersion = 5;
+constexpr uint32_t kFdVersion = 6;
 
 // What the restarter prepends to the fd section it hands to the restored process (never in an image):
 // "RVHO", i32 exe_fd (the program's executable, to become /proc/self/exe again, or -1), u32 mm_len and

@@ -387,6 +387,7 @@ int restore_one(Ctx& c, const FdRecord& rec, const char* path) {
     case FdKind::kTimerfd: return restore_timerfd(c, rec, path);
     case FdKind::kEpoll: return restore_epoll(c, rec, path);
     case FdKind::kSignalfd: return restore_signalfd(c, rec, path);
+    case FdKind::kInotify: return restore_inotify(c, rec, path);
     case FdKind::kPipe:
       if (rec.peer_fd >= 0) return restore_local_pipe(c, rec);
       [[fallthrough]];
@@ -411,7 +412,7 @@ int restore_one(Ctx& c, const FdRecord& rec, const char* path) {
 bool record_ok(const FdRecord& rec, int prev, size_t remaining) {
   auto kind = static_cast<FdKind>(rec.kind);
   bool has_content = kind == FdKind::kDeleted || kind == FdKind::kEventfd || kind == FdKind::kTimerfd ||
-                     kind == FdKind::kEpoll || kind == FdKind::kSignalfd || (kind == FdKind::kSocket && rec.fd > 2) ||
+                     kind == FdKind::kEpoll || kind == FdKind::kSignalfd || kind == FdKind::kInotify || (kind == FdKind::kSocket && rec.fd > 2) ||
                      (kind == FdKind::kPipe && rec.peer_fd >= 0 && rec.peer_fd < rec.fd);
   bool peer_ok = rec.peer_fd == -1 ||
                  (kind == FdKind::kPipe && rec.fd > 2 && rec.peer_fd > 2 && rec.peer_fd != rec.fd && rec.dup_of < 0);
@@ -468,6 +469,7 @@ int fd_restore(inject::SectionReader& r, char* msg, size_t cap) {
     return rc;
   }
   epoll_rearm(false);  // nothing left over from an earlier, failed restore
+  inotify_reset();
   c.old_pid = in.u32();
   uint32_t count = in.u32();
   if (!in.ok()) return fail(msg, cap, Msg(c.line, sizeof c.line).s("fd section: truncated header"), EINVAL);
@@ -498,6 +500,7 @@ int fd_restore(inject::SectionReader& r, char* msg, size_t cap) {
   }
   close_handed();
   if (in.remaining() != 0) return fail(msg, cap, Msg(c.line, sizeof c.line).s("fd section: ").u(in.remaining()).s(" trailing bytes"), EINVAL);
+  if (int rc = inotify_rearm(c); rc != 0) return rc;
   epoll_rearm(true);
   return 0;
 }

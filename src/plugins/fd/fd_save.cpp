@@ -51,7 +51,8 @@ FdKind classify(int fd, const struct stat& st, const char* path) {
   if (strcmp(path, "anon_inode:[timerfd]") == 0) return FdKind::kTimerfd;
   if (strcmp(path, "anon_inode:[eventpoll]") == 0) return FdKind::kEpoll;
   if (strcmp(path, "anon_inode:[signalfd]") == 0) return FdKind::kSignalfd;
-  return FdKind::kOther;  // other anonymous inodes: inotify, fanotify, pidfd, io_uring, userfaultfd, perf, bpf...
+  if (strcmp(path, "anon_inode:inotify") == 0) return FdKind::kInotify;
+  return FdKind::kOther;  // other anonymous inodes: fanotify, pidfd, io_uring, userfaultfd, perf, bpf...
 }
 
 // Copies a deleted file's contents into the section with pread (the descriptor's offset is untouched).
@@ -202,6 +203,16 @@ int special_state(FdRecord& rec, int fd, const struct stat& st, int fl, char* pa
     }
     *content = reinterpret_cast<const char*>(items);
     rec.content_len = static_cast<int64_t>(n) * static_cast<int64_t>(sizeof(EpollItem));
+  } else if (kind == FdKind::kInotify) {
+    char why[PATH_MAX + 200];
+    int64_t n = inotify_state(fd, content, why, sizeof why);
+    if (n >= 0) {
+      rec.content_len = n;
+    } else if (g_fd_stand_ins && n != -EAGAIN) {
+      rec.kind = static_cast<uint32_t>(FdKind::kOther);  // REVIVE_FD_UNSUPPORTED=stand-in
+    } else {
+      return refuse_fd(fd, why, static_cast<int>(n), n != -EAGAIN);
+    }
   } else if (kind == FdKind::kSocket && fd > 2) {  // 0/1/2 stay what `revive restart` is given
     return socket_record(rec, fd, content);
   } else if (kind == FdKind::kTerminal && st.st_rdev == makedev(5, 2) && revive_chan_takes && !g_fd_stand_ins &&
@@ -709,6 +720,7 @@ const char* fd_kind_name(uint32_t kind) {
     case FdKind::kTimerfd: return "timerfd";
     case FdKind::kEpoll: return "epoll";
     case FdKind::kSignalfd: return "signalfd";
+    case FdKind::kInotify: return "inotify";
   }
   return "unknown";
 }

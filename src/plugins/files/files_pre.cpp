@@ -52,6 +52,7 @@ struct Target {
 };
 Target g_t;
 char g_next[1200];       // the generation this process's checkpoint is writing (files_save)
+int64_t g_next_sec = -1, g_next_nsec;  // the moment it was taken (pre_saving), -1: unknown
 bool g_warned_btime;
 volatile int g_quiet;    // the engine's plugins are saving or restoring: their own opens are not the program's
 int64_t g_t0_sec = -1, g_t0_nsec;  // REVIVE_LAUNCH_T0 (all processes): node-local files born since are the walk's
@@ -76,7 +77,8 @@ uint32_t seen(uint64_t dev, uint64_t ino) {
 }
 void mark(uint64_t dev, uint64_t ino, uint32_t state) { g_done[slot(dev, ino)] = Done{dev, ino, g_t.epoch, state}; }
 // Sets the target to gen_dir (DIR/ckpt-G); off when its birth time cannot be had.
-void set_target(const char* gen_dir) {
+// at_sec >= 0: the moment G was taken (pre_saving's), else the directory's birth time.
+void set_target(const char* gen_dir, int64_t at_sec = -1, int64_t at_nsec = 0) {
   struct statx sx;
   if (!gen_dir || !*gen_dir || sys::sc(SYS_statx, AT_FDCWD, gen_dir, 0, STATX_BTIME, &sx) != 0) return;
   if (!(sx.stx_mask & STATX_BTIME)) {
@@ -90,8 +92,8 @@ void set_target(const char* gen_dir) {
     return;
   }
   Msg(g_t.pre, sizeof g_t.pre).s(gen_dir).s("/").s(kPreDir);
-  g_t.t_sec = sx.stx_btime.tv_sec;
-  g_t.t_nsec = sx.stx_btime.tv_nsec;
+  g_t.t_sec = at_sec >= 0 ? at_sec : sx.stx_btime.tv_sec;
+  g_t.t_nsec = at_sec >= 0 ? at_nsec : sx.stx_btime.tv_nsec;
   ++g_t.epoch;
   g_t.on = g_files.written;  // REVIVE_FILES=none: the files plugin keeps nothing, pre-images included
 }
@@ -476,13 +478,35 @@ void pre_init() {
   set_target(gen);
 }
 
-void pre_saving(const char* gen_dir) { Msg(g_next, sizeof g_next).s(gen_dir ? gen_dir : ""); }
+// Called by files_save, while the whole computation is suspended for G: the moment G is taken is the
+// birth time of a file made now (the file system's own clock, as every ctime it compares with). Not the
+// directory's: it is made when the checkpoint is asked for, and a request refused for now (a process with
+// inotify events unread, a fork in flight) is taken again up to seconds later; a file created in between
+// existed at G but looked born after it, so its deletion after G kept no pre-image and a restart lost it
+// (found by engine.inotify: "unlink: No such file or directory" after the restart).
+void pre_saving(const char* gen_dir) {
+  Msg(g_next, sizeof g_next).s(gen_dir ? gen_dir : "");
+  g_next_sec = -1;
+  if (!g_next[0]) return;
+  char m[1300];
+  Msg(m, sizeof m).s(g_next).s("/.pre-moment.").i(sys::getpid());
+  sys::sc(SYS_unlinkat, AT_FDCWD, m, 0);  // a refused attempt's
+  int fd = int(sys::sc(SYS_openat, AT_FDCWD, m, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (fd < 0) return;  // the directory's birth time, as before
+  struct statx sx;
+  if (sys::sc(SYS_statx, fd, "", AT_EMPTY_PATH, STATX_BTIME, &sx) == 0 && (sx.stx_mask & STATX_BTIME)) {
+    g_next_sec = sx.stx_btime.tv_sec;
+    g_next_nsec = sx.stx_btime.tv_nsec;
+  }
+  sys::sc(SYS_close, fd);
+  sys::sc(SYS_unlinkat, AT_FDCWD, m, 0);
+}
 
 // After this process's part of G is durable: G is the generation a restart would take, so files changed
 // from now on are kept for it. (With REVIVE_FORK the image is durable a little later; a generation whose
 // writer fails then is never restarted, so pre-images in it are merely unused.)
 void pre_resumed(bool ok) {
-  if (ok && g_next[0]) set_target(g_next);
+  if (ok && g_next[0]) set_target(g_next, g_next_sec, g_next_nsec);
   g_next[0] = '\0';
 }
 

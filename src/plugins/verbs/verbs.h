@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plugins/common/engine_section.h"
+
 // <infiniband/verbs.h> turns these into inline helpers; the plugin defines the real symbols.
 #undef ibv_query_port
 #undef ibv_reg_mr
@@ -237,10 +239,7 @@ inline void unlock(volatile int* l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); 
 
 // A critical section of the engine's (inject/plugin.h internal_sections): a checkpoint never stops a
 // thread inside the device library.
-struct Section {
-  Section();
-  ~Section();
-};
+using Section = plugins::EngineSection;
 
 inline verbs_context* ctx_prefix(VCtx* c) {
   return reinterpret_cast<verbs_context*>(reinterpret_cast<char*>(&c->sh) - offsetof(verbs_context, context));

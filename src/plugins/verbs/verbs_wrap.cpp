@@ -80,27 +80,6 @@ bool resolve() {
   return true;
 }
 
-Section::Section() {
-  revive_hooks_shared* b = inject::internal_sections();
-  for (;;) {
-    __atomic_add_fetch(&b->inside, 1, __ATOMIC_SEQ_CST);
-    if (!__atomic_load_n(&b->gate, __ATOMIC_SEQ_CST)) return;
-    // A checkpoint is coming: step back out and wait for it to be over.
-    if (__atomic_sub_fetch(&b->inside, 1, __ATOMIC_SEQ_CST) == 0 && __atomic_load_n(&b->want_wake, __ATOMIC_SEQ_CST))
-      inject::internal_sections_notify();
-    while (__atomic_load_n(&b->gate, __ATOMIC_SEQ_CST)) {
-      struct timespec ts = {0, 50 * 1000 * 1000};
-      syscall(SYS_futex, &b->gate, 0 /*FUTEX_WAIT*/, 1, &ts, nullptr, 0);
-    }
-  }
-}
-
-Section::~Section() {
-  revive_hooks_shared* b = inject::internal_sections();
-  if (__atomic_sub_fetch(&b->inside, 1, __ATOMIC_SEQ_CST) == 0 && __atomic_load_n(&b->want_wake, __ATOMIC_SEQ_CST))
-    inject::internal_sections_notify();
-}
-
 namespace {
 
 template <typename T>
