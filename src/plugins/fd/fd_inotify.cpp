@@ -32,7 +32,7 @@
 #include "plugins/common/next_symbol.h"
 #include "plugins/common/proc_fds.h"
 #include "plugins/fd/fd_internal.h"
-#include "plugins/fd/fdinfo.h"
+#include "plugins/common/fdinfo.h"
 #include "plugins/plugins.h"
 
 #define REVIVE_EXPORT extern "C" __attribute__((visibility("default")))

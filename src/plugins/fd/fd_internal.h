@@ -76,6 +76,15 @@ int restore_inotify(RestoreCtx& c, const FdRecord& rec, const char* path);
 int inotify_rearm(RestoreCtx& c);
 void inotify_reset();
 
+// File locks (fd_locks.cpp). Save: after the records, the locks of every regular file and directory
+// (tag, count, records); 0 or the refusal's -errno (a lease). Restore: takes them again once every fd is
+// back (a section without the list, version 5 or 6, has none); 0 or a failure naming the fd and lock.
+int locks_save(Out& out, const int* fds, int n);
+int locks_restore(RestoreCtx& c);
+// The checkpoint fails (-ENOTSUP) or is refused for now (-EAGAIN) because of fd, which is `what`
+// (fd_save.cpp); hint: name REVIVE_FD_UNSUPPORTED.
+int refuse_fd(int fd, const char* what, int rc, bool hint = true);
+
 // This process's memory map (fd_maps.cpp). One /proc/self/maps line; path points into a static buffer,
 // valid during the callback only.
 struct MapLine {

@@ -8,6 +8,9 @@
 namespace revive::plugins {
 
 constexpr char kFdTag[] = "RVFD";
+// After the records (version 7): the file locks to take again, tag, u32 count, LockRecord each
+// (plugins/common/file_locks.h).
+constexpr char kLockTag[] = "RVLK";
 
 enum class FdKind : uint32_t {
   kRegular = 1,   // reopened by path, offset restored, size policy applied
@@ -132,7 +135,7 @@ struct DeletedHolder {
 // Section schema version (2: share_pid/share_fd; 3: SocketState content for kSocket; 4: in_shm, now
 // kStoredInShm; 5: kStoredByHolder, and share_pid/share_fd for kDeleted records too). FdRecord has had
 // the same size and layout since version 2.
-constexpr uint32_t kFdVersion = 6;
+constexpr uint32_t kFdVersion = 7;
 
 // What the restarter prepends to the fd section it hands to the restored process (never in an image):
 // "RVHO", i32 exe_fd (the program's executable, to become /proc/self/exe again, or -1), u32 mm_len and

@@ -499,6 +499,7 @@ int fd_restore(inject::SectionReader& r, char* msg, size_t cap) {
     if (rc != 0) return rc;
   }
   close_handed();
+  if (int rc = locks_restore(c); rc != 0) return rc;
   if (in.remaining() != 0) return fail(msg, cap, Msg(c.line, sizeof c.line).s("fd section: ").u(in.remaining()).s(" trailing bytes"), EINVAL);
   if (int rc = inotify_rearm(c); rc != 0) return rc;
   epoll_rearm(true);

@@ -144,8 +144,10 @@ void comm_of(uint32_t pid, char* comm) {
 
 // The checkpoint fails (rc: -ENOTSUP) or is refused for now (-EAGAIN: taken again) because of fd, which
 // is `what`; the message names the process, the fd and what it is. hint: name the stand-in option (a
-// kind it applies to).
-int refuse_fd(int fd, const char* what, int rc, bool hint = true) {
+// kind it applies to). Also fd_inotify.cpp's and fd_locks.cpp's.
+}  // namespace
+
+int refuse_fd(int fd, const char* what, int rc, bool hint) {
   char comm[32];
   comm_of(0, comm);
   char line[PATH_MAX + 400];
@@ -156,6 +158,8 @@ int refuse_fd(int fd, const char* what, int rc, bool hint = true) {
   warn(line);
   return rc;
 }
+
+namespace {
 
 // A socket's SocketState and the unread bytes that follow it (fd_socket.cpp).
 alignas(8) char g_sock[sizeof(SocketState) + kSockDataMax];
@@ -753,6 +757,7 @@ int fd_save(inject::SectionWriter& w) {
     int rc = save_one(out, fds[k], g_share[k], g_holder[k], g_mapper[k], g_split[k]);
     if (rc != 0) return rc;
   }
+  if (int rc = locks_save(out, fds, n); rc != 0) return rc;
   return out.ok() ? 0 : -ENOMEM;
 }
 

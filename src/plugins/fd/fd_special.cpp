@@ -17,7 +17,7 @@
 #include "plugins/common/msg.h"
 #include "plugins/common/sigfd_set.h"
 #include "plugins/fd/fd_internal.h"
-#include "plugins/fd/fdinfo.h"
+#include "plugins/common/fdinfo.h"
 #include "plugins/plugins.h"
 
 // The chan plugin's (chan_connect.cpp); weak: null when it is not linked in (plugin tests).

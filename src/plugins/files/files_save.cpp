@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "plugins/common/file_locks.h"
 #include "plugins/common/msg.h"
 #include "plugins/common/proc_fds.h"
 #include "plugins/files/files_internal.h"
@@ -78,6 +79,11 @@ int save_fd(Out& out, int fd) {
   // A write-only descriptor cannot be read: a fresh read-only description of the same inode through
   // /proc (does not disturb the program's offset or flags).
   int rfd = fd;
+  // Closing that description would drop every POSIX lock this process holds on the file (POSIX: any
+  // close of the file does): the ones set through fd are taken again after it.
+  LockRecord held[32];
+  char why[200];
+  const int nheld = (fl & O_ACCMODE) == O_WRONLY ? file_locks_of(fd, held, 32, why, sizeof why) : 0;
   if ((fl & O_ACCMODE) == O_WRONLY && (rfd = open(link, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) < 0) {
     int e = errno;
     char line[PATH_MAX + 120];
@@ -96,7 +102,15 @@ int save_fd(Out& out, int fd) {
   }
   int rc = files_put(out, origin, rfd, path, st.st_size, st.st_mode & 07777, st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
                      id.ino ? &id : nullptr);
-  if (rfd != fd) close(rfd);
+  if (rfd != fd) {
+    close(rfd);
+    for (int k = 0; k < nheld; ++k)
+      if (held[k].kind == kPosix && file_lock_take(held[k]) != 0) {
+        char line[PATH_MAX + 160];
+        warn(Msg(line, sizeof line).s("fd ").i(fd).s(": the POSIX lock on '").s(path)
+            .s("' that saving its contents dropped could not be taken again").c_str());
+      }
+  }
   return rc;
 }
 

@@ -1,4 +1,4 @@
-#include "plugins/fd/fdinfo.h"
+#include "plugins/common/fdinfo.h"
 
 #include <errno.h>
 #include <fcntl.h>
