@@ -98,6 +98,32 @@ void set_target(const char* gen_dir, int64_t at_sec = -1, int64_t at_nsec = 0) {
   g_t.on = g_files.written;  // REVIVE_FILES=none: the files plugin keeps nothing, pre-images included
 }
 
+// The moment G was taken: the birth time of `ckpt-G/.moment`, which the first process to save G makes
+// while the whole computation is suspended (the others find it made; a refused attempt's is removed with
+// its images by the coordinator before the next attempt). The file system's own clock, as every ctime it
+// is compared with. Not the directory's birth time: the directory is made when the checkpoint is asked
+// for, and a request refused for now (a process with inotify events unread, a fork in flight) is taken
+// again up to seconds later; a file created in between existed at G but looked born after it, so its
+// deletion or append after G kept no pre-image and a restart lost it or kept the appended bytes (found
+// by engine.inotify: "unlink: No such file or directory" after the restart; and by a job script whose
+// workers append under `flock`: a number taken twice). Programs exec'd later read the same file.
+// Returns false (and the directory's birth time is used) when it cannot be made or read.
+bool moment_of(const char* gen_dir, bool make, int64_t* sec, int64_t* nsec) {
+  char m[1300];
+  Msg(m, sizeof m).s(gen_dir).s("/.moment");
+  int fd = make ? int(sys::sc(SYS_openat, AT_FDCWD, m, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) : -1;
+  if (fd < 0) fd = int(sys::sc(SYS_openat, AT_FDCWD, m, O_PATH | O_CLOEXEC));
+  if (fd < 0) return false;
+  struct statx sx;
+  bool ok = sys::sc(SYS_statx, fd, "", AT_EMPTY_PATH, STATX_BTIME, &sx) == 0 && (sx.stx_mask & STATX_BTIME);
+  sys::sc(SYS_close, fd);
+  if (ok) {
+    *sec = sx.stx_btime.tv_sec;
+    *nsec = sx.stx_btime.tv_nsec;
+  }
+  return ok;
+}
+
 bool before_target(int64_t sec, int64_t nsec) { return sec < g_t.t_sec || (sec == g_t.t_sec && nsec < g_t.t_nsec); }
 
 void warn_failed(const char* path, const char* what, long rc) {
@@ -475,31 +501,16 @@ void pre_init() {
   if (!best) return;
   char gen[1200];
   Msg(gen, sizeof gen).s(dir).s("/ckpt-").u(best);
-  set_target(gen);
+  int64_t sec = -1, nsec = 0;
+  if (!moment_of(gen, false, &sec, &nsec)) sec = -1;
+  set_target(gen, sec, nsec);
 }
 
-// Called by files_save, while the whole computation is suspended for G: the moment G is taken is the
-// birth time of a file made now (the file system's own clock, as every ctime it compares with). Not the
-// directory's: it is made when the checkpoint is asked for, and a request refused for now (a process with
-// inotify events unread, a fork in flight) is taken again up to seconds later; a file created in between
-// existed at G but looked born after it, so its deletion after G kept no pre-image and a restart lost it
-// (found by engine.inotify: "unlink: No such file or directory" after the restart).
+// Called by files_save, while the whole computation is suspended for G.
 void pre_saving(const char* gen_dir) {
   Msg(g_next, sizeof g_next).s(gen_dir ? gen_dir : "");
   g_next_sec = -1;
-  if (!g_next[0]) return;
-  char m[1300];
-  Msg(m, sizeof m).s(g_next).s("/.pre-moment.").i(sys::getpid());
-  sys::sc(SYS_unlinkat, AT_FDCWD, m, 0);  // a refused attempt's
-  int fd = int(sys::sc(SYS_openat, AT_FDCWD, m, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-  if (fd < 0) return;  // the directory's birth time, as before
-  struct statx sx;
-  if (sys::sc(SYS_statx, fd, "", AT_EMPTY_PATH, STATX_BTIME, &sx) == 0 && (sx.stx_mask & STATX_BTIME)) {
-    g_next_sec = sx.stx_btime.tv_sec;
-    g_next_nsec = sx.stx_btime.tv_nsec;
-  }
-  sys::sc(SYS_close, fd);
-  sys::sc(SYS_unlinkat, AT_FDCWD, m, 0);
+  if (g_next[0] && !moment_of(g_next, true, &g_next_sec, &g_next_nsec)) g_next_sec = -1;
 }
 
 // After this process's part of G is durable: G is the generation a restart would take, so files changed
@@ -516,7 +527,9 @@ void pre_restored(const char* image) {
   char* slash = strrchr(gen, '/');
   if (!slash || slash == gen) return;
   *slash = '\0';
-  set_target(gen);
+  int64_t sec = -1, nsec = 0;
+  if (!moment_of(gen, false, &sec, &nsec)) sec = -1;
+  set_target(gen, sec, nsec);
 }
 
 const PreStats& pre_stats() { return g_stats; }
