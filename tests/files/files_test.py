@@ -17,11 +17,11 @@ must equal an uninterrupted run, byte for byte:
             name each line (`mv out.txt old-<ns>.txt`) after counting the directory's files, then writing
             out.txt again: at restart the walked out.txt the stopped run renamed away after the checkpoint
             must not stay under its new name (the restarted run would count one file more). This host only.
-  renamed_dir  the same, but out.txt is moved into another subdirectory each line (`mv out.txt
-            archive/<i>/out-<ns>.txt`, archive/1..80 made empty first) after counting every file below the
-            job's directory: neither the walked out.txt the stopped run moved into a directory that held no
-            walked file at the checkpoint nor the out.txt files it wrote and moved after may stay (the
-            restarted run would count more files). This host only.
+  renamed_dir  the same, but out.txt is moved into another subdirectory each line (`mkdir -p
+            archive/<i>; mv out.txt archive/<i>/out-<ns>.txt`) after counting every file and directory below
+            the job's directory: neither the walked out.txt the stopped run moved into a directory that held
+            no walked file at the checkpoint, nor the out.txt files it wrote and moved after, nor the
+            directories it made after may stay (the restarted run would count more). This host only.
   renamed_open  bash appending each line through a descriptor kept open on log.txt (`exec 3>>log.txt`)
             and renaming the file away while it is open (`mv log.txt log-<ns>.txt; exec 3>>log.txt`):
             the log.txt open at the checkpoint, which the stopped run renamed after it, must not stay
@@ -131,16 +131,16 @@ done
 ls | wc -l; cat old-*.txt out.txt | cksum
 '''
 RENAMED_DIR = r'''
-mkdir -p $(seq -f archive/%g 1 80)
 i=0
 while [ $i -lt 80 ]; do
   i=$((i+1))
-  n=$(ls -R | wc -l); s=$(cat archive/*/*.txt 2>/dev/null | cksum)
+  n=$(ls -R | wc -l); s=$(cat archive/*/*.txt 2>/dev/null | cksum); m=$(find . -mindepth 1 -name '.revive-*' -prune -o -type d -print | wc -l)
+  mkdir -p "archive/$i"
   [ -e out.txt ] && mv out.txt "archive/$i/out-${EPOCHREALTIME/./}.txt"
-  echo "$i $n $s" > out.txt
+  echo "$i $n $m $s" > out.txt
   sleep 0.03
 done
-ls -R | wc -l; cat archive/*/*.txt out.txt | cksum
+ls -R | wc -l; find . -mindepth 1 -name '.revive-*' -prune -o -type d -print | wc -l; cat archive/*/*.txt out.txt | cksum
 '''
 # The new name comes from bash itself ($EPOCHREALTIME, no child): a checkpoint that lands while the mv
 # runs is the only moment whose restart renames to the same name again (the defect then does not show);

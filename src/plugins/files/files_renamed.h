@@ -16,7 +16,8 @@ void renamed_end();    // on every way out of the restore (unmaps them)
 void renamed_note(const char* path, const FileIdentity* id);
 // After the last entry (launch root): walks the node-local directories as the checkpoint's scan does and
 // moves aside, from under names no entry has, the saved walked inodes and the files born after the
-// checkpoint's moment ck (0: unknown, then not those) that ours() says the computation created
+// checkpoint's moment ck (0: unknown, then not those) that ours() says the computation created, then the
+// directories born after ck that ours() names and that hold nothing else by then
 // (REVIVE_FILES_AFTER=keep: nothing).
 void renamed_sweep(int64_t ck_sec, int64_t ck_nsec, bool (*ours)(const struct statx&));
 
