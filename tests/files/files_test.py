@@ -26,6 +26,11 @@ must equal an uninterrupted run, byte for byte:
             and renaming the file away while it is open (`mv log.txt log-<ns>.txt; exec 3>>log.txt`):
             the log.txt open at the checkpoint, which the stopped run renamed after it, must not stay
             under its new name (the restarted run would count one file more). This host only.
+  renamed_cwd  renamed_open in the launch's working directory (a project directory, not a node-local
+            one, which the restore's walk does not see): the log.txt open at the checkpoint that the stopped
+            run renamed after it must not stay under its new name either (the renames log, docs/plugins.md).
+  renamed_child  renamed_cwd with the script run by a child of the launch root (`bash count.sh; true`: the
+            root holds no descriptor of log.txt): each restored process reads the renames log for itself.
 With --netns scripts/netns.sh the last round restarts in a network namespace (another host) whose
 node-local directory is a fresh tmpfs (its own /tmp): everything there comes from the image. Needs root;
 without namespaces every round restarts on this host, saying so. There make's assembler starts 0.2 s
@@ -159,7 +164,8 @@ done
 ls | wc -l; cat log*.txt | cksum
 '''
 
-SCRIPTS = {"localdir": LOCALDIR, "renamed": RENAMED, "renamed_dir": RENAMED_DIR, "renamed_open": RENAMED_OPEN}
+SCRIPTS = {"localdir": LOCALDIR, "renamed": RENAMED, "renamed_dir": RENAMED_DIR, "renamed_open": RENAMED_OPEN,
+           "renamed_cwd": RENAMED_OPEN, "renamed_child": RENAMED_OPEN}
 
 
 def digest(path):
@@ -200,6 +206,10 @@ class Case:
         if self.name in SCRIPTS:
             with open(os.path.join(d, "count.sh"), "w") as f:
                 f.write(SCRIPTS[self.name])
+            if self.name in ("renamed_cwd", "renamed_child"):
+                os.makedirs(os.path.join(d, "proj"))
+                run = "exec bash ../count.sh" if self.name == "renamed_cwd" else "bash ../count.sh; true"
+                return ["bash", "-c", "cd proj && " + run], None, []
             os.makedirs(os.path.join(d, "nodetmp", "job"))
             # The script's last line prints both files' checksums: compared through stdout, since on the
             # other host they live in that host's own tmpfs, gone when its restart ends.
@@ -311,7 +321,8 @@ def main():
     ap.add_argument("--netns", help="scripts/netns.sh: the last round restarts on another host")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("case", choices=["sqlite", "make", "rewrite", "localdir", "renamed", "renamed_dir", "renamed_open"])
+    ap.add_argument("case", choices=["sqlite", "make", "rewrite", "localdir", "renamed", "renamed_dir", "renamed_open",
+                                    "renamed_cwd", "renamed_child"])
     a = ap.parse_args()
     for tool in ("sqlite3", "make", "gcc"):
         if shutil.which(tool) is None:

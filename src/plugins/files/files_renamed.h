@@ -21,4 +21,11 @@ void renamed_note(const char* path, const FileIdentity* id);
 // (REVIVE_FILES_AFTER=keep: nothing).
 void renamed_sweep(int64_t ck_sec, int64_t ck_nsec, bool (*ours)(const struct statx&));
 
+// After the sweep (every process): reads the target generation's renames log (preimage_record.h
+// PreRename) and moves aside, from the last name the log gives it, each file an entry of this process
+// saved (its identity), and, in the launch root, each file born after the checkpoint's moment ck and
+// before this restart's processes, when that name is not its first one nor an entry's and still holds it.
+// Anywhere, not only below the node-local roots. A damaged log is warned (byte offset) and read no further.
+void renamed_logged(int64_t ck_sec, int64_t ck_nsec);
+
 }  // namespace revive::plugins

@@ -258,6 +258,7 @@ int files_restore(inject::SectionReader& r, char* msg, size_t cap) {
   }
   // After every entry: a name the sweep would take may be a later entry's.
   renamed_sweep(ck.mtime_sec, ck.mtime_nsec, replaced_by_us);
+  renamed_logged(ck.mtime_sec, ck.mtime_nsec);
   return 0;
 }
 
