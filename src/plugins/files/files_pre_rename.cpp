@@ -6,8 +6,8 @@
 // checkpoint would otherwise stay beside the log.txt the restore writes back, which the walk of the
 // node-local directories cannot see.
 //
-// Cost, only while a complete generation exists: per rename, two statx, two O_PATH opens with a readlink
-// of /proc/self/fd (the absolute names), and an open + write + close of the log (about 15 us here). Every
+// Cost, only while a complete generation exists: per rename, three statx, two O_PATH opens with a readlink
+// of /proc/self/fd (the absolute names), and an open + write + close of the log (not measured). Every
 // regular file is recorded (the renaming process cannot tell cheaply whether an image holds it; the
 // restore decides). Program threads, signal handlers too: raw system calls, stack buffers, errno kept.
 #include <errno.h>
