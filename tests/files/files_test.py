@@ -17,15 +17,20 @@ must equal an uninterrupted run, byte for byte:
             name each line (`mv out.txt old-<ns>.txt`) after counting the directory's files, then writing
             out.txt again: at restart the walked out.txt the stopped run renamed away after the checkpoint
             must not stay under its new name (the restarted run would count one file more). This host only.
-  renamed_dir  the same, but out.txt is moved into another subdirectory each line (`mv out.txt
-            archive/<i>/out-<ns>.txt`, archive/1..80 made empty first) after counting every file below the
-            job's directory: neither the walked out.txt the stopped run moved into a directory that held no
-            walked file at the checkpoint nor the out.txt files it wrote and moved after may stay (the
-            restarted run would count more files). This host only.
+  renamed_dir  the same, but out.txt is moved into another subdirectory each line (`mkdir -p
+            archive/<i>; mv out.txt archive/<i>/out-<ns>.txt`) after counting every file and directory below
+            the job's directory: neither the walked out.txt the stopped run moved into a directory that held
+            no walked file at the checkpoint, nor the out.txt files it wrote and moved after, nor the
+            directories it made after may stay (the restarted run would count more). This host only.
   renamed_open  bash appending each line through a descriptor kept open on log.txt (`exec 3>>log.txt`)
             and renaming the file away while it is open (`mv log.txt log-<ns>.txt; exec 3>>log.txt`):
             the log.txt open at the checkpoint, which the stopped run renamed after it, must not stay
             under its new name (the restarted run would count one file more). This host only.
+  renamed_cwd  renamed_open in the launch's working directory (a project directory, not a node-local
+            one, which the restore's walk does not see): the log.txt open at the checkpoint that the stopped
+            run renamed after it must not stay under its new name either (the renames log, docs/plugins.md).
+  renamed_child  renamed_cwd with the script run by a child of the launch root (`bash count.sh; true`: the
+            root holds no descriptor of log.txt): each restored process reads the renames log for itself.
 With --netns scripts/netns.sh the last round restarts in a network namespace (another host) whose
 node-local directory is a fresh tmpfs (its own /tmp): everything there comes from the image. Needs root;
 without namespaces every round restarts on this host, saying so. There make's assembler starts 0.2 s
@@ -131,16 +136,16 @@ done
 ls | wc -l; cat old-*.txt out.txt | cksum
 '''
 RENAMED_DIR = r'''
-mkdir -p $(seq -f archive/%g 1 80)
 i=0
 while [ $i -lt 80 ]; do
   i=$((i+1))
-  n=$(ls -R | wc -l); s=$(cat archive/*/*.txt 2>/dev/null | cksum)
+  n=$(ls -R | wc -l); s=$(cat archive/*/*.txt 2>/dev/null | cksum); m=$(find . -mindepth 1 -name '.revive-*' -prune -o -type d -print | wc -l)
+  mkdir -p "archive/$i"
   [ -e out.txt ] && mv out.txt "archive/$i/out-${EPOCHREALTIME/./}.txt"
-  echo "$i $n $s" > out.txt
+  echo "$i $n $m $s" > out.txt
   sleep 0.03
 done
-ls -R | wc -l; cat archive/*/*.txt out.txt | cksum
+ls -R | wc -l; find . -mindepth 1 -name '.revive-*' -prune -o -type d -print | wc -l; cat archive/*/*.txt out.txt | cksum
 '''
 # The new name comes from bash itself ($EPOCHREALTIME, no child): a checkpoint that lands while the mv
 # runs is the only moment whose restart renames to the same name again (the defect then does not show);
@@ -159,7 +164,8 @@ done
 ls | wc -l; cat log*.txt | cksum
 '''
 
-SCRIPTS = {"localdir": LOCALDIR, "renamed": RENAMED, "renamed_dir": RENAMED_DIR, "renamed_open": RENAMED_OPEN}
+SCRIPTS = {"localdir": LOCALDIR, "renamed": RENAMED, "renamed_dir": RENAMED_DIR, "renamed_open": RENAMED_OPEN,
+           "renamed_cwd": RENAMED_OPEN, "renamed_child": RENAMED_OPEN}
 
 
 def digest(path):
@@ -200,6 +206,10 @@ class Case:
         if self.name in SCRIPTS:
             with open(os.path.join(d, "count.sh"), "w") as f:
                 f.write(SCRIPTS[self.name])
+            if self.name in ("renamed_cwd", "renamed_child"):
+                os.makedirs(os.path.join(d, "proj"))
+                run = "exec bash ../count.sh" if self.name == "renamed_cwd" else "bash ../count.sh; true"
+                return ["bash", "-c", "cd proj && " + run], None, []
             os.makedirs(os.path.join(d, "nodetmp", "job"))
             # The script's last line prints both files' checksums: compared through stdout, since on the
             # other host they live in that host's own tmpfs, gone when its restart ends.
@@ -311,7 +321,8 @@ def main():
     ap.add_argument("--netns", help="scripts/netns.sh: the last round restarts on another host")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("case", choices=["sqlite", "make", "rewrite", "localdir", "renamed", "renamed_dir", "renamed_open"])
+    ap.add_argument("case", choices=["sqlite", "make", "rewrite", "localdir", "renamed", "renamed_dir", "renamed_open",
+                                    "renamed_cwd", "renamed_child"])
     a = ap.parse_args()
     for tool in ("sqlite3", "make", "gcc"):
         if shutil.which(tool) is None:

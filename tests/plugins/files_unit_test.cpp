@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -334,6 +335,35 @@ TEST_F(Files, WalkTakesWhatTheCreationLogNames) {
   sec = save();
   EXPECT_NE(sec.find("not ours"), std::string::npos) << "a torn log did not fall back to birth times";
   EXPECT_NE(sec.find("made with open"), std::string::npos);
+}
+
+// Directories the computation makes under a node-local directory (mkdir, mkdirat, mkdtemp) are in the
+// creation log as directories: the restore's sweep moves those the stopped run made after the checkpoint.
+// A file's lookup never matches a directory's record; one made with a raw system call is not recorded.
+TEST_F(Files, CreationLogNamesDirectories) {
+  walk_by_log();
+  std::string local = dir_ + "/local";
+  auto recorded = [](const std::string& path, uint32_t bit) {
+    struct statx sx;
+    if (statx(AT_FDCWD, path.c_str(), AT_SYMLINK_NOFOLLOW, STATX_INO | STATX_BTIME, &sx) != 0) return false;
+    return created_has(makedev(sx.stx_dev_major, sx.stx_dev_minor), sx.stx_ino, sx.stx_btime.tv_sec,
+                       sx.stx_btime.tv_nsec | bit);
+  };
+  ASSERT_EQ(mkdir((local + "/a").c_str(), 0700), 0);
+  int d = open(local.c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(d, 0);
+  ASSERT_EQ(mkdirat(d, "b", 0700), 0);
+  close(d);
+  std::string t = local + "/tmpXXXXXX";
+  ASSERT_NE(mkdtemp(t.data()), nullptr);
+  ASSERT_EQ(inject::sys::sc(SYS_mkdirat, AT_FDCWD, (local + "/outsider").c_str(), 0700), 0);
+  ASSERT_EQ(created_load(), CreatedLoad::kOk);
+  EXPECT_TRUE(recorded(local + "/a", kCreatedDirBit));
+  EXPECT_TRUE(recorded(local + "/b", kCreatedDirBit));
+  EXPECT_TRUE(recorded(t, kCreatedDirBit));
+  EXPECT_FALSE(recorded(local + "/a", 0)) << "a directory's record answered a file's lookup";
+  EXPECT_FALSE(recorded(local + "/outsider", kCreatedDirBit)) << "a raw mkdir was recorded";
+  created_unload();
 }
 
 TEST_F(Files, FilesCreatedAfterTheCheckpointAreMovedAsideUnlessOpen) {

@@ -103,8 +103,8 @@ bool local_dev(uint64_t dev) {
 }
 
 // The file `path` names (relative to dir), or fd's when path is empty: records it when it is a new regular
-// file in a node-local directory.
-void note(int fd, int dir, const char* path, bool fresh, int64_t t_before) {
+// file (a directory, with is_dir) in a node-local directory.
+void note(int fd, int dir, const char* path, bool fresh, int64_t t_before, bool is_dir = false) {
   if (!g_on || (fd < 0 && !path)) return;
   const bool abs = path && path[0] == '/';
   if (abs) {
@@ -119,7 +119,7 @@ void note(int fd, int dir, const char* path, bool fresh, int64_t t_before) {
   if ((fd >= 0 ? sys::sc(SYS_statx, fd, "", AT_EMPTY_PATH, mask, &sx)
                : sys::sc(SYS_statx, dir, path, AT_SYMLINK_NOFOLLOW, mask, &sx)) != 0)
     return;
-  if (!S_ISREG(sx.stx_mode) || sx.stx_nlink == 0) return;  // unlinked files are the fd plugin's
+  if (is_dir ? !S_ISDIR(sx.stx_mode) : (!S_ISREG(sx.stx_mode) || sx.stx_nlink == 0)) return;  // unlinked files are the fd plugin's
   const uint64_t dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
   if (!abs && !local_dev(dev)) return;
   const bool btime = sx.stx_mask & STATX_BTIME;
@@ -130,7 +130,7 @@ void note(int fd, int dir, const char* path, bool fresh, int64_t t_before) {
   r.dev = dev;
   r.ino = sx.stx_ino;
   r.btime_sec = btime ? sx.stx_btime.tv_sec : 0;
-  r.btime_nsec = btime ? sx.stx_btime.tv_nsec : 0;
+  r.btime_nsec = (btime ? sx.stx_btime.tv_nsec : 0) | (is_dir ? kCreatedDirBit : 0);
   r.sum = record_sum(r);
   append(r);
 }
@@ -181,6 +181,12 @@ void created_path(int dir, const char* path, bool fresh, int64_t t_before) {
   if (!g_on || !path) return;
   KeepErrno k;
   note(-1, dir, path, fresh, t_before);
+}
+
+void created_dir(int dir, const char* path) {
+  if (!g_on || !path) return;
+  KeepErrno k;
+  note(-1, dir, path, true, 0, true);  // mkdir fails on an existing name: certainly new
 }
 
 void created_init() {

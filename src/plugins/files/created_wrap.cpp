@@ -3,7 +3,9 @@
 // file is new whenever the call succeeds (O_EXCL); the template holds its name by then. tmpfile() is not
 // here: its file is unlinked (O_TMPFILE), the fd plugin's. The fortified __open_2 family never creates
 // (it refuses O_CREAT without a mode): nothing to record there. mknod/mknodat of a regular file (type
-// S_IFREG or 0) make an empty file, new whenever the call succeeds (EEXIST otherwise).
+// S_IFREG or 0) make an empty file, new whenever the call succeeds (EEXIST otherwise). mkdir, mkdirat and
+// mkdtemp (whose mkdir inside libc no wrapper sees) make a directory, new whenever they succeed: recorded as
+// a directory, so the restore can move aside the ones the stopped run made after the checkpoint.
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -32,3 +34,10 @@ TEMP_CALL(mkostemps64, (char* tmpl, int suffixlen, int flags), (tmpl, suffixlen,
                          revive::plugins::created_path(dir, path, true, 0))
 MKNOD_CALL(mknod, (const char* path, mode_t mode, dev_t dev), (path, mode, dev), AT_FDCWD, path, mode)
 MKNOD_CALL(mknodat, (int dir, const char* path, mode_t mode, dev_t dev), (dir, path, mode, dev), dir, path, mode)
+
+VPID_WRAPPER_AFTER(int, -1, mkdir, (const char* path, mode_t mode), (path, mode), (void)0,
+                   if (r == 0) revive::plugins::created_dir(AT_FDCWD, path))
+VPID_WRAPPER_AFTER(int, -1, mkdirat, (int dir, const char* path, mode_t mode), (dir, path, mode), (void)0,
+                   if (r == 0) revive::plugins::created_dir(dir, path))
+VPID_WRAPPER_AFTER(char*, nullptr, mkdtemp, (char* tmpl), (tmpl), (void)0,
+                   if (r) revive::plugins::created_dir(AT_FDCWD, r))

@@ -101,9 +101,11 @@ inline constexpr char kDisplacedDir[] = ".revive-displaced";
 // modified since the launch (mtime; bounded by depth 12 and 20000 directories, past which it warns ending
 // with `lost`) and calls file(ctx, dirfd, path, name) for each regular file of those (path: the file's
 // whole path, name: its name in dirfd). skip_displaced: kDisplacedDir directories are not entered. A
-// nonzero return of file stops the walk and is returned. No allocation.
+// nonzero return of file stops the walk and is returned. dir_done (optional) is called the same way for
+// each directory below a root once the walk has been through it (deepest first), so it may move it. No
+// allocation.
 using WalkFile = int (*)(void* ctx, int dirfd, const char* path, const char* name);
-int files_walk_local(WalkFile file, void* ctx, bool skip_displaced, const char* lost);
+int files_walk_local(WalkFile file, void* ctx, bool skip_displaced, const char* lost, WalkFile dir_done = nullptr);
 // The root's walk of the node-local directories: saves every regular file the creation log names (or, with
 // REVIVE_LOCAL_WALK=birth or a damaged log, every one of ours born since the launch) that is not saved yet,
 // outside the checkpoint directory. 0 or -errno.

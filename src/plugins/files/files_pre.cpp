@@ -468,6 +468,8 @@ void pre_setfl(int fd) {
 
 bool pre_active() { return g_t.on && !g_quiet; }
 
+const char* pre_dir() { return g_t.on && g_t.pre[0] ? g_t.pre : nullptr; }
+
 void pre_init() {
   if (const char* v = getenv("REVIVE_LAUNCH_T0")) {
     const long long t0 = strtoll(v, nullptr, 10);

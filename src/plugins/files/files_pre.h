@@ -4,6 +4,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 namespace revive::plugins {
@@ -29,6 +30,22 @@ void pre_mapped(void* addr, size_t len, int fd, int prot, int flags);
 void pre_mprotect(const void* addr, size_t len, int prot);
 // Pre-images are being kept (a complete generation exists and nothing is quieting the hooks).
 bool pre_active();
+// The target generation's pre-image directory (DIR/ckpt-G/.pre, maybe not made yet), or nullptr when
+// pre-images are off; quieting does not matter (the restore reads the renames log there).
+const char* pre_dir();
+
+// Renames (files_pre_rename.cpp, preimage_record.h PreRename): before the call, rename_from notes the
+// file `path` (relative to dir) names; after a successful one, rename_to appends the record naming where it
+// went. The note lives on the wrapper's stack.
+struct RenameNote {
+  uint64_t dev, ino;
+  int64_t btime_sec, btime_nsec;
+  bool on;
+  bool replaces;  // the new name holds a file already
+  char from[4096];
+};
+void rename_from(RenameNote* n, int dir, const char* path, int to_dir, const char* to_path);
+void rename_to(RenameNote* n, int dir, const char* path);
 
 // The generation pre-images go to, kept by the files plugin: found on disk at init (the newest complete
 // ckpt-G), taken from the checkpoint this process was part of (resume), or the restored one (restore).

@@ -38,6 +38,8 @@ using revive::plugins::pre_map;
 using revive::plugins::pre_mapped;
 using revive::plugins::pre_mprotect;
 using revive::plugins::pre_path;
+using revive::plugins::rename_from;
+using revive::plugins::rename_to;
 
 #ifndef RWF_NOAPPEND
 #define RWF_NOAPPEND 0x00000020
@@ -80,8 +82,15 @@ PRE_CALL(int, -1, unlinkat, (int dir, const char* path, int flags), (dir, path, 
 PRE_CALL(int, -1, remove, (const char* path), (path), pre_path(AT_FDCWD, path, false))
 // A file renamed or linked into a node-local directory (made elsewhere on the same file system, where no
 // record was written) is the computation's there too: recorded under its new name.
-#define RENAME_CALL(name, params, args, da, a, db, b, flags) \
-  VPID_WRAPPER_AFTER(int, -1, name, params, args, pre_rename(da, a, db, b, flags), if (r == 0) created_path(db, b, true, 0))
+// Each renamed regular file also goes to the generation's renames log (files_pre_rename.cpp): the restore
+// moves it aside from its new name when it should not be there at the checkpoint.
+#define RENAME_CALL(name, params, args, da, a, db, b, flags)                                              \
+  VPID_WRAPPER_AFTER(int, -1, name, params, args,                                                         \
+                     pre_rename(da, a, db, b, flags); revive::plugins::RenameNote note; rename_from(&note, da, a, db, b), \
+                     if (r == 0) {                                                                        \
+                       created_path(db, b, true, 0);                                                      \
+                       rename_to(&note, db, b);                                                           \
+                     })
 RENAME_CALL(rename, (const char* a, const char* b), (a, b), AT_FDCWD, a, AT_FDCWD, b, 0)
 RENAME_CALL(renameat, (int da, const char* a, int db, const char* b), (da, a, db, b), da, a, db, b, 0)
 RENAME_CALL(renameat2, (int da, const char* a, int db, const char* b, unsigned flags), (da, a, db, b, flags), da, a, db, b,

@@ -110,7 +110,8 @@ int g_log;
 // Whether the file at a walked entry's path, another inode than the one saved, is the computation's too:
 // the stopped run replaced the file after the checkpoint (`sort f > tmp && mv tmp f`, an editor's or
 // Python's write-then-rename), which its creation log records. Then it is rewritten like the saved one.
-// The renamed-away sweep asks the same of a file born after the checkpoint under a name no entry has.
+// The renamed-away sweep asks the same of a file born after the checkpoint under a name no entry has, and
+// of a directory born after it (the log's directory records).
 bool replaced_by_us(const struct statx& sx) {
   if (!(sx.stx_mask & STATX_BTIME) || sx.stx_uid != geteuid()) return false;
   if (g_log == 0) {
@@ -118,7 +119,7 @@ bool replaced_by_us(const struct statx& sx) {
                     CreatedLoad::kOk ? 1 : 2;
   }
   return g_log == 1 && created_has(makedev(sx.stx_dev_major, sx.stx_dev_minor), sx.stx_ino, sx.stx_btime.tv_sec,
-                                   sx.stx_btime.tv_nsec);
+                                   sx.stx_btime.tv_nsec | (S_ISDIR(sx.stx_mode) ? kCreatedDirBit : 0));
 }
 
 Walked walked_state(const FileEntry& e, const FileIdentity* id, const char* path) {
@@ -266,6 +267,7 @@ int files_restore(inject::SectionReader& r, char* msg, size_t cap) {
   }
   // After every entry: a name the sweep would take may be a later entry's.
   renamed_sweep(ck.mtime_sec, ck.mtime_nsec, replaced_by_us);
+  renamed_logged(ck.mtime_sec, ck.mtime_nsec);
   return 0;
 }
 

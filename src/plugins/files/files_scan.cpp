@@ -37,6 +37,7 @@ constexpr int kMaxDirs = 20000;
 
 struct Walk {
   WalkFile file;  // called for each regular file of a directory modified since the launch
+  WalkFile dir_done;  // called for each directory entered, after it was walked (nullptr: none)
   void* ctx;
   const char* lost;  // the warning's end when a limit stops the walk
   bool skip_displaced;
@@ -157,6 +158,7 @@ void walk(Walk& w, int dirfd, int depth) {
           if (sub >= 0) {
             walk(w, sub, depth + 1);
             close(sub);
+            if (w.dir_done && w.rc == 0 && !w.stopped) w.rc = w.dir_done(w.ctx, dirfd, w.path, name);
           }
         }
       }
@@ -168,9 +170,10 @@ void walk(Walk& w, int dirfd, int depth) {
 
 }  // namespace
 
-int files_walk_local(WalkFile file, void* ctx, bool skip_displaced, const char* lost) {
+int files_walk_local(WalkFile file, void* ctx, bool skip_displaced, const char* lost, WalkFile dir_done) {
   static Walk w;
   w.file = file;
+  w.dir_done = dir_done;
   w.ctx = ctx;
   w.lost = lost;
   w.skip_displaced = skip_displaced;

@@ -51,4 +51,27 @@ struct PreRecord {
 static_assert(offsetof(PreRecord, kind) == kPreV1Size, "PreRecord version 1 prefix");
 static_assert(sizeof(PreRecord) == 112, "PreRecord layout");
 
+// DIR/ckpt-G/.pre/renames (since 2026-11-28): every rename of a regular file by a process of the
+// computation after G, appended (O_APPEND, one write each) by the rename wrappers (files_pre_rename.cpp):
+// the file's identity, the name it had and the name it got, both absolute. The restore moves aside a file
+// still under a name it got after G when an image saved it or it was born after G (files_renamed.cpp):
+// an uninterrupted run at G would not have it there. Records follow each other; a torn or damaged one
+// ends the reading (warned with its byte offset). Its name holds no '-': CheckPreimages skips it.
+constexpr char kPreRenames[] = "renames";
+constexpr char kPreRenameMagic[4] = {'R', 'V', 'R', 'N'};
+struct PreRename {
+  char magic[4];
+  uint32_t size;                  // of the whole record: this header, then from_len + to_len bytes of paths
+  uint64_t dev, ino;              // makedev(statx major, minor), as the files section's identities
+  int64_t btime_sec, btime_nsec;  // statx birth time (0, 0 where the file system keeps none)
+  uint32_t from_len, to_len;
+  uint32_t flags;                 // kRenameReplaced
+  uint32_t reserved;              // 0
+  uint64_t self_hash;             // XXH3-64 of the record (paths included) with self_hash 0
+};
+static_assert(sizeof(PreRename) == 64, "PreRename layout");
+// The new name held a file already, which the rename replaced (its pre-image, when it existed at G, is put
+// back by `revive restart` into the inode now there): the restore leaves the file under that name.
+constexpr uint32_t kRenameReplaced = 1;
+
 }  // namespace revive::plugins
