@@ -1,14 +1,21 @@
 // Listings of /proc/self/task and /proc/<pid>/task with the program's thread ids, and of /proc itself
 // with the program's pids (since 2026-11-27: a process of the computation appears under the id it knows,
 // an outside process under its own): opendir (vpid_proc.cpp) marks the DIR of such a directory while a
-// table is mapped, readdir/readdir64 give each numeric entry its virtual id, closedir unmarks it. An
+// table is mapped, readdir/readdir64 hand out its entries with virtual ids, closedir unmarks it. An
 // outside process whose pid equals a virtual id of the computation is listed twice under that number and
-// reached as the computation's (the number means the computation's process everywhere else too). Other directories cost readdir one load and a branch (no table)
-// or a scan of the few marked DIRs. fdopendir marks a DIR made from a descriptor of such a directory
+// reached as the computation's (the number means the computation's process everywhere else too). Other
+// directories cost readdir one load and a branch (no table) or a scan of the few marked DIRs.
+// A marked DIR is listed whole at its first readdir, each id translated then, and handed out from that
+// copy (since 2026-11-28): glibc fills its DIR buffer with one getdents64 and hands entries out one by
+// one, so a checkpoint in the middle of a listing used to leave the old incarnation's kernel ids in the
+// buffer, read after a restart with the new table (vpid.procview's "readdir(/proc)" failure; vpid.dircut).
+// The copy is in the program's memory (saved in the image); a restore while it is made makes it again.
+// fdopendir marks a DIR made from a descriptor of such a directory
 // (find's fts, Python's os.listdir(fd)), and scandir/scandir64 of one are listed here through opendir and
 // readdir (glibc's own scandir reads internally, past these wrappers), and libc's getdents64() on a
 // descriptor of one gets its records rewritten (getdents64 below); scandirat below; ftw/nftw under /proc
-// in vpid_ftw.cpp. Not seen: the raw getdents64 system call, more than kMarks task directories open at once.
+// in vpid_ftw.cpp. Not seen: the raw getdents64 system call, readdir_r, more than kMarks task directories
+// open at once.
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -35,11 +42,22 @@ constexpr int kMarks = 32;
 DIR* g_marks[kMarks];  // task directories being listed (threads may list their own at once)
 int g_nmarked;         // > 0 while any is marked: the common case skips the scan
 
-bool marked(DIR* d) {
-  if (__atomic_load_n(&g_nmarked, __ATOMIC_RELAXED) == 0) return false;
-  for (DIR*& m : g_marks)
-    if (__atomic_load_n(&m, __ATOMIC_ACQUIRE) == d) return true;
-  return false;
+// A marked DIR's listing, made at its first readdir: packed dirent64 records with the program's ids.
+struct Listing {
+  char* buf;    // malloc'ed, `cap` bytes (freed by closedir)
+  size_t cap;
+  size_t len;   // bytes of records
+  size_t pos;   // the next record's offset
+  bool taken;   // made (and not rewound since)
+};
+Listing g_lists[kMarks];  // g_lists[i] belongs to g_marks[i]
+
+// The slot of a marked DIR, -1 if d is not marked.
+int mark_of(DIR* d) {
+  if (__atomic_load_n(&g_nmarked, __ATOMIC_RELAXED) == 0) return -1;
+  for (int i = 0; i < kMarks; ++i)
+    if (__atomic_load_n(&g_marks[i], __ATOMIC_ACQUIRE) == d) return i;
+  return -1;
 }
 
 // /proc, /proc/self/task or /proc/<digits>/task, with or without a trailing slash.
@@ -57,14 +75,15 @@ bool task_path(const char* p) {
   return strcmp(p, "/task") == 0 || strcmp(p, "/task/") == 0;
 }
 
-// d_name "<kernel tid>" -> "<virtual tid>" (d_name holds 256 bytes: any id fits).
+// d_name "<kernel tid>" -> "<virtual tid>" (d_name holds 256 bytes: any id fits), for an id the kernel
+// gave in incarnation `ep` (vpid.h to_virt_since).
 template <typename Dirent>
-void rename_entry(Dirent* e) {
+void rename_entry(Dirent* e, uint32_t ep) {
   long v = 0;
   const char* p = e->d_name;
   while (*p >= '0' && *p <= '9' && v < 0x7fffffff) v = v * 10 + (*p++ - '0');
   if (p == e->d_name || *p) return;  // "." and ".."
-  revive::plugins::Msg(e->d_name, sizeof e->d_name).i(vpid::to_virt(pid_t(v)));
+  revive::plugins::Msg(e->d_name, sizeof e->d_name).i(vpid::to_virt_since(pid_t(v), ep));
 }
 
 using ReaddirFn = struct dirent* (*)(DIR*);
@@ -86,9 +105,10 @@ namespace revive::vpid {
 
 void dir_opened(const char* path, DIR* d) {
   if (!d || !active() || !path || !task_path(path)) return;
-  for (DIR*& m : g_marks) {
+  for (int i = 0; i < kMarks; ++i) {
     DIR* none = nullptr;
-    if (__atomic_compare_exchange_n(&m, &none, d, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+    if (__atomic_compare_exchange_n(&g_marks[i], &none, d, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+      g_lists[i].taken = false;  // closedir left it so; d is not handed out before this returns
       __atomic_fetch_add(&g_nmarked, 1, __ATOMIC_RELEASE);
       return;
     }
@@ -97,18 +117,129 @@ void dir_opened(const char* path, DIR* d) {
 
 }  // namespace revive::vpid
 
-REVIVE_EXPORT struct dirent* readdir(DIR* d) {
-  ReaddirFn f = next_or_enosys(&g_readdir, "readdir");
-  struct dirent* e = f ? f(d) : nullptr;
-  if (e && vpid::active() && marked(d)) rename_entry(e);
+namespace {
+
+using RewinddirFn = void (*)(DIR*);
+RewinddirFn g_rewinddir;
+VPID_PRIME(g_rewinddir, "rewinddir")
+
+// Appends e (its name given the program's id) to l. False when memory runs out.
+bool append(Listing& l, const struct dirent64* e) {
+  constexpr size_t kHead = offsetof(struct dirent64, d_name);
+  // Room for the longest renamed record plus a whole dirent64 past the last one: a program that copies
+  // `*e` (sizeof struct dirent) reads no further than it may in glibc's own buffer.
+  const size_t need = l.len + kHead + 256 + sizeof(struct dirent64);
+  if (need > l.cap) {
+    size_t cap = l.cap ? 2 * l.cap : 16384;
+    while (cap < need) cap *= 2;
+    char* b = static_cast<char*>(realloc(l.buf, cap));
+    if (!b) return false;
+    l.buf = b;
+    l.cap = cap;
+  }
+  auto* r = reinterpret_cast<struct dirent64*>(l.buf + l.len);
+  memcpy(r, e, kHead);
+  const size_t nl = strnlen(e->d_name, sizeof r->d_name - 1);
+  memcpy(r->d_name, e->d_name, nl);
+  r->d_name[nl] = 0;
+  rename_entry(r, vpid::epoch());
+  r->d_reclen = static_cast<unsigned short>((kHead + strlen(r->d_name) + 1 + 7) & ~size_t(7));
+  l.len += r->d_reclen;
+  return true;
+}
+
+// Lists d whole into l with the ids of this incarnation: made again from the start when a restore came
+// while it was made (the entries read so far were the old incarnation's). False with errno on an error.
+bool take(Listing& l, DIR* d) {
+  Readdir64Fn f = next_or_enosys(&g_readdir64, "readdir64");
+  RewinddirFn rewind = next_or_enosys(&g_rewinddir, "rewinddir");
+  if (!f || !rewind) return false;
+  const int saved = errno;
+  for (;;) {
+    const uint32_t ep = vpid::epoch();
+    l.len = 0;
+    int err = 0;
+    for (;;) {
+      errno = 0;
+      const struct dirent64* e = f(d);
+      if (!e) {
+        err = errno;
+        break;
+      }
+      if (!append(l, e)) {
+        err = ENOMEM;
+        break;
+      }
+    }
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);  // every id translated before the epoch is read again
+    if (err) {
+      l.len = 0;
+      errno = err;
+      return false;
+    }
+    if (__builtin_expect(vpid::epoch() == ep, 1)) break;
+    rewind(d);
+  }
+  l.pos = 0;
+  l.taken = true;
+  errno = saved;
+  return true;
+}
+
+struct dirent64* next_listed(int i, DIR* d) {
+  Listing& l = g_lists[i];
+  if (!l.taken && !take(l, d)) return nullptr;
+  if (l.pos >= l.len) return nullptr;  // the end: errno as it was
+  auto* e = reinterpret_cast<struct dirent64*>(l.buf + l.pos);
+  l.pos += e->d_reclen;
   return e;
 }
 
+}  // namespace
+
+REVIVE_EXPORT struct dirent* readdir(DIR* d) {
+  if (int i = mark_of(d); i >= 0) return reinterpret_cast<struct dirent*>(next_listed(i, d));
+  ReaddirFn f = next_or_enosys(&g_readdir, "readdir");
+  return f ? f(d) : nullptr;
+}
+
 REVIVE_EXPORT struct dirent64* readdir64(DIR* d) {
+  if (int i = mark_of(d); i >= 0) return next_listed(i, d);
   Readdir64Fn f = next_or_enosys(&g_readdir64, "readdir64");
-  struct dirent64* e = f ? f(d) : nullptr;
-  if (e && vpid::active() && marked(d)) rename_entry(e);
-  return e;
+  return f ? f(d) : nullptr;
+}
+
+// A marked DIR's position is an offset into its listing (telldir, seekdir); rewinddir drops the listing
+// (the next readdir lists the directory afresh, as glibc's does).
+REVIVE_EXPORT void rewinddir(DIR* d) {
+  if (int i = mark_of(d); i >= 0) g_lists[i].taken = false;
+  if (RewinddirFn f = next_or_enosys(&g_rewinddir, "rewinddir")) f(d);
+}
+
+namespace {
+using TelldirFn = long (*)(DIR*);
+using SeekdirFn = void (*)(DIR*, long);
+TelldirFn g_telldir;
+SeekdirFn g_seekdir;
+VPID_PRIME(g_telldir, "telldir")
+VPID_PRIME(g_seekdir, "seekdir")
+}  // namespace
+
+REVIVE_EXPORT long telldir(DIR* d) {
+  if (int i = mark_of(d); i >= 0) return g_lists[i].taken ? long(g_lists[i].pos) : 0;
+  TelldirFn f = next_or_enosys(&g_telldir, "telldir");
+  return f ? f(d) : -1;
+}
+
+REVIVE_EXPORT void seekdir(DIR* d, long loc) {
+  if (int i = mark_of(d); i >= 0) {
+    Listing& l = g_lists[i];
+    if (!l.taken && !take(l, d)) return;
+    // Only offsets telldir gave (record starts) are valid, as natively; anything else ends the listing.
+    l.pos = loc < 0 || size_t(loc) > l.len ? l.len : size_t(loc);
+    return;
+  }
+  if (SeekdirFn f = next_or_enosys(&g_seekdir, "seekdir")) f(d, loc);
 }
 
 namespace {
@@ -142,7 +273,8 @@ REVIVE_EXPORT DIR* fdopendir(int fd) {
 // id can be longer than the kernel's (a restart in a pid namespace of its own has 3-digit pids), and a
 // record grows by at most 8 bytes from its smallest size, 24 (4/3): so the kernel's records are read into
 // the last 3/4 of the buffer and rewritten from its start, each copied out before its place is reused
-// (the writer, at most 4/3 of what it consumed, stays behind the reader).
+// (the writer, at most 4/3 of what it consumed, stays behind the reader). Ids are read with the ids of
+// the incarnation whose kernel gave them (answered_in, to_virt_since).
 REVIVE_EXPORT ssize_t getdents64(int fd, void* buf, size_t len) {
   Getdents64Fn f = next_or_enosys(&g_getdents64, "getdents64");
   if (!f) return -1;
@@ -152,8 +284,12 @@ REVIVE_EXPORT ssize_t getdents64(int fd, void* buf, size_t len) {
   const size_t room = (len / 4 + 7) & ~size_t(7), in_cap = len - room;  // 4 x room >= len: see above
   if (in_cap < sizeof(struct dirent64)) return f(fd, buf, len);  // a tiny buffer: the kernel's ids
   char* const base = static_cast<char*>(buf);
+  const vpid::CallStart at = vpid::call_start();
   ssize_t r = f(fd, base + room, in_cap);
   if (r <= 0) return r;
+  // The kernel's ids of the incarnation that answered (a checkpoint cut right after the call returned
+  // leaves them in hand across a restart).
+  const uint32_t ep = vpid::answered_in(at);
   size_t out = 0;
   for (size_t off = 0; off < size_t(r);) {
     const auto* in = reinterpret_cast<const struct dirent64*>(base + room + off);
@@ -164,7 +300,7 @@ REVIVE_EXPORT ssize_t getdents64(int fd, void* buf, size_t len) {
     memcpy(e.d_name, in->d_name, nl < sizeof e.d_name ? nl : sizeof e.d_name - 1);
     e.d_name[nl < sizeof e.d_name ? nl : sizeof e.d_name - 1] = 0;
     off += in->d_reclen;
-    rename_entry(&e);
+    rename_entry(&e, ep);
     e.d_reclen = static_cast<unsigned short>((kHead + strlen(e.d_name) + 1 + 7) & ~size_t(7));
     memcpy(base + out, &e, e.d_reclen);
     out += e.d_reclen;
@@ -175,14 +311,12 @@ REVIVE_EXPORT ssize_t getdents64(int fd, void* buf, size_t len) {
 REVIVE_EXPORT int closedir(DIR* d) {
   ClosedirFn f = next_or_enosys(&g_closedir, "closedir");
   if (!f) return -1;
-  if (__atomic_load_n(&g_nmarked, __ATOMIC_RELAXED) != 0) {
-    for (DIR*& m : g_marks) {
-      DIR* was = d;
-      if (__atomic_compare_exchange_n(&m, &was, nullptr, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-        __atomic_fetch_sub(&g_nmarked, 1, __ATOMIC_RELEASE);
-        break;
-      }
-    }
+  if (int i = mark_of(d); i >= 0) {
+    free(g_lists[i].buf);  // before the slot is free for another DIR
+    g_lists[i] = Listing{};
+    DIR* was = d;
+    if (__atomic_compare_exchange_n(&g_marks[i], &was, nullptr, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+      __atomic_fetch_sub(&g_nmarked, 1, __ATOMIC_RELEASE);
   }
   return f(d);
 }

@@ -1,7 +1,8 @@
-/* For tests/vpid's cut programs (waitcut.c, sigcut.c): gates the driver opens, and a child whose kernel
- * pid differs from the pid fork() gives it. Run as root: the kernel's next pid is steered (ns_last_pid)
- * onto the caller's own virtual pid, an id in use in the table, so the child gets a virtual id of its own
- * (above 4194304); only then do two incarnations' ids tell a wrong translation from a right one. */
+/* For tests/vpid's cut programs (waitcut.c, sigcut.c, handlercut.c, dircut.c): gates the driver opens,
+ * and a child whose kernel pid differs from the pid fork() gives it. Run as root: the kernel's next pid
+ * is steered (ns_last_pid) onto the caller's own virtual pid, an id in use in the table, so the child
+ * gets a virtual id of its own (above 4194304); only then do two incarnations' ids tell a wrong
+ * translation from a right one. Static inline: a program may use only gate(). */
 #ifndef REVIVE_TESTS_VPID_OWN_CHILD_H_
 #define REVIVE_TESTS_VPID_OWN_CHILD_H_
 #include <errno.h>
@@ -18,7 +19,7 @@
 static const char* g_dir;  /* the gates' directory (argv[1]) */
 
 /* Waits until the driver creates DIR/name. */
-static void gate(const char* name) {
+static inline void gate(const char* name) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", g_dir, name);
   struct stat st;
@@ -26,7 +27,7 @@ static void gate(const char* name) {
   while (stat(path, &st) != 0) nanosleep(&ts, NULL);
 }
 
-static int steer_next_pid(pid_t next) {
+static inline int steer_next_pid(pid_t next) {
   int fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY);
   if (fd < 0) return -1;
   char b[32];
@@ -38,7 +39,7 @@ static int steer_next_pid(pid_t next) {
 
 /* Forks a child that runs body(read end of a pipe, arg) and _exits with its value; the write end goes to
  * *wfd. Retried until the child's virtual pid is its own. `who` names the program in messages. */
-static pid_t own_child(const char* who, int (*body)(int rfd, void* arg), void* arg, int* wfd) {
+static inline pid_t own_child(const char* who, int (*body)(int rfd, void* arg), void* arg, int* wfd) {
   const pid_t self = getpid();
   for (int attempt = 0; attempt < 50; ++attempt) {
     int fds[2];

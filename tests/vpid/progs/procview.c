@@ -132,11 +132,22 @@ static int walk_entry(const char* path, const struct stat* st, int type, struct 
   if (type == FTW_D && v == g_walk_b) g_walk_seen |= 2;
   return FTW_SKIP_SUBTREE;
 }
+/* A walk of /proc fails (-1) when any process on the machine ends while glibc visits its /proc/<pid>:
+ * ENOENT when it is gone between the stat and the open of that directory (ftw_dir gives up on an open
+ * that fails with anything but EACCES), ESRCH when the stat finds it exiting. Natively as under the
+ * plugin's walker: on a busy machine that failed the native reference run now and then ("nftw(/proc)").
+ * Such a walk is made again. */
 static int nftw_lists(const char* dir, pid_t a, pid_t b) {
   g_walk_a = a;
   g_walk_b = b;
-  g_walk_seen = 0;
-  return nftw(dir, walk_entry, 8, FTW_PHYS | FTW_ACTIONRETVAL) == 0 && g_walk_seen == 3;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    g_walk_seen = 0;
+    errno = 0;
+    const int r = nftw(dir, walk_entry, 8, FTW_PHYS | FTW_ACTIONRETVAL);
+    if (r == -1 && (errno == ENOENT || errno == ESRCH)) continue;
+    return r == 0 && g_walk_seen == 3;
+  }
+  return 0;
 }
 /* ftw of /proc/<C>/fdinfo (C's pid as the program knows it): its root is reached as a directory and
  * C's descriptor 0 in it (glibc's ftw would name the kernel's /proc/<C>: another process, or none). */
