@@ -55,7 +55,6 @@ char g_next[1200];       // the generation this process's checkpoint is writing 
 int64_t g_next_sec = -1, g_next_nsec;  // the moment it was taken (pre_saving), -1: unknown
 bool g_warned_btime;
 volatile int g_quiet;    // the engine's plugins are saving or restoring: their own opens are not the program's
-int64_t g_t0_sec = -1, g_t0_nsec;  // REVIVE_LAUNCH_T0 (all processes): node-local files born since are the walk's
 PreStats g_stats;
 
 // Files already preserved (or found preserved) for the current target: a direct-mapped cache, so a
@@ -410,11 +409,12 @@ void consider(int dirfd, const char* path, bool follow, bool append) {
   uint32_t next = kSeenFinal;
   if (take) {
     abs[n] = '\0';
-    // Not ours: revive's own files; what G's images of this process hold (written back anyway);
-    // node-local files born since the launch (the launch root's walk saves those).
-    if (abs[0] != '/' || files_under(abs, inject::checkpoint_dir()) || files_saved(sdev, ino) ||
-        (g_t0_sec >= 0 && files_local(abs) && (sx.stx_mask & STATX_BTIME) &&
-         (sx.stx_btime.tv_sec > g_t0_sec || (sx.stx_btime.tv_sec == g_t0_sec && sx.stx_btime.tv_nsec >= g_t0_nsec)))) {
+    // Not ours: revive's own files; what G's images of this process hold (written back anyway). Node-local
+    // files born since the launch are kept too (until 2026-11-28 they were left to the launch root's walk,
+    // which does not enter a directory whose parent did not change since the launch: a file made in
+    // /tmp/job/a/b before G and deleted after it was lost by a restart). Where the walk saved one as
+    // well, both hold its state at G.
+    if (abs[0] != '/' || files_under(abs, inject::checkpoint_dir()) || files_saved(sdev, ino)) {
       ++g_stats.skipped;
     } else {
       next = preserve(fd, abs, sx, append);
@@ -471,11 +471,6 @@ bool pre_active() { return g_t.on && !g_quiet; }
 const char* pre_dir() { return g_t.on && g_t.pre[0] ? g_t.pre : nullptr; }
 
 void pre_init() {
-  if (const char* v = getenv("REVIVE_LAUNCH_T0")) {
-    const long long t0 = strtoll(v, nullptr, 10);
-    g_t0_sec = t0 / 1000000000;
-    g_t0_nsec = t0 % 1000000000;
-  }
   // The newest complete generation on disk (ckpt-G with a MANIFEST.json): a program exec'd after it.
   const char* dir = inject::checkpoint_dir();
   if (!dir || !*dir) return;
