@@ -1,5 +1,6 @@
-// Optional zstd compression of image chunks (REVIVE_COMPRESS=1). libzstd is dlopen'ed at load time (the
-// engine links libc only) and every context lives in an arena of our own scratch, so compressing while
+// Optional zstd compression of image chunks (REVIVE_COMPRESS=1). libzstd is linked in statically with
+// its symbols hidden where its archive exists (else dlopen'ed at load time: the engine links libc only
+// at run time), and every context lives in an arena of our own scratch, so compressing while
 // user threads are suspended never reaches malloc. We never use ZSTD_c_nbWorkers: it starts threads
 // through pthread_create, which takes glibc locks a suspended thread may hold. Parallelism comes from
 // the engine's own workers instead (zworkers.cpp), one context each, one chunk (= one frame) per job.
@@ -45,6 +46,15 @@ void arena_free(void*, void*) {}
 
 bool compress_load() {
   if (z.create) return true;
+#if REVIVE_ZSTD_STATIC
+  // Linked in (src/inject/CMakeLists.txt): nothing to load, no mappings of another library.
+  z.create = ZSTD_createCCtx_advanced;
+  z.set = ZSTD_CCtx_setParameter;
+  z.compress2 = ZSTD_compress2;
+  z.bound = ZSTD_compressBound;
+  z.is_error = ZSTD_isError;
+  return true;
+#endif
   void* h = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!h) return false;
   z.create = reinterpret_cast<decltype(z.create)>(dlsym(h, "ZSTD_createCCtx_advanced"));

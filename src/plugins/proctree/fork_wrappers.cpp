@@ -1,12 +1,14 @@
 // fork() and vfork(): the child is a new process of the computation. With a coordinator the child
 // joins it lazily (docs/process-trees.md "Lazy join"): fork() returns at once, the parent keeps the child
 // in a pending slot (pending.cpp) and any checkpoint pokes it and waits for it during its suspend phase,
-// so that every checkpoint either precedes the fork or includes the child. The old eager join (the
-// parent waits until the child has said HELLO) stays where a virtual-pid table may give the child
-// another id, and when no slot is free. Without a coordinator (a lone process under LD_PRELOAD, a
-// standalone interval) there is nothing to join, and the parent waits only when a virtual-pid table
-// could give the child an id other than its kernel pid: the round trip (a socketpair, a wake-up of each
-// side) was most of what a fork cost beyond native (docs/performance.md "Virtual pids"). vfork() is a
+// so that every checkpoint either precedes the fork or includes the child. Under a virtual-pid table the
+// parent must return the child's virtual id: the child keeps its kernel pid unless the table names that
+// pid (then it takes a fresh id), and only in that case does the parent wait, reading the id from the
+// child's memory (vpid::child_id). The old eager join (the parent waits until the child has said HELLO
+// over a socketpair) stays for when no slot is free, and under a table where we may not read our
+// children (Yama ptrace_scope >= 2). Without a coordinator (a lone process under LD_PRELOAD, a
+// standalone interval) there is nothing to join. A socketpair and a wake-up of each side per fork were
+// most of what a fork cost beyond native (docs/performance.md "Virtual pids"). vfork() is a
 // fork(): the vfork child runs on in its own copy of memory, which every correct vfork program
 // tolerates, and our child re-initialisation (a thread, a socket) would corrupt a parent whose memory
 // it shared.
@@ -51,6 +53,9 @@ REVIVE_FORK_PATH pid_t lazy_fork(ForkFn real, int slot) {
     return 0;
   }
   const int saved = errno;
+  pid_t vid = pid;  // what the program is given
+  if (pid > 0 && revive::vpid::active() && !revive::vpid::keeps_kernel_id(pid))
+    vid = revive::vpid::child_id(pid);
   if (pid > 0) {
     revive::proctree::inflight_pending(slot, pid);
     revive::proctree::arm_join_timer();  // signals still blocked: no checkpoint parks us in the middle
@@ -61,7 +66,7 @@ REVIVE_FORK_PATH pid_t lazy_fork(ForkFn real, int slot) {
   if (pid > 0) revive::proctree::register_exit_join();
   revive::proctree::users_leave();
   if (errno != saved) errno = saved;  // a store to a thread-local page would be one more fault
-  return pid;
+  return vid;
 }
 
 REVIVE_FORK_PATH pid_t tree_fork() {
@@ -83,11 +88,31 @@ REVIVE_FORK_PATH pid_t tree_fork() {
     }
     return pid;
   }
-  // Lazy join: fork() returns at once in both, the child joins later (docs/process-trees.md). Not with
-  // a virtual-pid table (the parent must wait for the id the child takes), nor without a free slot (the
-  // checkpoint could not find the child).
-  const bool may_lazy = coord && !revive::vpid::active() && revive::inject::after_fork_child_lazy &&
-                        revive::inject::lazy_join_possible && revive::inject::lazy_join_possible();
+  // Lazy join: fork() returns at once in both, the child joins later (docs/process-trees.md). Under a
+  // virtual-pid table too (since 2026-11-28), when we may read our children's memory: the rare child
+  // whose kernel pid the table names takes another id, which we read from it (vpid::child_id). Not
+  // without a free slot (the checkpoint could not find the child).
+  const bool table = revive::vpid::active();
+  const bool may_lazy = coord && (!table || revive::vpid::may_read_children()) &&
+                        revive::inject::after_fork_child_lazy && revive::inject::lazy_join_possible &&
+                        revive::inject::lazy_join_possible();
+  if (!coord && revive::vpid::may_read_children()) {
+    // A table, no coordinator (a lone restored process, a standalone interval): nothing to join, only
+    // the child's id to learn, and that only when the table names its kernel pid.
+    pid_t pid = real();
+    if (pid == 0) {
+      revive::vpid::after_fork_child();
+      revive::proctree::inflight_reset_in_child(-1);
+      if (revive::inject::after_fork_child) revive::inject::after_fork_child();
+      return 0;
+    }
+    if (pid > 0 && !revive::vpid::keeps_kernel_id(pid)) {
+      const int saved = errno;
+      pid = revive::vpid::child_id(pid);
+      errno = saved;
+    }
+    return pid;
+  }
   if (may_lazy) {
     revive::proctree::users_enter();
     // Children of earlier forks that answered give their slots back; those that ended only when slots

@@ -113,6 +113,13 @@ void thread_restored();
 // Fork child (before it tells its parent it is in): registers its pid (a fresh virtual id if its
 // kernel pid equals a virtual id in use) and resets the cached ids.
 void after_fork_child();
+// For the fork wrappers, in the parent when keeps_kernel_id(pid) was false (rare: the table names the
+// child's kernel pid): the id the child took, read from its memory once it has registered (it does so
+// first thing after fork). Waits meanwhile; a child that died first gives to_virt(pid).
+pid_t child_id(pid_t real);
+// Whether child_id can read our children (Yama ptrace_scope <= 1); otherwise the fork wrappers use the
+// eager join, where the child registers before fork returns.
+bool may_read_children();
 // The table's mapping [lo, hi) (0, 0 when none): the engine does not save it in images.
 void mapping(uint64_t* lo, uint64_t* hi);
 // Path of the mapped table ("" when none), for the environment of exec'ed programs.

@@ -9,10 +9,14 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "inject/fork_path.h"
 #include "inject/plugin.h"
+#include "inject/sys.h"
 #include "plugins/common/msg.h"
 #include "plugins/vpid/vpid.h"
 #include "plugins/vpid/vpid_prime.h"
@@ -38,6 +42,7 @@ __thread pid_t t_vtid __attribute__((tls_model("initial-exec")));
 
 char g_path[256];
 pid_t g_vpid_real;  // the kernel pid g_vpid was worked out for (a fork child's differs)
+int g_read_children;  // may_read_children: 0 not known yet, 1 yes, 2 no
 uint64_t g_map_lo, g_map_hi;
 
 // Restored threads waiting for restore() to publish them: (virtual tid, new kernel tid).
@@ -51,13 +56,14 @@ long raw(long n, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0, lon
   return syscall(n, a, b, c, d, e, f);
 }
 
-pid_t real_pid() { return pid_t(raw(SYS_getpid)); }
+// Inline (inject/sys.h): libc's syscall() is another page for every fork child to fault in.
+REVIVE_FORK_PATH pid_t real_pid() { return pid_t(revive::inject::sys::getpid()); }
 pid_t real_tid() { return pid_t(raw(SYS_gettid)); }
 
 // The virtual id of a process or thread whose kernel id the kernel just gave it (fork child, new
 // thread): its own entry if the table has one (a restored process, an exec'ed one), else the kernel id
 // itself unless that is a virtual id in use (then a fresh one, registered).
-pid_t register_new(pid_t real, bool stale_ok) {
+REVIVE_FORK_PATH pid_t register_new(pid_t real, bool stale_ok) {
   if (uint32_t v = g_table.virt_of(uint32_t(real))) {
     if (!stale_ok) return pid_t(v);
     // A new process or thread: whoever had this kernel id before is gone, its entry is stale.
@@ -353,7 +359,7 @@ void thread_restored() {
   t_vtid = t_vtid ? t_vtid : real_tid();
 }
 
-bool keeps_kernel_id(pid_t real) {
+REVIVE_FORK_PATH bool keeps_kernel_id(pid_t real) {
   return !active() || (g_table.virt_of(uint32_t(real)) == 0 && g_table.real_of(uint32_t(real)) == 0);
 }
 
@@ -365,8 +371,57 @@ REVIVE_FORK_PATH void after_fork_child() {
   const pid_t real = real_pid();
   if (real == g_vpid_real) return;  // done already (the atfork handler, then the fork wrapper)
   g_vpid = register_new(real, true);
-  g_vpid_real = real;
+  // After g_vpid: the parent may be reading both from our memory (child_id).
+  __atomic_store_n(&g_vpid_real, real, __ATOMIC_RELEASE);
   t_vtid = g_vpid;
+}
+
+bool may_read_children() {
+  int v = __atomic_load_n(&g_read_children, __ATOMIC_RELAXED);
+  if (v == 0) {
+    // Yama's ptrace_scope 0 or 1 lets a parent read its descendants (process_vm_readv); 2 and 3 do not.
+    // No Yama: the classic rule (same user), which holds for our own children.
+    char c = '0';
+    int fd = int(raw(SYS_openat, AT_FDCWD, long("/proc/sys/kernel/yama/ptrace_scope"), O_RDONLY | O_CLOEXEC));
+    if (fd >= 0) {
+      if (raw(SYS_read, fd, long(&c), 1) != 1) c = '0';
+      raw(SYS_close, fd);
+    }
+    v = c == '0' || c == '1' ? 1 : 2;
+    __atomic_store_n(&g_read_children, v, __ATOMIC_RELAXED);
+  }
+  return v == 1;
+}
+
+pid_t child_id(pid_t real) {
+  const int saved = errno;
+  const struct timespec pause = {0, 20000};
+  for (int round = 0;; ++round) {
+    // Our library lies at the same address in the child: its g_vpid_real says whether it registered
+    // (before, it holds ours), then its g_vpid is the id it took.
+    pid_t ids[2] = {0, 0};
+    struct iovec local[2] = {{&ids[0], sizeof(pid_t)}, {&ids[1], sizeof(pid_t)}};
+    struct iovec remote[2] = {{&g_vpid_real, sizeof(pid_t)}, {&g_vpid, sizeof(pid_t)}};
+    const long n = raw(SYS_process_vm_readv, real, long(local), 2, long(remote), 2, 0);
+    if (n == long(2 * sizeof(pid_t)) && ids[0] == real && ids[1] > 0) {
+      errno = saved;
+      return ids[1];
+    }
+    // The table no longer names the pid (the process whose virtual id it was has left): the child found
+    // it so too when it registered, and keeps its kernel pid (keeps_kernel_id).
+    if (keeps_kernel_id(real)) break;
+    siginfo_t si;
+    si.si_pid = 0;
+    if (raw(SYS_waitid, P_PID, real, long(&si), WEXITED | WNOHANG | WNOWAIT, 0) != 0 || si.si_pid == real)
+      break;  // it died before it registered (or was reaped): its kernel pid is all there is
+    if (n < 0 && errno != ESRCH && round > 50000) {  // unreadable after ~1 s: its table entry, if any
+      plugins::warn("fork: cannot read the child's virtual pid (process_vm_readv), using the table's entry");
+      break;
+    }
+    raw(SYS_nanosleep, long(&pause), 0);
+  }
+  errno = saved;
+  return to_virt(real);
 }
 
 void mapping(uint64_t* lo, uint64_t* hi) {

@@ -1,6 +1,8 @@
 // The virtual-pid table's slots (vpid_table.h). Atomics only: no locks, no allocation, no libc.
 #include "plugins/vpid/vpid_table.h"
 
+#include "inject/fork_path.h"  // the lookups run in every fork child under a table: one code page
+
 namespace revive::vpid {
 namespace {
 
@@ -73,7 +75,7 @@ bool Table::insert(uint32_t virt, uint32_t real) {
 namespace {
 
 // Index of the first entry whose virtual (by_virt) or real id is `id`, or -1; *word gets the entry.
-long find(const Header* h, const uint64_t* slot, uint32_t id, bool by_virt, uint64_t* word) {
+REVIVE_FORK_PATH long find(const Header* h, const uint64_t* slot, uint32_t id, bool by_virt, uint64_t* word) {
   uint32_t used = __atomic_load_n(&h->used, __ATOMIC_ACQUIRE);
   for (uint32_t i = 0; i < used; ++i) {
     uint64_t w = load(&slot[i]);
@@ -102,12 +104,12 @@ bool remove_by(Header* h, uint64_t* slot, uint32_t id, bool by_virt) {
 bool Table::remove_real(uint32_t real) { return remove_by(h, slot, real, false); }
 bool Table::remove_virt(uint32_t virt) { return remove_by(h, slot, virt, true); }
 
-uint32_t Table::real_of(uint32_t virt) const {
+REVIVE_FORK_PATH uint32_t Table::real_of(uint32_t virt) const {
   uint64_t w = 0;
   return find(h, slot, virt, true, &w) >= 0 ? real_part(w) : 0;
 }
 
-uint32_t Table::virt_of(uint32_t real) const {
+REVIVE_FORK_PATH uint32_t Table::virt_of(uint32_t real) const {
   uint64_t w = 0;
   return find(h, slot, real, false, &w) >= 0 ? virt_part(w) : 0;
 }
