@@ -47,7 +47,7 @@ class Harness:
         out = open(os.path.join(self.work, "stdout"), "wb")
         with open(os.path.join(self.work, "launch-stderr"), "wb") as err:
             return subprocess.Popen([self.revive, "launch", "--port", str(self.port), "--ckpt-dir", self.ck, "--",
-                                     self.prog, self.gates], cwd=self.work, stdout=out, stderr=err,
+                                     self.prog, self.gates] + getattr(self, "prog_args", []), cwd=self.work, stdout=out, stderr=err,
                                     stdin=subprocess.DEVNULL, env=self.env)
 
     def to_incarnation_2(self, line):

@@ -166,7 +166,9 @@ REVIVE_EXPORT DIR* opendir(const char* path) {
   if (!f) return nullptr;
   TRANSLATED(path);
   DIR* d = f(real_path);
-  if (d && vpid::active()) vpid::dir_opened(path, d);
+  // Marked with or without a table: a listing begun at launch and read on after a restart with virtual
+  // pids must come from one incarnation too (vpid_taskdir.cpp).
+  if (d) vpid::dir_opened(path, d);
   return d;
 }
 PATH_CALL(int, -1, stat, (const char* path, struct stat* st), (real_path, st))

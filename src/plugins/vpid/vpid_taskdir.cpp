@@ -14,8 +14,11 @@
 // (find's fts, Python's os.listdir(fd)), and scandir/scandir64 of one are listed here through opendir and
 // readdir (glibc's own scandir reads internally, past these wrappers), and libc's getdents64() on a
 // descriptor of one gets its records rewritten (getdents64 below); scandirat below; ftw/nftw under /proc
-// in vpid_ftw.cpp. Not seen: the raw getdents64 system call, readdir_r, more than kMarks task directories
-// open at once.
+// in vpid_ftw.cpp; readdir_r/readdir64_r too (2026-11-28). A /proc listing opened with opendir is marked
+// whether or not a table is mapped (since 2026-11-28): one begun at launch and read on after a restart
+// with virtual pids comes from its first readdir's copy, whose ids (the launch's kernel ids) are the
+// program's. Not seen: the raw getdents64 system call, a DIR from fdopendir before a table existed (its
+// readlink per fdopendir is paid only under a table), more than kMarks task directories open at once.
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -104,7 +107,7 @@ VPID_PRIME(g_fdopendir, "fdopendir")
 namespace revive::vpid {
 
 void dir_opened(const char* path, DIR* d) {
-  if (!d || !active() || !path || !task_path(path)) return;
+  if (!d || !path || !task_path(path)) return;
   for (int i = 0; i < kMarks; ++i) {
     DIR* none = nullptr;
     if (__atomic_compare_exchange_n(&g_marks[i], &none, d, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
@@ -207,6 +210,49 @@ REVIVE_EXPORT struct dirent64* readdir64(DIR* d) {
   if (int i = mark_of(d); i >= 0) return next_listed(i, d);
   Readdir64Fn f = next_or_enosys(&g_readdir64, "readdir64");
   return f ? f(d) : nullptr;
+}
+
+// readdir_r/readdir64_r (deprecated, still used): a marked DIR's next entry copied into the caller's.
+namespace {
+using ReaddirRFn = int (*)(DIR*, struct dirent*, struct dirent**);
+using Readdir64RFn = int (*)(DIR*, struct dirent64*, struct dirent64**);
+ReaddirRFn g_readdir_r;
+Readdir64RFn g_readdir64_r;
+VPID_PRIME(g_readdir_r, "readdir_r")
+VPID_PRIME(g_readdir64_r, "readdir64_r")
+
+template <typename Dirent>
+int listed_r(int i, DIR* d, Dirent* entry, Dirent** result) {
+  const int saved = errno;
+  errno = 0;
+  struct dirent64* e = next_listed(i, d);
+  const int err = errno;
+  errno = saved;
+  if (!e) {
+    *result = nullptr;
+    return err;  // 0 at the end, as glibc's
+  }
+  // Same layout on this ABI (LP64: dirent and dirent64 are one struct): the record's head and its name.
+  static_assert(sizeof(Dirent) == sizeof(struct dirent64));
+  memcpy(entry, e, offsetof(struct dirent64, d_name));
+  const size_t nl = strnlen(e->d_name, sizeof entry->d_name - 1);
+  memcpy(entry->d_name, e->d_name, nl);
+  entry->d_name[nl] = 0;
+  *result = entry;
+  return 0;
+}
+}  // namespace
+
+REVIVE_EXPORT int readdir_r(DIR* d, struct dirent* entry, struct dirent** result) {
+  if (int i = mark_of(d); i >= 0) return listed_r(i, d, entry, result);
+  ReaddirRFn f = next_or_enosys(&g_readdir_r, "readdir_r");
+  return f ? f(d, entry, result) : ENOSYS;
+}
+
+REVIVE_EXPORT int readdir64_r(DIR* d, struct dirent64* entry, struct dirent64** result) {
+  if (int i = mark_of(d); i >= 0) return listed_r(i, d, entry, result);
+  Readdir64RFn f = next_or_enosys(&g_readdir64_r, "readdir64_r");
+  return f ? f(d, entry, result) : ENOSYS;
 }
 
 // A marked DIR's position is an offset into its listing (telldir, seekdir); rewinddir drops the listing

@@ -5,11 +5,17 @@
 // taken. The rest of the listing must still show the program's ids: this process and its child in
 // /proc, both threads in /proc/self/task, and none of the old incarnation's kernel ids.
 //
+// With MODE (argv[2]) holding 'l' the listings are opened at launch (no virtual-pid table yet), begun,
+// checkpointed there and, after the restart with virtual pids, rewound (rewinddir: read from the kernel
+// again, whose ids are now the new incarnation's) and read whole; with 'r' every entry is read with
+// readdir_r (tests/vpid/dircut_launch.py).
+//
 // Gates: the driver creates DIR/A, DIR/B when this program may go on. The numeric entries listed go to
 // DIR/listed ("proc N" / "task N" lines) for the driver's own check.
 #include <dirent.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 
 #include "own_child.h"  // gate()
@@ -35,11 +41,25 @@ static int numeric(const char* s) {
 
 // Reads up to `max` entries of d (all when max < 0); numeric ones are written to `out` with `tag`.
 // Sets *seen_a / *seen_b when a or b is listed. Returns the count read, -1 on error.
+static int g_use_r;  // readdir_r instead of readdir
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static struct dirent* next_entry(DIR* d) {
+  if (!g_use_r) return readdir(d);
+  static struct dirent entry;
+  struct dirent* r = NULL;
+  int err = readdir_r(d, &entry, &r);
+  if (err) errno = err;
+  return r;
+}
+#pragma GCC diagnostic pop
+
 static int take(DIR* d, int max, FILE* out, const char* tag, pid_t a, pid_t b, int* seen_a, int* seen_b) {
   int n = 0;
   for (; max < 0 || n < max; ++n) {
     errno = 0;
-    struct dirent* e = readdir(d);
+    struct dirent* e = next_entry(d);
     if (!e) return errno ? -1 : n;
     if (!numeric(e->d_name)) continue;
     long v = atol(e->d_name);
@@ -51,14 +71,16 @@ static int take(DIR* d, int max, FILE* out, const char* tag, pid_t a, pid_t b, i
 }
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: dircut GATE_DIR\n");
+  if (argc != 2 && argc != 3) {
+    fprintf(stderr, "usage: dircut GATE_DIR [MODE]\n");
     return 2;
   }
   g_dir = argv[1];
+  const int at_launch = argc == 3 && strchr(argv[2], 'l') != NULL;
+  g_use_r = argc == 3 && strchr(argv[2], 'r') != NULL;
   setvbuf(stdout, NULL, _IONBF, 0);
   printf("started\n");
-  gate("A");  // meanwhile: a checkpoint, every process killed, a restart with virtual pids
+  if (!at_launch) gate("A");  // meanwhile: a checkpoint, every process killed, a restart with virtual pids
   int cp[2];
   if (pipe(cp) != 0 || pipe(g_tpipe) != 0) return 3;
   pid_t child = fork();
@@ -88,6 +110,10 @@ int main(int argc, char** argv) {
     return 5;
   printf("listing begun\n");
   gate("B");  // meanwhile: a checkpoint, every process killed, a restart with virtual pids
+  if (at_launch) {
+    rewinddir(proc);
+    rewinddir(task);
+  }
   if (take(proc, -1, out, "proc", self, child, &self_seen, &child_seen) < 0 ||
       take(task, -1, out, "task", self, tid, &main_seen, &thread_seen) < 0)
     return 6;
