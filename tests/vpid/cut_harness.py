@@ -53,14 +53,18 @@ class Harness:
     def to_incarnation_2(self, line):
         """Launch, checkpoint, kill, restart with virtual pids (incarnation 2: new kernel pids, the
         program's ids seen through the table), open gate A, wait for `line`. Returns (restart, program pid)."""
-        proc = self.launch()
-        self.wait_line(b"started\n", proc)
-        self.finish_checkpoint(self.checkpoint(), "incarnation 1")
-        self.kill_all(proc, [proc.pid])
-        proc = self.restart(1)
+        proc = self.launched_and_restarted(b"started\n", "incarnation 1")
         self.gate("A")
         self.wait_line(line, proc)
         return proc, children(proc.pid)[0]
+
+    def launched_and_restarted(self, line, what):
+        """Launch, wait for `line`, checkpoint (`what`), kill, restart with virtual pids. Returns the restart."""
+        proc = self.launch()
+        self.wait_line(line, proc)
+        self.finish_checkpoint(self.checkpoint(), what)
+        self.kill_all(proc, [proc.pid])
+        return self.restart(1)
 
     def gate(self, name):
         open(os.path.join(self.gates, name), "w").close()

@@ -18,11 +18,7 @@ def main():
     mode = sys.argv.pop()
     h = Harness.from_argv()
     h.prog_args = [mode]
-    proc = h.launch()
-    h.wait_line(b"listing begun\n", proc)
-    h.finish_checkpoint(h.checkpoint(), "at launch, in the middle of the listings")
-    h.kill_all(proc, [proc.pid])
-    proc = h.restart(1)
+    proc = h.launched_and_restarted(b"listing begun\n", "at launch, in the middle of the listings")
     h.gate("B")
     h.finish(proc, "started\nlisting begun\n/proc lists this process and its child\n"
              "/proc/self/task lists both threads\n")
