@@ -23,20 +23,6 @@ const char* find_key(const char* info, const char* key) {
   return nullptr;
 }
 
-const char* parse(const char* p, int base, uint64_t* out) {
-  uint64_t v = 0;
-  const char* start = p;
-  for (;; ++p) {
-    int d;
-    if (*p >= '0' && *p <= '9') d = *p - '0';
-    else if (base == 16 && *p >= 'a' && *p <= 'f') d = *p - 'a' + 10;
-    else break;
-    v = v * static_cast<uint64_t>(base) + static_cast<uint64_t>(d);
-  }
-  *out = v;
-  return p == start ? nullptr : p;
-}
-
 }  // namespace
 
 bool fdinfo_load(int fd, char* buf, size_t cap) {
@@ -56,19 +42,34 @@ bool fdinfo_load(int fd, char* buf, size_t cap) {
   return len > 0;
 }
 
+const char* fdinfo_parse(const char* p, int base, uint64_t* out) {
+  while (*p == ' ' || *p == '\t') ++p;
+  uint64_t v = 0;
+  const char* start = p;
+  for (;; ++p) {
+    int d;
+    if (*p >= '0' && *p <= '9') d = *p - '0';
+    else if (base == 16 && *p >= 'a' && *p <= 'f') d = *p - 'a' + 10;
+    else break;
+    v = v * static_cast<uint64_t>(base) + static_cast<uint64_t>(d);
+  }
+  *out = v;
+  return p == start ? nullptr : p;
+}
+
 bool fdinfo_num(const char* info, const char* key, int base, uint64_t* out) {
   const char* p = find_key(info, key);
-  return p && parse(p, base, out);
+  return p && fdinfo_parse(p, base, out);
 }
 
 bool fdinfo_pair(const char* info, const char* key, uint64_t* a, uint64_t* b) {
   const char* p = find_key(info, key);
   if (!p || *p != '(') return false;
-  p = parse(p + 1, 10, a);
+  p = fdinfo_parse(p + 1, 10, a);
   if (!p || *p != ',') return false;
   ++p;
   while (*p == ' ') ++p;
-  return parse(p, 10, b) != nullptr;
+  return fdinfo_parse(p, 10, b) != nullptr;
 }
 
 }  // namespace revive::plugins

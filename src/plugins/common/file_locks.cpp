@@ -25,9 +25,9 @@ const char* word(const char* p) {
 }
 bool starts(const char* p, const char* w) { return strncmp(p, w, strlen(w)) == 0; }
 int64_t number(const char* p) {
-  int64_t v = 0;
-  while (*p >= '0' && *p <= '9') v = v * 10 + (*p++ - '0');
-  return v;
+  uint64_t v = 0;
+  fdinfo_parse(p, 10, &v);
+  return int64_t(v);
 }
 
 }  // namespace

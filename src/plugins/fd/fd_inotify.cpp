@@ -226,18 +226,7 @@ bool same_inode(const struct stat& st, const KernelWatch& k) {
 uint64_t field(const char* line, const char* key, int base, bool* ok) {
   const char* p = strstr(line, key);
   uint64_t v = 0;
-  if (!p) {
-    *ok = false;
-    return 0;
-  }
-  p += strlen(key);
-  const char* start = p;
-  for (;; ++p) {
-    int d = *p >= '0' && *p <= '9' ? *p - '0' : base == 16 && *p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;
-    if (d < 0) break;
-    v = v * static_cast<uint64_t>(base) + static_cast<uint64_t>(d);
-  }
-  if (p == start) *ok = false;
+  if (!p || !fdinfo_parse(p + strlen(key), base, &v)) *ok = false;
   return v;
 }
 

@@ -227,13 +227,9 @@ const char* after(const char* p, const char* key) {
 }
 
 uint64_t parse_num(const char*& p, int base) {
-  while (*p == ' ') ++p;
   uint64_t v = 0;
-  for (;; ++p) {
-    int d = *p >= '0' && *p <= '9' ? *p - '0' : base == 16 && *p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;
-    if (d < 0) return v;
-    v = v * static_cast<uint64_t>(base) + static_cast<uint64_t>(d);
-  }
+  if (const char* end = fdinfo_parse(p, base, &v)) p = end;
+  return v;
 }
 }  // namespace
 
