@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """fork+_exit+waitpid as a restarted computation sees it (issue 8): one program (fork_loop) run natively,
-under the injected library alone (LD_PRELOAD, no coordinator), under `revive launch`, and restarted with virtual pids (launched, checkpointed while it waits at a gate,
+under the injected library alone (LD_PRELOAD, no coordinator), under `revive launch`, under launch after
+one checkpoint (taken while it waits at its gate: "ckpt"), and restarted with virtual pids (launched, checkpointed while it waits at a gate,
 SIGKILLed, `revive restart` with REVIVE_VPID=1: new kernel pids, the table mapped, forks take the lazy
 join), alternated K times; each run ROUNDS rounds of N forks. Prints the median us per fork of each
 mode and its ratio to native measured in the same alternation (this VM drifts by more than the
@@ -41,10 +42,15 @@ def wait_for(path, text, proc, what, timeout=60):
         time.sleep(0.01)
 
 
+faults = {}  # mode -> [(parent, child) page faults per fork, per round]
+
+
 def figures(path):
     lines = open(path).read().split("\n")
     i = lines.index("started")
-    vals = [float(x) for x in lines[i + 1:i + 1 + ROUNDS]]
+    rows = [x.split() for x in lines[i + 1:i + 1 + ROUNDS]]
+    vals = [float(r[0]) for r in rows]
+    faults.setdefault(os.path.basename(os.path.dirname(path)), []).extend((float(r[1]), float(r[2])) for r in rows)
     if len(vals) != ROUNDS or not lines[i + 1 + ROUNDS].startswith("pid "):
         die("unexpected output in %s: %r" % (path, lines))
     return vals, int(lines[i + 1 + ROUNDS].split()[1])
@@ -55,7 +61,7 @@ def run(mode, work):
     os.makedirs(work)
     gate, out, ck = (os.path.join(work, x) for x in ("gate", "out", "ck"))
     args = [prog, gate, str(ROUNDS), str(N)]
-    if mode != "restart":
+    if mode not in ("ckpt", "restart"):
         open(gate, "w").close()
     if mode in ("native", "library"):
         e = dict(env, LD_PRELOAD=env["REVIVE_INJECT_LIB"]) if mode == "library" else env
@@ -75,6 +81,11 @@ def run(mode, work):
     c = subprocess.run([revive, "checkpoint", "--port", port, "--ckpt-dir", ck], capture_output=True, env=env)
     if c.returncode != 0:
         die("revive checkpoint: %s" % c.stderr.decode(errors="replace"))
+    if mode == "ckpt":  # checkpointed once, going on in the same process
+        open(gate, "w").close()
+        if p.wait(timeout=300) != 0:
+            die("revive launch exited %d" % p.returncode)
+        return figures(out)
     os.killpg(p.pid, signal.SIGKILL)
     p.wait()
     time.sleep(0.3)  # the coordinator leaves once its processes are gone
@@ -94,7 +105,7 @@ def main():
         if not os.path.exists(x):
             die("missing " + x)
     top = tempfile.mkdtemp(prefix="revive-restart-fork-")
-    res = {m: [] for m in ("native", "library", "launch", "restart")}
+    res = {m: [] for m in (os.environ.get("MODES") or "native library launch ckpt restart").split()}
     ratios = {m: [] for m in res}
     try:
         for k in range(K):
@@ -113,7 +124,10 @@ def main():
         for m in res:
             v = statistics.median(res[m])
             r = sorted(ratios[m])
-            print("  %-8s %7.1f us  %.2fx native (runs %.2f-%.2fx)" % (m, v, statistics.median(r), r[0], r[-1]))
+            pf = statistics.median(x[0] for x in faults[m])
+            cf = statistics.median(x[1] for x in faults[m])
+            print("  %-8s %7.1f us  %.2fx native (runs %.2f-%.2fx)  page faults per fork: parent %.1f, child %.1f"
+                  % (m, v, statistics.median(r), r[0], r[-1], pf, cf))
     finally:
         shutil.rmtree(top, ignore_errors=True)
 

@@ -199,6 +199,7 @@ void ckpt_resume(bool ok) {
   g.t_released_ns = now_ns();
   stderr_release();
   release_all();
+  scratch_release();  // the others run meanwhile
   hooks_finish(0);  // the gate opens, the continue callbacks run
 }
 

@@ -159,6 +159,8 @@ bool signal_timer_create(int* id);
 // Coordinator address from REVIVE_COORD_HOST/PORT/SECRET_FILE values (port absent: standalone).
 void set_coord_config(const char* host, const char* port, const char* secret);
 bool alloc_scratch();
+// Gives the pages a checkpoint touched in the scratch back to the kernel (at its resume).
+void scratch_release();
 void install_handler();
 // quiesce.cpp
 // Signals and waits for every other thread. False (threads released) on timeout.
