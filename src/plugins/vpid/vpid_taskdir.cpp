@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -307,11 +308,32 @@ VPID_PRIME(g_getdents64, "getdents64")
 
 }  // namespace
 
+namespace {
+// procfs's device number, looked up once (0: not yet; 1: no /proc), so that fdopendir can tell a
+// descriptor on /proc with one fstat (the readlink of task_fd is paid only there: fts and find call
+// fdopendir for every directory they walk).
+uint64_t g_proc_dev;
+
+bool on_proc(int fd) {
+  struct stat st;
+  if (revive::inject::sys::sc(SYS_fstat, fd, &st) != 0) return false;
+  uint64_t dev = __atomic_load_n(&g_proc_dev, __ATOMIC_RELAXED);
+  if (dev == 0) {
+    struct stat ps;
+    dev = revive::inject::sys::sc(SYS_newfstatat, AT_FDCWD, "/proc", &ps, 0) == 0 ? uint64_t(ps.st_dev) : 1;
+    if (dev == 0) dev = 1;  // (a device number of 0 is none of procfs's)
+    __atomic_store_n(&g_proc_dev, dev, __ATOMIC_RELAXED);
+  }
+  return uint64_t(st.st_dev) == dev;
+}
+}  // namespace
+
 REVIVE_EXPORT DIR* fdopendir(int fd) {
   FdopendirFn f = next_or_enosys(&g_fdopendir, "fdopendir");
   DIR* d = f ? f(fd) : nullptr;
   char path[64];
-  if (d && vpid::active() && task_fd(fd, path, sizeof path)) vpid::dir_opened(path, d);
+  // Marked with or without a table, as opendir's (a listing begun at launch, read on after a restart).
+  if (d && (vpid::active() || on_proc(fd)) && task_fd(fd, path, sizeof path)) vpid::dir_opened(path, d);
   return d;
 }
 

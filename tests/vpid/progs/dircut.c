@@ -8,7 +8,7 @@
 // With MODE (argv[2]) holding 'l' the listings are opened at launch (no virtual-pid table yet), begun,
 // checkpointed there and, after the restart with virtual pids, rewound (rewinddir: read from the kernel
 // again, whose ids are now the new incarnation's) and read whole; with 'r' every entry is read with
-// readdir_r (tests/vpid/dircut_launch.py).
+// readdir_r, with 'f' the listings are made with open + fdopendir (tests/vpid/dircut_launch.py).
 //
 // Gates: the driver creates DIR/A, DIR/B when this program may go on. The numeric entries listed go to
 // DIR/listed ("proc N" / "task N" lines) for the driver's own check.
@@ -70,6 +70,13 @@ static int take(DIR* d, int max, FILE* out, const char* tag, pid_t a, pid_t b, i
   return n;
 }
 
+// opendir, or (mode 'f') open + fdopendir, as find's fts and Python's os.listdir(fd) do.
+static DIR* open_dir(const char* path, int use_fd) {
+  if (!use_fd) return opendir(path);
+  int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  return fd < 0 ? NULL : fdopendir(fd);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2 && argc != 3) {
     fprintf(stderr, "usage: dircut GATE_DIR [MODE]\n");
@@ -78,6 +85,7 @@ int main(int argc, char** argv) {
   g_dir = argv[1];
   const int at_launch = argc == 3 && strchr(argv[2], 'l') != NULL;
   g_use_r = argc == 3 && strchr(argv[2], 'r') != NULL;
+  const int use_fd = argc == 3 && strchr(argv[2], 'f') != NULL;
   setvbuf(stdout, NULL, _IONBF, 0);
   printf("started\n");
   if (!at_launch) gate("A");  // meanwhile: a checkpoint, every process killed, a restart with virtual pids
@@ -99,8 +107,8 @@ int main(int argc, char** argv) {
   char path[4096];
   snprintf(path, sizeof path, "%s/listed", g_dir);
   FILE* out = fopen(path, "w");
-  DIR* proc = opendir("/proc");
-  DIR* task = opendir("/proc/self/task");
+  DIR* proc = open_dir("/proc", use_fd);
+  DIR* task = open_dir("/proc/self/task", use_fd);
   if (!out || !proc || !task) return 4;
   const pid_t self = getpid(), tid = g_tid;
   int self_seen = 0, child_seen = 0, main_seen = 0, thread_seen = 0;
