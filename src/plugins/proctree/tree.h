@@ -33,6 +33,10 @@ struct FileRef {
   bool has_contents = false;
   std::string contents;
   int recreated = -1;  // index into TreePlan::deleted when the restart recreates its inode (PlanDeleted)
+  // An eventfd's description (fd section, kEventfd with a share key): made with eventfd(), not opened.
+  bool eventfd = false;
+  uint64_t efd_count = 0;
+  bool efd_semaphore = false;
 };
 
 // A deleted file held by two or more processes of the plan: `revive restart` recreates it once, unlinked,
@@ -57,6 +61,9 @@ struct SharedFile {
   int owner = -1;                            // index into procs; -1: revive restart itself
   int deleted = -1;                          // index into TreePlan::deleted: a description of that inode
   std::vector<std::pair<int, int32_t>> members;  // (index into procs, fd in that process)
+  bool eventfd = false;  // made with eventfd(efd_count), not opened by path
+  uint64_t efd_count = 0;
+  bool efd_semaphore = false;
 };
 
 // A mapping of a shared memory object in one image (its "shm" section, image/format.h ShmRecord).

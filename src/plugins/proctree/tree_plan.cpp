@@ -24,7 +24,7 @@ uint32_t U32(const uint8_t* p) {
   return v;
 }
 
-// The fd section's regular files with their share keys, and the highest fd (fd_record.h). Best effort:
+// The fd section's regular files and eventfds with their share keys, and the highest fd (fd_record.h). Best effort:
 // a section this build cannot read leaves files empty (nothing shared; the fd plugin names the problem
 // when it restores the image).
 void ReadFiles(const image::View& v, TreeProc* out) {
@@ -65,6 +65,16 @@ void ReadFiles(const image::View& v, TreeProc* out) {
     if (rec.kind == uint32_t(plugins::FdKind::kRegular) && rec.dup_of < 0 && rec.share_pid != 0 && rec.share_fd >= 0 &&
         path.rfind("/proc/", 0) != 0 && path.rfind("/sys/", 0) != 0)
       files.push_back(ref(rec.share_pid, rec.share_fd));
+    if (rec.kind == uint32_t(plugins::FdKind::kEventfd) && rec.dup_of < 0 && rec.share_pid != 0 && rec.share_fd >= 0 &&
+        rec.content_len == int64_t(sizeof(plugins::EventfdState))) {
+      plugins::EventfdState st;
+      memcpy(&st, content, sizeof st);
+      FileRef f = ref(rec.share_pid, rec.share_fd);
+      f.eventfd = true;
+      f.efd_count = st.count;
+      f.efd_semaphore = st.semaphore != 0;
+      files.push_back(std::move(f));
+    }
     if (rec.kind == uint32_t(plugins::FdKind::kDeleted) && rec.dup_of < 0 && s->version >= 5 &&
         rec.stored == plugins::kStoredInShm && rec.content_len == int64_t(sizeof(uint64_t))) {
       uint64_t at;
@@ -115,6 +125,9 @@ void PlanShared(TreePlan* plan) {
         g.path = f.path;
         g.flags = f.flags;
         g.deleted = f.recreated;
+        g.eventfd = f.eventfd;
+        g.efd_count = f.efd_count;
+        g.efd_semaphore = f.efd_semaphore;
       }
       g.members.push_back({int(i), f.fd});
     }

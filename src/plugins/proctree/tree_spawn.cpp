@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -156,8 +157,19 @@ void open_shared(const TreePlan& plan, int owner) {
     // A deleted file's description: a new one of the inode recreated at its slot (MakeDeletedFiles).
     const std::string path =
         f.deleted < 0 ? f.path : "/proc/self/fd/" + std::to_string(deleted_slot(plan, size_t(f.deleted)));
-    int fd = f.deleted < 0 ? restart_stdio(f) : -1;
-    if (fd < 0) fd = open(path.c_str(), (f.flags & ~O_CLOEXEC) | O_NOCTTY | create, 0600);
+    int fd = f.deleted < 0 && !f.eventfd ? restart_stdio(f) : -1;
+    if (f.eventfd) {
+      // One eventfd for every holder, with the saved counter (a write: it may exceed eventfd()'s unsigned
+      // int initial value). Inherited like the files below; each process's fd plugin takes it.
+      fd = eventfd(0, (f.flags & O_NONBLOCK ? EFD_NONBLOCK : 0) | (f.efd_semaphore ? EFD_SEMAPHORE : 0));
+      if (fd >= 0 && f.efd_count > 0 && write(fd, &f.efd_count, sizeof f.efd_count) != sizeof f.efd_count) {
+        fprintf(stderr, "revive restart: cannot set a shared eventfd's counter: %s\n", strerror(errno));
+        close(fd);
+        fd = -1;
+      }
+    } else if (fd < 0) {
+      fd = open(path.c_str(), (f.flags & ~O_CLOEXEC) | O_NOCTTY | create, 0600);
+    }
     if (fd < 0) continue;
     if (fd != g_share_base + int(g)) {
       if (dup3(fd, g_share_base + int(g), 0) < 0)
