@@ -101,8 +101,13 @@ def wait_running(port, ck, n, phase, timeout=60, env=None):
 
 def pingpong_cmd(argv, port, n):
     util, opts = argv[0], " ".join(argv[1:])
-    return ("%s %s -p %d -n %d > srv.out 2> srv.err & sleep 0.3; %s %s -p %d -n %d 127.0.0.1 > cli.out 2> cli.err;"
-            " c=$?; wait $!; s=$?; echo \"server $s client $c\" > status.out" % (util, opts, port, n, util, opts, port, n))
+    # The client gives up at once ("Couldn't connect") when the server does not listen yet: the server
+    # sets its device up first (ibv_srq_pingpong: 16 QPs), which took more than a fixed 0.3 s in a loaded
+    # CI run (2026-11-28: the server then waited for ever, "the restored job did not finish"). The client
+    # starts when `ss` shows the listener, as for fi_pingpong below.
+    return ("%s %s -p %d -n %d > srv.out 2> srv.err & for i in $(seq 200); do ss -ltnH \"sport = :%d\" | grep -q . && break;"
+            " sleep 0.05; done; %s %s -p %d -n %d 127.0.0.1 > cli.out 2> cli.err;"
+            " c=$?; wait $!; s=$?; echo \"server $s client $c\" > status.out" % (util, opts, port, n, port, util, opts, port, n))
 
 
 def fipingpong_cmd(argv, port, n):
