@@ -79,26 +79,11 @@ REVIVE_FORK_PATH pid_t tree_fork() {
   // and its exit would end the coordinator.
   if (revive::inject::coord_wait_connected) revive::inject::coord_wait_connected(30000);
   const bool coord = revive::inject::coord_configured && revive::inject::coord_configured();
-  if (!coord && !revive::vpid::active()) {
-    pid_t pid = real();
-    if (pid == 0) {
-      revive::vpid::after_fork_child();
-      revive::proctree::inflight_reset_in_child(-1);
-      if (revive::inject::after_fork_child) revive::inject::after_fork_child();
-    }
-    return pid;
-  }
-  // Lazy join: fork() returns at once in both, the child joins later (docs/process-trees.md). Under a
-  // virtual-pid table too (since 2026-11-28), when we may read our children's memory: the rare child
-  // whose kernel pid the table names takes another id, which we read from it (vpid::child_id). Not
-  // without a free slot (the checkpoint could not find the child).
   const bool table = revive::vpid::active();
-  const bool may_lazy = coord && (!table || revive::vpid::may_read_children()) &&
-                        revive::inject::after_fork_child_lazy && revive::inject::lazy_join_possible &&
-                        revive::inject::lazy_join_possible();
-  if (!coord && revive::vpid::may_read_children()) {
-    // A table, no coordinator (a lone restored process, a standalone interval): nothing to join, only
-    // the child's id to learn, and that only when the table names its kernel pid.
+  if (!coord && (!table || revive::vpid::may_read_children())) {
+    // No coordinator (a lone process under LD_PRELOAD, a restored one, a standalone interval): nothing
+    // to join. Under a table only the child's id is to learn, and only when the table names its kernel
+    // pid (child_id keeps errno).
     pid_t pid = real();
     if (pid == 0) {
       revive::vpid::after_fork_child();
@@ -106,13 +91,15 @@ REVIVE_FORK_PATH pid_t tree_fork() {
       if (revive::inject::after_fork_child) revive::inject::after_fork_child();
       return 0;
     }
-    if (pid > 0 && !revive::vpid::keeps_kernel_id(pid)) {
-      const int saved = errno;
-      pid = revive::vpid::child_id(pid);
-      errno = saved;
-    }
-    return pid;
+    return pid > 0 && table && !revive::vpid::keeps_kernel_id(pid) ? revive::vpid::child_id(pid) : pid;
   }
+  // Lazy join: fork() returns at once in both, the child joins later (docs/process-trees.md). Under a
+  // virtual-pid table too (since 2026-11-28), when we may read our children's memory: the rare child
+  // whose kernel pid the table names takes another id, which we read from it (vpid::child_id). Not
+  // without a free slot (the checkpoint could not find the child).
+  const bool may_lazy = coord && (!table || revive::vpid::may_read_children()) &&
+                        revive::inject::after_fork_child_lazy && revive::inject::lazy_join_possible &&
+                        revive::inject::lazy_join_possible();
   if (may_lazy) {
     revive::proctree::users_enter();
     // Children of earlier forks that answered give their slots back; those that ended only when slots
