@@ -173,6 +173,29 @@ def digest(path):
         return hashlib.sha256(f.read()).hexdigest()[:16]
 
 
+def proc_states(d):
+    """What every process of the machine that runs in or below d (or is revive's) is doing: a hang's report."""
+    lines = []
+    for pid in sorted(int(x) for x in os.listdir("/proc") if x.isdigit()):
+        try:
+            cwd = os.readlink("/proc/%d/cwd" % pid)
+            cmd = open("/proc/%d/cmdline" % pid, "rb").read().replace(b"\0", b" ").decode(errors="replace")[:160]
+            if not (cwd.startswith(d) or d in cmd):
+                continue
+            st = open("/proc/%d/stat" % pid).read()
+            fields = st[st.rindex(")") + 2:].split()
+            wchan = open("/proc/%d/wchan" % pid).read()
+            stack = ""
+            try:
+                stack = open("/proc/%d/syscall" % pid).read().split()[0]
+            except (OSError, IndexError):
+                pass
+            lines.append("pid %d ppid %s state %s wchan %s syscall %s: %s" % (pid, fields[1], fields[0], wchan, stack, cmd))
+        except (OSError, ValueError):
+            continue
+    return "processes:\n" + ("\n".join(lines) or "(none)")
+
+
 def kill_all(launcher, port):
     """SIGKILL the whole computation at once (the launcher is the program: `revive launch` execs it)."""
     for q in descendants(launcher.pid):
@@ -277,13 +300,15 @@ class Case:
                 if os.listdir(tmp):
                     break
                 time.sleep(0.01)
+        # Bounded below ctest's limit (120 s for the short renamed cases), so that a hang reports what hung.
+        limit = min(90, max(30, 10 * self.ref_secs))
         try:
-            r = run([self.revive, "checkpoint", "--port", str(port), "--ckpt-dir", ck], env=env, timeout=90)
+            r = run([self.revive, "checkpoint", "--port", str(port), "--ckpt-dir", ck], env=env, timeout=limit)
         except subprocess.TimeoutExpired:
             st = run([self.revive, "status", "--port", str(port), "--ckpt-dir", ck], env=env, timeout=30)
             log = open(os.path.join(ck, "coordinator.log")).read() if os.path.exists(os.path.join(ck, "coordinator.log")) else ""
-            fail("%s round %d: checkpoint at %.2fs did not answer in 90s\nstatus: %s\ncoordinator log: %s"
-                 % (self.name, k, t_ck, st.stdout + st.stderr, log[-3000:]))
+            fail("%s round %d: checkpoint at %.2fs did not answer in %ds\nstatus: %s\ncoordinator log: %s\n%s"
+                 % (self.name, k, t_ck, limit, st.stdout + st.stderr, log[-3000:], proc_states(d)))
         if r.returncode != 0:
             fail("%s round %d: checkpoint at %.2fs: %s" % (self.name, k, t_ck, r.stderr.strip()))
         # Let the program change its files after the checkpoint, then kill everything at once.
@@ -299,11 +324,24 @@ class Case:
             tmpl = ("ip netns exec {host} unshare -m --propagation private sh -c "
                     "'mount -t tmpfs tmpfs %s && exec \"$0\" \"$@\"' {cmd}" % os.path.join(d, "nodetmp"))
             restart = [self.revive, "restart", "--port", str(port), "--hosts", hosts[1], "--launcher", tmpl, ck]
-        with open(os.path.join(d, "stdout"), "ab") as out:
-            rr = subprocess.run(restart, cwd=d, env=env, stdout=out, stderr=subprocess.PIPE, text=True, timeout=300)
-        if rr.returncode != 0:
+        limit = min(240, max(40, 10 * self.ref_secs))
+        rerr = os.path.join(d, "restart.stderr")
+        with open(os.path.join(d, "stdout"), "ab") as out, open(rerr, "w") as err:
+            rp = subprocess.Popen(restart, cwd=d, env=env, stdout=out, stderr=err)
+            try:
+                rc = rp.wait(timeout=limit)
+            except subprocess.TimeoutExpired:
+                states = proc_states(d)
+                st = run([self.revive, "status", "--port", str(port), "--ckpt-dir", ck], env=env, timeout=30)
+                rp.kill()
+                kill_all(rp, port)
+                fail("%s round %d (checkpoint at %.2fs): restart not done after %ds\nrestart's stderr: %s\n"
+                     "program's stderr: %s\nstatus: %s\n%s"
+                     % (self.name, k, t_ck, limit, open(rerr).read()[-3000:], open(os.path.join(d, "stderr")).read()[-1500:],
+                        st.stdout + st.stderr, states))
+        if rc != 0:
             fail("%s round %d (checkpoint at %.2fs): restart exited %d: %s\nprogram's stderr: %s"
-                 % (self.name, k, t_ck, rr.returncode, rr.stderr[-1500:], open(os.path.join(d, "stderr")).read()[-1500:]))
+                 % (self.name, k, t_ck, rc, open(rerr).read()[-1500:], open(os.path.join(d, "stderr")).read()[-1500:]))
         got = (self.result(d), {f: digest(os.path.join(d, f)) for f in files})
         if got != self.ref:
             fail("%s round %d (checkpoint at %.2fs): result differs from the uninterrupted run:\n%r\nvs\n%r"

@@ -392,6 +392,33 @@ TEST_F(Files, FilesCreatedAfterTheCheckpointAreMovedAsideUnlessOpen) {
   close(keep);
 }
 
+// A symlink the stopped run made after the checkpoint goes aside like a file (python's os.symlink("rw.txt",
+// "sym.new") killed before its rename over sym.txt: the restarted program's own symlink met EEXIST); one that
+// existed at the checkpoint stays, even when it now points nowhere.
+TEST_F(Files, SymlinksMadeAfterTheCheckpointAreMovedAside) {
+  g_files.root = true;
+  g_files.local[0] = '\0';
+  std::string w = dir_ + "/worksym";
+  mkdir(w.c_str(), 0700);
+  put(w + "/rw.txt", "data");
+  ASSERT_EQ(symlink("rw.txt", (w + "/old.lnk").c_str()), 0);
+  ASSERT_EQ(chdir(w.c_str()), 0);
+  std::string sec = save();
+  struct timespec pause = {0, 20 * 1000 * 1000};
+  nanosleep(&pause, nullptr);
+  ASSERT_EQ(symlink("rw.txt", (w + "/sym.new").c_str()), 0);
+  ASSERT_EQ(symlink("gone", (w + "/dangling.new").c_str()), 0);
+  ASSERT_EQ(unlink((w + "/rw.txt").c_str()), 0);  // old.lnk now dangles: still the checkpoint's link
+  ASSERT_EQ(restore(sec), 0);
+  struct stat st;
+  EXPECT_NE(lstat((w + "/sym.new").c_str(), &st), 0) << "a symlink made after the checkpoint stayed";
+  EXPECT_NE(lstat((w + "/dangling.new").c_str(), &st), 0);
+  EXPECT_EQ(lstat((w + "/.revive-displaced/sym.new").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  EXPECT_EQ(lstat((w + "/.revive-displaced/dangling.new").c_str(), &st), 0);
+  EXPECT_EQ(lstat((w + "/old.lnk").c_str(), &st), 0) << "the checkpoint's symlink was moved";
+}
+
 TEST_F(Files, DamagedSectionsAreRefusedWithAReason) {
   std::string p = dir_ + "/out";
   put(p, "0123456789");

@@ -1,11 +1,11 @@
 // files plugin: files the killed run created after the checkpoint. A restart goes back to the checkpoint,
 // but the files the computation created after it are still there -- make's half-written f26.o, created
 // by an `as` that was killed, is newer than f26.c, so the restarted make skips it and the link fails.
-// The launch root lists its working directory's regular files at checkpoint time, and so does every
+// The launch root lists its working directory's regular files (and symlinks) at checkpoint time, and so does every
 // other process of the launch whose working directory lies below the launch's (make -C sub; a child
 // that chdir'ed into its own work area; each such process lists its own, so several may list one
 // directory, and at restore the first to look moves a file aside); at restore, a regular
-// file there that is not in the list and was born (statx btime) after the listing is moved into
+// file (or symlink) there that is not in the list and was born (statx btime) after the listing is moved into
 // DIR/.revive-displaced/ (renamed, never deleted: it may be a user's file) with a warning naming both
 // paths. REVIVE_FILES_AFTER=keep turns this off. Files that existed at the checkpoint and were changed
 // after it without being open at the checkpoint come back from their pre-images (files_pre.cpp).
@@ -85,11 +85,14 @@ bool open_anywhere(dev_t dev, ino_t ino) {
   return found;
 }
 
-bool regular_at(int dirfd, const struct dirent64* d) {
-  if (d->d_type == DT_REG) return true;
+// A regular file or a symbolic link: the names the listing keeps and the sweep moves. A symlink the stopped
+// run made after the checkpoint (`ln -s`, python's os.symlink before renaming it over a file) blocks the
+// restarted program's own symlink() of that name with EEXIST, as a leftover regular file shadows a rebuild.
+bool listable_at(int dirfd, const struct dirent64* d) {
+  if (d->d_type == DT_REG || d->d_type == DT_LNK) return true;
   if (d->d_type != DT_UNKNOWN) return false;
   struct stat st;
-  return fstatat(dirfd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+  return fstatat(dirfd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode));
 }
 
 // Whether `path` lies strictly below directory `dir` (both absolute, no trailing '/' but for "/").
@@ -140,7 +143,7 @@ int files_list_cwd(Out& out) {
   size_t used = 0;
   bool full = false;
   files_each_dirent(dir, g_dents, sizeof g_dents, [&](const struct dirent64* d) {
-    if (!regular_at(dir, d)) return true;
+    if (!listable_at(dir, d)) return true;
     uint32_t n = uint32_t(strlen(d->d_name));
     if (used + sizeof n + n > sizeof g_list) {
       full = true;
@@ -193,7 +196,7 @@ int files_displace(In& in, const FileEntry& e, const char* dir, char* msg, size_
   if (dfd < 0) return 0;  // the directory is not here (another host without it): nothing to move
   int aside = -1;
   files_each_dirent(dfd, g_dents, sizeof g_dents, [&](const struct dirent64* d) {
-    if (!regular_at(dfd, d) || listed(d->d_name)) return true;
+    if (!listable_at(dfd, d) || listed(d->d_name)) return true;
     struct statx sx;
     if (syscall(SYS_statx, dfd, d->d_name, AT_SYMLINK_NOFOLLOW, STATX_BTIME | STATX_INO, &sx) != 0 ||
         !(sx.stx_mask & STATX_BTIME))
