@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 
+#include "cli/below_watch.h"
 #include "cli/ckpt_signal.h"
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -91,12 +92,15 @@ void SayRestartFailure(const Target& t) {
 // or crashed while reading its image, with no report), the coordinator would wait for it: for ever at the
 // restart barrier, or 30 s for a failed restart's latecomer (and a retry with it). Tell the coordinator,
 // which decides by its state (coord/server.cpp, kKill with gone=1): a process that came back and then
-// exited is nobody's business. Best effort: no coordinator, nothing to tell.
+// exited is nobody's business. Best effort: no coordinator, nothing to tell. code < 0: a process that is not
+// our child (below a tree's root, BelowWatch): its status is its parent's to read.
 void TellEnded(const Target& t, uint64_t upid, pid_t pid, int code) {
   ScopedClient sc;
   if (!ConnectCli(t, 1000, &sc.c).ok()) return;
   std::string why = "process upid " + std::to_string(upid) + " (pid " + std::to_string(pid) + ") ended " +
-                    (code > 128 ? "by signal " + std::to_string(code - 128) : "with status " + std::to_string(code)) +
+                    (code < 0     ? std::string("(below the tree's root: its status went to its parent)")
+                     : code > 128 ? "by signal " + std::to_string(code - 128)
+                                  : "with status " + std::to_string(code)) +
                     " before it was restored";
   coord::FrameBuilder k(sc.c.tx_buffer(), coord::Client::kTxCap, coord::kKill, sc.c.next_seq());
   k.add_u64("upid", upid).add("why", why.c_str()).add("gone", "1");
@@ -401,8 +405,9 @@ int Restart(const RestartArgs& a) {
   auto body = [&]() -> int {
     std::vector<pid_t> kids;
     std::vector<size_t> which;  // image index of each of kids
+    std::vector<proctree::TreeMember> below;  // the tree's other processes: watched, not waited for
     // As the recorded process tree, pids included (docs/process-trees.md); we wait for its roots.
-    Status st = proctree::StartRestorers(plan.images, exec_image, &kids, &which);
+    Status st = proctree::StartRestorers(plan.images, exec_image, &kids, &which, &below);
     if (st.IsAlreadyExists() && !in_ns) return kPidTaken;
     if (!st.ok()) return Fail(st.message());
     // --lazy: the mapped chunks' checksums are checked beside the computation (lazy_verify.h); a damaged
@@ -417,9 +422,14 @@ int Restart(const RestartArgs& a) {
     // Exit status: the first root (manifest order) that did not exit 0, else 0. Signals as 128+sig. A
     // host's part also reports each root's status, so `revive restart --hosts` applies the same rule over
     // all hosts' roots.
+    // A process below a root that dies before it is back: told like a root (below_watch.h).
+    auto watch = std::make_unique<BelowWatch>(std::move(below), [&t, &plan](const proctree::TreeMember& m) {
+      TellEnded(t, plan.upids[m.index], m.pid, -1);
+    });
     std::vector<int> codes = WaitEachServing(kids, [&](size_t k, int code) {
       if (code != 0) TellEnded(t, plan.upids[which[k]], kids[k], code);
     });
+    watch.reset();
     verifier.reset();
     std::vector<RootStatus> roots;
     for (size_t k = 0; k < kids.size(); k++) roots.push_back({plan.pos[which[k]], codes[k]});

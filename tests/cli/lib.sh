@@ -39,3 +39,38 @@ checkpoint_and_kill() {
   wait "$1" 2>/dev/null || true
   pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
 }
+# A restart through the wrapper $tmp/wrap.sh (which SIGKILLs one restorer $1 s in) must fail within 15 s
+# (timed from its start: a wait for a previous restart's coordinator counts) and say "the restart was
+# ended: <$2>" (a grep pattern); $3 names the case in failures. Sets $took (seconds).
+restart_must_end() {
+  local die=$1 pattern=$2 what=$3 rc start
+  start=$(date +%s.%N)
+  set +e
+  DIE_AFTER=$die REVIVE_RESTART_BIN=$tmp/wrap.sh timeout 30 "$rv" restart --port "$port" "$ck" >/dev/null 2>"$tmp/ended.err"
+  rc=$?
+  set -e
+  took=$(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $start}")
+  [ "$rc" != 124 ] || { cat "$tmp/ended.err"; tail -20 "$ck/coordinator.log"; fail "$what (killed after $die s) waited for ever (30 s timeout)"; }
+  [ "$rc" != 0 ] || fail "$what (killed after $die s) succeeded although a process was killed"
+  awk "BEGIN{exit !($took < 15)}" || { cat "$tmp/ended.err"; fail "$what (killed after $die s) took $took s (waited for the previous coordinator?)"; }
+  grep -q "the restart was ended: $pattern" "$tmp/ended.err" ||
+    { cat "$tmp/ended.err"; tail -20 "$ck/coordinator.log"; fail "$what (killed after $die s) does not name the killed process"; }
+}
+# Writes $tmp/wrap.sh, a stand-in for revive-restart ($rr) that, for the process whose pid at the checkpoint
+# was $1, sleeps $DIE_AFTER s and dies of SIGKILL before it restores anything (no report); the others run
+# $rr. Sets $kimg and $kupid: that process's image name and upid in the newest manifest of $ck.
+make_kill_wrapper() {
+  local man
+  man=$(ls -d "$ck"/ckpt-*/MANIFEST.json | sort -V | tail -1)
+  read -r kimg kupid < <(python3 -c 'import json, sys
+m = json.load(open(sys.argv[1]))
+p = [p for p in m["processes"] if int(p["pid"]) == int(sys.argv[2])][0]
+print(p["image"], p["upid"])' "$man" "$1")
+  cat >"$tmp/wrap.sh" <<WRAP
+#!/bin/sh
+for a; do last=\$a; done
+case "\$last" in */$kimg) sleep \$DIE_AFTER; kill -9 \$\$;; esac
+exec "$rr" "\$@"
+WRAP
+  chmod +x "$tmp/wrap.sh"
+}

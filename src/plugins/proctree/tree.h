@@ -164,8 +164,14 @@ Status CheckTidsFree(const TreePlan& plan);
 // normally. Returns the roots' pids in roots_out (same order as plan.roots).
 // With `table` (virtual pids, exact_pids false), every process of the skeleton registers (recorded pid,
 // its kernel pid), and (recorded zombie pid, kernel pid) for its zombies, before it reports.
+// `below` (if given) gets every process of the tree but the roots, with its kernel pid.
+struct TreeMember {
+  size_t index;  // plan (image) index
+  pid_t pid;     // its pid now (the kernel's, in the caller's pid namespace)
+};
 Status SpawnTree(const TreePlan& plan, bool exact_pids, const std::function<void(size_t)>& exec_image,
-                 std::vector<pid_t>* roots_out, vpid::Table* table = nullptr);
+                 std::vector<pid_t>* roots_out, vpid::Table* table = nullptr,
+                 std::vector<TreeMember>* below = nullptr);
 
 // Virtual pids (tree_vpid.cpp): whether REVIVE_VPID=1 asks for them, and the shared table.
 bool WantVirtualPids();
@@ -210,7 +216,10 @@ namespace revive::proctree {
 // taken or pids cannot be chosen, with a warning), else each as a plain child of the caller.
 // exec_image(i) runs in the new process and must not return. *waited gets the caller's children and
 // *which the image index of each (the tree's roots; the others are reaped by their restored parents).
+// *below (if given) gets the others: the processes below the roots, whose restorers are not the caller's
+// children (`revive restart` watches them with pidfds: one that dies before it is back ends the restart).
 Status StartRestorers(const std::vector<std::string>& images, const std::function<void(size_t)>& exec_image,
-                      std::vector<pid_t>* waited, std::vector<size_t>* which);
+                      std::vector<pid_t>* waited, std::vector<size_t>* which,
+                      std::vector<TreeMember>* below = nullptr);
 
 }  // namespace revive::proctree

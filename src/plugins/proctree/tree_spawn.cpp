@@ -61,11 +61,12 @@ bool register_vpid(uint32_t recorded, pid_t real) {
 struct Report {
   uint32_t pid;
   uint32_t ok;
-  int32_t err;  // why it failed (errno), 0 if ok
+  int32_t err;     // why it failed (errno), 0 if ok
+  uint32_t index;  // the reporting process's plan index (when ok)
 };
 
-void report(uint32_t pid, bool ok, int err = 0) {
-  Report r = {pid, ok ? 1u : 0u, err};
+void report(uint32_t pid, bool ok, int err = 0, uint32_t index = 0) {
+  Report r = {pid, ok ? 1u : 0u, err, index};
   while (write(g_sync.ready[1], &r, sizeof r) < 0 && errno == EINTR) {
   }
 }
@@ -244,7 +245,7 @@ int shm_floor(const TreePlan& plan) {
     if (r == 0) become(plan, size_t(c), exact, exec_image);
     if (r < 0) die("child", plan.procs[size_t(c)].pid, t, int(-r));
   }
-  report(uint32_t(getpid()), true);
+  report(uint32_t(getpid()), true, 0, uint32_t(i));
   close(g_sync.ready[1]);
   char c;
   while (read(g_sync.go[0], &c, 1) < 0 && errno == EINTR) {
@@ -290,7 +291,7 @@ long fork_root(const TreePlan& plan, int r, bool exact, const std::function<void
 void SetStandInParents(bool on) { g_stand_in_parents = on; }
 
 Status SpawnTree(const TreePlan& plan, bool exact_pids, const std::function<void(size_t)>& exec_image,
-                 std::vector<pid_t>* roots_out, vpid::Table* table) {
+                 std::vector<pid_t>* roots_out, vpid::Table* table, std::vector<TreeMember>* below) {
   g_vtab = exact_pids ? nullptr : table;
   if (pipe2(g_sync.ready, O_CLOEXEC) != 0 || pipe2(g_sync.go, O_CLOEXEC) != 0)
     return Status::FromErrno("pipe", errno);
@@ -343,6 +344,9 @@ Status SpawnTree(const TreePlan& plan, bool exact_pids, const std::function<void
       break;
     }
     made.push_back(pid_t(r.pid));
+    if (below && r.index < plan.procs.size() &&
+        std::find(plan.roots.begin(), plan.roots.end(), int(r.index)) == plan.roots.end())
+      below->push_back({size_t(r.index), pid_t(r.pid)});
     ++k;
   }
   close(g_sync.ready[0]);
@@ -355,6 +359,7 @@ Status SpawnTree(const TreePlan& plan, bool exact_pids, const std::function<void
       }
     }
     roots_out->clear();
+    if (below) below->clear();
   }
   close(g_sync.go[1]);  // EOF: the whole tree exists, every process execs its restorer
   return s;

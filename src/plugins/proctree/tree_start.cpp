@@ -30,12 +30,13 @@ Status SpawnFlat(size_t n, const std::function<void(size_t)>& exec_image, std::v
 }
 
 // Virtual pids: the tree with new pids, each process told its recorded one through the shared table.
-Status SpawnVirtual(const TreePlan& plan, const std::function<void(size_t)>& exec_image, std::vector<pid_t>* roots) {
+Status SpawnVirtual(const TreePlan& plan, const std::function<void(size_t)>& exec_image, std::vector<pid_t>* roots,
+                    std::vector<TreeMember>* below) {
   static VpidTable table;  // mapped until we exit (the processes of the skeleton inherit the mapping)
   Status s = CreateVpidTable(&table);
   if (!s.ok()) return s;
   setenv(vpid::kEnv, table.path.c_str(), 1);  // inherited by every restorer, handed to its engine
-  s = SpawnTree(plan, false, exec_image, roots, &table.table);
+  s = SpawnTree(plan, false, exec_image, roots, &table.table, below);
   unsetenv(vpid::kEnv);
   return s;
 }
@@ -78,7 +79,7 @@ bool WantsPidNamespace(const std::vector<std::string>& images, std::string* why)
 }
 
 Status StartRestorers(const std::vector<std::string>& images, const std::function<void(size_t)>& exec_image,
-                      std::vector<pid_t>* waited, std::vector<size_t>* which) {
+                      std::vector<pid_t>* waited, std::vector<size_t>* which, std::vector<TreeMember>* below) {
   TreePlan plan;
   Status s = PlanTree(images, &plan);
   if (s.IsNotFound()) return SpawnFlat(images.size(), exec_image, waited, which);
@@ -92,7 +93,7 @@ Status StartRestorers(const std::vector<std::string>& images, const std::functio
   };
   // Pids that cannot be chosen here (docs/process-trees.md "Virtual pids"): new pids, old ids seen.
   if (WantVirtualPids() || !HasPidPrivilege() || HasFreshIds(plan)) {
-    s = SpawnVirtual(plan, exec_image, &roots);
+    s = SpawnVirtual(plan, exec_image, &roots, below);
     take_roots();
     return s;
   }
@@ -108,7 +109,7 @@ Status StartRestorers(const std::vector<std::string>& images, const std::functio
     if (exact_only) return s;
     fprintf(stderr, "revive restart: warning: %s; restoring with new pids, the old ones kept as virtual ids\n",
             s.message().c_str());
-    s = SpawnVirtual(plan, exec_image, &roots);
+    s = SpawnVirtual(plan, exec_image, &roots, below);
     take_roots();
     return s;
   }
@@ -116,7 +117,7 @@ Status StartRestorers(const std::vector<std::string>& images, const std::functio
   // that thread gets a new id; said, naming the tid and the image.
   if (Status t = CheckTidsFree(plan); !t.ok())
     fprintf(stderr, "revive restart: warning: %s; that thread comes back with a new tid\n", t.message().c_str());
-  s = SpawnTree(plan, true, exec_image, &roots);
+  s = SpawnTree(plan, true, exec_image, &roots, nullptr, below);
   // The kernel refused to choose pids (EPERM: no privilege over this pid namespace; ENOSYS: clone3
   // filtered out, as where user namespaces are disabled by seccomp; EEXIST: a pid was taken between the
   // check above and clone3, and the half-made tree was taken down): virtual pids.
@@ -125,7 +126,7 @@ Status StartRestorers(const std::vector<std::string>& images, const std::functio
                                    (s.IsAlreadyExists() && !exact_only))) {
     if (getenv("REVIVE_LOG") && atoi(getenv("REVIVE_LOG")) >= 1)
       fprintf(stderr, "revive restart: %s; restoring with virtual pids\n", s.message().c_str());
-    s = SpawnVirtual(plan, exec_image, &roots);
+    s = SpawnVirtual(plan, exec_image, &roots, below);
   }
   take_roots();
   return s;
