@@ -259,6 +259,18 @@ int backlog_accept(uint64_t gen, char* msg, size_t cap);  // save, listener side
 int backlog_join(uint64_t gen, Chan& c, char* msg, size_t cap);  // save, client side, per kOutside entry
 int backlog_transfer(char* msg, size_t cap);               // save, after the drain
 int backlog_reconnect(char* msg, size_t cap);              // resume / reconnect
+// Listener ports another program took (chan_portmap.cpp). portmap_virtual: the program's port of listener c
+// when an earlier restart moved it (0: its own). portmap_note: relisten put the listener at fd on port
+// `real` for the program's `virt`. portmap_publish (reconnect, first): every restored TCP listener says
+// where its program's port listens now. portmap_load (refill): this host's moved ports, for connect().
+// portmap_retarget (a restored process's reconnect, after its publish): `to`, an address of this host, gets
+// the port its listener listens on now (waits up to 10 s for that listener's publish; false, `to` left,
+// when `to` is not this host's, outside a restart's reconnect, or nothing was published).
+uint16_t portmap_virtual(const Chan& c);
+void portmap_note(int fd, uint16_t virt, uint16_t real);
+int portmap_publish(uint64_t gen, char* msg, size_t cap);
+int portmap_load(uint64_t gen);
+bool portmap_retarget(sockaddr_storage* to);
 
 // chan_shared.cpp: a socket (one inode: a socket has a single open file description) may sit at several
 // numbers of one process (dup) and in several processes (inherited across fork and exec). Exactly one

@@ -290,7 +290,10 @@ int backlog_reconnect(char* msg, size_t cap) {
     int want = int(2 * c.rx.len + (1 << 16));
     if (setsockopt(s, SOL_SOCKET, SO_SNDBUFFORCE, &want, sizeof want) != 0)
       setsockopt(s, SOL_SOCKET, SO_SNDBUF, &want, sizeof want);
-    if (connect(s, reinterpret_cast<sockaddr*>(&c.peer), c.peer_len) != 0) {
+    // The listener's port may have been taken meanwhile, the listener moved (chan_portmap.cpp).
+    sockaddr_storage to = c.peer;
+    portmap_retarget(&to);
+    if (connect(s, reinterpret_cast<sockaddr*>(&to), c.peer_len) != 0) {
       int e = errno;
       close(s);
       return fail(msg, cap, c, "cannot connect to the listener again", e);

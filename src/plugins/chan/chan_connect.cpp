@@ -253,10 +253,32 @@ namespace {
 
 // A listening socket binds its old name again (bind_again).
 int relisten(Chan& c, char* msg, size_t cap) {
+  const bool inet = c.family == AF_INET || c.family == AF_INET6;
+  auto port_of = [](const sockaddr_storage& a) {
+    return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);  // sin6_port sits at the same offset
+  };
+  auto set_port = [](sockaddr_storage* a, uint16_t p) { reinterpret_cast<sockaddr_in*>(a)->sin_port = htons(p); };
+  // The program's port: the one it listened on, or the one an earlier restart moved it from.
+  const uint16_t virt = inet ? (portmap_virtual(c) ? portmap_virtual(c) : port_of(c.local)) : 0;
   int s = socket(c.family, c.type | SOCK_CLOEXEC, 0);
   if (s < 0) return err(msg, cap, c, "socket", errno);
   const sockaddr_un& un = reinterpret_cast<const sockaddr_un&>(c.local);
-  bool bound = bind_again(c, s);
+  bool bound = false;
+  if (inet && virt != port_of(c.local)) {
+    // Moved by an earlier restart: its own port first (free again, the translation ends), no waiting.
+    sockaddr_storage own = c.local;
+    set_port(&own, virt);
+    int one = 1;
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (c.family == AF_INET6) setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &c.v6only, sizeof c.v6only);
+    bound = bind(s, reinterpret_cast<const sockaddr*>(&own), c.local_len) == 0;
+    if (!bound) {
+      close(s);
+      s = socket(c.family, c.type | SOCK_CLOEXEC, 0);
+      if (s < 0) return err(msg, cap, c, "socket", errno);
+    }
+  }
+  if (!bound) bound = bind_again(c, s);
   if (!bound && errno == EADDRNOTAVAIL && (c.family == AF_INET || c.family == AF_INET6)) {
     // The address it was bound to is not on this host any more: an interface that went away (a bridge
     // of another job, a VPN) or a restart on another host. UCX and libfabric's tcp provider listen on
@@ -276,6 +298,30 @@ int relisten(Chan& c, char* msg, size_t cap) {
       plugins::warn(line);
     }
   }
+  if (!bound && errno == EADDRINUSE && inet && inject::coord_configured()) {
+    // Another program holds the port (chan_portmap.cpp): a new port of the same address; the
+    // computation's connects to the program's port on this host are sent there.
+    close(s);
+    s = socket(c.family, c.type | SOCK_CLOEXEC, 0);
+    if (s < 0) return err(msg, cap, c, "socket", errno);
+    sockaddr_storage fresh = c.local;
+    set_port(&fresh, 0);
+    bound = bind_again(c, s, &fresh);
+    if (bound && listen(s, SOMAXCONN) == 0) {
+      sockaddr_storage now{};
+      socklen_t l = sizeof now;
+      getsockname(s, reinterpret_cast<sockaddr*>(&now), &l);
+      char line[300];
+      plugins::Msg(line, sizeof line).s("fd ").i(c.fd).s(": port ").u(virt).s(" is taken by another program; ")
+          .s("listening on port ").u(port_of(now)).s(" instead (the computation's connects to port ").u(virt)
+          .s(" on this host are sent there; a process exec'd later does not know)");
+      plugins::warn(line);
+      if (int rc = place(c, s, msg, cap)) return rc;
+      portmap_note(c.fd, virt, port_of(now));
+      return 0;
+    }
+    errno = EADDRINUSE;
+  }
   if (!bound || listen(s, SOMAXCONN) != 0) {
     int e = errno;
     close(s);
@@ -286,7 +332,22 @@ int relisten(Chan& c, char* msg, size_t cap) {
     else m.s("port ").u(ntohs(reinterpret_cast<const sockaddr_in&>(c.local).sin_port));
     return err(msg, cap, c, what, e);
   }
-  return place(c, s, msg, cap);
+  if (int rc = place(c, s, msg, cap)) return rc;
+  if (inet) {
+    sockaddr_storage now{};
+    socklen_t l = sizeof now;
+    if (getsockname(c.fd, reinterpret_cast<sockaddr*>(&now), &l) == 0) {
+      portmap_note(c.fd, virt, port_of(now));
+      if (port_of(now) != virt) {
+        char line[300];
+        plugins::Msg(line, sizeof line).s("fd ").i(c.fd).s(": port ").u(virt).s(" is still taken by another program; ")
+            .s("listening on port ").u(port_of(now)).s(" again (the computation's connects to port ").u(virt)
+            .s(" on this host are sent there)");
+        plugins::warn(line);
+      }
+    }
+  }
+  return 0;
 }
 
 // The peer left the computation (killed during a checkpoint that then failed): nothing can be rebuilt
@@ -494,6 +555,7 @@ int rebuild_half_closed(uint64_t gen, char* msg, size_t cap) { return rebuild(ge
 
 int reconnect(uint64_t gen, char* msg, size_t cap) {
   // Everything others wait for is published before this process waits for anything.
+  if (int rc = portmap_publish(gen, msg, cap)) return rc;
   if (int rc = udp_publish(gen, msg, cap)) return rc;
   if (int rc = shares_listen(gen, msg, cap)) return rc;
   if (int rc = pipes_listen(gen, msg, cap)) return rc;

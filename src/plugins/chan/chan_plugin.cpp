@@ -104,7 +104,10 @@ int on_drain(uint64_t gen, char* msg, size_t cap) {
   return drain(gen, msg, cap);
 }
 
-int on_refill(uint64_t, char* msg, size_t cap) { return refill(true, msg, cap); }
+int on_refill(uint64_t gen, char* msg, size_t cap) {
+  portmap_load(gen);  // every listener published in reconnect: connects from now on reach the moved ones
+  return refill(true, msg, cap);
+}
 
 }  // namespace
 }  // namespace revive::chan

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# port_taken_test.sh REVIVE: a restored TCP listener whose port another program took between the kill and
+# the restart (chan_portmap.cpp). A python3 server listens on port $lport and forks a client that opens a
+# new connection to 127.0.0.1:$lport for every request (60 requests, 0.1 s apart); both log what they saw.
+# Checkpointed, killed; another program (the holder: it answers "HOLDER" and counts its connections) takes
+# the port; restarted: the restart must go on (saying which port it listens on instead), checkpointed again
+# and killed while the holder still has the port, restarted again. Both logs must equal an uninterrupted
+# run's byte for byte, and the holder must have had no connection of the computation. The restart used to
+# fail with "cannot listen again on port".
+set -euo pipefail
+rv=$(realpath "$1")
+source "$(dirname "$0")/lib.sh"
+cleanup_patterns=("$tmp/prog.py" "$tmp/holder.py")
+cat >"$tmp/prog.py" <<'PROG'
+import os, socket, sys, time
+port, d = int(sys.argv[1]), sys.argv[2]
+srv = socket.socket()
+srv.bind(("0.0.0.0", port))
+srv.listen(16)
+pid = os.fork()
+if pid == 0:
+    srv.close()
+    log = open(os.path.join(d, "client"), "w")
+    for i in range(60):
+        c = socket.create_connection(("127.0.0.1", port))
+        c.sendall(b"%d\n" % i)
+        reply = b""
+        while not reply.endswith(b"\n"):
+            got = c.recv(64)
+            if not got:
+                break
+            reply += got
+        c.close()
+        log.write("%d -> %s\n" % (i, reply.decode().strip()))
+        log.flush()
+        time.sleep(0.1)
+    c = socket.create_connection(("127.0.0.1", port))
+    c.sendall(b"end\n")
+    c.close()
+    os._exit(0)
+log = open(os.path.join(d, "server"), "w")
+total = 0
+while True:
+    conn, _ = srv.accept()
+    data = b""
+    while not data.endswith(b"\n"):
+        got = conn.recv(64)
+        if not got:
+            break
+        data += got
+    if data.strip() == b"end":
+        break
+    n = int(data)
+    total += n
+    conn.sendall(b"%d\n" % (n * n))
+    conn.close()
+    log.write("request %d, total %d\n" % (n, total))
+    log.flush()
+os.waitpid(pid, 0)
+log.write("done\n")
+PROG
+cat >"$tmp/holder.py" <<'HOLD'
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(16)
+print("held", flush=True)
+n = 0
+while True:
+    c, _ = s.accept()
+    n += 1
+    open(sys.argv[2], "w").write("%d\n" % n)
+    c.sendall(b"HOLDER\n")
+    c.close()
+HOLD
+py=/usr/bin/python3; [ -x "$py" ] || py=$(command -v python3)  # not a pyenv shim: its bash and env would be restored too
+mkdir "$tmp/ref" "$tmp/run"
+"$py" "$tmp/prog.py" "$((lport + 1))" "$tmp/ref"
+export REVIVE_LOCAL_DIRS=
+ck=$tmp/ck
+lines() { [ -f "$1" ] && wc -l <"$1" || echo 0; }
+wait_lines() {  # file count: until it has count lines (the program is past that point)
+  for _ in $(seq 200); do [ "$(lines "$1")" -ge "$2" ] && return 0; sleep 0.05; done
+  fail "$1 did not reach $2 lines"
+}
+"$rv" launch --port "$port" --ckpt-dir "$ck" -- "$py" "$tmp/prog.py" "$lport" "$tmp/run" >"$tmp/launch.out" 2>"$tmp/launch.err" &
+launcher=$!
+wait_lines "$tmp/run/client" 10
+"$rv" checkpoint --port "$port" --ckpt-dir "$ck" >"$tmp/ck.out" 2>&1 || { cat "$tmp/ck.out" "$tmp/launch.err"; fail "checkpoint 1"; }
+sleep 0.5
+kill -9 "$launcher" 2>/dev/null || true
+pkill -9 -f "$tmp/prog.py" || true
+wait "$launcher" 2>/dev/null || true
+pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
+# The holder takes the program's port (on 127.0.0.1: where the client connects).
+"$py" "$tmp/holder.py" "$lport" "$tmp/holder.count" >"$tmp/holder.out" 2>&1 &
+for _ in $(seq 100); do [ -s "$tmp/holder.out" ] && break; sleep 0.05; done
+[ -s "$tmp/holder.out" ] || fail "the holder could not take port $lport"
+# Restart 1, checkpointed again 1 s in and killed.
+timeout 60 "$rv" restart --port "$port" "$ck" >"$tmp/restart1.out" 2>"$tmp/restart1.err" &
+r1=$!
+before=$(lines "$tmp/run/client")
+wait_lines "$tmp/run/client" $((before + 8))
+"$rv" checkpoint --port "$port" --ckpt-dir "$ck" >"$tmp/ck2.out" 2>&1 || { cat "$tmp/ck2.out" "$tmp/restart1.err"; fail "checkpoint 2 (after restart 1)"; }
+sleep 0.5
+pkill -9 -f "$tmp/prog.py" || true
+wait "$r1" 2>/dev/null || true
+pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
+# The warning goes where the program's stderr went (its file, restored).
+grep -q "port $lport is taken by another program; listening on port [0-9]* instead" "$tmp/launch.err" ||
+  { cat "$tmp/restart1.err" "$tmp/launch.err"; fail "restart 1 does not say that the port was taken and where it listens"; }
+[ ! -s "$tmp/holder.count" ] || fail "the holder of port $lport got $(cat "$tmp/holder.count") connection(s) of the computation (restart 1)"
+# Restart 2: the holder still has the port; the listener moved again, the client follows.
+timeout 60 "$rv" restart --port "$port" "$ck" >"$tmp/restart2.out" 2>"$tmp/restart2.err" ||
+  { tail -20 "$tmp/restart2.err"; tail -20 "$ck/coordinator.log"; fail "restart 2"; }
+[ ! -s "$tmp/holder.count" ] || fail "the holder of port $lport got $(cat "$tmp/holder.count") connection(s) of the computation (restart 2)"
+grep -q "port $lport is still taken by another program; listening on port [0-9]* again" "$tmp/launch.err" ||
+  { cat "$tmp/launch.err"; fail "restart 2 does not say that the port is still taken"; }
+for f in client server; do
+  cmp "$tmp/ref/$f" "$tmp/run/$f" || { diff "$tmp/ref/$f" "$tmp/run/$f" | head; fail "$f differs after the restarts"; }
+done
+echo "port taken test passed: port $lport held by another program at both restarts; the listener moved ($(grep -o 'listening on port [0-9]*' "$tmp/launch.err" | tr '\n' ' ')), the client's connects followed, logs identical"
