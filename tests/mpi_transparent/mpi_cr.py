@@ -31,7 +31,7 @@ the restart as usual: the restored ranks go through MPI_Init, or end, under the 
 --native-only: only (a), --native-runs times, each run's stdout identical; --cross PROG also runs PROG
 (the same program built for the other MPI) under the other MPI's mpiexec and wants the same stdout.
 """
-import argparse, difflib, json, os, random, re, shutil, signal, subprocess, sys, time
+import argparse, difflib, json, os, random, re, shutil, signal, socket, subprocess, sys, time
 
 _tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(_tests, "cli"))
@@ -268,6 +268,9 @@ def note_tree(every=0.5):
                 SEEN[p] = starttime(p)
 
 
+HELD = []  # (family, port, socket) held by --hold-listeners
+
+
 def cleanup():
     note_tree(0)
     kill_all([o.pid for o in OWNED if o.poll() is None],
@@ -280,6 +283,67 @@ def cleanup():
             os.kill(p, signal.SIGKILL)
         except OSError:
             pass
+
+
+# ---- listeners held by another program (--hold-listeners) ----
+def listening_ports(pids):
+    """The TCP ports these processes listen on: (family, port) from /proc/net/tcp{,6} by socket inode."""
+    inodes = set()
+    for p in pids:
+        try:
+            for fd in os.listdir("/proc/%d/fd" % p):
+                try:
+                    t = os.readlink("/proc/%d/fd/%s" % (p, fd))
+                except OSError:
+                    continue
+                if t.startswith("socket:["):
+                    inodes.add(t[8:-1])
+        except OSError:
+            continue
+    ports = set()
+    for fam, name in ((socket.AF_INET, "/proc/net/tcp"), (socket.AF_INET6, "/proc/net/tcp6")):
+        try:
+            lines = open(name).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if len(f) > 9 and f[3] == "0A" and f[9] in inodes:
+                ports.add((fam, int(f[1].rsplit(":", 1)[1], 16)))
+    return sorted(ports)
+
+
+def hold(ports):
+    """Another program takes each port (this process binds and listens on it; it never accepts)."""
+    held = []
+    for fam, port in ports:
+        s = socket.socket(fam, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if fam == socket.AF_INET6:  # beside the IPv4 holder of the same port, as the job's own were
+            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        try:
+            s.bind(("::" if fam == socket.AF_INET6 else "0.0.0.0", port))
+            s.listen(16)
+            s.setblocking(False)
+            held.append((fam, port, s))
+        except OSError as e:
+            say("hold: port %d (%s): %s" % (port, "v6" if fam == socket.AF_INET6 else "v4", e))
+            s.close()
+    return held
+
+
+def held_connections(held):
+    """How many connections reached the holders (each should have gone to the restored listener)."""
+    n = 0
+    for _, _, s in held:
+        while True:
+            try:
+                c, _ = s.accept()
+                c.close()
+                n += 1
+            except OSError:
+                break
+    return n
 
 
 # ---- MPI ----
@@ -590,6 +654,8 @@ def main():
                     help="PROG uses the application hooks (tests/hooks/progs/hooks_mpi.c): every rank's callbacks "
                          "must have run in the right runs with the right counts (check_hooks)")
     ap.add_argument("--cross", help="with --native-only: the program built for the other MPI, same output wanted")
+    ap.add_argument("--hold-listeners", action="store_true",
+                    help="after each kill, another program takes every TCP port the job listened on, until the end")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     DEADLINE = T0 + a.timeout
@@ -687,6 +753,7 @@ def main():
         if outside:
             say("%s: revive status lists process(es) outside the launched tree: %s"
                 % (phase, ", ".join("%d %s (%s)" % (p, n, comm(p)) for p, n in outside)))
+        ports = listening_ports(tree) if a.hold_listeners else []
         names, left_over = kill_all(roots, [p for p, n in outside if same_prog(p, n)],
                                     [proc.pid, coord_pid] if restored else [coord_pid])
         say("%s: SIGKILL to %d process(es): %s" % (phase, len(names), ", ".join("%d %s" % kv for kv in names.items())))
@@ -704,6 +771,13 @@ def main():
         if not coordinator_gone(a.revive, port, ck, 15):
             pids, cp = status_pids(a, port, ck)
             fail(phase, "the coordinator (pid %s) still answers 15 s after every process died; it lists %s" % (cp, pids))
+        if a.hold_listeners:
+            for _, _, h in HELD:
+                h.close()
+            HELD[:] = hold(ports)
+            say("%s: another program holds the job's listening port(s) %s" % (phase, " ".join(str(p) for _, p, _ in HELD)))
+            if not HELD:
+                fail(phase, "--hold-listeners: no listening port of the job could be held (%s)" % (ports,))
         # Restart.
         phase = "restart %d" % c
         cmd = [os.path.abspath(a.revive), "restart", "--port", str(port)] + \
@@ -733,6 +807,10 @@ def main():
         fail(phase, "revive restart exited %s, the native run %s; stdout has %d of the reference's %d lines"
              % (proc.returncode, rc, got.count(b"\n"), nlines), diff_text(ref_out, got, "reference/stdout", "restored/stdout"))
     compare(a, ref, work, "compare")
+    if a.hold_listeners:
+        n = held_connections(HELD)
+        if n:
+            fail("compare", "%d connection(s) of the restored job reached the programs holding its old ports" % n)
     if a.hooks_events:
         check_hooks(a, ref + ".ev", work + ".ev")
     if not coordinator_gone(a.revive, port, ck, 15):
