@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # port_taken_test.sh REVIVE: a restored TCP listener whose port another program took between the kill and
 # the restart (chan_portmap.cpp). A python3 server listens on port $lport and forks a client that opens a
-# new connection to 127.0.0.1:$lport for every request (60 requests, 0.1 s apart); both log what they saw.
+# new connection to 127.0.0.1:$lport for every request (60 requests, 0.1 s apart; every other one made by
+# a python3 program it execs for it, which starts without revive's table); both log what they saw.
 # Checkpointed, killed; another program (the holder: it answers "HOLDER" and counts its connections) takes
 # the port; restarted: the restart must go on (saying which port it listens on instead), checkpointed again
 # and killed while the holder still has the port, restarted again. Both logs must equal an uninterrupted
@@ -11,8 +12,30 @@ set -euo pipefail
 rv=$(realpath "$1")
 source "$(dirname "$0")/lib.sh"
 cleanup_patterns=("$tmp/prog.py" "$tmp/holder.py")
+cat >"$tmp/ask.py" <<'ASK'
+import socket, sys
+def line(c):
+    """One line from connection c (without its newline; b"" at end of file)."""
+    got = b""
+    while not got.endswith(b"\n"):
+        more = c.recv(64)
+        if not more:
+            break
+        got += more
+    return got.strip()
+def ask(port, i):
+    c = socket.create_connection(("127.0.0.1", port))
+    c.sendall(b"%d\n" % i)
+    reply = line(c)
+    c.close()
+    return reply
+if __name__ == "__main__":
+    sys.stdout.write(ask(int(sys.argv[1]), int(sys.argv[2])).decode())
+ASK
 cat >"$tmp/prog.py" <<'PROG'
-import os, socket, sys, time
+import os, socket, subprocess, sys, time
+sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[0])))
+from ask import ask, line
 port, d = int(sys.argv[1]), sys.argv[2]
 srv = socket.socket()
 srv.bind(("0.0.0.0", port))
@@ -22,16 +45,12 @@ if pid == 0:
     srv.close()
     log = open(os.path.join(d, "client"), "w")
     for i in range(60):
-        c = socket.create_connection(("127.0.0.1", port))
-        c.sendall(b"%d\n" % i)
-        reply = b""
-        while not reply.endswith(b"\n"):
-            got = c.recv(64)
-            if not got:
-                break
-            reply += got
-        c.close()
-        log.write("%d -> %s\n" % (i, reply.decode().strip()))
+        if i % 2:  # a program exec'd for the request (after a restart it starts without revive's table)
+            reply = subprocess.run([sys.executable, os.path.join(os.path.dirname(sys.argv[0]), "ask.py"), str(port), str(i)],
+                                   stdout=subprocess.PIPE, check=True).stdout
+        else:
+            reply = ask(port, i)
+        log.write("%d -> %s\n" % (i, reply.decode()))
         log.flush()
         time.sleep(0.1)
     c = socket.create_connection(("127.0.0.1", port))
@@ -42,13 +61,8 @@ log = open(os.path.join(d, "server"), "w")
 total = 0
 while True:
     conn, _ = srv.accept()
-    data = b""
-    while not data.endswith(b"\n"):
-        got = conn.recv(64)
-        if not got:
-            break
-        data += got
-    if data.strip() == b"end":
+    data = line(conn)
+    if data == b"end":
         break
     n = int(data)
     total += n

@@ -314,7 +314,7 @@ int relisten(Chan& c, char* msg, size_t cap) {
       char line[300];
       plugins::Msg(line, sizeof line).s("fd ").i(c.fd).s(": port ").u(virt).s(" is taken by another program; ")
           .s("listening on port ").u(port_of(now)).s(" instead (the computation's connects to port ").u(virt)
-          .s(" on this host are sent there; a process exec'd later does not know)");
+          .s(" on this host are sent there)");
       plugins::warn(line);
       if (int rc = place(c, s, msg, cap)) return rc;
       portmap_note(c.fd, virt, port_of(now));

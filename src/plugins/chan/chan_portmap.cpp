@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -221,8 +222,42 @@ bool portmap_retarget(sockaddr_storage* to_io) {
   return true;
 }
 
+namespace {
+
+// An image exec'ed after a restart starts without the table: its parent handed the routes down in
+// REVIVE_PORTMAP=<host>;P:Q,P:Q,... (proctree's exec_env.cpp asks revive_chan_portmap_env below). Read
+// at the first connect, by one thread (the others meanwhile see no route), and only on the host it names.
+int g_env_read;  // 0 not yet, 1 being read, 2 done
+
+void routes_from_env() {
+  int expect = 0;
+  if (!__atomic_compare_exchange_n(&g_env_read, &expect, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return;
+  const char* v = getenv("REVIVE_PORTMAP");
+  char tag[64];
+  host_tag(tag, sizeof tag);
+  const size_t tl = strlen(tag);
+  if (v && strncmp(v, tag, tl) == 0 && v[tl] == ';') {
+    read_local_v4();
+    uint32_t n = 0;
+    for (const char* p = v + tl + 1; *p && n < kMaxRoutes;) {
+      uint32_t virt = 0, real = 0;
+      for (; *p >= '0' && *p <= '9'; ++p) virt = virt * 10 + uint32_t(*p - '0');
+      if (*p++ != ':') break;
+      for (; *p >= '0' && *p <= '9'; ++p) real = real * 10 + uint32_t(*p - '0');
+      if (virt && real && virt <= 65535 && real <= 65535 && virt != real) g_routes[n++] = {uint16_t(virt), uint16_t(real)};
+      if (*p != ',') break;
+      ++p;
+    }
+    __atomic_store_n(&g_nroutes, n, __ATOMIC_RELEASE);
+  }
+  __atomic_store_n(&g_env_read, 2, __ATOMIC_RELEASE);
+}
+
+}  // namespace
+
 // The port a connect to (address, port) of this host must reach (0: the one given).
 uint16_t portmap_route(const sockaddr* to, socklen_t len) {
+  if (__atomic_load_n(&g_env_read, __ATOMIC_ACQUIRE) == 0) routes_from_env();
   const uint32_t n = __atomic_load_n(&g_nroutes, __ATOMIC_ACQUIRE);
   if (n == 0 || !to) return 0;
   uint16_t port = 0;
@@ -235,6 +270,19 @@ uint16_t portmap_route(const sockaddr* to, socklen_t len) {
 }
 
 }  // namespace revive::chan
+
+// For proctree's exec wrappers: "REVIVE_PORTMAP=<host>;P:Q,..." of this process's routes (0: none, or no room).
+extern "C" __attribute__((visibility("hidden"))) size_t revive_chan_portmap_env(char* out, size_t cap) {
+  using namespace revive::chan;
+  const uint32_t n = __atomic_load_n(&g_nroutes, __ATOMIC_ACQUIRE);
+  if (n == 0) return 0;
+  char tag[64];
+  host_tag(tag, sizeof tag);
+  revive::plugins::Msg m(out, cap);
+  m.s("REVIVE_PORTMAP=").s(tag).s(";");
+  for (uint32_t k = 0; k < n; ++k) m.s(k ? "," : "").u(g_routes[k].virt).s(":").u(g_routes[k].real);
+  return m.size() + 1 < cap ? m.size() : 0;
+}
 
 VPID_SLOT(int, connect, (int fd, const struct sockaddr* to, socklen_t len))
 // connect(): a TCP connect to a listener of this host that moved to another port goes there (see above).

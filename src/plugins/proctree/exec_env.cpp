@@ -14,6 +14,10 @@
 #include "plugins/vpid/vpid.h"
 
 extern char** environ;
+// chan (weak: plugins do not call each other otherwise): "REVIVE_PORTMAP=..." for an exec'ed image, so it
+// sends connects to the listeners moved at the restart as this process does; 0 when none moved.
+extern "C" size_t revive_chan_portmap_env(char* out, size_t cap) __attribute__((weak));
+constexpr size_t kPortmapEnvMax = 4096;
 
 namespace revive::proctree {
 namespace {
@@ -29,6 +33,8 @@ constexpr char kSyncKey[] = "REVIVE_SPAWN_SYNC_FD";
 // The virtual-pid table is this incarnation's (a restored process's captured environment names the
 // table of an earlier restart, or none): always the one mapped now, or none.
 constexpr char kVpidKey[] = "REVIVE_VPID_TABLE";
+// The listener ports moved at this incarnation's restart (chan_portmap.cpp): always the current ones, or none.
+constexpr char kPortmapKey[] = "REVIVE_PORTMAP";
 
 size_t key_len(const char* e) {
   const char* q = strchr(e, '=');
@@ -75,7 +81,7 @@ char** fixed_env(char* const* envp, int prev_fd, int sync_fd) {
   if (!envp) envp = environ;
   size_t n = 0;
   while (envp[n]) ++n;
-  char** out = static_cast<char**>(calloc(n + kMaxKeep + 10, sizeof(char*)));
+  char** out = static_cast<char**>(calloc(n + kMaxKeep + 12, sizeof(char*)));
   if (!out) return nullptr;
   size_t k = 0;
   bool have_preload = false;
@@ -98,7 +104,7 @@ char** fixed_env(char* const* envp, int prev_fd, int sync_fd) {
   };
   for (size_t i = 0; i < n; ++i) {
     const char* e = envp[i];
-    if (same_key(e, kPrevKey) || same_key(e, kSyncKey) || same_key(e, kVpidKey)) continue;
+    if (same_key(e, kPrevKey) || same_key(e, kSyncKey) || same_key(e, kVpidKey) || same_key(e, kPortmapKey)) continue;
     if (engine_owned(e)) continue;
     if (g_lib[0] && same_key(e, "LD_PRELOAD=")) {
       have_preload = true;
@@ -124,7 +130,7 @@ char** fixed_env(char* const* envp, int prev_fd, int sync_fd) {
   }
   for (size_t off = 0; coord && off < coord_len; off += strlen(coord + off) + 1) out[k++] = coord + off;
   for (int j = 0; j < g_nkeep; ++j) {
-    if (same_key(g_keep[j], kVpidKey) || engine_owned(g_keep[j])) continue;
+    if (same_key(g_keep[j], kVpidKey) || same_key(g_keep[j], kPortmapKey) || engine_owned(g_keep[j])) continue;
     bool present = false;
     for (size_t i = 0; i < n && !present; ++i) present = same_key(envp[i], g_keep[j]);
     if (!present) out[k++] = g_keep[j];
@@ -146,6 +152,14 @@ char** fixed_env(char* const* envp, int prev_fd, int sync_fd) {
     if (!p) return nullptr;
     plugins::Msg(p, strlen(t) + sizeof kVpidKey + 1).s(kVpidKey).s("=").s(t);
     out[k++] = p;
+  }
+  if (revive_chan_portmap_env) {
+    char* p = static_cast<char*>(malloc(kPortmapEnvMax));
+    if (!p) return nullptr;
+    if (revive_chan_portmap_env(p, kPortmapEnvMax) > 0)
+      out[k++] = p;
+    else
+      free(p);
   }
   out[k] = nullptr;
   return out;
