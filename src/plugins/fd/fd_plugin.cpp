@@ -49,8 +49,8 @@ __attribute__((weak)) int coord_next(const char*, const char*, int, char*, size_
 
 const Plugin kFdPlugin = {
     "fd", plugins::kFdVersion, plugins::fd_init, plugins::fd_save, [](bool) {}, plugins::fd_restore, plugins::fd_drain, nullptr, nullptr, nullptr,
-    // Version 6 added a kind (inotify), 7 the lock list after the records, 8 share keys on eventfds: a version
-    // 5 section reads the same.
+    // Version 6 added a kind (inotify), 7 the lock list after the records, 8 share keys on eventfds, 9 on
+    // timerfds: a version 5 section reads the same.
     5};
 
 }  // namespace revive::inject

@@ -384,21 +384,22 @@ int restore_one(Ctx& c, const FdRecord& rec, const char* path) {
       return stand_in(c, rec, path, "cannot be reopened");
     }
     case FdKind::kEventfd:
+    case FdKind::kTimerfd:
       if (int inherited = handed_over(rec.fd); inherited >= 0) {
-        // An eventfd shared with other processes of the tree (inherited across fork): `revive restart`
-        // made it once, with the saved counter, and handed it down, so a write by one wakes the others
-        // again (before 2026-11-28 each process got an eventfd of its own and a child waiting for its
-        // parent's write waited for ever). The state that follows the record is the owner's too.
+        // An eventfd or timerfd shared with other processes of the tree (inherited across fork): `revive
+        // restart` made it once, with the saved state, and handed it down, so a write by one wakes the
+        // others again, an expiration read by one is read, a re-arm is seen by all (before 2026-11-28 each
+        // process got one of its own: a child waiting for its parent's write waited for ever). The state
+        // that follows the record is the owner's too.
         if (rec.content_len > 0 && !c.in.skip(static_cast<size_t>(rec.content_len)))
           return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(": truncated record"), EINVAL);
         int fd = fcntl(inherited, F_DUPFD_CLOEXEC, 0);
         if (fd < 0)
-          return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd)
-              .s(": cannot take the eventfd handed over by revive restart: ").err(errno), errno);
+          return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(": cannot take the ")
+              .s(fd_kind_name(rec.kind)).s(" handed over by revive restart: ").err(errno), errno);
         return place(c, fd, rec);
       }
-      return restore_eventfd(c, rec, path);
-    case FdKind::kTimerfd: return restore_timerfd(c, rec, path);
+      return kind == FdKind::kEventfd ? restore_eventfd(c, rec, path) : restore_timerfd(c, rec, path);
     case FdKind::kEpoll: return restore_epoll(c, rec, path);
     case FdKind::kSignalfd: return restore_signalfd(c, rec, path);
     case FdKind::kInotify: return restore_inotify(c, rec, path);
@@ -432,7 +433,8 @@ bool record_ok(const FdRecord& rec, int prev, size_t remaining) {
                  (kind == FdKind::kPipe && rec.fd > 2 && rec.peer_fd > 2 && rec.peer_fd != rec.fd && rec.dup_of < 0);
   bool share_ok = rec.share_pid == 0 ? rec.share_fd == -1
                                      : rec.share_fd >= 0 &&
-                                           (kind == FdKind::kRegular || kind == FdKind::kDeleted || kind == FdKind::kEventfd) &&
+                                           (kind == FdKind::kRegular || kind == FdKind::kDeleted || kind == FdKind::kEventfd ||
+                                            kind == FdKind::kTimerfd) &&
                                            rec.dup_of < 0;
   bool stored_ok = rec.stored == kStoredHere ||
                    (rec.stored == kStoredInShm && kind == FdKind::kDeleted && rec.dup_of < 0 &&

@@ -12,6 +12,7 @@
 
 #include "core/status.h"
 #include "image/view.h"
+#include "plugins/fd/fd_record.h"
 #include "plugins/proctree/proctree_record.h"
 #include "plugins/vpid/vpid_table.h"
 
@@ -37,6 +38,9 @@ struct FileRef {
   bool eventfd = false;
   uint64_t efd_count = 0;
   bool efd_semaphore = false;
+  // A timerfd's (kTimerfd with a share key): made with timerfd_create and armed as saved.
+  bool timerfd = false;
+  plugins::TimerfdState tfd{};
 };
 
 // A deleted file held by two or more processes of the plan: `revive restart` recreates it once, unlinked,
@@ -64,6 +68,8 @@ struct SharedFile {
   bool eventfd = false;  // made with eventfd(efd_count), not opened by path
   uint64_t efd_count = 0;
   bool efd_semaphore = false;
+  bool timerfd = false;  // made with timerfd_create and armed with tfd (remaining time, interval, ticks)
+  plugins::TimerfdState tfd{};
 };
 
 // A mapping of a shared memory object in one image (its "shm" section, image/format.h ShmRecord).

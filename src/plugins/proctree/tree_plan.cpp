@@ -24,7 +24,7 @@ uint32_t U32(const uint8_t* p) {
   return v;
 }
 
-// The fd section's regular files and eventfds with their share keys, and the highest fd (fd_record.h). Best effort:
+// The fd section's regular files, eventfds and timerfds with their share keys, and the highest fd (fd_record.h). Best effort:
 // a section this build cannot read leaves files empty (nothing shared; the fd plugin names the problem
 // when it restores the image).
 void ReadFiles(const image::View& v, TreeProc* out) {
@@ -73,6 +73,13 @@ void ReadFiles(const image::View& v, TreeProc* out) {
       f.eventfd = true;
       f.efd_count = st.count;
       f.efd_semaphore = st.semaphore != 0;
+      files.push_back(std::move(f));
+    }
+    if (rec.kind == uint32_t(plugins::FdKind::kTimerfd) && rec.dup_of < 0 && rec.share_pid != 0 && rec.share_fd >= 0 &&
+        rec.content_len == int64_t(sizeof(plugins::TimerfdState))) {
+      FileRef f = ref(rec.share_pid, rec.share_fd);
+      f.timerfd = true;
+      memcpy(&f.tfd, content, sizeof f.tfd);
       files.push_back(std::move(f));
     }
     if (rec.kind == uint32_t(plugins::FdKind::kDeleted) && rec.dup_of < 0 && s->version >= 5 &&
@@ -128,6 +135,8 @@ void PlanShared(TreePlan* plan) {
         g.eventfd = f.eventfd;
         g.efd_count = f.efd_count;
         g.efd_semaphore = f.efd_semaphore;
+        g.timerfd = f.timerfd;
+        g.tfd = f.tfd;
       }
       g.members.push_back({int(i), f.fd});
     }

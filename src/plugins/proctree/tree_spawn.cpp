@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/timerfd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -20,6 +22,10 @@
 #include <string>
 
 #include "plugins/common/same_open.h"
+
+#ifndef TFD_IOC_SET_TICKS  // CONFIG_CHECKPOINT_RESTORE's ioctl; older headers lack the name
+#define TFD_IOC_SET_TICKS _IOW('T', 0, uint64_t)
+#endif
 #include "plugins/proctree/tree.h"
 
 namespace revive::proctree {
@@ -145,6 +151,34 @@ int restart_stdio(const SharedFile& f) {
   return -1;
 }
 
+// One timerfd for every holder, armed as saved: the remaining time relative (whatever the clock did since),
+// the interval, and the expirations not yet read (TFD_IOC_SET_TICKS; the fd plugin's restore_timerfd does
+// the same for a timerfd of one process). -1 (said) when it cannot be made: each holder's fd plugin then
+// makes one of its own, as before.
+int make_timerfd(const SharedFile& f) {
+  const plugins::TimerfdState& s = f.tfd;
+  if (s.value_nsec < 0 || s.value_nsec >= 1000000000 || s.interval_nsec < 0 || s.interval_nsec >= 1000000000 ||
+      s.value_sec < 0 || s.interval_sec < 0) {
+    fprintf(stderr, "revive restart: a shared timerfd's saved state is malformed: each holder gets its own\n");
+    return -1;
+  }
+  int fd = timerfd_create(s.clockid, f.flags & O_NONBLOCK ? TFD_NONBLOCK : 0);
+  if (fd < 0) {
+    fprintf(stderr, "revive restart: cannot make a shared timerfd (clock %d): %s\n", s.clockid, strerror(errno));
+    return -1;
+  }
+  struct itimerspec its = {{s.interval_sec, s.interval_nsec}, {s.value_sec, s.value_nsec}};
+  if ((s.value_sec || s.value_nsec) && timerfd_settime(fd, 0, &its, nullptr) != 0) {
+    fprintf(stderr, "revive restart: cannot arm a shared timerfd: %s\n", strerror(errno));
+    close(fd);
+    return -1;
+  }
+  if (s.ticks > 0 && ioctl(fd, TFD_IOC_SET_TICKS, &s.ticks) != 0)
+    fprintf(stderr, "revive restart: a shared timerfd's %llu unread expirations are lost (kernel without "
+            "TFD_IOC_SET_TICKS)\n", (unsigned long long)s.ticks);
+  return fd;
+}
+
 void open_shared(const TreePlan& plan, int owner) {
   if (g_share_base < 0) return;
   for (size_t g = 0; g < plan.shared.size(); ++g) {
@@ -158,7 +192,7 @@ void open_shared(const TreePlan& plan, int owner) {
     // A deleted file's description: a new one of the inode recreated at its slot (MakeDeletedFiles).
     const std::string path =
         f.deleted < 0 ? f.path : "/proc/self/fd/" + std::to_string(deleted_slot(plan, size_t(f.deleted)));
-    int fd = f.deleted < 0 && !f.eventfd ? restart_stdio(f) : -1;
+    int fd = f.deleted < 0 && !f.eventfd && !f.timerfd ? restart_stdio(f) : -1;
     if (f.eventfd) {
       // One eventfd for every holder, with the saved counter (a write: it may exceed eventfd()'s unsigned
       // int initial value). Inherited like the files below; each process's fd plugin takes it.
@@ -168,6 +202,8 @@ void open_shared(const TreePlan& plan, int owner) {
         close(fd);
         fd = -1;
       }
+    } else if (f.timerfd) {
+      fd = make_timerfd(f);
     } else if (fd < 0) {
       fd = open(path.c_str(), (f.flags & ~O_CLOEXEC) | O_NOCTTY | create, 0600);
     }
