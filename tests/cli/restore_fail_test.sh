@@ -8,6 +8,9 @@
 set -euo pipefail
 rv=$(realpath "$1")
 source "$(dirname "$0")/lib.sh"
+# A taken port fails the restore only when the restart asks for the program's own ports (otherwise the
+# listener moves to a new port: docs/channels.md "A listener's port taken").
+export REVIVE_KEEP_PORTS=1
 cleanup_patterns=("$tmp/prog.py")
 cat >"$tmp/prog.py" <<'PROG'
 import os, socket, sys, time

@@ -298,7 +298,9 @@ int relisten(Chan& c, char* msg, size_t cap) {
       plugins::warn(line);
     }
   }
-  if (!bound && errno == EADDRINUSE && inet && inject::coord_configured()) {
+  // REVIVE_KEEP_PORTS=1 in the restart's environment: the program's own ports or a failed restart.
+  const char* keep = inject::restart_env("REVIVE_KEEP_PORTS");
+  if (!bound && errno == EADDRINUSE && inet && inject::coord_configured() && !(keep && keep[0] == '1')) {
     // Another program holds the port (chan_portmap.cpp): a new port of the same address; the
     // computation's connects to the program's port on this host are sent there.
     close(s);

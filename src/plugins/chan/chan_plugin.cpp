@@ -122,6 +122,7 @@ __attribute__((weak)) int coord_next(const char*, const char*, int, char*, size_
 __attribute__((weak)) int coord_socket() { return -1; }
 __attribute__((weak)) uint64_t coord_upid() { return 0; }
 __attribute__((weak)) bool coord_configured() { return false; }
+__attribute__((weak)) const char* restart_env(const char*) { return nullptr; }
 
 extern const Plugin kChanPlugin = {"chan",     1,           nullptr,          chan::save,     chan::resume,
                                    chan::restore, chan::on_drain, chan::reconnect, chan::on_refill,
