@@ -556,15 +556,19 @@ void share_host() {
   Msg(g_share_host, sizeof g_share_host).s(host_tag()).s(".").u(nsino);
 }
 
-// The key prefix of fd's description, or false when fd is not a regular file we would share.
+// The key prefix of fd's description, or false when fd is not a regular file (or an eventfd or timerfd:
+// held by siblings whose parent closed it, since 2026-11-29) we would share. Every eventfd and timerfd has
+// the one anonymous inode: their keys differ by holder only, and kcmp tells which are one description.
 bool share_prefix(int fd, uint64_t gen, char* out, size_t cap, struct stat* stp = nullptr) {
   if (inject::fd_reserved(fd)) return false;
   struct stat own;
   struct stat& st = stp ? *stp : own;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  if (fstat(fd, &st) != 0) return false;
+  const bool anon = (st.st_mode & S_IFMT) == 0 && is_shared_anon(fd);
+  if (!S_ISREG(st.st_mode) && !anon) return false;
   int fl = fcntl(fd, F_GETFL);
   if (fl < 0 || (fl & O_PATH)) return false;
-  off_t pos = lseek(fd, 0, SEEK_CUR);
+  off_t pos = anon ? 0 : lseek(fd, 0, SEEK_CUR);
   Msg(out, cap).s("gen.").u(gen).s(".fdsh.").s(g_share_host).s(".").u(uint64_t(st.st_dev)).s(".")
       .u(uint64_t(st.st_ino)).s(".").i(int64_t(pos)).s(".").u(uint32_t(fl) & uint32_t(kReopenFlags)).s(".");
   return true;
@@ -618,7 +622,7 @@ int fd_drain(uint64_t gen, char*, size_t) {
     Msg(end, sizeof key - size_t(end - key)).u(self).s(".").i(fds[k]);
     // "m": a deleted file this process maps shared, which goes on as shared memory (kStoredInShm): its
     // holders then keep the contents each (deleted_holders).
-    const char* val = st.st_nlink == 0 && shared_mapping_of(st) != 0 ? "m" : "";
+    const char* val = S_ISREG(st.st_mode) && st.st_nlink == 0 && shared_mapping_of(st) != 0 ? "m" : "";
     if (!inject::coord_publish(key, val)) return 0;  // coordinator lost: the checkpoint fails anyway
   }
   if (!publish_deleted_maps(gen, self)) return 0;
