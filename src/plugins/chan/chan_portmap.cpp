@@ -28,6 +28,7 @@
 
 #include "inject/plugin.h"
 #include "plugins/chan/chan.h"
+#include "plugins/common/host_tag.h"
 #include "plugins/common/msg.h"
 #include "plugins/common/next_symbol.h"
 #include "plugins/vpid/vpid_prime.h"
@@ -67,18 +68,7 @@ uint16_t port_of(const sockaddr_storage& a) {
 // "<boot id's first 8 hex digits>-<network namespace inode>": where a port number means one socket. Read
 // afresh, unlike plugins/common/host_tag (cached so a restored process names its checkpoint's objects):
 // a port is this host's and this namespace's now.
-void host_tag(char* out, size_t cap) {
-  char boot[40] = "";
-  int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    ssize_t n = read(fd, boot, 8);
-    boot[n > 0 ? n : 0] = '\0';
-    close(fd);
-  }
-  struct stat st {};
-  stat("/proc/self/ns/net", &st);
-  plugins::Msg(out, cap).s(boot).s("-").u(uint64_t(st.st_ino));
-}
+void host_tag(char* out, size_t cap) { plugins::host_now(out, cap, "net"); }
 
 void key_of(char* out, size_t cap, uint64_t gen, uint16_t port) {
   char tag[64];

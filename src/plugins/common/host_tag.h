@@ -5,8 +5,14 @@
 // into a static buffer, no allocation, no lock (callers run on the checkpoint thread only).
 #pragma once
 
+#include <stddef.h>
+
 namespace revive::plugins {
 
 const char* host_tag();
+// "<boot id's 8 hex digits>-<inode of /proc/self/ns/NS>", read afresh (not cached: a restored process
+// names where it runs now): NS "net" for ports (chan_portmap.cpp), "mnt" for node-local directories
+// (files_walker.cpp).
+void host_now(char* out, size_t cap, const char* ns);
 
 }  // namespace revive::plugins

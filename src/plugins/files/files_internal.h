@@ -28,7 +28,7 @@ struct FilesPolicy {
                        // root's working directory, and in another process's when it lies below the
                        // launch's, are moved aside at restore
   bool root;           // this process is the one `revive launch` started (REVIVE_LAUNCH_ROOT == pid)
-  int64_t t0_sec;      // REVIVE_LAUNCH_T0: when the computation was launched (unix seconds, ns; root only)
+  int64_t t0_sec;      // REVIVE_LAUNCH_T0: when the computation was launched (unix seconds, ns)
   int64_t t0_nsec;
   bool launched;       // REVIVE_LAUNCH_T0 is set (every process of a launched computation): record creations
   bool walk_birth;     // REVIVE_LOCAL_WALK=birth: the walk tells ours by owner and birth time, not by the
@@ -40,6 +40,13 @@ extern FilesPolicy g_files;
 
 int files_init();
 int files_save(inject::SectionWriter& w);
+// Which process of a host walks its node-local directories (files_walker.cpp): drain publishes this
+// process's candidacy; files_walker, at save, says whether it is the elected one (without an election this
+// checkpoint: whether it is the launch root); files_walked, in a restored process, whether it walked at the
+// checkpoint.
+int files_walk_drain(uint64_t gen, char* msg, size_t cap);
+bool files_walker();
+bool files_walked();
 int files_restore(inject::SectionReader& r, char* msg, size_t cap);
 
 // Saved-file bookkeeping of one checkpoint (save.cpp): false if (dev, ino) was saved already, else

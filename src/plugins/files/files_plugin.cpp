@@ -106,8 +106,9 @@ int files_init() {
     snprintf(g_files.levels, sizeof g_files.levels, "/dev/shm/revive-%u", unsigned(getuid()));
   int64_t root = 0, t0 = 0;
   g_files.launched = parse_i64(getenv("REVIVE_LAUNCH_T0"), 1, INT64_MAX, &t0);
-  if (g_files.launched && parse_i64(getenv("REVIVE_LAUNCH_ROOT"), 1, 1LL << 31, &root) && root == getpid()) {
+  if (g_files.launched && parse_i64(getenv("REVIVE_LAUNCH_ROOT"), 1, 1LL << 31, &root) && root == getpid())
     g_files.root = true;
+  if (g_files.launched) {  // every process: any may be its host's walker (files_walker.cpp)
     g_files.t0_sec = t0 / 1000000000;
     g_files.t0_nsec = t0 % 1000000000;
   }
@@ -123,11 +124,16 @@ namespace revive::inject {
 // Weak default so the plugins link without the engine (plugin tests).
 __attribute__((weak)) const char* checkpoint_dir() { return ""; }
 __attribute__((weak)) const char* host_name() { return ""; }
+__attribute__((weak)) bool coord_publish(const char*, const char*) { return false; }
+__attribute__((weak)) int coord_next(const char*, const char*, int, char*, size_t, char*, size_t) { return -1; }
+__attribute__((weak)) bool coord_configured() { return false; }
+__attribute__((weak)) uint64_t coord_upid() { return 0; }
 
 bool node_local_path(const char* path) { return plugins::files_local(path); }
 
 const Plugin kFilesPlugin = {"files", plugins::kFilesVersion, plugins::files_init, plugins::files_save,
-                             plugins::pre_resumed, plugins::files_restore, nullptr, nullptr, nullptr, nullptr,
+                             plugins::pre_resumed, plugins::files_restore, plugins::files_walk_drain, nullptr,
+                             nullptr, nullptr,
                              plugins::kFilesOldestVersion};
 
 }  // namespace revive::inject

@@ -354,8 +354,9 @@ void renamed_note(const char* path, const FileIdentity* id) {
 }
 
 void renamed_sweep(int64_t ck_sec, int64_t ck_nsec, bool (*ours)(const struct statx&)) {
-  // The launch root walks (as it does at checkpoints): it alone holds walked entries.
-  if (!g_files.displace || !g_files.root || !g_files.local[0]) return;
+  // The process that walked at the checkpoint (its host's walker, files_walker.cpp) sweeps: it alone holds
+  // walked entries.
+  if (!g_files.displace || !files_walked() || !g_files.local[0]) return;
   g_ck_ns = ck_sec > 0 && ck_nsec >= 0 && ck_nsec < 1000000000 ? ck_sec * 1000000000 + ck_nsec : 0;
   g_ours = ours;
   g_start_ns = started_ns();

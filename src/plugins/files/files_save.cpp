@@ -213,7 +213,7 @@ int save_all(inject::SectionWriter& w) {
     if (inject::fd_reserved(fds[k])) continue;
     if (int rc = save_fd(out, fds[k]); rc != 0) return rc;
   }
-  if (g_files.root && g_files.local[0]) {
+  if (files_walker()) {  // one process per host (files_walker.cpp)
     if (int rc = files_scan(out); rc != 0) return rc;
   }
   if (g_files.displace && (g_files.root || g_files.launch_cwd[0])) {
