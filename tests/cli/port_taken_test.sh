@@ -3,8 +3,8 @@
 # the restart (chan_portmap.cpp). A python3 server listens on port $lport and forks a client that opens a
 # new connection to 127.0.0.1:$lport for every request (60 requests, 0.1 s apart; every other one made by
 # a python3 program it execs for it, which starts without revive's table); both log what they saw.
-# Checkpointed, killed; another program (the holder: it answers "HOLDER" and counts its connections) takes
-# the port; restarted: the restart must go on (saying which port it listens on instead), checkpointed again
+# Checkpointed, killed; another program takes the port (the holder: listening on it, answering "HOLDER" and
+# counting its connections); restarted: the restart must go on (saying which port it listens on instead), checkpointed again
 # and killed while the holder still has the port, restarted again. Both logs must equal an uninterrupted
 # run's byte for byte, and the holder must have had no connection of the computation. The restart used to
 # fail with "cannot listen again on port".
@@ -38,6 +38,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[0])))
 from ask import ask, line
 port, d = int(sys.argv[1]), sys.argv[2]
 srv = socket.socket()
+# As most servers do: else the connections it closed before the checkpoint sit in TIME_WAIT without the
+# option and keep the holder below from binding the port (the restored listener then moves for them).
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 srv.bind(("0.0.0.0", port))
 srv.listen(16)
 pid = os.fork()
@@ -110,7 +113,7 @@ pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
 # The holder takes the program's port (on 127.0.0.1: where the client connects).
 "$py" "$tmp/holder.py" "$lport" "$tmp/holder.count" >"$tmp/holder.out" 2>&1 &
 for _ in $(seq 100); do [ -s "$tmp/holder.out" ] && break; sleep 0.05; done
-[ -s "$tmp/holder.out" ] || fail "the holder could not take port $lport"
+[ "$(cat "$tmp/holder.out")" = held ] || { cat "$tmp/holder.out"; fail "the holder could not take port $lport"; }
 # Restart 1, checkpointed again 1 s in and killed.
 timeout 60 "$rv" restart --port "$port" "$ck" >"$tmp/restart1.out" 2>"$tmp/restart1.err" &
 r1=$!

@@ -298,18 +298,35 @@ int relisten(Chan& c, char* msg, size_t cap) {
       plugins::warn(line);
     }
   }
+  // Taken: another program's listener, a socket without SO_REUSEADDR (an outgoing connection given this
+  // ephemeral port), or the killed run's own connections closed before the checkpoint, in TIME_WAIT
+  // without the option (revive sets it when it checkpoints a socket). Listen's own EADDRINUSE counts too.
+  bool listening = bound && listen(s, SOMAXCONN) == 0;
+  const int why = listening ? 0 : errno;
   // REVIVE_KEEP_PORTS=1 in the restart's environment: the program's own ports or a failed restart.
   const char* keep = inject::restart_env("REVIVE_KEEP_PORTS");
-  if (!bound && errno == EADDRINUSE && inet && inject::coord_configured() && !(keep && keep[0] == '1')) {
+  if (!listening && why == EADDRINUSE && inet && inject::coord_configured() && !(keep && keep[0] == '1')) {
     // Another program holds the port (chan_portmap.cpp): a new port of the same address; the
-    // computation's connects to the program's port on this host are sent there.
-    close(s);
-    s = socket(c.family, c.type | SOCK_CLOEXEC, 0);
-    if (s < 0) return err(msg, cap, c, "socket", errno);
-    sockaddr_storage fresh = c.local;
-    set_port(&fresh, 0);
-    bound = bind_again(c, s, &fresh);
-    if (bound && listen(s, SOMAXCONN) == 0) {
+    // computation's connects to the program's port on this host are sent there. No SO_REUSEADDR before
+    // the bind: the kernel then picks a port nobody has bound (a few tries: listen can still race). The
+    // first version bound port 0 with the option and its listen failed once in CI (rma.transparent, an
+    // Open MPI rank's port 49159, reported as the old port's EADDRINUSE): now a failure says both.
+    int e = EADDRINUSE;
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      close(s);
+      s = socket(c.family, c.type | SOCK_CLOEXEC, 0);
+      if (s < 0) return err(msg, cap, c, "socket", errno);
+      if (c.family == AF_INET6) setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &c.v6only, sizeof c.v6only);
+      sockaddr_storage fresh = c.local;
+      set_port(&fresh, 0);
+      if (bind(s, reinterpret_cast<const sockaddr*>(&fresh), c.local_len) != 0 || listen(s, SOMAXCONN) != 0) {
+        e = errno;
+        continue;
+      }
+      // Now (not before the bind): the connections it accepts inherit the option, so once closed their
+      // TIME_WAIT entries do not keep the next restart from binding this port again.
+      int one = 1;
+      setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
       sockaddr_storage now{};
       socklen_t l = sizeof now;
       getsockname(s, reinterpret_cast<sockaddr*>(&now), &l);
@@ -322,10 +339,13 @@ int relisten(Chan& c, char* msg, size_t cap) {
       portmap_note(c.fd, virt, port_of(now));
       return 0;
     }
-    errno = EADDRINUSE;
+    close(s);
+    char what[160];
+    plugins::Msg(what, sizeof what).s("port ").u(virt).s(" is taken, and no new port could be listened on");
+    return err(msg, cap, c, what, e);
   }
-  if (!bound || listen(s, SOMAXCONN) != 0) {
-    int e = errno;
+  if (!listening) {
+    int e = why;
     close(s);
     char what[160];
     plugins::Msg m(what, sizeof what);
