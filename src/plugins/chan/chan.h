@@ -181,7 +181,8 @@ bool bound_name(int family, const sockaddr_storage& a, socklen_t len);
 // family; its port is meaningless), else c's old local address.
 void my_address(const Chan& c, sockaddr_storage* a);
 // chan_connect.cpp: binds socket s to c's old name again (listeners, bound datagram sockets).
-bool bind_again(const Chan& c, int s, const sockaddr_storage* at = nullptr);  // at: another address (same options)
+// at: another address (same options); wait_ms: how long EADDRINUSE is waited out (-1: the default 2 s).
+bool bind_again(const Chan& c, int s, const sockaddr_storage* at = nullptr, int wait_ms = -1);
 // A TCP state past the peer's FIN (CLOSE_WAIT, LAST_ACK, CLOSING, TIME_WAIT, CLOSE): an end of file read on
 // such a connection is the peer's, not our own shutdown(SHUT_RD).
 inline bool tcp_fin_in(int state) {

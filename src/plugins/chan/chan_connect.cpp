@@ -224,7 +224,8 @@ void my_address(const Chan& c, sockaddr_storage* a) {
 // the killed process is removed first (only if it is a socket).
 constexpr int kRebindWaitMs = 2000;
 
-bool bind_again(const Chan& c, int s, const sockaddr_storage* at) {
+bool bind_again(const Chan& c, int s, const sockaddr_storage* at, int wait_ms) {
+  if (wait_ms < 0) wait_ms = kRebindWaitMs;
   if (c.family != AF_UNIX) {
     int one = 1;
     setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -243,7 +244,7 @@ bool bind_again(const Chan& c, int s, const sockaddr_storage* at) {
   const sockaddr* to = reinterpret_cast<const sockaddr*>(at ? at : &c.local);
   for (int waited_ms = 0;; waited_ms += 10) {
     if (bind(s, to, c.local_len) == 0) return true;
-    if (errno != EADDRINUSE || waited_ms >= kRebindWaitMs) return false;
+    if (errno != EADDRINUSE || waited_ms >= wait_ms) return false;
     struct timespec ts = {0, 10 * 1000 * 1000};
     nanosleep(&ts, nullptr);
   }
@@ -278,7 +279,12 @@ int relisten(Chan& c, char* msg, size_t cap) {
       if (s < 0) return err(msg, cap, c, "socket", errno);
     }
   }
-  if (!bound) bound = bind_again(c, s);
+  // A TCP listener that can move (chan_portmap.cpp) waits only briefly for a killed incarnation's socket to
+  // go: moving costs nothing the program sees, and the full 2 s were the whole cost of a taken port
+  // (bench/channels/port_taken_bench.py: restart to work 3.70 s held vs 1.64 s free before, medians of 5).
+  const char* keep_env = inject::restart_env("REVIVE_KEEP_PORTS");
+  const bool can_move = inet && inject::coord_configured() && !(keep_env && keep_env[0] == '1');
+  if (!bound) bound = bind_again(c, s, nullptr, can_move ? 250 : -1);
   if (!bound && errno == EADDRNOTAVAIL && (c.family == AF_INET || c.family == AF_INET6)) {
     // The address it was bound to is not on this host any more: an interface that went away (a bridge
     // of another job, a VPN) or a restart on another host. UCX and libfabric's tcp provider listen on
@@ -304,8 +310,7 @@ int relisten(Chan& c, char* msg, size_t cap) {
   bool listening = bound && listen(s, SOMAXCONN) == 0;
   const int why = listening ? 0 : errno;
   // REVIVE_KEEP_PORTS=1 in the restart's environment: the program's own ports or a failed restart.
-  const char* keep = inject::restart_env("REVIVE_KEEP_PORTS");
-  if (!listening && why == EADDRINUSE && inet && inject::coord_configured() && !(keep && keep[0] == '1')) {
+  if (!listening && why == EADDRINUSE && can_move) {
     // Another program holds the port (chan_portmap.cpp): a new port of the same address; the
     // computation's connects to the program's port on this host are sent there. No SO_REUSEADDR before
     // the bind: the kernel then picks a port nobody has bound (a few tries: listen can still race). The
