@@ -252,6 +252,15 @@ bool bind_again(const Chan& c, int s, const sockaddr_storage* at, int wait_ms) {
 
 namespace {
 
+// The program's port `virt` of listener c is served on `real` (chan_portmap.cpp); `again`: as at the last restart.
+void say_moved(const Chan& c, uint16_t virt, uint16_t real, bool again) {
+  char line[300];
+  plugins::Msg(line, sizeof line).s("fd ").i(c.fd).s(": port ").u(virt).s(again ? " is still" : " is")
+      .s(" taken by another program; listening on port ").u(real).s(again ? " again" : " instead")
+      .s(" (the computation's connects to port ").u(virt).s(" on this host are sent there)");
+  plugins::warn(line);
+}
+
 // A listening socket binds its old name again (bind_again).
 int relisten(Chan& c, char* msg, size_t cap) {
   const bool inet = c.family == AF_INET || c.family == AF_INET6;
@@ -260,7 +269,8 @@ int relisten(Chan& c, char* msg, size_t cap) {
   };
   auto set_port = [](sockaddr_storage* a, uint16_t p) { reinterpret_cast<sockaddr_in*>(a)->sin_port = htons(p); };
   // The program's port: the one it listened on, or the one an earlier restart moved it from.
-  const uint16_t virt = inet ? (portmap_virtual(c) ? portmap_virtual(c) : port_of(c.local)) : 0;
+  const uint16_t moved_from = inet ? portmap_virtual(c) : 0;
+  const uint16_t virt = moved_from ? moved_from : inet ? port_of(c.local) : 0;
   int s = socket(c.family, c.type | SOCK_CLOEXEC, 0);
   if (s < 0) return err(msg, cap, c, "socket", errno);
   const sockaddr_un& un = reinterpret_cast<const sockaddr_un&>(c.local);
@@ -269,10 +279,7 @@ int relisten(Chan& c, char* msg, size_t cap) {
     // Moved by an earlier restart: its own port first (free again, the translation ends), no waiting.
     sockaddr_storage own = c.local;
     set_port(&own, virt);
-    int one = 1;
-    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (c.family == AF_INET6) setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &c.v6only, sizeof c.v6only);
-    bound = bind(s, reinterpret_cast<const sockaddr*>(&own), c.local_len) == 0;
+    bound = bind_again(c, s, &own, 0);
     if (!bound) {
       close(s);
       s = socket(c.family, c.type | SOCK_CLOEXEC, 0);
@@ -335,11 +342,7 @@ int relisten(Chan& c, char* msg, size_t cap) {
       sockaddr_storage now{};
       socklen_t l = sizeof now;
       getsockname(s, reinterpret_cast<sockaddr*>(&now), &l);
-      char line[300];
-      plugins::Msg(line, sizeof line).s("fd ").i(c.fd).s(": port ").u(virt).s(" is taken by another program; ")
-          .s("listening on port ").u(port_of(now)).s(" instead (the computation's connects to port ").u(virt)
-          .s(" on this host are sent there)");
-      plugins::warn(line);
+      say_moved(c, virt, port_of(now), false);
       if (int rc = place(c, s, msg, cap)) return rc;
       portmap_note(c.fd, virt, port_of(now));
       return 0;
@@ -365,13 +368,7 @@ int relisten(Chan& c, char* msg, size_t cap) {
     socklen_t l = sizeof now;
     if (getsockname(c.fd, reinterpret_cast<sockaddr*>(&now), &l) == 0) {
       portmap_note(c.fd, virt, port_of(now));
-      if (port_of(now) != virt) {
-        char line[300];
-        plugins::Msg(line, sizeof line).s("fd ").i(c.fd).s(": port ").u(virt).s(" is still taken by another program; ")
-            .s("listening on port ").u(port_of(now)).s(" again (the computation's connects to port ").u(virt)
-            .s(" on this host are sent there)");
-        plugins::warn(line);
-      }
+      if (port_of(now) != virt) say_moved(c, virt, port_of(now), true);
     }
   }
   return 0;

@@ -11,8 +11,9 @@
 //  - connect(): a TCP connect to a moved port at an address of this host (loopback, any, or one of its
 //    interfaces' IPv4 addresses) is sent to the new port. Programs keep P in their memory (MPI's business
 //    card, a client's configuration): nothing else of theirs changes.
-// Not covered: processes exec'd after the restart (they start without the table: their connects to P reach
-// the program that holds it), listeners bound to an address of another host (a restart elsewhere keeps
+//  - a program exec'd after the restart gets the routes in REVIVE_PORTMAP (proctree's exec wrappers ask
+//    revive_chan_portmap_env below) and reads them at its first connect.
+// Not covered: listeners bound to an address of another host (a restart elsewhere keeps
 // the port or fails as before), IPv6 addresses of interfaces other than loopback, UDP sockets.
 // The wrapper runs in program threads and signal handlers: a lookup in a small static table, no locks.
 #include <errno.h>
