@@ -224,10 +224,10 @@ void routes_from_env() {
   int expect = 0;
   if (!__atomic_compare_exchange_n(&g_env_read, &expect, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return;
   const char* v = getenv("REVIVE_PORTMAP");
-  char tag[64];
-  host_tag(tag, sizeof tag);
+  char tag[64] = "";
+  if (v) host_tag(tag, sizeof tag);  // the host is read only where routes were handed down
   const size_t tl = strlen(tag);
-  if (v && strncmp(v, tag, tl) == 0 && v[tl] == ';') {
+  if (v && tl && strncmp(v, tag, tl) == 0 && v[tl] == ';') {
     read_local_v4();
     uint32_t n = 0;
     for (const char* p = v + tl + 1; *p && n < kMaxRoutes;) {
