@@ -2,6 +2,11 @@
 // with its ids: open, openat, fopen, opendir, the stat family (stat, lstat, fstatat, statx and their
 // 64 variants), access, faccessat, readlink, readlinkat see the kernel's ids. Only absolute paths (a path relative to an open /proc directory is not translated).
 // The open family and fopen also give stat/status files the program's ids inside (vpid_procview.cpp).
+// A checkpoint can cut a thread anywhere between translating a path and the kernel reading it: restored,
+// the call would name the old incarnation's kernel pid (ENOENT, or another process). A call on a
+// translated path whose epoch changed meanwhile is made again (a query) or undone and made again (an
+// open: its descriptor closed); vpid.procview's rare "nftw(/proc)" after a restart was a stat of the
+// child's /proc directory under its old kernel pid.
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -60,6 +65,13 @@ const char* translate(const char* path, char* buf, size_t cap) {
   char buf_[PATH_MAX];   \
   const char* real_path = translate(path, buf_, sizeof buf_)
 
+// True when a call just made on real_path (translated from path in epoch `ep`) may have named another
+// incarnation's kernel ids: a restore came between the translation and now.
+inline bool stale(const char* path, const char* real_path, uint32_t ep) {
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);  // the call is made before the epoch is read again
+  return real_path != path && __builtin_expect(vpid::epoch() != ep, 0);
+}
+
 using OpenatFn = int (*)(int, const char*, int, ...);
 OpenatFn g_openat, g_openat64;
 VPID_PRIME(g_openat, "openat")
@@ -75,11 +87,32 @@ VPID_PRIME(g_openat64, "openat64")
     va_end(ap);                                                                              \
   }
 
+// The descriptor fd opened on a path that turned out stale is closed (errno kept); true if it was.
+bool undo_stale(const char* path, const char* real_path, uint32_t ep, int fd) {
+  if (!stale(path, real_path, ep)) return false;
+  if (fd >= 0) {
+    const int e = errno;
+    close(fd);
+    errno = e;
+  }
+  return true;
+}
+
 int open_at(OpenatFn* slot, const char* name, int dir, const char* path, int flags, mode_t mode) {
   OpenatFn f = next_or_enosys(slot, name);
   if (!f) return -1;
-  TRANSLATED(path);
   // /proc/<pid>/stat and status: the program's ids in the text too (absolute paths only: dir unused).
+  // Paths under /proc create nothing, so making such an open again changes nothing.
+  for (;;) {
+    const uint32_t ep = vpid::epoch();
+    TRANSLATED(path);
+    if (real_path == path) break;
+    int fd = vpid::kNotAView;
+    if (vpid::active() && path[0] == '/') fd = vpid::proc_view(path, real_path, flags);
+    if (fd == vpid::kNotAView) fd = f(dir, real_path, flags, mode);
+    if (!undo_stale(path, real_path, ep, fd)) return fd;
+  }
+  TRANSLATED(path);
   if (vpid::active() && path && path[0] == '/') {
     const int v = vpid::proc_view(path, real_path, flags);
     if (v != vpid::kNotAView) return v;
@@ -116,7 +149,19 @@ REVIVE_EXPORT int openat64(int dir, const char* path, int flags, ...) {
 }
 
 // Wrapper NAME(PARAMS) (one of them `path`) calling libc's with ARGS, in which real_path stands for path.
-#define PATH_CALL(ret, fail, name, params, args) VPID_WRAPPER(ret, fail, name, params, args, TRANSLATED(path))
+// Made again when a restore came between the translation and the call's return (the call only asks).
+#define PATH_CALL(ret, fail, name, params, args)                      \
+  VPID_SLOT(ret, name, params)                                        \
+  REVIVE_EXPORT ret name params {                                     \
+    name##_fn f = revive::plugins::next_or_enosys(&g_##name, #name);  \
+    if (!f) return fail;                                              \
+    for (;;) {                                                        \
+      const uint32_t ep_ = vpid::epoch();                             \
+      TRANSLATED(path);                                               \
+      ret r = f args;                                                 \
+      if (!stale(path, real_path, ep_)) return r;                     \
+    }                                                                 \
+  }
 
 // fopen/fopen64: as open() for a stat/status file read ("r", "re", "rb"): a stream on the rewritten copy.
 #define FOPEN_CALL(name)                                                                         \
@@ -128,12 +173,20 @@ REVIVE_EXPORT int openat64(int dir, const char* path, int flags, ...) {
   REVIVE_EXPORT FILE* name(const char* path, const char* mode) {                                 \
     name##_fn f = next_or_enosys(&g_##name, #name);                                              \
     if (!f) return nullptr;                                                                      \
-    TRANSLATED(path);                                                                            \
-    if (vpid::active() && path && path[0] == '/' && mode && mode[0] == 'r' && !strchr(mode, '+')) { \
-      const int v = vpid::proc_view(path, real_path, O_RDONLY | (strchr(mode, 'e') ? O_CLOEXEC : 0)); \
-      if (v == -1) return nullptr;                                                               \
-      if (v >= 0) return stream_on(v, mode);                                                     \
+    for (;;) { /* a /proc path: made again if a restore came meanwhile (stale) */                  \
+      const uint32_t ep = vpid::epoch();                                                         \
+      TRANSLATED(path);                                                                          \
+      if (real_path == path) break;                                                              \
+      FILE* s = nullptr;                                                                         \
+      int v = vpid::kNotAView;                                                                   \
+      if (vpid::active() && path[0] == '/' && mode && mode[0] == 'r' && !strchr(mode, '+'))      \
+        v = vpid::proc_view(path, real_path, O_RDONLY | (strchr(mode, 'e') ? O_CLOEXEC : 0));    \
+      if (v >= 0) s = stream_on(v, mode);                                                        \
+      if (v == vpid::kNotAView) s = f(real_path, mode);                                          \
+      if (!stale(path, real_path, ep)) return s;                                                 \
+      if (s) fclose(s);                                                                          \
     }                                                                                            \
+    TRANSLATED(path);                                                                            \
     revive::plugins::pre_fopen(path, mode); /* glibc's fopen opens inside libc, unseen by open */ \
     const int64_t t = mode && mode[0] != 'r' ? revive::plugins::created_clock() : 0; /* may create */ \
     FILE* s = f(real_path, mode);                                                                \
@@ -164,6 +217,17 @@ VPID_PRIME(g_opendir, "opendir")
 REVIVE_EXPORT DIR* opendir(const char* path) {
   opendir_fn f = next_or_enosys(&g_opendir, "opendir");
   if (!f) return nullptr;
+  for (;;) {  // a /proc path: made again if a restore came meanwhile (stale)
+    const uint32_t ep = vpid::epoch();
+    TRANSLATED(path);
+    if (real_path == path) break;
+    DIR* d = f(real_path);
+    if (!stale(path, real_path, ep)) {
+      if (d) vpid::dir_opened(path, d);
+      return d;
+    }
+    if (d) closedir(d);
+  }
   TRANSLATED(path);
   DIR* d = f(real_path);
   // Marked with or without a table: a listing begun at launch and read on after a restart with virtual

@@ -6,12 +6,17 @@
  * printed "A: waitpid same pid, exit 101": A had seen one wrong id of its own).
  * P forks A (A leads its own group); both spin for `ms` milliseconds a round, then nap 1 ms, for `rounds`
  * rounds, counting each check that fails. A prints its counts, then P reaps A by pid and prints its
- * own; none expected, so the output is the same in every run. */
+ * own; none expected, so the output is the same in every run. P also stats /proc/<A> and opens
+ * /proc/<A>/stat: a cut between the wrapper's translation of that path and the kernel's reading of it
+ * (a timer interrupt while P runs its own code) must not leave the old incarnation's kernel pid in the
+ * path (vpid.procview once failed "nftw(/proc)" so). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,13 +56,21 @@ int main(int argc, char** argv) {
     return 7;
   }
   while (getpgid(A) != A) nap(1);
-  long pgid = 0, sid = 0, alive = 0, grp = 0;
+  long pgid = 0, sid = 0, alive = 0, grp = 0, pstat = 0, popen = 0;
+  char adir[64], astat[80];
+  snprintf(adir, sizeof adir, "/proc/%d", (int)A);
+  snprintf(astat, sizeof astat, "%s/stat", adir);
   for (int i = 0; i < rounds; i++) {
     for (long end = now_ms() + ms; now_ms() < end;) {
       pgid += getpgid(A) != A;
       sid += getsid(A) != S;
       alive += kill(A, 0) != 0;
       grp += getpgrp() != PG;
+      struct stat st;
+      pstat += stat(adir, &st) != 0 || !S_ISDIR(st.st_mode);
+      const int fd = open(astat, O_RDONLY | O_CLOEXEC);
+      popen += fd < 0;
+      if (fd >= 0) close(fd);
     }
     nap(1);
   }
@@ -65,5 +78,6 @@ int main(int argc, char** argv) {
   pid_t w = waitpid(A, &st, 0);
   printf("P: waitpid(A) %s, exit %d\n", w == A ? "same pid" : "OTHER PID", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
   printf("P: wrong getpgid(A) %ld, getsid(A) %ld, kill(A,0) %ld, getpgrp %ld\n", pgid, sid, alive, grp);
+  printf("P: failed stat(/proc/A) %ld, open(/proc/A/stat) %ld\n", pstat, popen);
   return 0;
 }

@@ -144,9 +144,14 @@ static int nftw_lists(const char* dir, pid_t a, pid_t b) {
     g_walk_seen = 0;
     errno = 0;
     const int r = nftw(dir, walk_entry, 8, FTW_PHYS | FTW_ACTIONRETVAL);
-    if (r == -1 && (errno == ENOENT || errno == ESRCH)) continue;
-    return r == 0 && g_walk_seen == 3;
+    const int e = errno;
+    if (r == -1 && (e == ENOENT || e == ESRCH)) continue;
+    if (r == 0 && g_walk_seen == 3) return 1;
+    fprintf(stderr, "procview: nftw(%s): returned %d, errno %d, listed %s%s\n", dir, r, e,
+            g_walk_seen & 1 ? "" : " not-self", g_walk_seen & 2 ? "" : " not-other");
+    return 0;
   }
+  fprintf(stderr, "procview: nftw(%s): 20 walks met a process ending\n", dir);
   return 0;
 }
 /* ftw of /proc/<C>/fdinfo (C's pid as the program knows it): its root is reached as a directory and
