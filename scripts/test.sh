@@ -44,7 +44,9 @@ run_ctest() {  # run_ctest DIR [ctest args...]
 # suite's tests mostly wait on checkpoints, kills and restarts (~35-50 % of the 2 cores), so the
 # compilers take the idle time instead of adding ~290 s after it (2026-11-28: CI 1990 s, of which the
 # two builds were ~290 s). The tests keep the CPU they ask for (nice 19 weighs 15 against their 1024).
-# REVIVE_TEST_SERIAL_BUILDS=1 builds them after the suite, as before.
+# Their tests then run beside the suite too, one at a time at normal priority (2026-11-29: they added
+# ~70 s after the suite, which ran to ~1880 s, while the builds were done by ~950 s).
+# REVIVE_TEST_SERIAL_BUILDS=1 builds and runs them after the suite, as before.
 san_builds() {
   build_for_label build-asan san -DCMAKE_BUILD_TYPE=Debug -DREVIVE_SANITIZE=address -DREVIVE_WITH_MPI=OFF \
     -DREVIVE_BUILD_BENCH=OFF -DREVIVE_BUILD_EXAMPLES=OFF
@@ -54,15 +56,36 @@ san_builds() {
   echo "== TSan build done at $(( $(date +%s) - start )) s"
 }
 
+san_tests() {
+  echo "== [2/3] ASan+UBSan tests (no MPI), labelled san"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    run_ctest build-asan -L '^san$'
+  echo "== [2/3] done at $(( $(date +%s) - start )) s"
+  echo "== [3/3] TSan tests, labelled tsan"
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_ctest build-tsan -L '^tsan$'
+  echo "== [3/3] done at $(( $(date +%s) - start )) s"
+}
+
+# Beside the suite: the builds at nice 19 (a subshell of their own), then the tests; build/san.rc holds
+# 2 when a build failed, else the tests' status.
+san_beside() {
+  if ! (renice -n 19 -p "$BASHPID" >/dev/null; san_builds) > build/san_builds.log 2>&1; then
+    echo 2 > build/san.rc
+    return
+  fi
+  jobs=1 san_tests > build/san_tests.log 2>&1
+  echo "$status" > build/san.rc
+}
+
 echo "== [1/3] full build and test suite"
 scripts/build.sh build "${G1[@]}"
 echo "== built in $(( $(date +%s) - start )) s"
 san_pid=
 if [ "${REVIVE_TEST_QUICK:-0}" != 1 ] && [ "${REVIVE_TEST_SERIAL_BUILDS:-0}" != 1 ]; then
-  mkdir -p build
-  (renice -n 19 -p "$BASHPID" >/dev/null; san_builds > build/san_builds.log 2>&1; echo $? > build/san_builds.rc) &
+  rm -f build/san.rc
+  san_beside &
   san_pid=$!
-  echo "== sanitizer builds started beside the suite (pid $san_pid, log build/san_builds.log)"
+  echo "== sanitizer builds and tests started beside the suite (pid $san_pid, logs build/san_builds.log, build/san_tests.log)"
 fi
 # One test more than cores: the suite's own processes use ~35 % of the 2 cores at -j2 (cpuacct, docs/
 # status.md "Housekeeping"), most tests waiting on checkpoints, kills and restarts. The whole suite passed
@@ -74,19 +97,15 @@ if [ "${REVIVE_TEST_QUICK:-0}" != 1 ]; then
   if [ -n "$san_pid" ]; then
     wait "$san_pid" || true
     tail -n 30 build/san_builds.log
-    if [ "$(cat build/san_builds.rc 2>/dev/null)" != 0 ]; then
-      echo "== the sanitizer builds failed (build/san_builds.log):"; cat build/san_builds.log; exit 1
-    fi
+    case "$(cat build/san.rc 2>/dev/null)" in
+      0) cat build/san_tests.log ;;
+      2) echo "== the sanitizer builds failed (build/san_builds.log):"; cat build/san_builds.log; exit 1 ;;
+      *) cat build/san_tests.log 2>/dev/null; echo "== sanitizer tests failed"; status=1 ;;
+    esac
   else
     san_builds
+    san_tests
   fi
-  echo "== [2/3] ASan+UBSan tests (no MPI), labelled san"
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    run_ctest build-asan -L '^san$'
-  echo "== [2/3] done at $(( $(date +%s) - start )) s"
-
-  echo "== [3/3] TSan tests, labelled tsan"
-  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_ctest build-tsan -L '^tsan$'
 fi
 
 echo "== test.sh: $(( $(date +%s) - start )) s, status $status"
