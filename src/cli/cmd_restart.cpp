@@ -10,12 +10,14 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "cli/below_watch.h"
 #include "cli/ckpt_signal.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/paths.h"
+#include "cli/inspect_files.h"
 #include "cli/preimages.h"
 #include "coord/manifest.h"
 #include "coord/secret.h"
@@ -299,7 +301,17 @@ int Restart(const RestartArgs& a) {
   pf.here = !WantsHosts(a.ho) && a.map.empty();
   if (!a.pre_hosts.empty()) s = ParsePreHosts(a.pre_hosts, &pf);
   if (!s.ok()) return Fail(s.message());
-  s = CheckPreimages(Parent(plan.manifest.empty() ? plan.images[0] : plan.manifest), pf, &pre);
+  // Read only when a cut-back record's file is gone (FilesRestoredFrom parses every image's files section).
+  std::set<std::string> image_files;
+  bool images_read = false;
+  auto restored_by_images = [&](const std::string& path) {
+    if (!images_read) {
+      for (std::string& f : FilesRestoredFrom(plan.images)) image_files.insert(std::move(f));
+      images_read = true;
+    }
+    return image_files.count(path) > 0;
+  };
+  s = CheckPreimages(Parent(plan.manifest.empty() ? plan.images[0] : plan.manifest), pf, &pre, restored_by_images);
   if (!s.ok()) return Fail(s.message());
   std::string bin;
   s = FindHelper("REVIVE_RESTART_BIN", "restart", "revive-restart", &bin);

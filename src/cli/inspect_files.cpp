@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -105,7 +106,7 @@ std::string CheckBlock(const std::string& path, uint64_t len, uint64_t lo, uint6
 }  // namespace
 
 nlohmann::json InspectFiles(const image::View& v, const std::string& image_path, uint64_t* bad,
-                            std::string* first_bad) {
+                            std::string* first_bad, bool check_blocks) {
   using nlohmann::json;
   json files = json::array();
   const image::SectionEntry* e = image::find_section(v, image::kKindPlugin, "files");
@@ -172,6 +173,7 @@ nlohmann::json InspectFiles(const image::View& v, const std::string& image_path,
       }
       const uint64_t off = uint64_t(b) << plugins::kBlockLog2;
       const uint64_t len = std::min<uint64_t>(plugins::kBlockBytes, uint64_t(fe.size) - off);
+      if (!check_blocks) continue;
       const std::string block = dir + "/" + plugins::kBlockPrefix + BlockHex(h[0], h[1]);
       std::string why = CheckBlock(block, len, h[0], h[1], buf);
       if (!why.empty()) {
@@ -189,6 +191,30 @@ nlohmann::json InspectFiles(const image::View& v, const std::string& image_path,
     if (!in.ok) break;
   }
   return files;
+}
+
+std::vector<std::string> FilesRestoredFrom(const std::vector<std::string>& image_paths) {
+  std::vector<std::string> out;
+  for (const std::string& img : image_paths) {
+    const int fd = open(img.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) continue;
+    void* m = fstat(fd, &st) == 0 && st.st_size > 0
+                  ? mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0)
+                  : MAP_FAILED;
+    close(fd);
+    if (m == MAP_FAILED) continue;
+    image::View v;
+    char err[512];
+    if (image::open_view(img.c_str(), static_cast<const uint8_t*>(m), uint64_t(st.st_size), &v, err, sizeof err)) {
+      uint64_t bad = 0;
+      std::string first;
+      for (const auto& f : InspectFiles(v, img, &bad, &first, false))
+        if (f["origin"] != OriginName(uint32_t(FileOrigin::kListing))) out.push_back(f["path"]);
+    }
+    munmap(m, size_t(st.st_size));
+  }
+  return out;
 }
 
 }  // namespace revive::cli

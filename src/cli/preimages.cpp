@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -79,10 +80,14 @@ std::string NameOf(const Pre& p) {
 
 // A cut-back record's file as it is now on this host: the same file (dev, inode, birth time) and at least
 // as long as at G. "" or why it cannot be cut back.
-std::string CheckCut(const Pre& p) {
+// *gone: the file is not there at all.
+std::string CheckCut(const Pre& p, bool* gone) {
   struct statx sx;
-  if (statx(AT_FDCWD, p.path.c_str(), AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, &sx) != 0)
+  *gone = false;
+  if (statx(AT_FDCWD, p.path.c_str(), AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS | STATX_BTIME, &sx) != 0) {
+    *gone = errno == ENOENT;
     return "it cannot be examined: " + Err(errno);
+  }
   const uint64_t dev = (uint64_t(sx.stx_dev_major) << 32) | sx.stx_dev_minor;
   const bool btime_differs = (p.r.btime_sec || p.r.btime_nsec) && (sx.stx_mask & STATX_BTIME) &&
                              (sx.stx_btime.tv_sec != p.r.btime_sec || sx.stx_btime.tv_nsec != p.r.btime_nsec);
@@ -197,7 +202,8 @@ struct Preimages {
 };
 void PreimagesDeleter::operator()(Preimages* p) const { delete p; }
 
-Status CheckPreimages(const std::string& gen_dir, const PreimageFilter& f, PreimageList* out) {
+Status CheckPreimages(const std::string& gen_dir, const PreimageFilter& f, PreimageList* out,
+                      const std::function<bool(const std::string&)>& restored_by_images) {
   out->reset(new Preimages);
   const std::string dir = gen_dir + "/" + plugins::kPreDir;
   DIR* d = opendir(dir.c_str());
@@ -229,7 +235,15 @@ Status CheckPreimages(const std::string& gen_dir, const PreimageFilter& f, Preim
   for (Pre& p : all) {
     if (p.r.kind == plugins::kPreCut && copies.count(NameOf(p))) continue;
     if (!f.all && (std::find(f.hosts.begin(), f.hosts.end(), p.host) != f.hosts.end()) == f.except) continue;
-    std::string why = p.r.kind == plugins::kPreCut ? (f.here ? CheckCut(p) : "") : CheckData(p);
+    bool gone = false;
+    std::string why = p.r.kind == plugins::kPreCut ? (f.here ? CheckCut(p, &gone) : "") : CheckData(p);
+    if (gone && restored_by_images && restored_by_images(p.path)) {
+      fprintf(stderr,
+              "revive restart: note: '%s' was removed since the checkpoint; the images write it back as it was "
+              "then (its pre-image record '%s' is not needed)\n",
+              p.path.c_str(), p.rec.c_str());
+      continue;
+    }
     if (!why.empty() && p.r.kind == plugins::kPreCut)
       return Status::Corruption("pre-image of '" + p.path + "' cannot be applied: " + why + " (record '" + p.rec +
                                 "': cut it back to " + std::to_string(p.r.size) + " bytes); the restart stops");

@@ -3,6 +3,7 @@
 // of it is restored.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,7 +37,12 @@ std::vector<std::string> PreHostsSpecs(const std::vector<std::string>& parts);
 // and, when it can be read, its file), then, of the records the filter keeps, each copy's contents
 // (length, XXH3) and each cut-back record's file (same file, at least as long as at the checkpoint): an
 // error names the file and the record. Writes nothing (run it before anything is started).
-Status CheckPreimages(const std::string& gen_dir, const PreimageFilter& f, PreimageList* out);
+// A cut-back record whose file is gone (removed by hand between the kill and the restart) is not an error
+// when the generation's images write that file back themselves (a node-local or written file: saved
+// whole at the checkpoint): `restored_by_images` (optional; asked only then) says so, and the record is
+// dropped with a note on stderr. Without such a copy the file's checkpoint bytes are lost: the error stands.
+Status CheckPreimages(const std::string& gen_dir, const PreimageFilter& f, PreimageList* out,
+                      const std::function<bool(const std::string&)>& restored_by_images = {});
 // Writes each kept file back in place (copies: contents, size; cut-back records: the size; both: mode,
 // owner when permitted, mtime); returns how many files were put back.
 Status RestorePreimages(const Preimages& list, size_t* restored);

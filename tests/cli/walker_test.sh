@@ -49,8 +49,7 @@ print(" ".join(sorted(names)))')
 [ "$saved" = "copy0.txt copy1.txt" ] ||
   fail "the node-local files were saved as [$saved] across the images of $gen (each exactly once expected)"
 # Restarted on this host with the directory as the kill left it: emptying it would not be another host
-# (the pre-image records of this host, cut-back of an append made after the checkpoint, then meet a
-# missing file and stop the restart; with --hosts each host's part applies only its own host's records).
+# (the pre-image records of this host apply; files removed by hand: cli.local_removed).
 (cd "$tmp/run" && timeout 60 "$rv" restart --port "$port" "$ck") >"$tmp/restart.out" 2>"$tmp/restart.err" ||
   { tail -20 "$tmp/restart.err"; fail "restart"; }
 for f in nodetmp/copy0.txt nodetmp/copy1.txt res0.txt res1.txt; do
