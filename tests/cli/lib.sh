@@ -74,3 +74,21 @@ exec "$rr" "\$@"
 WRAP
   chmod +x "$tmp/wrap.sh"
 }
+# Runs $tmp/prog.py (argument: a node-local directory) as two copies (REVIVE_LAUNCH_INDEX 0 and 1): the
+# uninterrupted reference in $tmp/ref, then `revive launch -n 2` in $tmp/run with $tmp/run/nodetmp as the
+# node-local directory, checkpointing into $ck ($launcher: its pid); returns once both copies wrote 8
+# lines of $tmp/run/$1 and $tmp/run/$2. Sets $py (not a pyenv shim: its bash and env would be restored too).
+launch_two_copies() {
+  py=/usr/bin/python3; [ -x "$py" ] || py=$(command -v python3)
+  mkdir -p "$tmp/ref/nodetmp" "$tmp/run/nodetmp"
+  (cd "$tmp/ref" && REVIVE_LAUNCH_INDEX=0 "$py" "$tmp/prog.py" "$tmp/ref/nodetmp" & cd "$tmp/ref" && REVIVE_LAUNCH_INDEX=1 "$py" "$tmp/prog.py" "$tmp/ref/nodetmp"; wait)
+  export REVIVE_LOCAL_DIRS=$tmp/run/nodetmp TMPDIR=$tmp/run/nodetmp
+  ck=$tmp/ck
+  (cd "$tmp/run" && exec "$rv" launch -n 2 --port "$port" --ckpt-dir "$ck" -- "$py" "$tmp/prog.py" "$tmp/run/nodetmp") \
+    >"$tmp/launch.out" 2>"$tmp/launch.err" &
+  launcher=$!
+  for _ in $(seq 100); do
+    [ "$(cat "$tmp/run/$1" 2>/dev/null | wc -l)" -ge 8 ] && [ "$(cat "$tmp/run/$2" 2>/dev/null | wc -l)" -ge 8 ] && break
+    sleep 0.05
+  done
+}

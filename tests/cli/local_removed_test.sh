@@ -27,18 +27,7 @@ data = open(log).read() + open(shared).read()
 with open("res%d.txt" % idx, "w") as f:
     f.write("%d lines, crc %08x\n" % (data.count("\n"), zlib.crc32(data.encode())))
 PROG
-py=/usr/bin/python3; [ -x "$py" ] || py=$(command -v python3)  # not a pyenv shim: its bash and env would be restored too
-mkdir -p "$tmp/ref/nodetmp" "$tmp/run/nodetmp"
-(cd "$tmp/ref" && REVIVE_LAUNCH_INDEX=0 "$py" "$tmp/prog.py" "$tmp/ref/nodetmp" & cd "$tmp/ref" && REVIVE_LAUNCH_INDEX=1 "$py" "$tmp/prog.py" "$tmp/ref/nodetmp"; wait)
-export REVIVE_LOCAL_DIRS=$tmp/run/nodetmp TMPDIR=$tmp/run/nodetmp
-ck=$tmp/ck
-(cd "$tmp/run" && exec "$rv" launch -n 2 --port "$port" --ckpt-dir "$ck" -- "$py" "$tmp/prog.py" "$tmp/run/nodetmp") \
-  >"$tmp/launch.out" 2>"$tmp/launch.err" &
-launcher=$!
-for _ in $(seq 100); do
-  [ "$(cat "$tmp/run/shared0.txt" 2>/dev/null | wc -l)" -ge 8 ] && [ "$(cat "$tmp/run/shared1.txt" 2>/dev/null | wc -l)" -ge 8 ] && break
-  sleep 0.05
-done
+launch_two_copies shared0.txt shared1.txt
 "$rv" checkpoint --port "$port" --ckpt-dir "$ck" >"$tmp/ck.out" 2>&1 || { cat "$tmp/ck.out" "$tmp/launch.err"; fail "checkpoint"; }
 gen=$(ls -d "$ck"/ckpt-* | sort -V | tail -1)
 # Appends after the checkpoint: the three cut-back records made.

@@ -21,18 +21,7 @@ data = open(p).read()
 with open("res%d.txt" % idx, "w") as f:
     f.write("copy %d: %d lines, crc %08x\n" % (idx, data.count("\n"), zlib.crc32(data.encode())))
 PROG
-py=/usr/bin/python3; [ -x "$py" ] || py=$(command -v python3)  # not a pyenv shim: its bash and env would be restored too
-mkdir -p "$tmp/ref/nodetmp" "$tmp/run/nodetmp"
-(cd "$tmp/ref" && REVIVE_LAUNCH_INDEX=0 "$py" "$tmp/prog.py" "$tmp/ref/nodetmp" & cd "$tmp/ref" && REVIVE_LAUNCH_INDEX=1 "$py" "$tmp/prog.py" "$tmp/ref/nodetmp"; wait)
-export REVIVE_LOCAL_DIRS=$tmp/run/nodetmp TMPDIR=$tmp/run/nodetmp
-ck=$tmp/ck
-(cd "$tmp/run" && exec "$rv" launch -n 2 --port "$port" --ckpt-dir "$ck" -- "$py" "$tmp/prog.py" "$tmp/run/nodetmp") \
-  >"$tmp/launch.out" 2>"$tmp/launch.err" &
-launcher=$!
-for _ in $(seq 100); do
-  [ "$(cat "$tmp/run/nodetmp/copy0.txt" 2>/dev/null | wc -l)" -ge 8 ] && [ "$(cat "$tmp/run/nodetmp/copy1.txt" 2>/dev/null | wc -l)" -ge 8 ] && break
-  sleep 0.05
-done
+launch_two_copies nodetmp/copy0.txt nodetmp/copy1.txt
 checkpoint_and_kill "$launcher" "$tmp/prog.py"
 gen=$(ls -d "$ck"/ckpt-* | sort -V | tail -1)
 saved=$(for img in "$gen"/*.rimg; do "$rv" inspect --json "$img"; done | "$py" -c '
