@@ -8,12 +8,16 @@
 # and killed while the holder still has the port, restarted again. Both logs must equal an uninterrupted
 # run's byte for byte, and the holder must have had no connection of the computation. The restart used to
 # fail with "cannot listen again on port".
+# ADDR=<IPv6 address of an interface> (cli.port_taken_v6, in a network namespace of its own): the server,
+# the client and the holder use that address instead of 127.0.0.1 (before 2026-11-29 only ::1 and :: were
+# known as this host's IPv6 addresses: the connects went to the holder).
 set -euo pipefail
 rv=$(realpath "$1")
 source "$(dirname "$0")/lib.sh"
 cleanup_patterns=("$tmp/prog.py" "$tmp/holder.py")
+export ADDR=${ADDR:-127.0.0.1}
 cat >"$tmp/ask.py" <<'ASK'
-import socket, sys
+import os, socket, sys
 def line(c):
     """One line from connection c (without its newline; b"" at end of file)."""
     got = b""
@@ -24,7 +28,7 @@ def line(c):
         got += more
     return got.strip()
 def ask(port, i):
-    c = socket.create_connection(("127.0.0.1", port))
+    c = socket.create_connection((os.environ["ADDR"], port))
     c.sendall(b"%d\n" % i)
     reply = line(c)
     c.close()
@@ -37,11 +41,12 @@ import os, socket, subprocess, sys, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[0])))
 from ask import ask, line
 port, d = int(sys.argv[1]), sys.argv[2]
-srv = socket.socket()
+v6 = ":" in os.environ["ADDR"]
+srv = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET)
 # As most servers do: else the connections it closed before the checkpoint sit in TIME_WAIT without the
 # option and keep the holder below from binding the port (the restored listener then moves for them).
 srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-srv.bind(("0.0.0.0", port))
+srv.bind(("::" if v6 else "0.0.0.0", port))
 srv.listen(16)
 pid = os.fork()
 if pid == 0:
@@ -56,7 +61,7 @@ if pid == 0:
         log.write("%d -> %s\n" % (i, reply.decode()))
         log.flush()
         time.sleep(0.1)
-    c = socket.create_connection(("127.0.0.1", port))
+    c = socket.create_connection((os.environ["ADDR"], port))
     c.sendall(b"end\n")
     c.close()
     os._exit(0)
@@ -77,10 +82,10 @@ os.waitpid(pid, 0)
 log.write("done\n")
 PROG
 cat >"$tmp/holder.py" <<'HOLD'
-import socket, sys
-s = socket.socket()
+import os, socket, sys
+s = socket.socket(socket.AF_INET6 if ":" in os.environ["ADDR"] else socket.AF_INET)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1])))
+s.bind((os.environ["ADDR"], int(sys.argv[1])))
 s.listen(16)
 print("held", flush=True)
 n = 0
@@ -110,7 +115,7 @@ kill -9 "$launcher" 2>/dev/null || true
 pkill -9 -f "$tmp/prog.py" || true
 wait "$launcher" 2>/dev/null || true
 pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
-# The holder takes the program's port (on 127.0.0.1: where the client connects).
+# The holder takes the program's port (on $ADDR: where the client connects).
 "$py" "$tmp/holder.py" "$lport" "$tmp/holder.count" >"$tmp/holder.out" 2>&1 &
 for _ in $(seq 100); do [ -s "$tmp/holder.out" ] && break; sleep 0.05; done
 [ "$(cat "$tmp/holder.out")" = held ] || { cat "$tmp/holder.out"; fail "the holder could not take port $lport"; }

@@ -14,7 +14,8 @@
 //  - a program exec'd after the restart gets the routes in REVIVE_PORTMAP (proctree's exec wrappers ask
 //    revive_chan_portmap_env below) and reads them at its first connect.
 // Not covered: listeners bound to an address of another host (a restart elsewhere keeps
-// the port or fails as before), IPv6 addresses of interfaces other than loopback, UDP sockets.
+// the port or fails as before), UDP sockets. IPv6 addresses of this host's interfaces are read from
+// /proc/net/if_inet6 (since 2026-11-29; before, only ::1, :: and IPv4-mapped local addresses counted).
 // The wrapper runs in program threads and signal handlers: a lookup in a small static table, no locks.
 #include <errno.h>
 #include <fcntl.h>
@@ -59,6 +60,9 @@ uint32_t g_nroutes;  // published last (release): the wrapper reads the table on
 constexpr uint32_t kMaxLocal4 = 64;
 uint32_t g_local4[kMaxLocal4];  // this host's IPv4 addresses (network order), read with the routes
 uint32_t g_nlocal4;
+constexpr uint32_t kMaxLocal6 = 32;
+in6_addr g_local6[kMaxLocal6];  // this host's IPv6 addresses, read with the routes
+uint32_t g_nlocal6;
 uint64_t g_publish_gen;  // between this restored process's publish and its load: the restart's generation
 
 uint16_t port_of(const sockaddr_storage& a) {
@@ -103,6 +107,51 @@ void read_local_v4() {
   close(s);
 }
 
+bool local_v6(const in6_addr& a) {
+  const uint32_t n = __atomic_load_n(&g_nlocal6, __ATOMIC_ACQUIRE);
+  for (uint32_t k = 0; k < n; ++k)
+    if (memcmp(&g_local6[k], &a, sizeof a) == 0) return true;
+  return false;
+}
+
+int hex_digit(char c) {
+  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+// /proc/net/if_inet6: a line per address, "<32 hex digits> <ifindex> <prefix> <scope> <flags> <name>".
+// Read with plain system calls into a static buffer (no stdio, no allocation); addresses past what it
+// holds (about 80 lines) or past kMaxLocal6 are not seen.
+void read_local_v6() {
+  g_nlocal6 = 0;
+  static char buf[4096];
+  const int fd = open("/proc/net/if_inet6", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;  // no IPv6 in this kernel or namespace
+  size_t len = 0;
+  for (ssize_t r; len < sizeof buf - 1 && (r = read(fd, buf + len, sizeof buf - 1 - len)) > 0;) len += size_t(r);
+  close(fd);
+  buf[len] = '\0';
+  uint32_t n = 0;
+  for (const char* p = buf; *p && n < kMaxLocal6;) {
+    in6_addr a;
+    bool ok = true;
+    for (int k = 0; k < 16 && ok; ++k) {
+      const int hi = hex_digit(p[2 * k]), lo = hi < 0 ? -1 : hex_digit(p[2 * k + 1]);
+      ok = lo >= 0;
+      if (ok) a.s6_addr[k] = uint8_t(hi << 4 | lo);
+    }
+    if (ok && p[32] == ' ') g_local6[n++] = a;
+    const char* nl = strchr(p, '\n');
+    if (!nl) break;
+    p = nl + 1;
+  }
+  __atomic_store_n(&g_nlocal6, n, __ATOMIC_RELEASE);
+}
+
+void read_local_addresses() {
+  read_local_v4();
+  read_local_v6();
+}
+
 // Whether `to` (len bytes) is a TCP/IP address of this host; its port in *port.
 bool this_host(const sockaddr* to, socklen_t len, uint16_t* port) {
   if (to->sa_family == AF_INET && len >= sizeof(sockaddr_in)) {
@@ -115,7 +164,7 @@ bool this_host(const sockaddr* to, socklen_t len, uint16_t* port) {
     *port = ntohs(a->sin6_port);
     const in6_addr& ip = a->sin6_addr;
     return IN6_IS_ADDR_LOOPBACK(&ip) || IN6_IS_ADDR_UNSPECIFIED(&ip) ||
-           (IN6_IS_ADDR_V4MAPPED(&ip) && local_v4(reinterpret_cast<const uint32_t*>(&ip)[3]));
+           (IN6_IS_ADDR_V4MAPPED(&ip) && local_v4(reinterpret_cast<const uint32_t*>(&ip)[3])) || local_v6(ip);
   }
   return false;
 }
@@ -178,7 +227,7 @@ int portmap_load(uint64_t gen) {
   char after[200];
   memcpy(after, prefix, plen + 1);
   uint32_t n = 0;
-  read_local_v4();
+  read_local_addresses();
   for (;;) {
     int r = inject::coord_next(prefix, after, 10000, key, sizeof key, val, sizeof val);
     if (r != 1) break;
@@ -228,7 +277,7 @@ void routes_from_env() {
   if (v) host_tag(tag, sizeof tag);  // the host is read only where routes were handed down
   const size_t tl = strlen(tag);
   if (v && tl && strncmp(v, tag, tl) == 0 && v[tl] == ';') {
-    read_local_v4();
+    read_local_addresses();
     uint32_t n = 0;
     for (const char* p = v + tl + 1; *p && n < kMaxRoutes;) {
       uint32_t virt = 0, real = 0;
