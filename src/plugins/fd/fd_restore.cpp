@@ -14,6 +14,7 @@
 #include "plugins/common/msg.h"
 #include "plugins/common/same_open.h"
 #include "plugins/common/section_io.h"
+#include "plugins/common/sigfd_set.h"
 #include "plugins/fd/fd_internal.h"
 #include "plugins/fd/fd_record.h"
 #include "plugins/plugins.h"
@@ -385,23 +386,26 @@ int restore_one(Ctx& c, const FdRecord& rec, const char* path) {
     }
     case FdKind::kEventfd:
     case FdKind::kTimerfd:
+    case FdKind::kSignalfd:
       if (int inherited = handed_over(rec.fd); inherited >= 0) {
         // An eventfd or timerfd shared with other processes of the tree (inherited across fork): `revive
         // restart` made it once, with the saved state, and handed it down, so a write by one wakes the
         // others again, an expiration read by one is read, a re-arm is seen by all (before 2026-11-28 each
-        // process got one of its own: a child waiting for its parent's write waited for ever). The state
-        // that follows the record is the owner's too.
+        // process got one of its own: a child waiting for its parent's write waited for ever). A signalfd
+        // too (2026-11-29): a mask one holder sets with signalfd(fd, ...) is the others' mask, and
+        // O_NONBLOCK one sets is theirs. The state that follows the record is the owner's too.
         if (rec.content_len > 0 && !c.in.skip(static_cast<size_t>(rec.content_len)))
           return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(": truncated record"), EINVAL);
         int fd = fcntl(inherited, F_DUPFD_CLOEXEC, 0);
         if (fd < 0)
           return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(": cannot take the ")
               .s(fd_kind_name(rec.kind)).s(" handed over by revive restart: ").err(errno), errno);
+        if (kind == FdKind::kSignalfd) sigfd_mark(fd);  // its reads give senders as the program knows them
         return place(c, fd, rec);
       }
+      if (kind == FdKind::kSignalfd) return restore_signalfd(c, rec, path);
       return kind == FdKind::kEventfd ? restore_eventfd(c, rec, path) : restore_timerfd(c, rec, path);
     case FdKind::kEpoll: return restore_epoll(c, rec, path);
-    case FdKind::kSignalfd: return restore_signalfd(c, rec, path);
     case FdKind::kInotify: return restore_inotify(c, rec, path);
     case FdKind::kPipe:
       if (rec.peer_fd >= 0) return restore_local_pipe(c, rec);
@@ -434,7 +438,7 @@ bool record_ok(const FdRecord& rec, int prev, size_t remaining) {
   bool share_ok = rec.share_pid == 0 ? rec.share_fd == -1
                                      : rec.share_fd >= 0 &&
                                            (kind == FdKind::kRegular || kind == FdKind::kDeleted || kind == FdKind::kEventfd ||
-                                            kind == FdKind::kTimerfd) &&
+                                            kind == FdKind::kTimerfd || kind == FdKind::kSignalfd) &&
                                            rec.dup_of < 0;
   bool stored_ok = rec.stored == kStoredHere ||
                    (rec.stored == kStoredInShm && kind == FdKind::kDeleted && rec.dup_of < 0 &&

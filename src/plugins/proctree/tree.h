@@ -41,6 +41,9 @@ struct FileRef {
   // A timerfd's (kTimerfd with a share key): made with timerfd_create and armed as saved.
   bool timerfd = false;
   plugins::TimerfdState tfd{};
+  // A signalfd's (kSignalfd with a share key): made with signalfd4 and the saved mask.
+  bool signalfd = false;
+  uint64_t sfd_mask = 0;
 };
 
 // A deleted file held by two or more processes of the plan: `revive restart` recreates it once, unlinked,
@@ -70,6 +73,8 @@ struct SharedFile {
   bool efd_semaphore = false;
   bool timerfd = false;  // made with timerfd_create and armed with tfd (remaining time, interval, ticks)
   plugins::TimerfdState tfd{};
+  bool signalfd = false;  // made with signalfd4(sfd_mask)
+  uint64_t sfd_mask = 0;
 };
 
 // A mapping of a shared memory object in one image (its "shm" section, image/format.h ShmRecord).

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/signalfd.h>
 #include <sys/timerfd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -192,7 +193,7 @@ void open_shared(const TreePlan& plan, int owner) {
     // A deleted file's description: a new one of the inode recreated at its slot (MakeDeletedFiles).
     const std::string path =
         f.deleted < 0 ? f.path : "/proc/self/fd/" + std::to_string(deleted_slot(plan, size_t(f.deleted)));
-    int fd = f.deleted < 0 && !f.eventfd && !f.timerfd ? restart_stdio(f) : -1;
+    int fd = f.deleted < 0 && !f.eventfd && !f.timerfd && !f.signalfd ? restart_stdio(f) : -1;
     if (f.eventfd) {
       // One eventfd for every holder, with the saved counter (a write: it may exceed eventfd()'s unsigned
       // int initial value). Inherited like the files below; each process's fd plugin takes it.
@@ -204,6 +205,11 @@ void open_shared(const TreePlan& plan, int owner) {
       }
     } else if (f.timerfd) {
       fd = make_timerfd(f);
+    } else if (f.signalfd) {
+      // One signalfd for every holder, with the saved mask (the kernel's 8-byte set, as the fd plugin's
+      // restore_signalfd makes one). Each process reads its own pending signals through it, as before.
+      fd = int(syscall(SYS_signalfd4, -1, &f.sfd_mask, 8, f.flags & O_NONBLOCK ? SFD_NONBLOCK : 0));
+      if (fd < 0) fprintf(stderr, "revive restart: cannot make a shared signalfd: %s\n", strerror(errno));
     } else if (fd < 0) {
       fd = open(path.c_str(), (f.flags & ~O_CLOEXEC) | O_NOCTTY | create, 0600);
     }
