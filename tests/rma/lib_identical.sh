@@ -54,7 +54,11 @@ for fl in openmpi mpich; do
   for c in "${cases[@]}"; do
     IFS='|' read -r name app args want <<<"$c"
     label="$fl/$name ($app $args)"
-    run "$fl" "$name.native" "$app" "$args" || { bad "$label: native run failed"; sed 's/^/    /' "$tmp/$fl.$name.native.err" | tail -5; continue; }
+    # The reference run has no revive in it: Open MPI 4.1's osc/ucx once failed it under load (dht --lock:
+    # "MPI_ERR_WIN: invalid window", CI of 2026-11-29; open-mpi/ompi#9957 reports osc/ucx failing at random).
+    # Made once more before the case is called failed.
+    run "$fl" "$name.native" "$app" "$args" || { echo "note: $label: native run failed, made again"; run "$fl" "$name.native" "$app" "$args"; } ||
+      { bad "$label: native run failed"; sed 's/^/    /' "$tmp/$fl.$name.native.err" | tail -5; continue; }
     if ! run "$fl" "$name.lib" "$app" "$args" REVIVE_RMA_PRELOAD="${lib[$fl]}" REVIVE_RMA_VERIFY=1 REVIVE_RMA_STATS=1 \
       REVIVE_RMA_INTERVAL=0.000001 REVIVE_RMA_GROUP=2; then
       bad "$label: failed under the library"

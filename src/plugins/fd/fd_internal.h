@@ -59,6 +59,9 @@ int epoll_items(int fd, const EpollItem** items);
 // Restore: creates the epoll instance; its registrations wait until every fd is back, then epoll_rearm
 // applies them (warning for each that fails: a stand-in cannot be watched) or, !apply, forgets them.
 int restore_epoll(RestoreCtx& c, const FdRecord& rec, const char* path);
+// An epoll instance shared with other processes of the tree: `inherited` (made once by revive restart) at
+// rec.fd, this holder's registrations queued for epoll_rearm like restore_epoll's.
+int restore_shared_epoll(RestoreCtx& c, const FdRecord& rec, int inherited);
 void epoll_rearm(bool apply);
 // For the chan plugin, which puts sockets, pipes and FIFOs back after this plugin's restore (where their
 // registrations failed on /dev/null stand-ins): every epoll instance that watched fd at checkpoint

@@ -255,16 +255,30 @@ int epoll_items(int fd, const EpollItem** items) {
   return n;
 }
 
-int restore_epoll(RestoreCtx& c, const FdRecord& rec, const char* path) {
-  if (rec.content_len % static_cast<int64_t>(sizeof(EpollItem)) != 0)
-    return fail_fd(c, rec, "bad epoll registrations in the section", EINVAL);
+namespace {
+// The record's registrations, queued for epoll_rearm. False: the section is malformed.
+bool queue_items(RestoreCtx& c, const FdRecord& rec) {
+  if (rec.content_len % static_cast<int64_t>(sizeof(EpollItem)) != 0) return false;
   for (int64_t k = 0; k < rec.content_len / static_cast<int64_t>(sizeof(EpollItem)); ++k) {
     EpollItem it;
-    if (!c.in.bytes(&it, sizeof it) || it.tfd < 0) return fail_fd(c, rec, "bad epoll registration in the section", EINVAL);
+    if (!c.in.bytes(&it, sizeof it) || it.tfd < 0) return false;
     if (g_npending < kMaxEpollItems) g_pending[g_npending++] = Pending{rec.fd, it};
   }
+  return true;
+}
+}  // namespace
+
+int restore_epoll(RestoreCtx& c, const FdRecord& rec, const char* path) {
+  if (!queue_items(c, rec)) return fail_fd(c, rec, "bad epoll registrations in the section", EINVAL);
   int fd = epoll_create1(EPOLL_CLOEXEC);
   if (fd < 0) return stand_in(c, rec, path, "cannot be recreated");
+  return place(c, fd, rec);
+}
+
+int restore_shared_epoll(RestoreCtx& c, const FdRecord& rec, int inherited) {
+  if (!queue_items(c, rec)) return fail_fd(c, rec, "bad epoll registrations in the section", EINVAL);
+  int fd = fcntl(inherited, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return fail_fd(c, rec, "cannot take the epoll instance handed over by revive restart", errno);
   return place(c, fd, rec);
 }
 
@@ -278,6 +292,7 @@ void epoll_rearm(bool apply) {
     ev.data.u64 = p.item.data;
     if (epoll_ctl(p.epfd, EPOLL_CTL_ADD, p.item.tfd, &ev) != 0) {
       int e = errno;
+      if (e == EEXIST) continue;  // a shared instance: another holder registered this file already
       // A socket the chan plugin puts back later (a listener, a connection, a socket another process
       // hands over) is still the stand-in here; chan's epoll_rewatch makes the registration then. Only
       // a descriptor that stays a stand-in is worth the warning (MPICH's UCX listeners gave five).

@@ -44,6 +44,8 @@ struct FileRef {
   // A signalfd's (kSignalfd with a share key): made with signalfd4 and the saved mask.
   bool signalfd = false;
   uint64_t sfd_mask = 0;
+  // An epoll instance's (kEpoll with a share key): made empty; each holder registers its targets again.
+  bool epoll = false;
 };
 
 // A deleted file held by two or more processes of the plan: `revive restart` recreates it once, unlinked,
@@ -75,6 +77,7 @@ struct SharedFile {
   plugins::TimerfdState tfd{};
   bool signalfd = false;  // made with signalfd4(sfd_mask)
   uint64_t sfd_mask = 0;
+  bool epoll = false;  // made with epoll_create1, empty (its holders' fd plugins register their targets)
 };
 
 // A mapping of a shared memory object in one image (its "shm" section, image/format.h ShmRecord).

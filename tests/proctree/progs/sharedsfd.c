@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tree_util.h"
+
 static void put(const char* s) {
   size_t n = 0;
   while (s[n]) ++n;
@@ -74,10 +76,5 @@ int main(int argc, char** argv) {
     if (read(ans[0], &a, 1) != 1) return 95;
     nanosleep(&pause, NULL);
   }
-  int st = 0;
-  if (waitpid(c, &st, 0) != c) return 96;
-  char line[64];
-  snprintf(line, sizeof line, "parent: %d rounds, child status %d\n", rounds, st);
-  put(line);
-  return 0;
+  return reap_and_report(c, rounds, 96);
 }

@@ -45,3 +45,13 @@ static inline int reap_kids(const pid_t* kids, int n, int a, int b) {
   }
   return 0;
 }
+
+/* The parent's end of the shared-description programs (sharedsfd, sharedepoll): reaps child c and writes
+ * "parent: R rounds, child status S" to stdout. 0, or `fail` if the wait does not give c. */
+static inline int reap_and_report(pid_t c, int rounds, int fail) {
+  int st = 0;
+  if (waitpid(c, &st, 0) != c) return fail;
+  char line[64];
+  int n = snprintf(line, sizeof line, "parent: %d rounds, child status %d\n", rounds, st);
+  return write(1, line, (size_t)n) == n ? 0 : 90;
+}
