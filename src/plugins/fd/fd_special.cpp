@@ -4,6 +4,7 @@
 // bytes it buffered. A pipe to another process is the distributed issue's and stays a stand-in.
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/kcmp.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -220,6 +221,7 @@ struct Pending {
 Pending g_pending[kMaxEpollItems];
 int g_npending;
 char g_epoll_info[256 << 10];  // fdinfo of one epoll instance: ~80 bytes a registration
+int32_t g_listed_tfd[kMaxEpollItems];  // the numbers of every registration listed so far (epoll_items)
 
 const char* after(const char* p, const char* key) {
   p = strstr(p, key);
@@ -235,8 +237,8 @@ uint64_t parse_num(const char*& p, int base) {
 
 int epoll_items(int fd, const EpollItem** items) {
   if (!fdinfo_load(fd, g_epoll_info, sizeof g_epoll_info)) return -1;
-  int n = 0;
-  for (const char* p = g_epoll_info; (p = after(p, "tfd:")) && n < kMaxEpollItems;) {
+  int n = 0, listed = 0;
+  for (const char* p = g_epoll_info; (p = after(p, "tfd:")) && n < kMaxEpollItems && listed < kMaxEpollItems;) {
     EpollItem it{};
     it.tfd = static_cast<int32_t>(parse_num(p, 10));
     const char* q = after(p, "events:");
@@ -246,9 +248,26 @@ int epoll_items(int fd, const EpollItem** items) {
     it.events = static_cast<uint32_t>(parse_num(q, 16));
     it.data = parse_num(r, 16);
     uint64_t ino = parse_num(s, 16);
-    // The number it was registered under may since name another file (dup2, close): skip those.
+    // The number it was registered under may since name another file (dup2, close): skip those. The
+    // inode does not tell an anonymous-inode file (eventfd, timerfd, signalfd, epoll) from another, and
+    // an instance shared across fork lists the targets every holder registered: a process whose own
+    // eventfd has the number of another holder's target would register its file in the one instance
+    // at restore. kcmp(KCMP_EPOLL_TFD) compares the very file (`toff`: which of the registrations under
+    // that number); where it is unavailable the inode decides, as before.
     struct stat st;
-    if (fstat(it.tfd, &st) == 0 && st.st_ino == ino) g_items[n++] = it;
+    bool ours = fstat(it.tfd, &st) == 0 && st.st_ino == ino;
+    g_listed_tfd[listed++] = it.tfd;
+    if (ours) {
+      uint32_t toff = 0;  // the kernel's order is fdinfo's: every registration listed before, ours or not
+      for (int k = 0; k + 1 < listed; ++k) toff += g_listed_tfd[k] == it.tfd;
+      struct kcmp_epoll_slot slot = {static_cast<uint32_t>(fd), static_cast<uint32_t>(it.tfd), toff};
+      const long self = syscall(SYS_getpid);
+      const int e = errno;
+      const long r = syscall(SYS_kcmp, self, self, KCMP_EPOLL_TFD, it.tfd, &slot);
+      if (r > 0 || (r < 0 && errno == ENOENT)) ours = false;
+      errno = e;
+    }
+    if (ours) g_items[n++] = it;
     p = s;
   }
   *items = g_items;

@@ -1,10 +1,14 @@
 /* An epoll instance shared across fork whose interest list the parent changes: every round the parent makes
  * an eventfd the child never holds, registers it in the shared epoll with the round as its data, makes it
  * readable and hands the child a token over a pipe; the child waits on the shared epoll and prints the data
- * of the event it gets, then answers, and the parent removes and closes that round's eventfd. The interest
+ * of the event it gets, then answers; the parent removes that eventfd at the next round's start (dup2 then
+ * closes it). The interest
  * list belongs to the one open file description: a restart that gave each process an epoll of its own (as
  * before 2026-11-29) leaves the child's copy without the parent's later registrations, so its waits time out.
- * Output deterministic: the child's "round N event N" lines, the parent's total. */
+ * The parent registers its eventfd under number 20, and the child holds a readable eventfd of its own at 20
+ * that it never registers: both are anonymous inodes of one inode number, so only a comparison of the very
+ * files (kcmp KCMP_EPOLL_TFD) keeps the child from registering its own at the restore, where it would
+ * answer every later wait. Output deterministic: the child's "round N event N" lines, the parent's total. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +28,9 @@ static void put(const char* s) {
 
 /* The child: per token from `down`, one wait on the shared epoll (0.3 s at most), a line, an answer on `up`. */
 static void child(int ep, int down, int up, int rounds) {
+  const int own = eventfd(1, 0); /* readable, never registered */
+  if (own < 0 || dup2(own, 20) != 20) _exit(93);
+  close(own);
   for (int r = 0; r < rounds; ++r) {
     char t;
     if (read(down, &t, 1) != 1) _exit(91);
@@ -52,16 +59,18 @@ int main(int argc, char** argv) {
   close(ans[1]);
   const struct timespec pause = {0, 15 * 1000 * 1000};
   for (int r = 0; r < rounds; ++r) {
-    const int x = eventfd(0, EFD_CLOEXEC);
+    /* The last round's eventfd stays registered through its pause (where checkpoints mostly land). */
+    if (r > 0 && epoll_ctl(ep, EPOLL_CTL_DEL, 20, NULL) != 0) return 96;
+    const int made = eventfd(0, EFD_CLOEXEC);
+    const int x = made < 0 ? -1 : dup2(made, 20); /* the number the child's own eventfd has */
+    if (made >= 0) close(made);
     struct epoll_event ev = {.events = EPOLLIN};
     ev.data.u64 = (uint64_t)r;
     const uint64_t one = 1;
-    if (x < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, x, &ev) != 0 || write(x, &one, sizeof one) != sizeof one) return 93;
+    if (x != 20 || epoll_ctl(ep, EPOLL_CTL_ADD, x, &ev) != 0 || write(x, &one, sizeof one) != sizeof one) return 93;
     if (write(tok[1], "t", 1) != 1) return 94;
     char a;
     if (read(ans[0], &a, 1) != 1) return 95;
-    if (epoll_ctl(ep, EPOLL_CTL_DEL, x, NULL) != 0) return 96;
-    close(x);
     nanosleep(&pause, NULL);
   }
   return reap_and_report(c, rounds, 97);
