@@ -18,15 +18,13 @@
 #include "plugins/common/msg.h"
 #include "plugins/common/sigfd_set.h"
 #include "plugins/fd/fd_internal.h"
+#include "plugins/fd/timerfd_make.h"
 #include "plugins/common/fdinfo.h"
 #include "plugins/plugins.h"
 
 // The chan plugin's (chan_connect.cpp); weak: null when it is not linked in (plugin tests).
 extern "C" bool revive_chan_restores(int fd) __attribute__((weak));
 
-#ifndef TFD_IOC_SET_TICKS
-#define TFD_IOC_SET_TICKS _IOW('T', 0, uint64_t)
-#endif
 
 extern "C" bool revive_chan_restores(int fd) __attribute__((weak));
 
@@ -138,20 +136,14 @@ int restore_signalfd(RestoreCtx& c, const FdRecord& rec, const char* path) {
 
 int restore_timerfd(RestoreCtx& c, const FdRecord& rec, const char* path) {
   TimerfdState s;
-  if (!read_payload(c, rec, &s, sizeof s) || s.value_nsec < 0 || s.value_nsec >= 1000000000 ||
-      s.interval_nsec < 0 || s.interval_nsec >= 1000000000 || s.value_sec < 0 || s.interval_sec < 0) {
-    return fail_fd(c, rec, "bad timerfd state in the section", EINVAL);
-  }
-  int fd = timerfd_create(s.clockid, TFD_CLOEXEC | (rec.flags & O_NONBLOCK ? TFD_NONBLOCK : 0));
-  if (fd < 0) return stand_in(c, rec, path, "cannot be recreated (clock not available)");
-  // it_value from fdinfo is the time remaining: re-armed relative, whatever the clock did meanwhile.
-  struct itimerspec its = {{s.interval_sec, s.interval_nsec}, {s.value_sec, s.value_nsec}};
-  if ((s.value_sec || s.value_nsec) && timerfd_settime(fd, 0, &its, nullptr) != 0) {
-    int e = errno;
-    close(fd);
-    return fail_fd(c, rec, "cannot re-arm", e);
-  }
-  if (s.ticks > 0 && ioctl(fd, TFD_IOC_SET_TICKS, &s.ticks) != 0) {
+  if (!read_payload(c, rec, &s, sizeof s)) return fail_fd(c, rec, "bad timerfd state in the section", EINVAL);
+  TimerfdMade why;
+  bool ticks_lost;
+  int fd = timerfd_from_state(s, TFD_CLOEXEC | (rec.flags & O_NONBLOCK ? TFD_NONBLOCK : 0), &why, &ticks_lost);
+  if (why == TimerfdMade::kMalformed) return fail_fd(c, rec, "bad timerfd state in the section", EINVAL);
+  if (why == TimerfdMade::kNoClock) return stand_in(c, rec, path, "cannot be recreated (clock not available)");
+  if (why == TimerfdMade::kNotArmed) return fail_fd(c, rec, "cannot re-arm", errno);
+  if (ticks_lost) {
     warn(Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(" (timerfd): ").u(s.ticks)
         .s(" unread expirations lost (kernel without TFD_IOC_SET_TICKS)").c_str());
   }

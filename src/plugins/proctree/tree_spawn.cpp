@@ -25,9 +25,7 @@
 
 #include "plugins/common/same_open.h"
 
-#ifndef TFD_IOC_SET_TICKS  // CONFIG_CHECKPOINT_RESTORE's ioctl; older headers lack the name
-#define TFD_IOC_SET_TICKS _IOW('T', 0, uint64_t)
-#endif
+#include "plugins/fd/timerfd_make.h"
 #include "plugins/proctree/tree.h"
 
 namespace revive::proctree {
@@ -153,29 +151,20 @@ int restart_stdio(const SharedFile& f) {
   return -1;
 }
 
-// One timerfd for every holder, armed as saved: the remaining time relative (whatever the clock did since),
-// the interval, and the expirations not yet read (TFD_IOC_SET_TICKS; the fd plugin's restore_timerfd does
-// the same for a timerfd of one process). -1 (said) when it cannot be made: each holder's fd plugin then
-// makes one of its own, as before.
+// One timerfd for every holder, armed as saved (the fd plugin's procedure, timerfd_make.h). -1 (said) when
+// it cannot be made: each holder's fd plugin then makes one of its own, as before.
 int make_timerfd(const SharedFile& f) {
   const plugins::TimerfdState& s = f.tfd;
-  if (s.value_nsec < 0 || s.value_nsec >= 1000000000 || s.interval_nsec < 0 || s.interval_nsec >= 1000000000 ||
-      s.value_sec < 0 || s.interval_sec < 0) {
+  plugins::TimerfdMade why;
+  bool ticks_lost;
+  const int fd = plugins::timerfd_from_state(s, f.flags & O_NONBLOCK ? TFD_NONBLOCK : 0, &why, &ticks_lost);
+  if (why == plugins::TimerfdMade::kMalformed)
     fprintf(stderr, "revive restart: a shared timerfd's saved state is malformed: each holder gets its own\n");
-    return -1;
-  }
-  int fd = timerfd_create(s.clockid, f.flags & O_NONBLOCK ? TFD_NONBLOCK : 0);
-  if (fd < 0) {
+  else if (why == plugins::TimerfdMade::kNoClock)
     fprintf(stderr, "revive restart: cannot make a shared timerfd (clock %d): %s\n", s.clockid, strerror(errno));
-    return -1;
-  }
-  struct itimerspec its = {{s.interval_sec, s.interval_nsec}, {s.value_sec, s.value_nsec}};
-  if ((s.value_sec || s.value_nsec) && timerfd_settime(fd, 0, &its, nullptr) != 0) {
+  else if (why == plugins::TimerfdMade::kNotArmed)
     fprintf(stderr, "revive restart: cannot arm a shared timerfd: %s\n", strerror(errno));
-    close(fd);
-    return -1;
-  }
-  if (s.ticks > 0 && ioctl(fd, TFD_IOC_SET_TICKS, &s.ticks) != 0)
+  else if (ticks_lost)
     fprintf(stderr, "revive restart: a shared timerfd's %llu unread expirations are lost (kernel without "
             "TFD_IOC_SET_TICKS)\n", (unsigned long long)s.ticks);
   return fd;
