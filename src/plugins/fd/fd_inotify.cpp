@@ -375,14 +375,47 @@ void inotify_reset() {
   g_restore_used = 0;
 }
 
+namespace {
+// Reads and checks rec's watch list and queues it for inotify_rearm on the instance `fd` (to be placed at
+// rec.fd; -1: none made yet). 0, or fail()'s value (fd closed) when the list is malformed or too much.
+int queue_watches(RestoreCtx& c, const FdRecord& rec, int fd);
+}  // namespace
+
 int restore_inotify(RestoreCtx& c, const FdRecord& rec, const char* path) {
   const uint64_t len = static_cast<uint64_t>(rec.content_len);
-  if (len < sizeof(InotifyHead) || g_npending == kMaxInstances || len > sizeof g_restore_buf - g_restore_used) {
-    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(" (inotify): ")
-        .s(len < sizeof(InotifyHead) ? "bad state in the section" : "more inotify state than revive restores"), EINVAL);
-  }
+  if (len < sizeof(InotifyHead) || g_npending == kMaxInstances || len > sizeof g_restore_buf - g_restore_used)
+    return queue_watches(c, rec, -1);  // says what is wrong, before anything is made
+  // Raw call: the instance's table entries are the restored program's own already.
+  int fd = static_cast<int>(syscall(SYS_inotify_init1, IN_CLOEXEC | (rec.flags & O_NONBLOCK ? IN_NONBLOCK : 0)));
+  if (fd < 0) return stand_in(c, rec, path, "cannot be recreated");
+  if (int rc = queue_watches(c, rec, fd); rc != 0) return rc;
+  return place(c, fd, rec);
+}
+
+int restore_shared_inotify(RestoreCtx& c, const FdRecord& rec, int inherited) {
+  const bool owner = rec.share_pid == static_cast<uint32_t>(fd_saved_self()) && rec.share_fd == rec.fd;
+  if (!owner && rec.content_len > 0 && !c.in.skip(static_cast<size_t>(rec.content_len)))
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(" (inotify): truncated state"), EINVAL);
+  int fd = fcntl(inherited, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0)
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd)
+        .s(" (inotify): cannot take the instance handed over by revive restart: ").err(errno), errno);
+  if (owner)
+    if (int rc = queue_watches(c, rec, fd); rc != 0) return rc;
+  return place(c, fd, rec);
+}
+
+namespace {
+int queue_watches(RestoreCtx& c, const FdRecord& rec, int fd) {
+  const uint64_t len = static_cast<uint64_t>(rec.content_len);
+  auto bad = [&](const char* why) {
+    if (fd >= 0) close(fd);
+    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(" (inotify): ").s(why), EINVAL);
+  };
+  if (len < sizeof(InotifyHead) || g_npending == kMaxInstances || len > sizeof g_restore_buf - g_restore_used)
+    return bad(len < sizeof(InotifyHead) ? "bad state in the section" : "more inotify state than revive restores");
   char* buf = g_restore_buf + g_restore_used;
-  if (!c.in.bytes(buf, len)) return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(" (inotify): truncated state"), EINVAL);
+  if (!c.in.bytes(buf, len)) return bad("truncated state");
   // Check the whole list before anything is made: wds ascending, paths within the record.
   InotifyHead head;
   memcpy(&head, buf, sizeof head);
@@ -399,16 +432,12 @@ int restore_inotify(RestoreCtx& c, const FdRecord& rec, const char* path) {
     prev = w.wd;
     off += sizeof w + w.path_len;
   }
-  if (off != len || head.next_wd <= prev) {
-    return fail(c.msg, c.cap, Msg(c.line, sizeof c.line).s("fd ").i(rec.fd).s(" (inotify): malformed watch list in the section"), EINVAL);
-  }
-  // Raw call: the instance's table entries are the restored program's own already.
-  int fd = static_cast<int>(syscall(SYS_inotify_init1, IN_CLOEXEC | (rec.flags & O_NONBLOCK ? IN_NONBLOCK : 0)));
-  if (fd < 0) return stand_in(c, rec, path, "cannot be recreated");
+  if (off != len || head.next_wd <= prev) return bad("malformed watch list in the section");
   g_pending[g_npending++] = Pending{rec.fd, g_restore_used, static_cast<uint32_t>(len)};
   g_restore_used += static_cast<uint32_t>((len + 7) & ~uint64_t{7});
-  return place(c, fd, rec);
+  return 0;
 }
+}  // namespace
 
 int inotify_rearm(RestoreCtx& c) {
   int dummy = -1;

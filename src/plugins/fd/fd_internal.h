@@ -62,6 +62,13 @@ int restore_epoll(RestoreCtx& c, const FdRecord& rec, const char* path);
 // An epoll instance shared with other processes of the tree: `inherited` (made once by revive restart) at
 // rec.fd, this holder's registrations queued for epoll_rearm like restore_epoll's.
 int restore_shared_epoll(RestoreCtx& c, const FdRecord& rec, int inherited);
+// An inotify instance shared with other processes of the tree: `inherited` (made empty by revive restart)
+// at rec.fd. Its watches are added again by one holder, the one the record's share key names (every holder
+// lists the same watches: a watch one of them cannot name fails the checkpoint), so the watch descriptors
+// come back as saved; the others skip theirs.
+int restore_shared_inotify(RestoreCtx& c, const FdRecord& rec, int inherited);
+// The pid this process had at its last save (the checkpoint being restored): share keys name it.
+pid_t fd_saved_self();
 void epoll_rearm(bool apply);
 // For the chan plugin, which puts sockets, pipes and FIFOs back after this plugin's restore (where their
 // registrations failed on /dev/null stand-ins): every epoll instance that watched fd at checkpoint

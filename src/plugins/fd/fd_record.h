@@ -101,8 +101,8 @@ struct FdRecord {
   int64_t content_len; // kDeleted: contents; kEventfd/kTimerfd: state; kPipe: buffered data (0 for dups)
   int32_t peer_fd;     // kPipe with both ends in this process (fds > 2): the other end's fd, else -1.
                        // Its buffered data rides on the higher-numbered end's record.
-  // kRegular, kDeleted, (since 2026-11-28) kEventfd or (since 2026-11-29) kTimerfd, kSignalfd or kEpoll,
-  // not a dup: which open file description this is
+  // kRegular, kDeleted, (since 2026-11-28) kEventfd or (since 2026-11-29) kTimerfd, kSignalfd, kEpoll or
+  // kInotify, not a dup: which open file description this is
   // across processes. The topmost process
   // among this one and its ancestors that holds the same description (kcmp KCMP_FILE), and its lowest fd
   // for it: every process of a tree sharing an inherited description records the same pair, so
@@ -137,7 +137,7 @@ struct DeletedHolder {
 // Section schema version (2: share_pid/share_fd; 3: SocketState content for kSocket; 4: in_shm, now
 // kStoredInShm; 5: kStoredByHolder, and share_pid/share_fd for kDeleted records too; 6: kInotify; 7: the
 // lock list; 8: share_pid/share_fd for kEventfd records too, which a version 7 reader would refuse as
-// malformed; 9: and for kTimerfd records; 10: and for kSignalfd and kEpoll records). FdRecord has had the
+// malformed; 9: and for kTimerfd records; 10: and for kSignalfd, kEpoll and kInotify records). FdRecord has had the
 // same size and layout since version 2.
 constexpr uint32_t kFdVersion = 10;
 

@@ -388,11 +388,13 @@ int restore_one(Ctx& c, const FdRecord& rec, const char* path) {
     case FdKind::kTimerfd:
     case FdKind::kSignalfd:
     case FdKind::kEpoll:
+    case FdKind::kInotify:
       if (int inherited = handed_over(rec.fd); inherited >= 0) {
         // A shared epoll instance: each holder registers again, into the one instance, the targets it
         // holds (the same file at the same number in two holders: the second gets EEXIST, said by no one),
         // so the interest list is whole again however the holders divide it.
         if (kind == FdKind::kEpoll) return restore_shared_epoll(c, rec, inherited);
+        if (kind == FdKind::kInotify) return restore_shared_inotify(c, rec, inherited);
         // An eventfd or timerfd shared with other processes of the tree (inherited across fork): `revive
         // restart` made it once, with the saved state, and handed it down, so a write by one wakes the
         // others again, an expiration read by one is read, a re-arm is seen by all (before 2026-11-28 each
@@ -411,8 +413,8 @@ int restore_one(Ctx& c, const FdRecord& rec, const char* path) {
       }
       if (kind == FdKind::kSignalfd) return restore_signalfd(c, rec, path);
       if (kind == FdKind::kEpoll) return restore_epoll(c, rec, path);
+      if (kind == FdKind::kInotify) return restore_inotify(c, rec, path);
       return kind == FdKind::kEventfd ? restore_eventfd(c, rec, path) : restore_timerfd(c, rec, path);
-    case FdKind::kInotify: return restore_inotify(c, rec, path);
     case FdKind::kPipe:
       if (rec.peer_fd >= 0) return restore_local_pipe(c, rec);
       [[fallthrough]];
@@ -444,7 +446,8 @@ bool record_ok(const FdRecord& rec, int prev, size_t remaining) {
   bool share_ok = rec.share_pid == 0 ? rec.share_fd == -1
                                      : rec.share_fd >= 0 &&
                                            (kind == FdKind::kRegular || kind == FdKind::kDeleted || kind == FdKind::kEventfd ||
-                                            kind == FdKind::kTimerfd || kind == FdKind::kSignalfd || kind == FdKind::kEpoll) &&
+                                            kind == FdKind::kTimerfd || kind == FdKind::kSignalfd || kind == FdKind::kEpoll ||
+                                            kind == FdKind::kInotify) &&
                                            rec.dup_of < 0;
   bool stored_ok = rec.stored == kStoredHere ||
                    (rec.stored == kStoredInShm && kind == FdKind::kDeleted && rec.dup_of < 0 &&

@@ -362,7 +362,7 @@ int save_one(Out& out, int fd, ShareKey share, DeletedHolder holder, DeletedHold
   rec.peer_fd = -1;
   rec.share_fd = -1;
   if ((kind == FdKind::kRegular || kind == FdKind::kDeleted || kind == FdKind::kEventfd || kind == FdKind::kTimerfd ||
-       kind == FdKind::kSignalfd || kind == FdKind::kEpoll) &&
+       kind == FdKind::kSignalfd || kind == FdKind::kEpoll || kind == FdKind::kInotify) &&
       rec.dup_of < 0 && share.pid != 0) {
     rec.share_pid = share.pid;
     rec.share_fd = share.fd;
@@ -474,8 +474,8 @@ int g_anc_fds[kMaxFds];
 FileId g_anc_ids[kMaxFds];
 constexpr int kMaxAncestors = 64;
 
-// An eventfd, a timerfd, a signalfd or an epoll instance (its /proc/self/fd link): its description is
-// shared across fork like a file's.
+// An eventfd, a timerfd, a signalfd, an epoll or an inotify instance (its /proc/self/fd link): its
+// description is shared across fork like a file's.
 bool is_shared_anon(int fd) {
   char link[64], target[32];
   Msg(link, sizeof link).s("/proc/self/fd/").i(fd);
@@ -483,7 +483,8 @@ bool is_shared_anon(int fd) {
   if (m <= 0) return false;
   target[m] = 0;
   return strcmp(target, "anon_inode:[eventfd]") == 0 || strcmp(target, "anon_inode:[timerfd]") == 0 ||
-         strcmp(target, "anon_inode:[signalfd]") == 0 || strcmp(target, "anon_inode:[eventpoll]") == 0;
+         strcmp(target, "anon_inode:[signalfd]") == 0 || strcmp(target, "anon_inode:[eventpoll]") == 0 ||
+         strcmp(target, "anon_inode:inotify") == 0;
 }
 
 void share_keys(const int* fds, int n) {
@@ -492,7 +493,7 @@ void share_keys(const int* fds, int n) {
     g_share[k] = ShareKey{0, -1};
     struct stat st;
     if (inject::fd_reserved(fds[k]) || fstat(fds[k], &st) != 0) continue;
-    // Regular files, eventfds, timerfds, signalfds and epoll instances (anonymous inodes: no file type;
+    // Regular files, eventfds, timerfds, signalfds, epoll and inotify instances (anonymous inodes: no file type;
     // every anonymous-inode descriptor has the same inode, so kcmp alone tells which are one description).
     if (!S_ISREG(st.st_mode) && !((st.st_mode & S_IFMT) == 0 && is_shared_anon(fds[k]))) continue;
     int fl = fcntl(fds[k], F_GETFL);
@@ -560,7 +561,7 @@ void share_host() {
 }
 
 // The key prefix of fd's description, or false when fd is not a regular file (or an eventfd, timerfd,
-// signalfd or epoll: held by siblings whose parent closed it, since 2026-11-29) we would share. Every one of those
+// signalfd, epoll or inotify: held by siblings whose parent closed it, since 2026-11-29) we would share. Every one of those
 // has the one anonymous inode: their keys differ by holder only, and kcmp tells which are one description.
 bool share_prefix(int fd, uint64_t gen, char* out, size_t cap, struct stat* stp = nullptr) {
   if (inject::fd_reserved(fd)) return false;
@@ -783,5 +784,7 @@ int fd_save(inject::SectionWriter& w) {
   if (int rc = locks_save(out, fds, n); rc != 0) return rc;
   return out.ok() ? 0 : -ENOMEM;
 }
+
+pid_t fd_saved_self() { return g_self; }
 
 }  // namespace revive::plugins

@@ -46,6 +46,8 @@ struct FileRef {
   uint64_t sfd_mask = 0;
   // An epoll instance's (kEpoll with a share key): made empty; each holder registers its targets again.
   bool epoll = false;
+  // An inotify instance's (kInotify with a share key): made empty; one holder adds the watches again.
+  bool inotify = false;
 };
 
 // A deleted file held by two or more processes of the plan: `revive restart` recreates it once, unlinked,
@@ -78,6 +80,7 @@ struct SharedFile {
   bool signalfd = false;  // made with signalfd4(sfd_mask)
   uint64_t sfd_mask = 0;
   bool epoll = false;  // made with epoll_create1, empty (its holders' fd plugins register their targets)
+  bool inotify = false;  // made with inotify_init1, empty (the share key's holder adds the watches)
 };
 
 // A mapping of a shared memory object in one image (its "shm" section, image/format.h ShmRecord).

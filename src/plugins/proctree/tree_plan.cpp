@@ -24,7 +24,7 @@ uint32_t U32(const uint8_t* p) {
   return v;
 }
 
-// The fd section's regular files, eventfds, timerfds, signalfds and epoll instances with their share keys, and the highest fd (fd_record.h). Best effort:
+// The fd section's regular files, eventfds, timerfds, signalfds, epoll and inotify instances with their share keys, and the highest fd (fd_record.h). Best effort:
 // a section this build cannot read leaves files empty (nothing shared; the fd plugin names the problem
 // when it restores the image).
 void ReadFiles(const image::View& v, TreeProc* out) {
@@ -94,6 +94,11 @@ void ReadFiles(const image::View& v, TreeProc* out) {
       f.epoll = true;
       files.push_back(std::move(f));
     }
+    if (rec.kind == uint32_t(plugins::FdKind::kInotify) && rec.dup_of < 0 && rec.share_pid != 0 && rec.share_fd >= 0) {
+      FileRef f = ref(rec.share_pid, rec.share_fd);
+      f.inotify = true;
+      files.push_back(std::move(f));
+    }
     if (rec.kind == uint32_t(plugins::FdKind::kDeleted) && rec.dup_of < 0 && s->version >= 5 &&
         rec.stored == plugins::kStoredInShm && rec.content_len == int64_t(sizeof(uint64_t))) {
       uint64_t at;
@@ -152,6 +157,7 @@ void PlanShared(TreePlan* plan) {
         g.signalfd = f.signalfd;
         g.sfd_mask = f.sfd_mask;
         g.epoll = f.epoll;
+        g.inotify = f.inotify;
       }
       g.members.push_back({int(i), f.fd});
     }

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
@@ -183,7 +184,7 @@ void open_shared(const TreePlan& plan, int owner) {
     // A deleted file's description: a new one of the inode recreated at its slot (MakeDeletedFiles).
     const std::string path =
         f.deleted < 0 ? f.path : "/proc/self/fd/" + std::to_string(deleted_slot(plan, size_t(f.deleted)));
-    int fd = f.deleted < 0 && !f.eventfd && !f.timerfd && !f.signalfd && !f.epoll ? restart_stdio(f) : -1;
+    int fd = f.deleted < 0 && !f.eventfd && !f.timerfd && !f.signalfd && !f.epoll && !f.inotify ? restart_stdio(f) : -1;
     if (f.eventfd) {
       // One eventfd for every holder, with the saved counter (a write: it may exceed eventfd()'s unsigned
       // int initial value). Inherited like the files below; each process's fd plugin takes it.
@@ -204,6 +205,10 @@ void open_shared(const TreePlan& plan, int owner) {
       // One epoll instance for every holder, empty: each holder's fd plugin registers the targets it holds.
       fd = epoll_create1(0);
       if (fd < 0) fprintf(stderr, "revive restart: cannot make a shared epoll instance: %s\n", strerror(errno));
+    } else if (f.inotify) {
+      // One inotify instance for every holder, empty: the holder its share key names adds the watches.
+      fd = inotify_init1(f.flags & O_NONBLOCK ? IN_NONBLOCK : 0);
+      if (fd < 0) fprintf(stderr, "revive restart: cannot make a shared inotify instance: %s\n", strerror(errno));
     } else if (fd < 0) {
       fd = open(path.c_str(), (f.flags & ~O_CLOEXEC) | O_NOCTTY | create, 0600);
     }
