@@ -351,7 +351,7 @@ int64_t inotify_state(int fd, const char** content, char* why, size_t why_cap) {
         p[l] = '\0';
         m.s(", added as '").s(p).s("', which now names another file or nothing, and no descriptor of the process holds it");
       } else {
-        m.s(" that revive did not see added (made before an exec, or by a raw system call)");
+        m.s(" that revive did not see added (made before an exec, by a raw system call, or by another process sharing the instance)");
       }
       return -ENOTSUP;
     }
