@@ -92,6 +92,26 @@ bool emit(Out* o, image::ChunkRecord* c, const void* data, uint64_t stored) {
     o->err = r;
     return false;
   }
+  // A raw chunk is written straight from memory, hashed before. Memory that changes meanwhile (written
+  // by something the checkpoint does not stop: a process outside the computation sharing it, a kernel
+  // facility, the engine's own bookkeeping in a page it also saves) left the file holding other bytes
+  // than its checksum describes, and the image could never be restored ("checksum mismatch", seen once in
+  // CI: mpi_cr.rank_dies, 16 KiB after the injected library's .bss). Hashed again after the write: when it
+  // changed, a copy taken now is written over it and its hash recorded, so the image is whole (the chunk
+  // holds the memory as it was at one moment of the write). One more XXH3 pass over raw chunks only.
+  if (stored == c->len && XXH3_64bits(data, stored) != c->xxh3) {
+    sys::copy(g.zout, data, stored);  // stored <= kChunkMax < zout_cap; zout is free once emit runs
+    c->xxh3 = XXH3_64bits(g.zout, stored);
+    for (uint64_t done = 0; done < stored;) {
+      long w = sys::sc(SYS_pwrite64, o->fd, g.zout + done, stored - done, o->off + done);
+      if (w == -4 /*EINTR*/) continue;
+      if (w <= 0) {
+        o->err = w < 0 ? w : -5;
+        return false;
+      }
+      done += uint64_t(w);
+    }
+  }
   o->off += stored;
   stream_out(o);
   return true;
