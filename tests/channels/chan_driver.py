@@ -24,14 +24,18 @@ def free_port(rng, avoid=()):
     for _ in range(200):
         port = 20000 + rng.randrange(12000)  # below the ephemeral range (32768-60999): no outgoing
                                              # connection of another test can take it meanwhile
-        if port in avoid:
+        # Programs use {port} and {port}+1 (a UDP pair: tests/channels/progs): two runs' pairs must not
+        # overlap, and a UDP port someone holds is as taken as a TCP one.
+        if any(abs(port - p) <= 1 for p in avoid):
             continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-                return port
-            except OSError:
-                continue
+        try:
+            for k in (0, 1):
+                for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+                    with socket.socket(socket.AF_INET, kind) as s:
+                        s.bind(("127.0.0.1", port + k))
+            return port
+        except OSError:
+            continue
     fail("no free port")
 
 def port_free(port):
