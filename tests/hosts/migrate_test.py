@@ -73,6 +73,9 @@ def main():
                     help="instead: tests/channels' udp_queue receiver (bound to the wildcard address) in the first "
                          "namespace and its sender in the second, over connected UDP sockets with datagrams "
                          "queued at the checkpoint (checked in the images)")
+    ap.add_argument("--reconnect-pair", nargs=3, metavar=("PROG", "N", "PACE_US"),
+                    help="instead: a tcp_hosts rserver in the first namespace answering N requests, each on a new "
+                         "connection its rclient in the second makes to the server's (old) address")
     ap.add_argument("--user", help="run the computation as this ordinary user (created if missing)")
     ap.add_argument("--enter", help="tests/hosts/ns_enter (with --user)")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
@@ -159,13 +162,16 @@ def test_as(a, prog, rng, seed, prefix, net, u):
     revive = u.wrap(revive_real)
     if a.udp_pair:  # spelled like a TCP pair from here on (host file, named launcher)
         a.pair = a.udp_pair
+    modes = ("server", "client")
+    if a.reconnect_pair:
+        a.pair, modes = a.reconnect_pair, ("rserver", "rclient")
     if a.pair:
         # Reference: the same pair over loopback in this namespace; then server on host 1, client on host 2.
         a.procs = 2
         pport = str(free_port(rng))
-        server = [a.pair[0], "server", pport, a.pair[1], a.pair[2]] if not a.udp_pair else \
+        server = [a.pair[0], modes[0], pport, a.pair[1], a.pair[2]] if not a.udp_pair else \
             [a.pair[0], "recv", pport, a.pair[1], "127.0.0.1"]
-        progs = [server, [a.pair[0], "client", "127.0.0.1", pport, a.pair[1], a.pair[2]] if not a.udp_pair else
+        progs = [server, [a.pair[0], modes[1], "127.0.0.1", pport, a.pair[1], a.pair[2]] if not a.udp_pair else
                  [a.pair[0], "send", pport, a.pair[1], "127.0.0.1"]]
         refs = []
         for i, p in enumerate(progs):
@@ -177,7 +183,7 @@ def test_as(a, prog, rng, seed, prefix, net, u):
         if a.udp_pair:  # the receiver on any address of whichever host; the sender to host 1's
             progs = [[a.pair[0], "recv", pport, a.pair[1], "0.0.0.0"], [a.pair[0], "send", pport, a.pair[1], net + ".2"]]
         else:
-            progs[1] = [a.pair[0], "client", net + ".2", pport, a.pair[1], a.pair[2]]  # host 1's address
+            progs[1] = [a.pair[0], modes[1], net + ".2", pport, a.pair[1], a.pair[2]]  # host 1's address
     else:
         # Each process gets its own arguments (rounds) so the outputs differ and a mix-up shows.
         progs = [prog[:1] + [str(int(prog[1]) + 7 * i)] + prog[2:] for i in range(a.procs)]
@@ -303,6 +309,8 @@ def test_as(a, prog, rng, seed, prefix, net, u):
     m2, _ = checkpoint(revive, port, ck, env, 2, a.procs)
     for q in m2["processes"]:
         i = [k for k, u in upid_of.items() if u == q["upid"]]
+        if not i and a.reconnect_pair:
+            i = [1]  # the client exec'd itself since the restart: a new process of the computation, a new upid
         if len(i) != 1 or q["host"] != hosts[1 - i[0] % 2]:
             fail("after migration the manifest records %r for upid %d" % (q["host"], q["upid"]))
     print("checkpoint 2 after migration: hosts %s" % sorted((q["upid"], q["host"]) for q in m2["processes"]),

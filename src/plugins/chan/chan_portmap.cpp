@@ -13,8 +13,13 @@
 //    card, a client's configuration): nothing else of theirs changes.
 //  - a program exec'd after the restart gets the routes in REVIVE_PORTMAP (proctree's exec wrappers ask
 //    revive_chan_portmap_env below) and reads them at its first connect.
-// Not covered: listeners bound to an address of another host (a restart elsewhere keeps
-// the port or fails as before), UDP sockets. IPv6 addresses of this host's interfaces are read from
+// On another host (since 2026-11-29): a listener restored where its old address is not this host's
+// publishes "laddr.<G>.<old address>.<P>" = "<new address>.<Q>" for each address the program's peers knew
+// it at (its own bound address, or, listening on every address, the addresses of the host this process
+// was first checkpointed on: g_origin); every restored process reads them in the refill phase, and
+// connect() sends a TCP connect to such an old address and port to the new ones (Open MPI's TCP
+// transport connects lazily, to the address of its peer's business card). Not covered: UDP sockets,
+// listeners opened after a migration (their peers know the new host's address, which is not kept). IPv6 addresses of this host's interfaces are read from
 // /proc/net/if_inet6 (since 2026-11-29; before, only ::1, :: and IPv4-mapped local addresses counted).
 // The wrapper runs in program threads and signal handlers: a lookup in a small static table, no locks.
 #include <errno.h>
@@ -63,6 +68,26 @@ uint32_t g_nlocal4;
 constexpr uint32_t kMaxLocal6 = 32;
 in6_addr g_local6[kMaxLocal6];  // this host's IPv6 addresses, read with the routes
 uint32_t g_nlocal6;
+// Listeners on other hosts now (read in the refill phase): a connect to old address and port goes to new.
+struct XRoute {
+  uint8_t fam;  // AF_INET (the first 4 bytes of the addresses) or AF_INET6
+  uint16_t old_port, new_port;
+  uint8_t old_addr[16], new_addr[16];
+};
+constexpr uint32_t kMaxXRoutes = 256;
+XRoute g_xroutes[kMaxXRoutes];
+uint32_t g_nxroutes;  // published last (release), like g_nroutes
+// The addresses of the host this process was first checkpointed on (loopback and link-local left out):
+// where the program's peers know its listeners on every address to be. Kept in process memory, so a
+// restored process still has them; set once.
+constexpr uint32_t kMaxOrigin = 16;
+struct HostAddr {
+  uint8_t fam;
+  uint8_t a[16];
+};
+HostAddr g_origin[kMaxOrigin];
+uint32_t g_norigin;
+bool g_origin_set;
 uint64_t g_publish_gen;  // between this restored process's publish and its load: the restart's generation
 
 uint16_t port_of(const sockaddr_storage& a) {
@@ -152,6 +177,127 @@ void read_local_addresses() {
   read_local_v6();
 }
 
+constexpr char kHex[] = "0123456789abcdef";
+
+// "<hex address>.<port>" (8 or 32 hex digits).
+void addr_text(plugins::Msg& m, uint8_t fam, const uint8_t* a, uint16_t port) {
+  char h[33];
+  const int n = fam == AF_INET ? 4 : 16;
+  for (int k = 0; k < n; ++k) {
+    h[2 * k] = kHex[a[k] >> 4];
+    h[2 * k + 1] = kHex[a[k] & 15];
+  }
+  h[2 * n] = '\0';
+  m.s(h).s(".").u(port);
+}
+
+// Parses "<hex address>.<port>" at p; the character after it in *end. False: not one.
+bool parse_addr(const char* p, uint8_t* fam, uint8_t* a, uint16_t* port, const char** end) {
+  int n = 0;
+  while (hex_digit(p[n]) >= 0) ++n;
+  if ((n != 8 && n != 32) || p[n] != '.') return false;
+  *fam = n == 8 ? AF_INET : AF_INET6;
+  memset(a, 0, 16);
+  for (int k = 0; k < n / 2; ++k) a[k] = uint8_t(hex_digit(p[2 * k]) << 4 | hex_digit(p[2 * k + 1]));
+  p += n + 1;
+  uint32_t v = 0;
+  int d = 0;
+  for (; *p >= '0' && *p <= '9' && d < 6; ++p, ++d) v = v * 10 + uint32_t(*p - '0');
+  if (d == 0 || v == 0 || v > 65535) return false;
+  *port = uint16_t(v);
+  *end = p;
+  return true;
+}
+
+bool here(uint8_t fam, const uint8_t* a) {
+  if (fam == AF_INET) {
+    uint32_t v;
+    memcpy(&v, a, 4);
+    return local_v4(v);
+  }
+  in6_addr v;
+  memcpy(&v, a, 16);
+  return IN6_IS_ADDR_LOOPBACK(&v) || IN6_IS_ADDR_UNSPECIFIED(&v) || local_v6(v);
+}
+
+// This host's address of family fam that peers elsewhere reach: our end of the coordinator connection,
+// else the first interface address that is neither loopback nor link-local. False: none.
+bool reachable_here(uint8_t fam, uint8_t* out) {
+  sockaddr_storage a{};
+  socklen_t l = sizeof a;
+  const int cs = inject::coord_socket();
+  if (cs >= 0 && getsockname(cs, reinterpret_cast<sockaddr*>(&a), &l) == 0) {
+    if (fam == AF_INET && a.ss_family == AF_INET) {
+      const uint32_t v = reinterpret_cast<const sockaddr_in&>(a).sin_addr.s_addr;
+      if ((ntohl(v) >> 24) != 127) {
+        memcpy(out, &v, 4);
+        return true;
+      }
+    }
+    if (fam == AF_INET6 && a.ss_family == AF_INET6) {
+      const in6_addr& v = reinterpret_cast<const sockaddr_in6&>(a).sin6_addr;
+      if (!IN6_IS_ADDR_LOOPBACK(&v) && !IN6_IS_ADDR_LINKLOCAL(&v) && !IN6_IS_ADDR_V4MAPPED(&v)) {
+        memcpy(out, &v, 16);
+        return true;
+      }
+    }
+  }
+  if (fam == AF_INET) {
+    for (uint32_t k = 0; k < g_nlocal4; ++k)
+      if ((ntohl(g_local4[k]) >> 24) != 127) {
+        memcpy(out, &g_local4[k], 4);
+        return true;
+      }
+    return false;
+  }
+  for (uint32_t k = 0; k < g_nlocal6; ++k)
+    if (!IN6_IS_ADDR_LOOPBACK(&g_local6[k]) && !IN6_IS_ADDR_LINKLOCAL(&g_local6[k])) {
+      memcpy(out, &g_local6[k], 16);
+      return true;
+    }
+  return false;
+}
+
+// A listener's address: family and bytes (an IPv4-mapped IPv6 address as IPv4); false for a wildcard.
+bool specific(const sockaddr_storage& s, uint8_t* fam, uint8_t* a) {
+  memset(a, 0, 16);
+  if (s.ss_family == AF_INET) {
+    const uint32_t v = reinterpret_cast<const sockaddr_in&>(s).sin_addr.s_addr;
+    if (v == htonl(INADDR_ANY)) return false;
+    *fam = AF_INET;
+    memcpy(a, &v, 4);
+    return true;
+  }
+  const in6_addr& v = reinterpret_cast<const sockaddr_in6&>(s).sin6_addr;
+  if (IN6_IS_ADDR_UNSPECIFIED(&v)) return false;
+  if (IN6_IS_ADDR_V4MAPPED(&v)) {
+    *fam = AF_INET;
+    memcpy(a, v.s6_addr + 12, 4);
+  } else {
+    *fam = AF_INET6;
+    memcpy(a, &v, 16);
+  }
+  return true;
+}
+
+// Publishes "laddr.<G>.<old>.<virt>" = "<new>.<real>" when old is not this host's (a restart elsewhere).
+// new: the listener's own address when it is bound to one, else this host's reachable one.
+bool publish_moved_address(uint64_t gen, uint8_t fam, const uint8_t* old, uint16_t virt, const sockaddr_storage& now,
+                           uint16_t real) {
+  if (here(fam, old)) return true;
+  uint8_t nfam, na[16];
+  if (!specific(now, &nfam, na) || nfam != fam) {
+    if (!reachable_here(fam, na)) return true;  // no address of that family here: nobody can reach it anyway
+  }
+  char key[160], val[80];
+  plugins::Msg k(key, sizeof key);
+  k.s("laddr.").u(gen).s(".");
+  addr_text(k, fam, old, virt);
+  plugins::Msg v(val, sizeof val);
+  addr_text(v, fam, na, real);
+  return inject::coord_publish(key, val);
+}
+
 // Whether `to` (len bytes) is a TCP/IP address of this host; its port in *port.
 bool this_host(const sockaddr* to, socklen_t len, uint16_t* port) {
   if (to->sa_family == AF_INET && len >= sizeof(sockaddr_in)) {
@@ -195,7 +341,9 @@ void portmap_note(int fd, uint16_t virt, uint16_t real) {
 
 int portmap_publish(uint64_t gen, char* msg, size_t cap) {
   __atomic_store_n(&g_nroutes, 0u, __ATOMIC_RELEASE);  // last generation's routes are no one's now
+  __atomic_store_n(&g_nxroutes, 0u, __ATOMIC_RELEASE);
   g_publish_gen = gen;
+  read_local_addresses();  // which of the old addresses are this host's
   for (uint32_t i = 0; i < g_nchans; ++i) {
     const Chan& c = g_chans[i];
     if (c.kind != kListen || (c.family != AF_INET && c.family != AF_INET6)) continue;
@@ -215,8 +363,44 @@ int portmap_publish(uint64_t gen, char* msg, size_t cap) {
       plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": cannot publish where port ").u(virt).s(" listens now");
       return -EIO;
     }
+    // The addresses the program's peers know it at, where they are not this host's (another host now).
+    bool ok = true;
+    uint8_t fam, a[16];
+    if (specific(c.local, &fam, a)) {
+      ok = publish_moved_address(gen, fam, a, virt, now, real);
+    } else {
+      for (uint32_t k = 0; k < g_norigin && ok; ++k) {
+        const HostAddr& o = g_origin[k];
+        if (o.fam == AF_INET6 && c.family == AF_INET) continue;
+        if (o.fam == AF_INET && c.family == AF_INET6 && c.v6only) continue;
+        ok = publish_moved_address(gen, o.fam, o.a, virt, now, real);
+      }
+    }
+    if (!ok) {
+      plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": cannot publish where port ").u(virt).s(" of its old host listens now");
+      return -EIO;
+    }
   }
   return 0;
+}
+
+void portmap_origin() {
+  if (g_origin_set) return;
+  g_origin_set = true;
+  read_local_addresses();
+  uint32_t n = 0;
+  for (uint32_t k = 0; k < g_nlocal4 && n < kMaxOrigin; ++k)
+    if ((ntohl(g_local4[k]) >> 24) != 127 && g_local4[k] != 0) {
+      g_origin[n].fam = AF_INET;
+      memset(g_origin[n].a, 0, 16);
+      memcpy(g_origin[n++].a, &g_local4[k], 4);
+    }
+  for (uint32_t k = 0; k < g_nlocal6 && n < kMaxOrigin; ++k)
+    if (!IN6_IS_ADDR_LOOPBACK(&g_local6[k]) && !IN6_IS_ADDR_LINKLOCAL(&g_local6[k])) {
+      g_origin[n].fam = AF_INET6;
+      memcpy(g_origin[n++].a, &g_local6[k], 16);
+    }
+  g_norigin = n;
 }
 
 int portmap_load(uint64_t gen) {
@@ -244,6 +428,30 @@ int portmap_load(uint64_t gen) {
     g_routes[n++] = {uint16_t(virt), uint16_t(real)};
   }
   __atomic_store_n(&g_nroutes, n, __ATOMIC_RELEASE);
+  // Listeners that are on another host than their peers knew them at (every host's, not only this one's).
+  plugins::Msg(prefix, sizeof prefix).s("laddr.").u(gen).s(".");
+  const size_t xlen = strlen(prefix);
+  memcpy(after, prefix, xlen + 1);
+  uint32_t nx = 0;
+  for (;;) {
+    char xval[80];
+    int r = inject::coord_next(prefix, after, 10000, key, sizeof key, xval, sizeof xval);
+    if (r != 1) break;
+    memcpy(after, key, strlen(key) + 1);
+    XRoute x{};
+    uint8_t nfam;
+    const char* end;
+    if (!parse_addr(key + xlen, &x.fam, x.old_addr, &x.old_port, &end) || *end ||
+        !parse_addr(xval, &nfam, x.new_addr, &x.new_port, &end) || *end || nfam != x.fam)
+      continue;
+    if (nx == kMaxXRoutes) {
+      plugins::warn("channels: more than 256 listeners moved to other hosts: connects to the others' old addresses "
+                    "are not sent to their new ones");
+      break;
+    }
+    g_xroutes[nx++] = x;
+  }
+  __atomic_store_n(&g_nxroutes, nx, __ATOMIC_RELEASE);
   g_publish_gen = 0;  // the restart's reconnect is over
   return 0;
 }
@@ -264,9 +472,10 @@ bool portmap_retarget(sockaddr_storage* to_io) {
 
 namespace {
 
-// An image exec'ed after a restart starts without the table: its parent handed the routes down in
-// REVIVE_PORTMAP=<host>;P:Q,P:Q,... (proctree's exec_env.cpp asks revive_chan_portmap_env below). Read
-// at the first connect, by one thread (the others meanwhile see no route), and only on the host it names.
+// An image exec'ed after a restart starts without the tables: its parent handed the routes down in
+// REVIVE_PORTMAP=<host>;P:Q,P:Q,.../<old>.<P>=<new>.<Q>,... (this host's moved ports, then listeners on
+// other hosts; proctree's exec_env.cpp asks revive_chan_portmap_env below). Read at the first connect,
+// by one thread (the others meanwhile see no route), and only on the host it names.
 int g_env_read;  // 0 not yet, 1 being read, 2 done
 
 void routes_from_env() {
@@ -279,58 +488,134 @@ void routes_from_env() {
   if (v && tl && strncmp(v, tag, tl) == 0 && v[tl] == ';') {
     read_local_addresses();
     uint32_t n = 0;
-    for (const char* p = v + tl + 1; *p && n < kMaxRoutes;) {
+    const char* p = v + tl + 1;
+    while (*p >= '0' && *p <= '9' && n < kMaxRoutes) {
       uint32_t virt = 0, real = 0;
       for (; *p >= '0' && *p <= '9'; ++p) virt = virt * 10 + uint32_t(*p - '0');
-      if (*p++ != ':') break;
+      if (*p != ':') break;
+      ++p;
       for (; *p >= '0' && *p <= '9'; ++p) real = real * 10 + uint32_t(*p - '0');
       if (virt && real && virt <= 65535 && real <= 65535 && virt != real) g_routes[n++] = {uint16_t(virt), uint16_t(real)};
+      if (*p == ',') ++p;
+    }
+    while (*p && *p != '/') ++p;
+    uint32_t nx = 0;
+    if (*p == '/') ++p;
+    while (*p && nx < kMaxXRoutes) {
+      XRoute x{};
+      uint8_t nfam;
+      const char* end;
+      if (!parse_addr(p, &x.fam, x.old_addr, &x.old_port, &end) || *end != '=') break;
+      if (!parse_addr(end + 1, &nfam, x.new_addr, &x.new_port, &end) || nfam != x.fam) break;
+      g_xroutes[nx++] = x;
+      p = end;
       if (*p != ',') break;
       ++p;
     }
+    __atomic_store_n(&g_nxroutes, nx, __ATOMIC_RELEASE);
     __atomic_store_n(&g_nroutes, n, __ATOMIC_RELEASE);
   }
   __atomic_store_n(&g_env_read, 2, __ATOMIC_RELEASE);
 }
 
+// A listener now on another host that `to` names (its old address and port); the route or nullptr.
+const XRoute* xroute_of(const sockaddr* to, socklen_t len) {
+  const uint32_t n = __atomic_load_n(&g_nxroutes, __ATOMIC_ACQUIRE);
+  if (n == 0) return nullptr;
+  uint8_t fam, a[16] = {};
+  uint16_t port;
+  if (to->sa_family == AF_INET && len >= sizeof(sockaddr_in)) {
+    const auto* s = reinterpret_cast<const sockaddr_in*>(to);
+    fam = AF_INET;
+    memcpy(a, &s->sin_addr, 4);
+    port = ntohs(s->sin_port);
+  } else if (to->sa_family == AF_INET6 && len >= sizeof(sockaddr_in6)) {
+    const auto* s = reinterpret_cast<const sockaddr_in6*>(to);
+    port = ntohs(s->sin6_port);
+    if (IN6_IS_ADDR_V4MAPPED(&s->sin6_addr)) {
+      fam = AF_INET;
+      memcpy(a, s->sin6_addr.s6_addr + 12, 4);
+    } else {
+      fam = AF_INET6;
+      memcpy(a, &s->sin6_addr, 16);
+    }
+  } else {
+    return nullptr;
+  }
+  for (uint32_t k = 0; k < n; ++k) {
+    const XRoute& x = g_xroutes[k];
+    if (x.old_port == port && x.fam == fam && memcmp(x.old_addr, a, fam == AF_INET ? 4 : 16) == 0) return &x;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
-// The port a connect to (address, port) of this host must reach (0: the one given).
-uint16_t portmap_route(const sockaddr* to, socklen_t len) {
+bool portmap_rewrite(const sockaddr* to, socklen_t len, sockaddr_storage* out) {
   if (__atomic_load_n(&g_env_read, __ATOMIC_ACQUIRE) == 0) routes_from_env();
+  if (!to || (to->sa_family != AF_INET && to->sa_family != AF_INET6)) return false;
   const uint32_t n = __atomic_load_n(&g_nroutes, __ATOMIC_ACQUIRE);
-  if (n == 0 || !to) return 0;
-  uint16_t port = 0;
-  if (to->sa_family != AF_INET && to->sa_family != AF_INET6) return 0;
+  const uint32_t nx = __atomic_load_n(&g_nxroutes, __ATOMIC_ACQUIRE);
+  if (n == 0 && nx == 0) return false;
+  if (const XRoute* x = nx ? xroute_of(to, len) : nullptr) {
+    memcpy(out, to, len < sizeof *out ? len : sizeof *out);
+    if (to->sa_family == AF_INET) {
+      auto& s = reinterpret_cast<sockaddr_in&>(*out);
+      memcpy(&s.sin_addr, x->new_addr, 4);
+      s.sin_port = htons(x->new_port);
+    } else {
+      auto& s = reinterpret_cast<sockaddr_in6&>(*out);
+      if (x->fam == AF_INET) memcpy(s.sin6_addr.s6_addr + 12, x->new_addr, 4);  // stays IPv4-mapped
+      else memcpy(&s.sin6_addr, x->new_addr, 16);
+      s.sin6_port = htons(x->new_port);
+    }
+    return true;
+  }
+  if (n == 0) return false;
   const uint16_t want = ntohs(reinterpret_cast<const sockaddr_in*>(to)->sin_port);  // sin6_port: same offset
   uint32_t k = 0;
   while (k < n && g_routes[k].virt != want) ++k;
-  if (k == n || !this_host(to, len, &port)) return 0;  // the common case returns before any address check
-  return g_routes[k].real;
+  uint16_t port = 0;
+  if (k == n || !this_host(to, len, &port)) return false;  // the common case returns before any address check
+  memcpy(out, to, len < sizeof *out ? len : sizeof *out);
+  reinterpret_cast<sockaddr_in*>(out)->sin_port = htons(g_routes[k].real);  // sin6_port: the same offset
+  return true;
 }
 
 }  // namespace revive::chan
 
-// For proctree's exec wrappers: "REVIVE_PORTMAP=<host>;P:Q,..." of this process's routes (0: none, or no room).
+// For proctree's exec wrappers: "REVIVE_PORTMAP=<host>;P:Q,.../<old>.<P>=<new>.<Q>,..." of this process's
+// routes (0: none, or no room).
 extern "C" __attribute__((visibility("hidden"))) size_t revive_chan_portmap_env(char* out, size_t cap) {
   using namespace revive::chan;
+  if (__atomic_load_n(&g_env_read, __ATOMIC_ACQUIRE) == 0) routes_from_env();  // handed down again
   const uint32_t n = __atomic_load_n(&g_nroutes, __ATOMIC_ACQUIRE);
-  if (n == 0) return 0;
+  const uint32_t nx = __atomic_load_n(&g_nxroutes, __ATOMIC_ACQUIRE);
+  if (n == 0 && nx == 0) return 0;
   char tag[64];
   host_tag(tag, sizeof tag);
   revive::plugins::Msg m(out, cap);
   m.s("REVIVE_PORTMAP=").s(tag).s(";");
   for (uint32_t k = 0; k < n; ++k) m.s(k ? "," : "").u(g_routes[k].virt).s(":").u(g_routes[k].real);
+  m.s("/");
+  for (uint32_t k = 0; k < nx; ++k) {
+    const XRoute& x = g_xroutes[k];
+    if (k) m.s(",");
+    addr_text(m, x.fam, x.old_addr, x.old_port);
+    m.s("=");
+    addr_text(m, x.fam, x.new_addr, x.new_port);
+  }
   return m.size() + 1 < cap ? m.size() : 0;
 }
 
 VPID_SLOT(int, connect, (int fd, const struct sockaddr* to, socklen_t len))
-// connect(): a TCP connect to a listener of this host that moved to another port goes there (see above).
+// connect(): a TCP connect to a listener of this host that moved to another port, or to a listener's old
+// address on a host it left, goes where it listens now (see above).
 REVIVE_EXPORT int connect(int fd, const struct sockaddr* to, socklen_t len) {
   connect_fn f = revive::plugins::next_or_enosys(&g_connect, "connect");
   if (!f) return -1;
-  const uint16_t real = revive::chan::portmap_route(to, len);
-  if (real == 0) return f(fd, to, len);
+  sockaddr_storage moved;
+  if (!revive::chan::portmap_rewrite(to, len, &moved)) return f(fd, to, len);
   int type = 0;
   socklen_t tl = sizeof type;
   const int e = errno;
@@ -339,11 +624,5 @@ REVIVE_EXPORT int connect(int fd, const struct sockaddr* to, socklen_t len) {
     return f(fd, to, len);
   }
   errno = e;
-  sockaddr_storage moved;
-  memcpy(&moved, to, len < sizeof moved ? len : sizeof moved);
-  if (to->sa_family == AF_INET)
-    reinterpret_cast<sockaddr_in&>(moved).sin_port = htons(real);
-  else
-    reinterpret_cast<sockaddr_in6&>(moved).sin6_port = htons(real);
   return f(fd, reinterpret_cast<const sockaddr*>(&moved), len);
 }

@@ -190,6 +190,7 @@ bool consider(int fd) {
     // A Unix listener without a name cannot be reached by anyone: leave it to the fd plugin.
     if (family == AF_UNIX && l <= sizeof(sa_family_t)) return false;
     c.kind = kListen;
+    if (family == AF_INET || family == AF_INET6) portmap_origin();
     ++g_nchans;
     return true;
   }

@@ -2,8 +2,14 @@
  * (so it can listen again on whatever host it is restored on), accepts one client and echoes and checks
  * its stream; `tcp_hosts client ADDR PORT BYTES PACE_US` connects to ADDR, streams BYTES and checks the
  * echo. The stream and checksum lines are the channels tests' (tests/channels/progs/stream_util.h), so the
- * output is the same however the pair was checkpointed, killed and restarted, on whichever hosts. */
+ * output is the same however the pair was checkpointed, killed and restarted, on whichever hosts.
+ * `tcp_hosts rserver PORT N PACE_US` / `tcp_hosts rclient ADDR PORT N PACE_US`: a server answering N
+ * requests, each on a new connection the client makes to ADDR:PORT (as Open MPI's TCP transport connects
+ * to a peer's business card when it first sends to it): after a restart on other hosts the client still
+ * connects to the server's OLD address, which only the channels plugin's connect() translation makes
+ * reach the server's new host. A connect refused for ~2 s is reported and ends the client (exit 3). */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -23,10 +29,92 @@ static void* sender(void* arg) {
   return NULL;
 }
 
+static void rserver(const struct sockaddr_in* a, int n) {
+  int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+  setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (bind(l, (const struct sockaddr*)a, sizeof *a) != 0 || listen(l, 64) != 0) die("bind/listen");
+  unsigned long long sum = 0;
+  for (int i = 0; i < n; ++i) {
+    int s = accept(l, NULL, NULL);
+    if (s < 0) die("accept");
+    char req[64];
+    size_t len = 0;
+    while (len < sizeof req - 1 && (len == 0 || req[len - 1] != '\n')) {
+      ssize_t r = read(s, req + len, sizeof req - 1 - len);
+      if (r <= 0) die("read request");
+      len += (size_t)r;
+    }
+    req[len] = '\0';
+    unsigned long long v = strtoull(req, NULL, 10);
+    sum += v;
+    char rep[64];
+    int m = snprintf(rep, sizeof rep, "%llu\n", v * v + 7);
+    if (write(s, rep, (size_t)m) != m) die("write reply");
+    close(s);
+  }
+  printf("server: %d requests, sum %llu\n", n, sum);
+}
+
+/* One request on a new connection; 0, or 3 when the connect was refused for ~2 s. */
+static int request(const struct sockaddr_in* a, int i) {
+  {
+    int s = -1;
+    for (int tries = 0;; ++tries) {  /* the server may still be starting (first request only) */
+      s = socket(AF_INET, SOCK_STREAM, 0);
+      if (s < 0) die("socket");
+      if (connect(s, (const struct sockaddr*)a, sizeof *a) == 0) break;
+      int e = errno;
+      close(s);
+      if (i > 0 && tries >= 100) {
+        printf("request %d: connect: %s\n", i, strerror(e));
+        return 3;
+      }
+      if (tries > 500) die("connect");
+      usleep(20000);
+    }
+    char req[32], rep[64];
+    int m = snprintf(req, sizeof req, "%d\n", 1000 + i);
+    if (write(s, req, (size_t)m) != m) die("write request");
+    size_t len = 0;
+    for (ssize_t r; (r = read(s, rep + len, sizeof rep - 1 - len)) > 0;) len += (size_t)r;
+    rep[len] = '\0';
+    close(s);
+    printf("request %d: %s", i, rep);
+    fflush(stdout);
+  }
+  return 0;
+}
+
+/* Every 50 requests the client execs itself to go on (`... rclient ADDR PORT N PACE_US FROM`): a program
+ * started after the restart has none of the restored process's memory, only its environment. */
+static int rclient(const struct sockaddr_in* a, int from, int n, unsigned pace, char** argv) {
+  for (int i = from; i < n; ++i) {
+    if (request(a, i) != 0) return 3;
+    usleep(pace);
+    if (i % 50 == 49 && i + 1 < n) {
+      char next[16];
+      snprintf(next, sizeof next, "%d", i + 1);
+      execl("/proc/self/exe", "tcp_hosts", "rclient", argv[2], argv[3], argv[4], argv[5], next, (char*)NULL);
+      die("exec");
+    }
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   struct sockaddr_in a;
   memset(&a, 0, sizeof a);
   a.sin_family = AF_INET;
+  if (argc == 5 && strcmp(argv[1], "rserver") == 0) {
+    a.sin_port = htons((uint16_t)atoi(argv[2]));
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    rserver(&a, atoi(argv[3]));
+    return 0;
+  }
+  if ((argc == 6 || argc == 7) && strcmp(argv[1], "rclient") == 0 && inet_pton(AF_INET, argv[2], &a.sin_addr) == 1) {
+    a.sin_port = htons((uint16_t)atoi(argv[3]));
+    return rclient(&a, argc == 7 ? atoi(argv[6]) : 0, atoi(argv[4]), (unsigned)atoi(argv[5]), argv);
+  }
   if (argc == 5 && strcmp(argv[1], "server") == 0) {
     a.sin_port = htons((uint16_t)atoi(argv[2]));
     total = strtoull(argv[3], NULL, 10);
