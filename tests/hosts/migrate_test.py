@@ -76,6 +76,9 @@ def main():
     ap.add_argument("--reconnect-pair", nargs=3, metavar=("PROG", "N", "PACE_US"),
                     help="instead: a tcp_hosts rserver in the first namespace answering N requests, each on a new "
                          "connection its rclient in the second makes to the server's (old) address")
+    ap.add_argument("--dgram-pair", nargs=3, metavar=("PROG", "N", "PACE_US"),
+                    help="instead: a udp_hosts userver in the first namespace answering N requests its uclient in "
+                         "the second sends to the server's (old) address with sendto, taking answers only from there")
     ap.add_argument("--user", help="run the computation as this ordinary user (created if missing)")
     ap.add_argument("--enter", help="tests/hosts/ns_enter (with --user)")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
@@ -165,6 +168,8 @@ def test_as(a, prog, rng, seed, prefix, net, u):
     modes = ("server", "client")
     if a.reconnect_pair:
         a.pair, modes = a.reconnect_pair, ("rserver", "rclient")
+    if a.dgram_pair:
+        a.pair, modes = a.dgram_pair, ("userver", "uclient")
     if a.pair:
         # Reference: the same pair over loopback in this namespace; then server on host 1, client on host 2.
         a.procs = 2
@@ -309,7 +314,7 @@ def test_as(a, prog, rng, seed, prefix, net, u):
     m2, _ = checkpoint(revive, port, ck, env, 2, a.procs)
     for q in m2["processes"]:
         i = [k for k, u in upid_of.items() if u == q["upid"]]
-        if not i and a.reconnect_pair:
+        if not i and (a.reconnect_pair or a.dgram_pair):
             i = [1]  # the client exec'd itself since the restart: a new process of the computation, a new upid
         if len(i) != 1 or q["host"] != hosts[1 - i[0] % 2]:
             fail("after migration the manifest records %r for upid %d" % (q["host"], q["upid"]))

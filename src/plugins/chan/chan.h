@@ -274,9 +274,11 @@ int portmap_load(uint64_t gen);
 bool portmap_retarget(sockaddr_storage* to);
 // portmap_origin (scan, an IP listener seen): notes this host's addresses, once per process, as those its
 // listeners on every address are known at. portmap_rewrite: where a connect to `to` must go (a moved port
-// of this host, or a listener's old address on a host it left); false: to itself.
+// of this host, or a listener's old address on a host it left; udp: a bound UDP socket's old address);
+// false: to itself. portmap_any: whether there is any route (else connect() need not look).
 void portmap_origin();
-bool portmap_rewrite(const sockaddr* to, socklen_t len, sockaddr_storage* out);
+bool portmap_rewrite(const sockaddr* to, socklen_t len, bool udp, sockaddr_storage* out);
+bool portmap_any();
 
 // chan_shared.cpp: a socket (one inode: a socket has a single open file description) may sit at several
 // numbers of one process (dup) and in several processes (inherited across fork and exec). Exactly one

@@ -50,8 +50,9 @@ int rebind_datagram(Chan& c, char* msg, size_t cap) {
   if (!bind_again(c, s)) {
     int e = errno;
     close(s);
-    if (!(e == EADDRNOTAVAIL && c.dgram_peer)) return dg_err(msg, cap, c, "cannot bind its name again", e);
-    // Its address is not on this host (restarted on another one): the same port on every address.
+    if (!(e == EADDRNOTAVAIL && c.family != AF_UNIX)) return dg_err(msg, cap, c, "cannot bind its name again", e);
+    // Its address is not on this host (restarted on another one): the same port on every address (the
+    // senders' datagrams to its old address are sent there: chan_portmap.cpp).
     if (int rc = rebind_elsewhere(c, &s, msg, cap)) return rc;
   }
   if (udp_deferred(c) && inject::coord_configured()) return place_socket(c, s, msg, cap);  // udp_connect

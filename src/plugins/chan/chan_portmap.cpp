@@ -71,12 +71,14 @@ uint32_t g_nlocal6;
 // Listeners on other hosts now (read in the refill phase): a connect to old address and port goes to new.
 struct XRoute {
   uint8_t fam;  // AF_INET (the first 4 bytes of the addresses) or AF_INET6
+  uint8_t udp;  // a bound UDP socket's ("uaddr."), else a TCP listener's ("laddr.")
   uint16_t old_port, new_port;
   uint8_t old_addr[16], new_addr[16];
 };
 constexpr uint32_t kMaxXRoutes = 256;
 XRoute g_xroutes[kMaxXRoutes];
 uint32_t g_nxroutes;  // published last (release), like g_nroutes
+uint32_t g_nudp;      // how many of them are UDP's (sendto/recvfrom look only when there are some)
 // The addresses of the host this process was first checkpointed on (loopback and link-local left out):
 // where the program's peers know its listeners on every address to be. Kept in process memory, so a
 // restored process still has them; set once.
@@ -280,10 +282,10 @@ bool specific(const sockaddr_storage& s, uint8_t* fam, uint8_t* a) {
   return true;
 }
 
-// Publishes "laddr.<G>.<old>.<virt>" = "<new>.<real>" when old is not this host's (a restart elsewhere).
+// Publishes "<prefix><G>.<old>.<virt>" = "<new>.<real>" when old is not this host's (a restart elsewhere).
 // new: the listener's own address when it is bound to one, else this host's reachable one.
-bool publish_moved_address(uint64_t gen, uint8_t fam, const uint8_t* old, uint16_t virt, const sockaddr_storage& now,
-                           uint16_t real) {
+bool publish_moved_address(const char* prefix, uint64_t gen, uint8_t fam, const uint8_t* old, uint16_t virt,
+                           const sockaddr_storage& now, uint16_t real) {
   if (here(fam, old)) return true;
   uint8_t nfam, na[16];
   if (!specific(now, &nfam, na) || nfam != fam) {
@@ -291,7 +293,7 @@ bool publish_moved_address(uint64_t gen, uint8_t fam, const uint8_t* old, uint16
   }
   char key[160], val[80];
   plugins::Msg k(key, sizeof key);
-  k.s("laddr.").u(gen).s(".");
+  k.s(prefix).u(gen).s(".");
   addr_text(k, fam, old, virt);
   plugins::Msg v(val, sizeof val);
   addr_text(v, fam, na, real);
@@ -313,6 +315,21 @@ bool this_host(const sockaddr* to, socklen_t len, uint16_t* port) {
            (IN6_IS_ADDR_V4MAPPED(&ip) && local_v4(reinterpret_cast<const uint32_t*>(&ip)[3])) || local_v6(ip);
   }
   return false;
+}
+
+// The addresses the program's peers know socket c at, where they are not this host's (another host now):
+// its own bound address, or, bound to every address, the ones noted at its process's first checkpoint.
+bool publish_old_addresses(const char* prefix, uint64_t gen, const Chan& c, uint16_t virt, const sockaddr_storage& now,
+                           uint16_t real) {
+  uint8_t fam, a[16];
+  if (specific(c.local, &fam, a)) return publish_moved_address(prefix, gen, fam, a, virt, now, real);
+  for (uint32_t k = 0; k < g_norigin; ++k) {
+    const HostAddr& o = g_origin[k];
+    if (o.fam == AF_INET6 && c.family == AF_INET) continue;
+    if (o.fam == AF_INET && c.family == AF_INET6 && c.v6only) continue;
+    if (!publish_moved_address(prefix, gen, o.fam, o.a, virt, now, real)) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -342,6 +359,7 @@ void portmap_note(int fd, uint16_t virt, uint16_t real) {
 int portmap_publish(uint64_t gen, char* msg, size_t cap) {
   __atomic_store_n(&g_nroutes, 0u, __ATOMIC_RELEASE);  // last generation's routes are no one's now
   __atomic_store_n(&g_nxroutes, 0u, __ATOMIC_RELEASE);
+  __atomic_store_n(&g_nudp, 0u, __ATOMIC_RELEASE);
   g_publish_gen = gen;
   read_local_addresses();  // which of the old addresses are this host's
   for (uint32_t i = 0; i < g_nchans; ++i) {
@@ -363,21 +381,21 @@ int portmap_publish(uint64_t gen, char* msg, size_t cap) {
       plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": cannot publish where port ").u(virt).s(" listens now");
       return -EIO;
     }
-    // The addresses the program's peers know it at, where they are not this host's (another host now).
-    bool ok = true;
-    uint8_t fam, a[16];
-    if (specific(c.local, &fam, a)) {
-      ok = publish_moved_address(gen, fam, a, virt, now, real);
-    } else {
-      for (uint32_t k = 0; k < g_norigin && ok; ++k) {
-        const HostAddr& o = g_origin[k];
-        if (o.fam == AF_INET6 && c.family == AF_INET) continue;
-        if (o.fam == AF_INET && c.family == AF_INET6 && c.v6only) continue;
-        ok = publish_moved_address(gen, o.fam, o.a, virt, now, real);
-      }
-    }
-    if (!ok) {
+    if (!publish_old_addresses("laddr.", gen, c, virt, now, real)) {
       plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": cannot publish where port ").u(virt).s(" of its old host listens now");
+      return -EIO;
+    }
+  }
+  // Bound, unconnected UDP sockets others send to (a connected one's peer is rebuilt with it: chan_udp.cpp).
+  for (uint32_t i = 0; i < g_nchans; ++i) {
+    const Chan& c = g_chans[i];
+    if (c.kind != kDgramBound || c.dgram_peer || (c.family != AF_INET && c.family != AF_INET6)) continue;
+    sockaddr_storage now{};
+    socklen_t l = sizeof now;
+    if (getsockname(c.fd, reinterpret_cast<sockaddr*>(&now), &l) != 0) continue;
+    const uint16_t port = port_of(now);
+    if (!publish_old_addresses("uaddr.", gen, c, port, now, port)) {
+      plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": cannot publish where UDP port ").u(port).s(" of its old host is now");
       return -EIO;
     }
   }
@@ -428,29 +446,35 @@ int portmap_load(uint64_t gen) {
     g_routes[n++] = {uint16_t(virt), uint16_t(real)};
   }
   __atomic_store_n(&g_nroutes, n, __ATOMIC_RELEASE);
-  // Listeners that are on another host than their peers knew them at (every host's, not only this one's).
-  plugins::Msg(prefix, sizeof prefix).s("laddr.").u(gen).s(".");
-  const size_t xlen = strlen(prefix);
-  memcpy(after, prefix, xlen + 1);
-  uint32_t nx = 0;
-  for (;;) {
-    char xval[80];
-    int r = inject::coord_next(prefix, after, 10000, key, sizeof key, xval, sizeof xval);
-    if (r != 1) break;
-    memcpy(after, key, strlen(key) + 1);
-    XRoute x{};
-    uint8_t nfam;
-    const char* end;
-    if (!parse_addr(key + xlen, &x.fam, x.old_addr, &x.old_port, &end) || *end ||
-        !parse_addr(xval, &nfam, x.new_addr, &x.new_port, &end) || *end || nfam != x.fam)
-      continue;
-    if (nx == kMaxXRoutes) {
-      plugins::warn("channels: more than 256 listeners moved to other hosts: connects to the others' old addresses "
-                    "are not sent to their new ones");
-      break;
+  // Listeners and bound UDP sockets on another host than their peers knew them at (every host's).
+  uint32_t nx = 0, nudp = 0;
+  static const char* const kKinds[] = {"laddr.", "uaddr."};
+  for (const char* kind : kKinds) {
+    plugins::Msg(prefix, sizeof prefix).s(kind).u(gen).s(".");
+    const size_t xlen = strlen(prefix);
+    memcpy(after, prefix, xlen + 1);
+    for (;;) {
+      char xval[80];
+      int r = inject::coord_next(prefix, after, 10000, key, sizeof key, xval, sizeof xval);
+      if (r != 1) break;
+      memcpy(after, key, strlen(key) + 1);
+      XRoute x{};
+      uint8_t nfam;
+      const char* end;
+      if (!parse_addr(key + xlen, &x.fam, x.old_addr, &x.old_port, &end) || *end ||
+          !parse_addr(xval, &nfam, x.new_addr, &x.new_port, &end) || *end || nfam != x.fam)
+        continue;
+      if (nx == kMaxXRoutes) {
+        plugins::warn("channels: more than 256 sockets moved to other hosts: sends and connects to the others' old "
+                      "addresses are not sent to their new ones");
+        break;
+      }
+      x.udp = kind[0] == 'u';
+      nudp += x.udp;
+      g_xroutes[nx++] = x;
     }
-    g_xroutes[nx++] = x;
   }
+  __atomic_store_n(&g_nudp, nudp, __ATOMIC_RELEASE);
   __atomic_store_n(&g_nxroutes, nx, __ATOMIC_RELEASE);
   g_publish_gen = 0;  // the restart's reconnect is over
   return 0;
@@ -501,10 +525,14 @@ void routes_from_env() {
     while (*p && *p != '/') ++p;
     uint32_t nx = 0;
     if (*p == '/') ++p;
+    uint32_t nudp = 0;
     while (*p && nx < kMaxXRoutes) {
       XRoute x{};
       uint8_t nfam;
       const char* end;
+      x.udp = *p == 'u';  // "u<old>.<P>=<new>.<Q>": a UDP socket's
+      if (x.udp) ++p;
+      nudp += x.udp;
       if (!parse_addr(p, &x.fam, x.old_addr, &x.old_port, &end) || *end != '=') break;
       if (!parse_addr(end + 1, &nfam, x.new_addr, &x.new_port, &end) || nfam != x.fam) break;
       g_xroutes[nx++] = x;
@@ -512,66 +540,84 @@ void routes_from_env() {
       if (*p != ',') break;
       ++p;
     }
+    __atomic_store_n(&g_nudp, nudp, __ATOMIC_RELEASE);
     __atomic_store_n(&g_nxroutes, nx, __ATOMIC_RELEASE);
     __atomic_store_n(&g_nroutes, n, __ATOMIC_RELEASE);
   }
   __atomic_store_n(&g_env_read, 2, __ATOMIC_RELEASE);
 }
 
-// A listener now on another host that `to` names (its old address and port); the route or nullptr.
-const XRoute* xroute_of(const sockaddr* to, socklen_t len) {
-  const uint32_t n = __atomic_load_n(&g_nxroutes, __ATOMIC_ACQUIRE);
-  if (n == 0) return nullptr;
-  uint8_t fam, a[16] = {};
-  uint16_t port;
+// An IP socket address as family, bytes (an IPv4-mapped IPv6 address as IPv4) and port; false: not one.
+bool split(const sockaddr* to, socklen_t len, uint8_t* fam, uint8_t* a, uint16_t* port) {
+  memset(a, 0, 16);
   if (to->sa_family == AF_INET && len >= sizeof(sockaddr_in)) {
     const auto* s = reinterpret_cast<const sockaddr_in*>(to);
-    fam = AF_INET;
+    *fam = AF_INET;
     memcpy(a, &s->sin_addr, 4);
-    port = ntohs(s->sin_port);
-  } else if (to->sa_family == AF_INET6 && len >= sizeof(sockaddr_in6)) {
+    *port = ntohs(s->sin_port);
+    return true;
+  }
+  if (to->sa_family == AF_INET6 && len >= sizeof(sockaddr_in6)) {
     const auto* s = reinterpret_cast<const sockaddr_in6*>(to);
-    port = ntohs(s->sin6_port);
+    *port = ntohs(s->sin6_port);
     if (IN6_IS_ADDR_V4MAPPED(&s->sin6_addr)) {
-      fam = AF_INET;
+      *fam = AF_INET;
       memcpy(a, s->sin6_addr.s6_addr + 12, 4);
     } else {
-      fam = AF_INET6;
+      *fam = AF_INET6;
       memcpy(a, &s->sin6_addr, 16);
     }
-  } else {
-    return nullptr;
+    return true;
   }
+  return false;
+}
+
+// A socket now on another host that `to` names: its old address and port (back: its new ones); the route
+// or nullptr. udp: a bound UDP socket's, else a TCP listener's.
+const XRoute* xroute_of(const sockaddr* to, socklen_t len, bool udp, bool back) {
+  const uint32_t n = __atomic_load_n(&g_nxroutes, __ATOMIC_ACQUIRE);
+  uint8_t fam, a[16];
+  uint16_t port;
+  if (n == 0 || !split(to, len, &fam, a, &port)) return nullptr;
   for (uint32_t k = 0; k < n; ++k) {
     const XRoute& x = g_xroutes[k];
-    if (x.old_port == port && x.fam == fam && memcmp(x.old_addr, a, fam == AF_INET ? 4 : 16) == 0) return &x;
+    const uint8_t* addr = back ? x.new_addr : x.old_addr;
+    if ((back ? x.new_port : x.old_port) == port && x.udp == udp && x.fam == fam &&
+        memcmp(addr, a, fam == AF_INET ? 4 : 16) == 0)
+      return &x;
   }
   return nullptr;
 }
 
+// Writes address and port of the route's one side into *out, a copy of `to` (len bytes): an IPv4-mapped
+// IPv6 address stays mapped.
+void put(const sockaddr* to, socklen_t len, const uint8_t* addr, uint16_t port, uint8_t fam, sockaddr_storage* out) {
+  memcpy(out, to, len < sizeof *out ? len : sizeof *out);
+  if (to->sa_family == AF_INET) {
+    auto& s = reinterpret_cast<sockaddr_in&>(*out);
+    memcpy(&s.sin_addr, addr, 4);
+    s.sin_port = htons(port);
+  } else {
+    auto& s = reinterpret_cast<sockaddr_in6&>(*out);
+    if (fam == AF_INET) memcpy(s.sin6_addr.s6_addr + 12, addr, 4);
+    else memcpy(&s.sin6_addr, addr, 16);
+    s.sin6_port = htons(port);
+  }
+}
+
 }  // namespace
 
-bool portmap_rewrite(const sockaddr* to, socklen_t len, sockaddr_storage* out) {
+bool portmap_rewrite(const sockaddr* to, socklen_t len, bool udp, sockaddr_storage* out) {
   if (__atomic_load_n(&g_env_read, __ATOMIC_ACQUIRE) == 0) routes_from_env();
   if (!to || (to->sa_family != AF_INET && to->sa_family != AF_INET6)) return false;
   const uint32_t n = __atomic_load_n(&g_nroutes, __ATOMIC_ACQUIRE);
   const uint32_t nx = __atomic_load_n(&g_nxroutes, __ATOMIC_ACQUIRE);
   if (n == 0 && nx == 0) return false;
-  if (const XRoute* x = nx ? xroute_of(to, len) : nullptr) {
-    memcpy(out, to, len < sizeof *out ? len : sizeof *out);
-    if (to->sa_family == AF_INET) {
-      auto& s = reinterpret_cast<sockaddr_in&>(*out);
-      memcpy(&s.sin_addr, x->new_addr, 4);
-      s.sin_port = htons(x->new_port);
-    } else {
-      auto& s = reinterpret_cast<sockaddr_in6&>(*out);
-      if (x->fam == AF_INET) memcpy(s.sin6_addr.s6_addr + 12, x->new_addr, 4);  // stays IPv4-mapped
-      else memcpy(&s.sin6_addr, x->new_addr, 16);
-      s.sin6_port = htons(x->new_port);
-    }
+  if (const XRoute* x = nx ? xroute_of(to, len, udp, false) : nullptr) {
+    put(to, len, x->new_addr, x->new_port, x->fam, out);
     return true;
   }
-  if (n == 0) return false;
+  if (n == 0 || udp) return false;
   const uint16_t want = ntohs(reinterpret_cast<const sockaddr_in*>(to)->sin_port);  // sin6_port: same offset
   uint32_t k = 0;
   while (k < n && g_routes[k].virt != want) ++k;
@@ -580,6 +626,11 @@ bool portmap_rewrite(const sockaddr* to, socklen_t len, sockaddr_storage* out) {
   memcpy(out, to, len < sizeof *out ? len : sizeof *out);
   reinterpret_cast<sockaddr_in*>(out)->sin_port = htons(g_routes[k].real);  // sin6_port: the same offset
   return true;
+}
+
+bool portmap_any() {
+  if (__atomic_load_n(&g_env_read, __ATOMIC_ACQUIRE) == 0) routes_from_env();
+  return __atomic_load_n(&g_nroutes, __ATOMIC_ACQUIRE) || __atomic_load_n(&g_nxroutes, __ATOMIC_ACQUIRE);
 }
 
 }  // namespace revive::chan
@@ -601,6 +652,7 @@ extern "C" __attribute__((visibility("hidden"))) size_t revive_chan_portmap_env(
   for (uint32_t k = 0; k < nx; ++k) {
     const XRoute& x = g_xroutes[k];
     if (k) m.s(",");
+    if (x.udp) m.s("u");
     addr_text(m, x.fam, x.old_addr, x.old_port);
     m.s("=");
     addr_text(m, x.fam, x.new_addr, x.new_port);
@@ -608,21 +660,48 @@ extern "C" __attribute__((visibility("hidden"))) size_t revive_chan_portmap_env(
   return m.size() + 1 < cap ? m.size() : 0;
 }
 
+// For the signal plugin's sendto/recvfrom and the vpid plugin's sendmsg/recvmsg: a datagram sent to a
+// bound UDP socket's old address on a host it left goes to its new one (true: *out holds it), and one
+// received from a new address is reported from the old one (the program compares it with where it sent:
+// a resolver drops a reply from another address). Nothing to do costs two loads.
+extern "C" __attribute__((visibility("hidden"))) bool revive_chan_dgram_to(const struct sockaddr* to, socklen_t len,
+                                                                          struct sockaddr_storage* out) {
+  using namespace revive::chan;
+  if (__atomic_load_n(&g_env_read, __ATOMIC_ACQUIRE) == 0) routes_from_env();
+  if (!to || __atomic_load_n(&g_nudp, __ATOMIC_ACQUIRE) == 0) return false;
+  const XRoute* x = xroute_of(to, len, true, false);
+  if (!x) return false;
+  put(to, len, x->new_addr, x->new_port, x->fam, out);
+  return true;
+}
+
+extern "C" __attribute__((visibility("hidden"))) void revive_chan_dgram_from(struct sockaddr* from, socklen_t have) {
+  using namespace revive::chan;
+  if (!from || __atomic_load_n(&g_nudp, __ATOMIC_ACQUIRE) == 0) return;
+  const XRoute* x = xroute_of(from, have, true, true);
+  if (!x) return;
+  sockaddr_storage old;
+  put(from, have, x->old_addr, x->old_port, x->fam, &old);
+  memcpy(from, &old, have < sizeof old ? have : sizeof old);
+}
+
 VPID_SLOT(int, connect, (int fd, const struct sockaddr* to, socklen_t len))
 // connect(): a TCP connect to a listener of this host that moved to another port, or to a listener's old
-// address on a host it left, goes where it listens now (see above).
+// address on a host it left, goes where it listens now; a UDP socket connected to a bound UDP socket's
+// old address on a host it left is connected to its new one (see above).
 REVIVE_EXPORT int connect(int fd, const struct sockaddr* to, socklen_t len) {
   connect_fn f = revive::plugins::next_or_enosys(&g_connect, "connect");
   if (!f) return -1;
-  sockaddr_storage moved;
-  if (!revive::chan::portmap_rewrite(to, len, &moved)) return f(fd, to, len);
+  if (!to || !revive::chan::portmap_any()) return f(fd, to, len);
   int type = 0;
   socklen_t tl = sizeof type;
   const int e = errno;
-  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM) {
+  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || (type != SOCK_STREAM && type != SOCK_DGRAM)) {
     errno = e;
     return f(fd, to, len);
   }
   errno = e;
+  sockaddr_storage moved;
+  if (!revive::chan::portmap_rewrite(to, len, type == SOCK_DGRAM, &moved)) return f(fd, to, len);
   return f(fd, reinterpret_cast<const sockaddr*>(&moved), len);
 }

@@ -172,6 +172,7 @@ bool consider(int fd) {
     bool connected = getpeername(fd, reinterpret_cast<sockaddr*>(&c.peer), &pl) == 0;
     if (bound_name(family, c.local, l) && (!connected || family != AF_UNIX)) {
       c.kind = kDgramBound;
+      if (!connected && family != AF_UNIX) portmap_origin();  // others send to it at this host's addresses
       c.dgram_peer = connected;
       c.peer_len = connected ? pl : 0;
       socklen_t bl = sizeof c.rcvbuf;

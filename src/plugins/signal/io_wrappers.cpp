@@ -23,6 +23,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "plugins/common/dgram_route.h"
 #include "plugins/common/msg.h"
 #include "plugins/common/next_symbol.h"
 #include "plugins/common/sigfd_set.h"
@@ -199,14 +200,24 @@ REVIVE_EXPORT ssize_t send(int fd, const void* buf, size_t n, int flags) {
   return f ? redo(fd, false, [&] { return f(fd, buf, n, flags); }) : -1;
 }
 
+// recvfrom/sendto: also the channels plugin's datagram routes (a UDP peer restarted on another host is
+// still named by its old address: plugins/common/dgram_route.h).
 REVIVE_EXPORT ssize_t recvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* from, socklen_t* len) {
   auto f = next_or_enosys(&revive::plugins::g_recvfrom, "recvfrom");
-  return f ? redo(fd, true, [&] { return f(fd, buf, n, flags, from, len); }) : -1;
+  const socklen_t cap = from && len ? *len : 0;
+  ssize_t r = f ? redo(fd, true, [&] {
+    if (from && len) *len = cap;  // asked again after an interruption: the program's size again
+    return f(fd, buf, n, flags, from, len);
+  }) : -1;
+  if (r >= 0 && from && len) revive::plugins::dgram_from(from, cap, *len);
+  return r;
 }
 
 REVIVE_EXPORT ssize_t sendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* to, socklen_t len) {
   auto f = next_or_enosys(&revive::plugins::g_sendto, "sendto");
-  return f ? redo(fd, false, [&] { return f(fd, buf, n, flags, to, len); }) : -1;
+  struct sockaddr_storage moved;
+  const struct sockaddr* at = revive::plugins::dgram_to(to, len, &moved);
+  return f ? redo(fd, false, [&] { return f(fd, buf, n, flags, at, len); }) : -1;
 }
 
 REVIVE_EXPORT int accept(int fd, struct sockaddr* addr, socklen_t* len) {

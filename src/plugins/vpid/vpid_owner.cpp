@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include "plugins/common/dgram_route.h"
 #include "plugins/common/next_symbol.h"
 #include "plugins/common/sigfd_set.h"
 #include "plugins/files/files_pre.h"
@@ -115,14 +116,28 @@ REVIVE_EXPORT int getsockopt(int fd, int level, int name, void* val, socklen_t* 
 REVIVE_EXPORT ssize_t recvmsg(int fd, struct msghdr* m, int flags) {
   RecvmsgFn f = next_or_enosys(&g_recvmsg, "recvmsg");
   if (!f) return -1;
+  const socklen_t cap = m && m->msg_name ? m->msg_namelen : 0;
   ssize_t r = f(fd, m, flags);
   if (r >= 0 && vpid::active() && m && m->msg_control) creds_back(m);
+  if (r >= 0 && m && m->msg_name) revive::plugins::dgram_from(static_cast<struct sockaddr*>(m->msg_name), cap, m->msg_namelen);
   return r;
 }
 
 REVIVE_EXPORT ssize_t sendmsg(int fd, const struct msghdr* m, int flags) {
   SendmsgFn f = next_or_enosys(&g_sendmsg, "sendmsg");
   if (!f) return -1;
+  // A UDP peer restarted on another host, named by its old address (plugins/common/dgram_route.h).
+  struct sockaddr_storage moved;
+  struct msghdr routed;
+  if (m && m->msg_name) {
+    const auto* to = static_cast<const struct sockaddr*>(m->msg_name);
+    const struct sockaddr* at = revive::plugins::dgram_to(to, m->msg_namelen, &moved);
+    if (at != to) {
+      routed = *m;
+      routed.msg_name = &moved;
+      m = &routed;
+    }
+  }
   if (!vpid::active() || !m || !m->msg_control || m->msg_controllen == 0 || m->msg_controllen > 4096)
     return f(fd, m, flags);
   // A copy of the control data with the pids translated (the caller's stays as it wrote it).
