@@ -3,9 +3,14 @@
 #pragma once
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
-static int connect_retrying(const struct sockaddr_in* a) {
+static inline int connect_retrying(const struct sockaddr_in* a) {
   for (int tries = 0;; ++tries) {
     int s = socket(AF_INET, SOCK_STREAM, 0);
     if (s < 0) die("socket");
@@ -22,11 +27,36 @@ static int connect_retrying(const struct sockaddr_in* a) {
 
 /* Listens on the wildcard address (so a restored server listens again on whichever host it is on) and
  * accepts one connection. */
-static int accept_one(const struct sockaddr_in* a) {
+static inline int accept_one(const struct sockaddr_in* a) {
   int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
   setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (bind(l, (const struct sockaddr*)a, sizeof *a) != 0 || listen(l, 8) != 0) die("bind/listen");
   int s = accept(l, NULL, NULL);
   if (s < 0) die("accept");
   return s;
+}
+
+/* The request clients' arguments (tcp_hosts rclient, udp_hosts uclient): "MODE ADDR PORT N PACE_US [FROM]".
+ * False: not this mode. */
+static inline int client_args(int argc, char** argv, const char* mode, struct sockaddr_in* a, int* from, int* n,
+                              unsigned* pace) {
+  if ((argc != 6 && argc != 7) || strcmp(argv[1], mode) != 0 || inet_pton(AF_INET, argv[2], &a->sin_addr) != 1)
+    return 0;
+  a->sin_port = htons((uint16_t)atoi(argv[3]));
+  *n = atoi(argv[4]);
+  *pace = (unsigned)atoi(argv[5]);
+  *from = argc == 7 ? atoi(argv[6]) : 0;
+  return 1;
+}
+
+/* After request i of n: every 50 requests the client execs itself to go on from the next (the FROM
+ * argument), so a program started after a restart (none of the restored process's memory, only its
+ * environment) makes requests too. */
+static inline void go_on_in_new_image(int i, int n, char** argv) {
+  if (i % 50 != 49 || i + 1 >= n) return;
+  char next[16];
+  snprintf(next, sizeof next, "%d", i + 1);
+  execl("/proc/self/exe", argv[0], argv[1], argv[2], argv[3], argv[4], argv[5], next, (char*)NULL);
+  perror("exec");
+  exit(1);
 }

@@ -85,18 +85,11 @@ static int request(const struct sockaddr_in* a, int i) {
   return 0;
 }
 
-/* Every 50 requests the client execs itself to go on (`... rclient ADDR PORT N PACE_US FROM`): a program
- * started after the restart has none of the restored process's memory, only its environment. */
 static int rclient(const struct sockaddr_in* a, int from, int n, unsigned pace, char** argv) {
   for (int i = from; i < n; ++i) {
     if (request(a, i) != 0) return 3;
     usleep(pace);
-    if (i % 50 == 49 && i + 1 < n) {
-      char next[16];
-      snprintf(next, sizeof next, "%d", i + 1);
-      execl("/proc/self/exe", "tcp_hosts", "rclient", argv[2], argv[3], argv[4], argv[5], next, (char*)NULL);
-      die("exec");
-    }
+    go_on_in_new_image(i, n, argv);
   }
   return 0;
 }
@@ -111,10 +104,9 @@ int main(int argc, char** argv) {
     rserver(&a, atoi(argv[3]));
     return 0;
   }
-  if ((argc == 6 || argc == 7) && strcmp(argv[1], "rclient") == 0 && inet_pton(AF_INET, argv[2], &a.sin_addr) == 1) {
-    a.sin_port = htons((uint16_t)atoi(argv[3]));
-    return rclient(&a, argc == 7 ? atoi(argv[6]) : 0, atoi(argv[4]), (unsigned)atoi(argv[5]), argv);
-  }
+  int from, n;
+  unsigned pace;
+  if (client_args(argc, argv, "rclient", &a, &from, &n, &pace)) return rclient(&a, from, n, pace, argv);
   if (argc == 5 && strcmp(argv[1], "server") == 0) {
     a.sin_port = htons((uint16_t)atoi(argv[2]));
     total = strtoull(argv[3], NULL, 10);

@@ -6,7 +6,7 @@
  * reported and ends it (exit 4). Restarted on swapped hosts the client still sends to the server's OLD
  * address, and must get the answers from it: the channels plugin's datagram routes. Every 50 requests the
  * client execs itself to go on (`... uclient ADDR PORT N PACE_US FROM`), so a program started after the
- * restart is covered too. */
+ * restart is covered too (hosts_util.h). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -21,6 +21,8 @@ static void die(const char* what) {
   perror(what);
   exit(1);
 }
+
+#include "hosts_util.h"
 
 static void userver(const struct sockaddr_in* a, int n) {
   int s = socket(AF_INET, SOCK_DGRAM, 0), one = 1;
@@ -94,12 +96,7 @@ static int uclient(const struct sockaddr_in* a, int from_id, int n, unsigned pac
       }
     }
     usleep(pace);
-    if (i % 50 == 49 && i + 1 < n) {
-      char next[16];
-      snprintf(next, sizeof next, "%d", i + 1);
-      execl("/proc/self/exe", "udp_hosts", "uclient", argv[2], argv[3], argv[4], argv[5], next, (char*)NULL);
-      die("exec");
-    }
+    go_on_in_new_image(i, n, argv);
   }
   return 0;
 }
@@ -114,10 +111,9 @@ int main(int argc, char** argv) {
     userver(&a, atoi(argv[3]));
     return 0;
   }
-  if ((argc == 6 || argc == 7) && strcmp(argv[1], "uclient") == 0 && inet_pton(AF_INET, argv[2], &a.sin_addr) == 1) {
-    a.sin_port = htons((uint16_t)atoi(argv[3]));
-    return uclient(&a, argc == 7 ? atoi(argv[6]) : 0, atoi(argv[4]), (unsigned)atoi(argv[5]), argv);
-  }
+  int from, n;
+  unsigned pace;
+  if (client_args(argc, argv, "uclient", &a, &from, &n, &pace)) return uclient(&a, from, n, pace, argv);
   fprintf(stderr, "usage: udp_hosts userver PORT N PACE_US | uclient ADDR PORT N PACE_US [FROM]\n");
   return 2;
 }
