@@ -139,6 +139,8 @@ int scan(char* msg, size_t cap);
 // save: which connections are internal (LOOKUP), then their data in flight is drained.
 int drain(uint64_t gen, char* msg, size_t cap);
 int drain_sockets(uint64_t gen, char* msg, size_t cap);
+// An outside connection's unread bytes, peeked into c.rx (given back before end of file at restart).
+int keep_outside_bytes(Chan& c, char* msg, size_t cap);
 // chan_refill.cpp: hands drained socket bytes back to the senders, which write them again; a restored
 // process also writes its FIFOs' bytes back (the original put them back during the drain).
 int refill(bool restored, char* msg, size_t cap);

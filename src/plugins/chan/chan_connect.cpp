@@ -374,6 +374,8 @@ int relisten(Chan& c, char* msg, size_t cap) {
   return 0;
 }
 
+int place_remains(Chan& c, char* msg, size_t cap);
+
 // The peer left the computation (killed during a checkpoint that then failed): nothing can be rebuilt
 // with it. What it had sent that we had not read is all it will ever send, so the program gets those
 // bytes and then end of file (or the reset the drain read), as it would have without the checkpoint: on
@@ -388,6 +390,13 @@ int keep_widowed(Chan& c, char* msg, size_t cap) {
       .s(c.reset ? " bytes, then a reset" : " bytes, then end of file");
   plugins::warn(line);
   if (c.rx.len == 0 && !c.reset) return 0;
+  return place_remains(c, msg, cap);
+}
+
+// A socketpair end of c's type holding c.rx (then a reset when c.reset) whose other end is closed, at
+// c.fd: the program reads those bytes, then end of file (or ECONNRESET).
+int place_remains(Chan& c, char* msg, size_t cap) {
+  char line[200];
   int sv[2];
   if (socketpair(AF_UNIX, c.type | SOCK_CLOEXEC, 0, sv) != 0) return err(msg, cap, c, "socketpair", errno);
   // A reset is given back the way the kernel makes one: the other end closes with a byte of ours unread,
@@ -410,7 +419,7 @@ int keep_widowed(Chan& c, char* msg, size_t cap) {
   }
   close(sv[1]);
   if (!all) {
-    plugins::Msg(line, sizeof line).s("channels: fd ").i(c.fd).s(": not every byte its gone peer had sent fits ")
+    plugins::Msg(line, sizeof line).s("channels: fd ").i(c.fd).s(": not every byte its peer had sent fits ")
         .s("the replacement socket: some are lost");
     plugins::warn(line);
   }
@@ -463,7 +472,9 @@ bool is_stand_in(int fd) {
 namespace {
 
 // A socketpair end of c's type whose other end is closed: reads see end of file, writes fail with EPIPE.
+// An outside connection's bytes not yet read at the checkpoint (kept at save: keep_outside_bytes) come first.
 int place_widowed(Chan& c, char* msg, size_t cap) {
+  if (c.kind == kOutside && c.rx.len > 0) return place_remains(c, msg, cap);
   int sv[2];
   if (socketpair(AF_UNIX, c.type | SOCK_CLOEXEC, 0, sv) != 0) return err(msg, cap, c, "socketpair", errno);
   close(sv[1]);

@@ -161,6 +161,43 @@ int drain(uint64_t gen, char* msg, size_t cap) {
   return 0;
 }
 
+// A connection to a peer outside the computation comes back closed by that peer (chan_connect.cpp): the
+// bytes it had sent that the program had not read yet are kept (peeked, left in the queue for the running
+// program), so the restored program reads them before the end of file, as it would have. This is also a
+// computation's own connection whose other end was closed before the checkpoint (a server that wrote its
+// answer and closed: the client had not read it yet), which no process holds any more; before, the answer
+// was lost at restart (tests/hosts' request pair, a checkpoint between the server's close and the
+// client's read).
+int keep_outside_bytes(Chan& c, char* msg, size_t cap) {
+  c.rx.clear();
+  int n = 0;
+  if (ioctl(c.fd, SIOCINQ, &n) != 0 || n <= 0) return 0;
+  if (!c.rx.reserve(size_t(n))) {
+    plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": no memory for the ").i(n).s(" bytes its outside peer sent");
+    return -ENOMEM;
+  }
+  // A peek offset the program set would move our peek and be moved by it: from 0, then as it was.
+  int off = -1;
+  socklen_t ol = sizeof off;
+  if (getsockopt(c.fd, SOL_SOCKET, SO_PEEK_OFF, &off, &ol) != 0) off = -1;
+  if (off >= 0) {
+    int zero = 0;
+    setsockopt(c.fd, SOL_SOCKET, SO_PEEK_OFF, &zero, sizeof zero);
+  }
+  ssize_t got = 0;
+  while (got < n) {
+    ssize_t r = recv(c.fd, c.rx.p + got, size_t(n - got), MSG_PEEK | MSG_DONTWAIT);
+    if (r <= 0 || off < 0) {  // without an offset a peek starts at the head again: one call takes what it can
+      if (r > 0) got = r;
+      break;
+    }
+    got += r;
+  }
+  if (off >= 0) setsockopt(c.fd, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof off);
+  c.rx.len = got > 0 ? size_t(got) : 0;
+  return 0;
+}
+
 int drain_sockets(uint64_t gen, char* msg, size_t cap) {
   char key[128], val[64];
   // Sockets other processes hold too: only the elected holder drains them (it published a barrier ago).
@@ -193,6 +230,9 @@ int drain_sockets(uint64_t gen, char* msg, size_t cap) {
       c.peer_upid = parse_upid(val);
     } else if (int rc = backlog_join(gen, c, msg, cap)) return rc;  // not accepted yet?
   }
+  for (uint32_t i = 0; i < g_nchans; ++i)
+    if (g_chans[i].kind == kOutside && g_chans[i].type == SOCK_STREAM && g_chans[i].alias == 0)
+      if (int rc = keep_outside_bytes(g_chans[i], msg, cap)) return rc;
   uint8_t mk[16];
   marker(gen, mk);
   for (uint32_t i = 0; i < g_nchans; ++i) {  // before our marker joins them (chan.h: reset)
