@@ -223,7 +223,8 @@ int checkpoint_now(uint64_t gen, char* path, size_t path_cap, char* err, size_t 
 }
 
 // A restored process that cannot be restored: it says why and ends (exit 125), never running on half-made.
-[[noreturn]] static void restore_failed(const char* err) {
+// Also for a restart phase (reconnect, refill) a plugin of a restored process failed (coord_link.cpp).
+[[noreturn]] void restore_failed(const char* err) {
   char line[700] = "revive: restore failed: ";
   sys::append(line, sizeof line, err);
   sys::append(line, sizeof line, "\n");

@@ -14,6 +14,7 @@
 #include "coord/client.h"
 #include "inject/engine.h"
 #include "inject/hooks.h"
+#include "inject/plugin.h"
 #include "inject/sys.h"
 #include "plugins/proctree/engine_hooks.h"
 
@@ -158,9 +159,28 @@ void try_suspend() {
 bool eq(const char* a, const char* b) { return sys::slen(a) == sys::slen(b) && sys::starts_with(a, b); }
 
 // PHASE drain/reconnect/refill: the plugins' events of that name (they may talk to their peers).
+// In a restart (this process restored, parked until resume) a failed phase leaves the process on a
+// half-made channel (a connection nobody answers, bytes lost): it ends the restart as a failed restore
+// does, naming the reason, instead of running on. Before 2026-11-29 the restored processes were resumed
+// regardless and `revive restart` said nothing (hosts.migrate_reconnect: a backlog client that could not
+// reach its listener read an empty answer).
 void plugin_phase(uint32_t seq, const char* name, uint64_t gen) {
   char err[512] = "";
   bool ok = plugins_phase(name, gen, err, sizeof err);
+  // REVIVE_TEST_FAIL_PHASE=<phase> in `revive restart`'s environment: that restart phase fails here, for
+  // tests of what a failed restart phase does (tests/cli/restart_phase_fail_test.sh).
+  if (const char* t = g_st.restored_parked ? restart_env("REVIVE_TEST_FAIL_PHASE") : nullptr; ok && t && eq(t, name)) {
+    ok = false;
+    sys::append(err, sizeof err, "failure injected by REVIVE_TEST_FAIL_PHASE");
+  }
+  if (!ok && g_st.restored_parked) {
+    char why[600] = "";
+    sys::append(why, sizeof why, "phase ");
+    sys::append(why, sizeof why, name);
+    sys::append(why, sizeof why, " of the restart: ");
+    sys::append(why, sizeof why, err);
+    restore_failed(why);
+  }
   reply(seq, name, ok, err, nullptr, 0);
 }
 

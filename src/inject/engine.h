@@ -228,6 +228,9 @@ void ckpt_resume(bool ok);
 // Restored process, checkpoint thread: fix-ups, restarter cleanup, plugin restore. Threads stay parked
 // until release_all(); then after_restore_done() drops the hand-over block.
 void after_restore();
+// A restored process that cannot be restored (or whose restart phase failed): says why on its stderr,
+// has the restart's coordinator end the restart (which `revive restart` reports), and exits with 125.
+[[noreturn]] void restore_failed(const char* err);
 void after_restore_done();
 const char* blob_env(const image::RestartInfo& ri, const char* key);
 // coord_link.cpp
