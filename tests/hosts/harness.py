@@ -1,7 +1,7 @@
 """Shared by tests/hosts, tests/scale and bench/distributed: run `revive`, pick ports, wait for the
 coordinator, read manifests. Failures print FAIL and exit 1; a test that cannot run here exits 77 with
 the reason (CTest SKIP_RETURN_CODE)."""
-import json, os, random, re, socket, subprocess, sys, time
+import json, os, random, re, signal, socket, subprocess, sys, time
 
 def fail(msg):
     print("FAIL: " + msg, flush=True)
@@ -156,6 +156,14 @@ def with_namespaces(a, prefix, net_base, n, body):
     try:
         body(rng, seed, prefix, net)
     finally:
+        # A failed run leaves its programs behind (a restored server waiting for a client that is gone):
+        # whatever still runs in the hosts goes with them, so it holds no port or namespace after the test.
+        for k in range(1, n + 1):
+            for pid in run(["ip", "netns", "pids", "%s%d" % (prefix, k)]).stdout.split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (OSError, ValueError):
+                    pass
         run(["bash", a.netns, "down"], env=nsenv)
 
 def environ(pid):

@@ -284,11 +284,33 @@ bool specific(const sockaddr_storage& s, uint8_t* fam, uint8_t* a) {
 
 // Publishes "<prefix><G>.<old>.<virt>" = "<new>.<real>" when old is not this host's (a restart elsewhere).
 // new: the listener's own address when it is bound to one, else this host's reachable one.
+// Writes address and port of the route's one side into *out, a copy of `to` (len bytes): an IPv4-mapped
+// IPv6 address stays mapped.
+void put(const sockaddr* to, socklen_t len, const uint8_t* addr, uint16_t port, uint8_t fam, sockaddr_storage* out) {
+  memcpy(out, to, len < sizeof *out ? len : sizeof *out);
+  if (to->sa_family == AF_INET) {
+    auto& s = reinterpret_cast<sockaddr_in&>(*out);
+    memcpy(&s.sin_addr, addr, 4);
+    s.sin_port = htons(port);
+  } else {
+    auto& s = reinterpret_cast<sockaddr_in6&>(*out);
+    if (fam == AF_INET) memcpy(s.sin6_addr.s6_addr + 12, addr, 4);
+    else memcpy(&s.sin6_addr, addr, 16);
+    s.sin6_port = htons(port);
+  }
+}
+
+// A TCP listener publishes an old address that is still this host's too (new = old): a client whose
+// connection sat in its backlog at the checkpoint connects again in the reconnect phase and waits for the
+// key, not knowing whether the listener moved (portmap_retarget). portmap_load leaves such routes out.
 bool publish_moved_address(const char* prefix, uint64_t gen, uint8_t fam, const uint8_t* old, uint16_t virt,
                            const sockaddr_storage& now, uint16_t real) {
-  if (here(fam, old)) return true;
+  const bool tcp = prefix[0] == 'l';
   uint8_t nfam, na[16];
-  if (!specific(now, &nfam, na) || nfam != fam) {
+  if (here(fam, old)) {
+    if (!tcp) return true;
+    memcpy(na, old, 16);
+  } else if (!specific(now, &nfam, na) || nfam != fam) {
     if (!reachable_here(fam, na)) return true;  // no address of that family here: nobody can reach it anyway
   }
   char key[160], val[80];
@@ -469,6 +491,7 @@ int portmap_load(uint64_t gen) {
                       "addresses are not sent to their new ones");
         break;
       }
+      if (x.old_port == x.new_port && memcmp(x.old_addr, x.new_addr, 16) == 0) continue;  // not moved
       x.udp = kind[0] == 'u';
       nudp += x.udp;
       g_xroutes[nx++] = x;
@@ -482,7 +505,28 @@ int portmap_load(uint64_t gen) {
 
 bool portmap_retarget(sockaddr_storage* to_io) {
   uint16_t port;
-  if (g_publish_gen == 0 || !this_host(reinterpret_cast<const sockaddr*>(to_io), sizeof *to_io, &port)) return false;
+  if (g_publish_gen == 0) return false;
+  // A listener's address other than loopback: where it listens now, wherever that is (every restored TCP
+  // listener publishes each of its old addresses, moved or not: publish_moved_address). The address may
+  // be this host's now and the listener elsewhere (two hosts swapped), so this comes first.
+  uint8_t fam, a[16];
+  if (specific(*to_io, &fam, a) && !(fam == AF_INET && a[0] == 127) &&
+      !(fam == AF_INET6 && IN6_IS_ADDR_LOOPBACK(reinterpret_cast<const in6_addr*>(a)))) {
+    uint8_t nfam, na[16];
+    uint16_t nport;
+    const char* end;
+    char key[160], val[80];
+    plugins::Msg k(key, sizeof key);
+    k.s("laddr.").u(g_publish_gen).s(".");
+    addr_text(k, fam, a, ntohs(reinterpret_cast<const sockaddr_in*>(to_io)->sin_port));  // sin6_port: same offset
+    if (inject::coord_lookup(key, true, 5000, val, sizeof val) == 1 && parse_addr(val, &nfam, na, &nport, &end) &&
+        !*end && nfam == fam) {
+      sockaddr_storage old = *to_io;
+      put(reinterpret_cast<const sockaddr*>(&old), sizeof old, na, nport, fam, to_io);
+      return true;
+    }
+  }
+  if (!this_host(reinterpret_cast<const sockaddr*>(to_io), sizeof *to_io, &port)) return false;
   const uint64_t gen = g_publish_gen;
   char key[160], val[16];
   key_of(key, sizeof key, gen, port);
@@ -587,22 +631,6 @@ const XRoute* xroute_of(const sockaddr* to, socklen_t len, bool udp, bool back) 
       return &x;
   }
   return nullptr;
-}
-
-// Writes address and port of the route's one side into *out, a copy of `to` (len bytes): an IPv4-mapped
-// IPv6 address stays mapped.
-void put(const sockaddr* to, socklen_t len, const uint8_t* addr, uint16_t port, uint8_t fam, sockaddr_storage* out) {
-  memcpy(out, to, len < sizeof *out ? len : sizeof *out);
-  if (to->sa_family == AF_INET) {
-    auto& s = reinterpret_cast<sockaddr_in&>(*out);
-    memcpy(&s.sin_addr, addr, 4);
-    s.sin_port = htons(port);
-  } else {
-    auto& s = reinterpret_cast<sockaddr_in6&>(*out);
-    if (fam == AF_INET) memcpy(s.sin6_addr.s6_addr + 12, addr, 4);
-    else memcpy(&s.sin6_addr, addr, 16);
-    s.sin6_port = htons(port);
-  }
 }
 
 }  // namespace

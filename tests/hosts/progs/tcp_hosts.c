@@ -4,7 +4,8 @@
  * echo. The stream and checksum lines are the channels tests' (tests/channels/progs/stream_util.h), so the
  * output is the same however the pair was checkpointed, killed and restarted, on whichever hosts.
  * `tcp_hosts rserver PORT N PACE_US` / `tcp_hosts rclient ADDR PORT N PACE_US`: a server answering N
- * requests, each on a new connection the client makes to ADDR:PORT (as Open MPI's TCP transport connects
+ * requests (waiting 2 x PACE_US before each accept, so a checkpoint finds the client's connection in its
+ * backlog about half the time), each on a new connection the client makes to ADDR:PORT (as Open MPI's TCP transport connects
  * to a peer's business card when it first sends to it): after a restart on other hosts the client still
  * connects to the server's OLD address, which only the channels plugin's connect() translation makes
  * reach the server's new host. A connect refused for ~2 s is reported and ends the client (exit 3). */
@@ -29,12 +30,13 @@ static void* sender(void* arg) {
   return NULL;
 }
 
-static void rserver(const struct sockaddr_in* a, int n) {
+static void rserver(const struct sockaddr_in* a, int n, unsigned delay_us) {
   int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
   setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (bind(l, (const struct sockaddr*)a, sizeof *a) != 0 || listen(l, 64) != 0) die("bind/listen");
   unsigned long long sum = 0;
   for (int i = 0; i < n; ++i) {
+    usleep(delay_us);  /* the client's next connection waits in the backlog meanwhile (half the time) */
     int s = accept(l, NULL, NULL);
     if (s < 0) die("accept");
     char req[64];
@@ -101,7 +103,7 @@ int main(int argc, char** argv) {
   if (argc == 5 && strcmp(argv[1], "rserver") == 0) {
     a.sin_port = htons((uint16_t)atoi(argv[2]));
     setvbuf(stdout, NULL, _IOLBF, 0);
-    rserver(&a, atoi(argv[3]));
+    rserver(&a, atoi(argv[3]), 2 * (unsigned)atoi(argv[4]));
     return 0;
   }
   int from, n;
