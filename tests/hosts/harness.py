@@ -164,6 +164,8 @@ def with_namespaces(a, prefix, net_base, n, body):
                     os.kill(int(pid), signal.SIGKILL)
                 except (OSError, ValueError):
                     pass
+        # and the coordinators listening on the bridge (a failed restart's may wait for latecomers)
+        run(["pkill", "-9", "-f", r"coordinator .*--bind %s( |$)" % re.escape(net + ".1")])
         run(["bash", a.netns, "down"], env=nsenv)
 
 def environ(pid):
