@@ -179,17 +179,10 @@ void read_local_addresses() {
   read_local_v6();
 }
 
-constexpr char kHex[] = "0123456789abcdef";
-
-// "<hex address>.<port>" (8 or 32 hex digits).
+// "<hex address>.<port>" (8 or 32 hex digits: chan's hex()).
 void addr_text(plugins::Msg& m, uint8_t fam, const uint8_t* a, uint16_t port) {
   char h[33];
-  const int n = fam == AF_INET ? 4 : 16;
-  for (int k = 0; k < n; ++k) {
-    h[2 * k] = kHex[a[k] >> 4];
-    h[2 * k + 1] = kHex[a[k] & 15];
-  }
-  h[2 * n] = '\0';
+  hex(h, sizeof h, a, fam == AF_INET ? 4 : 16);
   m.s(h).s(".").u(port);
 }
 
@@ -260,30 +253,39 @@ bool reachable_here(uint8_t fam, uint8_t* out) {
   return false;
 }
 
-// A listener's address: family and bytes (an IPv4-mapped IPv6 address as IPv4); false for a wildcard.
-bool specific(const sockaddr_storage& s, uint8_t* fam, uint8_t* a) {
+// An IP socket address as family, bytes (an IPv4-mapped IPv6 address as IPv4) and port; false: not one.
+bool split(const sockaddr* to, socklen_t len, uint8_t* fam, uint8_t* a, uint16_t* port) {
   memset(a, 0, 16);
-  if (s.ss_family == AF_INET) {
-    const uint32_t v = reinterpret_cast<const sockaddr_in&>(s).sin_addr.s_addr;
-    if (v == htonl(INADDR_ANY)) return false;
+  if (to->sa_family == AF_INET && len >= sizeof(sockaddr_in)) {
+    const auto* s = reinterpret_cast<const sockaddr_in*>(to);
     *fam = AF_INET;
-    memcpy(a, &v, 4);
+    memcpy(a, &s->sin_addr, 4);
+    *port = ntohs(s->sin_port);
     return true;
   }
-  const in6_addr& v = reinterpret_cast<const sockaddr_in6&>(s).sin6_addr;
-  if (IN6_IS_ADDR_UNSPECIFIED(&v)) return false;
-  if (IN6_IS_ADDR_V4MAPPED(&v)) {
-    *fam = AF_INET;
-    memcpy(a, v.s6_addr + 12, 4);
-  } else {
-    *fam = AF_INET6;
-    memcpy(a, &v, 16);
+  if (to->sa_family == AF_INET6 && len >= sizeof(sockaddr_in6)) {
+    const auto* s = reinterpret_cast<const sockaddr_in6*>(to);
+    *port = ntohs(s->sin6_port);
+    if (IN6_IS_ADDR_V4MAPPED(&s->sin6_addr)) {
+      *fam = AF_INET;
+      memcpy(a, s->sin6_addr.s6_addr + 12, 4);
+    } else {
+      *fam = AF_INET6;
+      memcpy(a, &s->sin6_addr, 16);
+    }
+    return true;
   }
-  return true;
+  return false;
 }
 
-// Publishes "<prefix><G>.<old>.<virt>" = "<new>.<real>" when old is not this host's (a restart elsewhere).
-// new: the listener's own address when it is bound to one, else this host's reachable one.
+// A socket's own address: family and bytes, as split(); false for a wildcard.
+bool specific(const sockaddr_storage& s, uint8_t* fam, uint8_t* a) {
+  uint16_t port;
+  static const uint8_t kZero[16] = {};
+  return split(reinterpret_cast<const sockaddr*>(&s), sizeof s, fam, a, &port) &&
+         memcmp(a, kZero, *fam == AF_INET ? 4 : 16) != 0;
+}
+
 // Writes address and port of the route's one side into *out, a copy of `to` (len bytes): an IPv4-mapped
 // IPv6 address stays mapped.
 void put(const sockaddr* to, socklen_t len, const uint8_t* addr, uint16_t port, uint8_t fam, sockaddr_storage* out) {
@@ -300,6 +302,8 @@ void put(const sockaddr* to, socklen_t len, const uint8_t* addr, uint16_t port, 
   }
 }
 
+// Publishes "<prefix><G>.<old>.<virt>" = "<new>.<real>" when old is not this host's (a restart elsewhere).
+// new: the listener's own address when it is bound to one, else this host's reachable one.
 // A TCP listener publishes an old address that is still this host's too (new = old): a client whose
 // connection sat in its backlog at the checkpoint connects again in the reconnect phase and waits for the
 // key, not knowing whether the listener moved (portmap_retarget). portmap_load leaves such routes out.
@@ -486,12 +490,12 @@ int portmap_load(uint64_t gen) {
       if (!parse_addr(key + xlen, &x.fam, x.old_addr, &x.old_port, &end) || *end ||
           !parse_addr(xval, &nfam, x.new_addr, &x.new_port, &end) || *end || nfam != x.fam)
         continue;
+      if (x.old_port == x.new_port && memcmp(x.old_addr, x.new_addr, 16) == 0) continue;  // not moved
       if (nx == kMaxXRoutes) {
         plugins::warn("channels: more than 256 sockets moved to other hosts: sends and connects to the others' old "
                       "addresses are not sent to their new ones");
         break;
       }
-      if (x.old_port == x.new_port && memcmp(x.old_addr, x.new_addr, 16) == 0) continue;  // not moved
       x.udp = kind[0] == 'u';
       nudp += x.udp;
       g_xroutes[nx++] = x;
@@ -589,31 +593,6 @@ void routes_from_env() {
     __atomic_store_n(&g_nroutes, n, __ATOMIC_RELEASE);
   }
   __atomic_store_n(&g_env_read, 2, __ATOMIC_RELEASE);
-}
-
-// An IP socket address as family, bytes (an IPv4-mapped IPv6 address as IPv4) and port; false: not one.
-bool split(const sockaddr* to, socklen_t len, uint8_t* fam, uint8_t* a, uint16_t* port) {
-  memset(a, 0, 16);
-  if (to->sa_family == AF_INET && len >= sizeof(sockaddr_in)) {
-    const auto* s = reinterpret_cast<const sockaddr_in*>(to);
-    *fam = AF_INET;
-    memcpy(a, &s->sin_addr, 4);
-    *port = ntohs(s->sin_port);
-    return true;
-  }
-  if (to->sa_family == AF_INET6 && len >= sizeof(sockaddr_in6)) {
-    const auto* s = reinterpret_cast<const sockaddr_in6*>(to);
-    *port = ntohs(s->sin6_port);
-    if (IN6_IS_ADDR_V4MAPPED(&s->sin6_addr)) {
-      *fam = AF_INET;
-      memcpy(a, s->sin6_addr.s6_addr + 12, 4);
-    } else {
-      *fam = AF_INET6;
-      memcpy(a, &s->sin6_addr, 16);
-    }
-    return true;
-  }
-  return false;
 }
 
 // A socket now on another host that `to` names: its old address and port (back: its new ones); the route
