@@ -591,7 +591,17 @@ void Server::RegisterMember(Conn* owner, const FrameHeader& h, const Payload& p)
   }
   owner->members[m.upid] = m;
   kv_.erase("gone." + std::to_string(m.upid));  // restored again under this coordinator (NoteGone)
-  ever_had_proc_ = true;
+  // A coordinator started for a restart (--restart-manifest) that none of the restart's processes reached
+  // yet: a new process is a straggler of the killed run (a fork child the kill missed, exec'ing its next
+  // program, which retries the port until this coordinator is up). It must not make the restart's
+  // coordinator "had processes": when it ends, --exit-on-last would leave before the restored processes
+  // come, and they would find nobody (cli.outside_file hung so, 1 run in 15).
+  const bool straggler = !restart && !o_.restart_manifest.empty() && state_ == State::kIdle && !ever_had_proc_;
+  if (straggler)
+    Log(0, "%s connected before any process of the restart: a leftover of the run that was killed; "
+        "it does not keep this coordinator", m.Describe().c_str());
+  else
+    ever_had_proc_ = true;
   // A new process (a fork child) while a checkpoint is being taken: during suspend it joins the barrier
   // (its parent is being suspended in the fork wrapper; the child is then in the generation too).
   // Later, or behind a sub-coordinator, it is outside this generation, and WELCOME says so: its parent's

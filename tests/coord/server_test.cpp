@@ -615,6 +615,35 @@ TEST_F(ServerTest, RestartBarrierWaitsForEveryProcessOfTheManifest) {
   EXPECT_EQ(ReadGen(2).procs.size(), 3u);
 }
 
+// A coordinator started for a restart (`revive restart`: --restart-manifest, --exit-on-last) that a
+// straggler of the killed run reaches first (a fork child the kill missed, exec'ing): when it leaves, the
+// coordinator stays for the restart's processes, and the restart completes.
+TEST_F(ServerTest, StragglerOfTheKilledRunDoesNotEndTheRestartsCoordinator) {
+  uint64_t u1, u2;
+  ServerOptions o;
+  o.exit_on_last = true;
+  CheckpointTwoThenNewServer(&u1, &u2, o);
+  server_.reset();
+  o.restart_manifest = dir_.path + "/ckpt-1/MANIFEST.json";
+  StartServer(o);
+  {
+    FakeProc straggler(port_, secret_, "sleep");
+    ASSERT_TRUE(straggler.connected()) << straggler.error();
+    straggler.Bye(0);
+  }
+  usleep(300000);
+  EXPECT_FALSE(server_->WaitDone(0.3)) << "the straggler's leaving ended the restart's coordinator";
+  FakeProc ra(port_, secret_, "a", /*restart=*/true, u1), rb(port_, secret_, "b", true, u2);
+  for (FakeProc* p : {&ra, &rb}) {
+    ASSERT_TRUE(p->connected()) << p->error();
+    ASSERT_TRUE(p->WaitSeen(3));
+    EXPECT_EQ(p->Seen(), (std::vector<std::string>{"reconnect", "refill", "resume:1"}));
+  }
+  ra.Bye(0);
+  rb.Bye(0);
+  EXPECT_TRUE(server_->WaitDone(5)) << "the restart's processes left; --exit-on-last should end it";
+}
+
 // A restart whose first process could not be restored (reported before anyone came back): the other
 // process of the manifest may still come and is told to exit; once it came (none can come any more)
 // and someone asked why, an --exit-on-last coordinator leaves at once, not after its 30 s grace, so a
