@@ -1,11 +1,14 @@
 // `revive launch [options] -- PROG ARGS`: run a program with the injected library and a coordinator.
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <memory>
@@ -44,6 +47,34 @@ int Fail(const std::string& msg, int code = 2) {
 }
 
 // "0,2" -> {0, 2}; each below `size`.
+// REVIVE_OUTSIDE_FILES: the regular files open for writing that the program inherits from our caller
+// (fd 3 and up, not close-on-exec). Others outside the computation write them too (ctest's log, a
+// pipeline script's `exec 3>>run.log`), so a restart must not put their contents back nor cut them
+// (plugins/common/outside_files.h). At most 16, as the plugins read.
+std::string OutsideFiles() {
+  std::string list;
+  int n = 0;
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return list;
+  int self = dirfd(d);
+  while (struct dirent* e = readdir(d)) {
+    char* end = nullptr;
+    long fd = strtol(e->d_name, &end, 10);
+    if (*end || fd < 3 || fd == self) continue;
+    int fdf = fcntl(int(fd), F_GETFD), fl = fcntl(int(fd), F_GETFL);
+    struct stat st;
+    if (fdf < 0 || (fdf & FD_CLOEXEC) || fl < 0 || (fl & O_ACCMODE) == O_RDONLY || (fl & O_PATH) ||
+        fstat(int(fd), &st) != 0 || !S_ISREG(st.st_mode) || n == 16)
+      continue;
+    std::string item = std::to_string(uint64_t(st.st_dev)) + ":" + std::to_string(uint64_t(st.st_ino));
+    if (("," + list + ",").find("," + item + ",") != std::string::npos) continue;
+    list += (list.empty() ? "" : ",") + item;
+    ++n;
+  }
+  closedir(d);
+  return list;
+}
+
 Status ParseIndexes(const std::string& list, long size, std::vector<long>* out) {
   for (const std::string& w : launch::SplitCommas(list)) {
     char* end = nullptr;
@@ -181,6 +212,9 @@ int Launch(const LaunchArgs& a) {
   // Its working directory: the root lists it at each checkpoint; other processes list theirs when it is
   // another (files created there after the checkpoint are moved aside at restart).
   if (char cwd[PATH_MAX]; getcwd(cwd, sizeof cwd)) setenv("REVIVE_LAUNCH_CWD", cwd, 1);
+
+  if (std::string outside = OutsideFiles(); !outside.empty()) setenv("REVIVE_OUTSIDE_FILES", outside.c_str(), 1);
+  else unsetenv("REVIVE_OUTSIDE_FILES");
 
   std::vector<char*> argv;
   for (const auto& s2 : a.argv) argv.push_back(const_cast<char*>(s2.c_str()));

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "plugins/common/msg.h"
+#include "plugins/common/outside_files.h"
 #include "plugins/fd/fd_internal.h"
 #include "plugins/fd/fd_record.h"
 #include "plugins/plugins.h"
@@ -15,6 +16,10 @@ bool g_fd_stand_ins = false;
 
 // init runs before main, single-threaded: getenv is fine here (and only here).
 int fd_init() {
+  if (!outside_files_init()) {
+    warn("REVIVE_OUTSIDE_FILES is not a list of <dev>:<ino> (at most 16); checkpointing disabled");
+    return -EINVAL;
+  }
   const char* v = getenv("REVIVE_FD_DELETED_MAX_MB");
   if (v && *v) {
     char* end = nullptr;

@@ -91,7 +91,7 @@ struct FdRecord {
   int32_t fd;
   uint32_t kind;       // FdKind
   int32_t flags;       // F_GETFL, masked to what open() can set again
-  int32_t fd_flags;    // F_GETFD (FD_CLOEXEC)
+  int32_t fd_flags;    // F_GETFD (FD_CLOEXEC), and kFdOutside
   int64_t offset;      // -1 when the descriptor has none (pipes, O_PATH...)
   int64_t size;        // st_size at checkpoint (kPipe: F_GETPIPE_SZ)
   int64_t mtime_sec;
@@ -140,6 +140,11 @@ struct DeletedHolder {
 // malformed; 9: and for kTimerfd records; 10: and for kSignalfd, kEpoll and kInotify records). FdRecord has had the
 // same size and layout since version 2.
 constexpr uint32_t kFdVersion = 10;
+
+// In FdRecord::fd_flags (never an F_GETFD bit): a regular file open for writing that the computation
+// shares with writers outside it (plugins/common/outside_files.h). Since 2026-11-29 (images without it
+// restore as before).
+constexpr int32_t kFdOutside = 0x10000;
 
 // What the restarter prepends to the fd section it hands to the restored process (never in an image):
 // "RVHO", i32 exe_fd (the program's executable, to become /proc/self/exe again, or -1), u32 mm_len and

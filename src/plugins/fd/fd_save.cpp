@@ -14,6 +14,7 @@
 #include "plugins/vpid/vpid.h"
 #include "plugins/common/host_tag.h"
 #include "plugins/common/msg.h"
+#include "plugins/common/outside_files.h"
 #include "plugins/common/proc_fds.h"
 #include "plugins/common/section_io.h"
 #include "plugins/fd/fd_record.h"
@@ -352,6 +353,8 @@ int save_one(Out& out, int fd, ShareKey share, DeletedHolder holder, DeletedHold
   rec.kind = static_cast<uint32_t>(kind);
   rec.flags = fl & kReopenFlags;
   rec.fd_flags = fdf & FD_CLOEXEC;
+  if (kind == FdKind::kRegular && (fl & O_ACCMODE) != O_RDONLY && outside_file(st.st_dev, st.st_ino))
+    rec.fd_flags |= kFdOutside;
   off_t o = (fl & O_PATH) ? -1 : lseek(fd, 0, SEEK_CUR);
   rec.offset = o < 0 ? -1 : o;
   rec.size = st.st_size;

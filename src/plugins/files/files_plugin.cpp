@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "plugins/common/msg.h"
+#include "plugins/common/outside_files.h"
 #include "plugins/files/created_log.h"
 #include "plugins/files/files_internal.h"
 #include "plugins/files/files_pre.h"
@@ -63,6 +64,7 @@ bool two_way(const char* name, const char* first, const char* second, bool* on) 
 // init runs before main, single-threaded: getenv is fine here (and only here). A malformed setting
 // disables checkpointing with a warning rather than silently saving less than asked.
 int files_init() {
+  outside_files_init();  // a malformed list is the fd plugin's warning
   if (!two_way("REVIVE_FILES", "written", "none", &g_files.written) ||
       !two_way("REVIVE_FILES_AFTER", "move", "keep", &g_files.displace))
     return -EINVAL;

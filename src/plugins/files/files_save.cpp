@@ -14,6 +14,7 @@
 
 #include "plugins/common/file_locks.h"
 #include "plugins/common/msg.h"
+#include "plugins/common/outside_files.h"
 #include "plugins/common/proc_fds.h"
 #include "plugins/files/files_internal.h"
 #include "plugins/files/files_pre.h"
@@ -67,6 +68,9 @@ int save_fd(Out& out, int fd) {
   int fl = fcntl(fd, F_GETFL);
   if (fl < 0 || (fl & O_PATH)) return 0;
   bool writing = (fl & O_ACCMODE) != O_RDONLY;
+  // A file shared with writers outside the computation: putting its checkpoint contents back would
+  // erase what they wrote since (outside_files.h).
+  if (writing && outside_file(st.st_dev, st.st_ino)) return 0;
   FileOrigin origin;
   if (writing && g_files.written) origin = FileOrigin::kWritten;
   else if (files_local(path)) origin = FileOrigin::kLocal;
