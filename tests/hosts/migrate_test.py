@@ -79,6 +79,8 @@ def main():
     ap.add_argument("--dgram-pair", nargs=3, metavar=("PROG", "N", "PACE_US"),
                     help="instead: a udp_hosts userver in the first namespace answering N requests its uclient in "
                          "the second sends to the server's (old) address with sendto, taking answers only from there")
+    ap.add_argument("--batches", action="store_true",
+                    help="with --dgram-pair: mserver/mclient, the same requests in sendmmsg/recvmmsg batches")
     ap.add_argument("--user", help="run the computation as this ordinary user (created if missing)")
     ap.add_argument("--enter", help="tests/hosts/ns_enter (with --user)")
     ap.add_argument("prog", nargs=argparse.REMAINDER)
@@ -169,7 +171,7 @@ def test_as(a, prog, rng, seed, prefix, net, u):
     if a.reconnect_pair:
         a.pair, modes = a.reconnect_pair, ("rserver", "rclient")
     if a.dgram_pair:
-        a.pair, modes = a.dgram_pair, ("userver", "uclient")
+        a.pair, modes = a.dgram_pair, ("mserver", "mclient") if a.batches else ("userver", "uclient")
     if a.pair:
         # Reference: the same pair over loopback in this namespace; then server on host 1, client on host 2.
         a.procs = 2

@@ -25,7 +25,11 @@ using FcntlFn = int (*)(int, int, ...);
 using GetsockoptFn = int (*)(int, int, int, void*, socklen_t*);
 using RecvmsgFn = ssize_t (*)(int, struct msghdr*, int);
 using SendmsgFn = ssize_t (*)(int, const struct msghdr*, int);
+using RecvmmsgFn = int (*)(int, struct mmsghdr*, unsigned, int, struct timespec*);
+using SendmmsgFn = int (*)(int, struct mmsghdr*, unsigned, int);
 FcntlFn g_fcntl;
+RecvmmsgFn g_recvmmsg;
+SendmmsgFn g_sendmmsg;
 GetsockoptFn g_getsockopt;
 RecvmsgFn g_recvmsg;
 SendmsgFn g_sendmsg;
@@ -33,6 +37,8 @@ VPID_PRIME(g_fcntl, "fcntl")
 VPID_PRIME(g_getsockopt, "getsockopt")
 VPID_PRIME(g_recvmsg, "recvmsg")
 VPID_PRIME(g_sendmsg, "sendmsg")
+VPID_PRIME(g_recvmmsg, "recvmmsg")
+VPID_PRIME(g_sendmmsg, "sendmmsg")
 
 // Owner kinds of f_owner_ex: F_OWNER_TID 0, F_OWNER_PID 1, F_OWNER_PGRP 2 (all positive ids).
 int fcntl_with(FcntlFn* slot, const char* name, int fd, int cmd, va_list ap) {
@@ -151,4 +157,60 @@ REVIVE_EXPORT ssize_t sendmsg(int fd, const struct msghdr* m, int flags) {
       u->pid = vpid::to_real(u->pid);
     }
   return f(fd, &k, flags);
+}
+
+// sendmmsg/recvmmsg (glibc's resolver sends its A and AAAA queries with one sendmmsg; QUIC stacks and
+// packet relays batch both): the datagram routes of sendmsg/recvmsg, per message. Since 2026-11-29;
+// before, a batch to a UDP socket's old address after a restart on other hosts went to the host it left.
+// SCM_CREDENTIALS in a batch are passed as written (not translated, unlike sendmsg/recvmsg).
+REVIVE_EXPORT int recvmmsg(int fd, struct mmsghdr* vec, unsigned vlen, int flags, struct timespec* timeout) {
+  RecvmmsgFn f = next_or_enosys(&g_recvmmsg, "recvmmsg");
+  if (!f) return -1;
+  // The kernel takes at most UIO_MAXIOV (1024) messages and overwrites each msg_namelen: the buffers'
+  // sizes the program gave are kept for the translation (a larger vlen is cut by the kernel likewise).
+  constexpr unsigned kMax = 1024;
+  socklen_t cap[kMax];
+  const unsigned n = vec ? (vlen < kMax ? vlen : kMax) : 0;
+  for (unsigned i = 0; i < n; ++i) cap[i] = vec[i].msg_hdr.msg_name ? vec[i].msg_hdr.msg_namelen : 0;
+  int r = f(fd, vec, vlen, flags, timeout);
+  for (int i = 0; i < r && unsigned(i) < n; ++i) {
+    struct msghdr* m = &vec[i].msg_hdr;
+    if (vpid::active() && m->msg_control) creds_back(m);
+    if (m->msg_name) revive::plugins::dgram_from(static_cast<struct sockaddr*>(m->msg_name), cap[i], m->msg_namelen);
+  }
+  return r;
+}
+
+REVIVE_EXPORT int sendmmsg(int fd, struct mmsghdr* vec, unsigned vlen, int flags) {
+  SendmmsgFn f = next_or_enosys(&g_sendmmsg, "sendmmsg");
+  if (!f) return -1;
+  bool any = false;
+  struct sockaddr_storage moved;
+  for (unsigned i = 0; vec && i < vlen && !any; ++i) {
+    const auto* to = static_cast<const struct sockaddr*>(vec[i].msg_hdr.msg_name);
+    any = to && revive::plugins::dgram_to(to, vec[i].msg_hdr.msg_namelen, &moved) != to;
+  }
+  if (!any) return f(fd, vec, vlen, flags);
+  // Some go to a moved socket: a copy of the batch with those addresses replaced, in chunks of 32 (stack),
+  // each message's msg_len given back. A chunk sent in part ends the call, as the kernel's own partial
+  // batch does; an error after some were sent reports those.
+  constexpr unsigned kChunk = 32;
+  struct mmsghdr copy[kChunk];
+  struct sockaddr_storage to_now[kChunk];
+  int sent = 0;
+  for (unsigned base = 0; base < vlen; base += kChunk) {
+    const unsigned k = vlen - base < kChunk ? vlen - base : kChunk;
+    for (unsigned i = 0; i < k; ++i) {
+      copy[i] = vec[base + i];
+      const auto* to = static_cast<const struct sockaddr*>(copy[i].msg_hdr.msg_name);
+      const struct sockaddr* at = revive::plugins::dgram_to(to, copy[i].msg_hdr.msg_namelen, &to_now[i]);
+      if (at != to) copy[i].msg_hdr.msg_name = &to_now[i];
+    }
+    int r = f(fd, copy, k, flags);
+    if (r < 0) return sent > 0 ? sent : r;
+    for (int i = 0; i < r; ++i) vec[base + unsigned(i)].msg_len = copy[i].msg_len;
+    sent += r;
+    if (unsigned(r) < k) break;
+  }
+  return sent;
 }
