@@ -1,7 +1,7 @@
 # Sourced by tests/cli/*_test.sh: a scratch directory ($tmp), a coordinator port below the ephemeral range
 # ($port: no outgoing connection of another test takes it meanwhile), fail(), and a cleanup on exit that
 # kills what runs on that port and the test's own programs (pkill -f patterns in cleanup_patterns), then
-# runs the test's extra_cleanup function if it defines one. KEEP=1 keeps $tmp. hold_port/release_port:
+# runs the test's extra_cleanup function if it defines one; lines/wait_lines. KEEP=1 keeps $tmp. hold_port/release_port:
 # another program listening on $lport (a second port, chosen from $port) for a restore to meet.
 tmp=$(mktemp -d)
 port=$((20000 + RANDOM % 12000))
@@ -16,6 +16,13 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+# lines FILE: its line count (0 while it does not exist). wait_lines FILE COUNT [TRIES]: until it has
+# COUNT lines (the program is past that point), 0.05 s per try (default 300), else fail.
+lines() { [ -f "$1" ] && wc -l <"$1" || echo 0; }
+wait_lines() {
+  for _ in $(seq "${3:-300}"); do [ "$(lines "$1")" -ge "$2" ] && return 0; sleep 0.05; done
+  fail "$1 did not reach $2 lines"
+}
 lport=$((20000 + (port - 20000 + 6000) % 12000))
 hold=
 hold_port() {
@@ -90,5 +97,56 @@ launch_two_copies() {
   for _ in $(seq 100); do
     [ "$(cat "$tmp/run/$1" 2>/dev/null | wc -l)" -ge 8 ] && [ "$(cat "$tmp/run/$2" 2>/dev/null | wc -l)" -ge 8 ] && break
     sleep 0.05
+  done
+}
+
+# held_port_restarts KIND TAKEN STILL PATTERN...: the flow of the port-taken tests (cli.port_taken,
+# cli.udp_port_taken). "$py" "$tmp/prog.py" PORT DIR runs once as a reference (port $lport+1, logs in
+# $tmp/ref), then under revive launch on $lport (logs in $tmp/run); checkpointed after 10 client lines,
+# killed (with the programs matching each PATTERN); "$tmp/holder.py" PORT COUNTFILE takes $lport (prints
+# "held"; writes its count of the computation's KIND to COUNTFILE); restarted, checkpointed again 8 lines
+# later, killed, restarted to the end while the holder keeps the port. The program's stderr must match
+# TAKEN after restart 1 and STILL after restart 2 (grep patterns), the holder must have counted nothing,
+# and the client and server logs must equal the reference's.
+held_port_restarts() {
+  local kind=$1 taken=$2 still=$3 p r1 before f
+  shift 3
+  mkdir "$tmp/ref" "$tmp/run"
+  "$py" "$tmp/prog.py" "$((lport + 1))" "$tmp/ref"
+  export REVIVE_LOCAL_DIRS=
+  ck=$tmp/ck
+  "$rv" launch --port "$port" --ckpt-dir "$ck" -- "$py" "$tmp/prog.py" "$lport" "$tmp/run" >"$tmp/launch.out" 2>"$tmp/launch.err" &
+  local launcher=$!
+  wait_lines "$tmp/run/client" 10
+  "$rv" checkpoint --port "$port" --ckpt-dir "$ck" >"$tmp/ck.out" 2>&1 || { cat "$tmp/ck.out" "$tmp/launch.err"; fail "checkpoint 1"; }
+  sleep 0.5
+  kill -9 "$launcher" 2>/dev/null || true
+  for p in "$@"; do pkill -9 -f "$p" || true; done
+  wait "$launcher" 2>/dev/null || true
+  pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
+  "$py" "$tmp/holder.py" "$lport" "$tmp/holder.count" >"$tmp/holder.out" 2>&1 &
+  for _ in $(seq 100); do [ -s "$tmp/holder.out" ] && break; sleep 0.05; done
+  [ "$(cat "$tmp/holder.out")" = held ] || { cat "$tmp/holder.out"; fail "the holder could not take port $lport"; }
+  # Restart 1, checkpointed again 8 client lines in and killed.
+  timeout 60 "$rv" restart --port "$port" "$ck" >"$tmp/restart1.out" 2>"$tmp/restart1.err" &
+  r1=$!
+  before=$(lines "$tmp/run/client")
+  wait_lines "$tmp/run/client" $((before + 8))
+  "$rv" checkpoint --port "$port" --ckpt-dir "$ck" >"$tmp/ck2.out" 2>&1 || { cat "$tmp/ck2.out" "$tmp/restart1.err"; fail "checkpoint 2 (after restart 1)"; }
+  sleep 0.5
+  for p in "$@"; do pkill -9 -f "$p" || true; done
+  wait "$r1" 2>/dev/null || true
+  pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
+  # The warning goes where the program's stderr went (its file, restored).
+  grep -q "$taken" "$tmp/launch.err" ||
+    { cat "$tmp/restart1.err" "$tmp/launch.err"; fail "restart 1 does not say that the port was taken and where it went"; }
+  [ ! -s "$tmp/holder.count" ] || fail "the holder of port $lport got $(cat "$tmp/holder.count") $kind of the computation (restart 1)"
+  # Restart 2: the holder still has the port; the socket moved again, the client follows.
+  timeout 60 "$rv" restart --port "$port" "$ck" >"$tmp/restart2.out" 2>"$tmp/restart2.err" ||
+    { tail -20 "$tmp/restart2.err"; tail -20 "$ck/coordinator.log"; fail "restart 2"; }
+  [ ! -s "$tmp/holder.count" ] || fail "the holder of port $lport got $(cat "$tmp/holder.count") $kind of the computation (restart 2)"
+  grep -q "$still" "$tmp/launch.err" || { cat "$tmp/launch.err"; fail "restart 2 does not say that the port is still taken"; }
+  for f in client server; do
+    cmp "$tmp/ref/$f" "$tmp/run/$f" || { diff "$tmp/ref/$f" "$tmp/run/$f" | head; fail "$f differs after the restarts"; }
   done
 }

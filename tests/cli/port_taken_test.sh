@@ -97,49 +97,8 @@ while True:
     c.close()
 HOLD
 py=/usr/bin/python3; [ -x "$py" ] || py=$(command -v python3)  # not a pyenv shim: its bash and env would be restored too
-mkdir "$tmp/ref" "$tmp/run"
-"$py" "$tmp/prog.py" "$((lport + 1))" "$tmp/ref"
-export REVIVE_LOCAL_DIRS=
-ck=$tmp/ck
-lines() { [ -f "$1" ] && wc -l <"$1" || echo 0; }
-wait_lines() {  # file count: until it has count lines (the program is past that point)
-  for _ in $(seq 200); do [ "$(lines "$1")" -ge "$2" ] && return 0; sleep 0.05; done
-  fail "$1 did not reach $2 lines"
-}
-"$rv" launch --port "$port" --ckpt-dir "$ck" -- "$py" "$tmp/prog.py" "$lport" "$tmp/run" >"$tmp/launch.out" 2>"$tmp/launch.err" &
-launcher=$!
-wait_lines "$tmp/run/client" 10
-"$rv" checkpoint --port "$port" --ckpt-dir "$ck" >"$tmp/ck.out" 2>&1 || { cat "$tmp/ck.out" "$tmp/launch.err"; fail "checkpoint 1"; }
-sleep 0.5
-kill -9 "$launcher" 2>/dev/null || true
-pkill -9 -f "$tmp/prog.py" || true
-wait "$launcher" 2>/dev/null || true
-pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
-# The holder takes the program's port (on $ADDR: where the client connects).
-"$py" "$tmp/holder.py" "$lport" "$tmp/holder.count" >"$tmp/holder.out" 2>&1 &
-for _ in $(seq 100); do [ -s "$tmp/holder.out" ] && break; sleep 0.05; done
-[ "$(cat "$tmp/holder.out")" = held ] || { cat "$tmp/holder.out"; fail "the holder could not take port $lport"; }
-# Restart 1, checkpointed again 1 s in and killed.
-timeout 60 "$rv" restart --port "$port" "$ck" >"$tmp/restart1.out" 2>"$tmp/restart1.err" &
-r1=$!
-before=$(lines "$tmp/run/client")
-wait_lines "$tmp/run/client" $((before + 8))
-"$rv" checkpoint --port "$port" --ckpt-dir "$ck" >"$tmp/ck2.out" 2>&1 || { cat "$tmp/ck2.out" "$tmp/restart1.err"; fail "checkpoint 2 (after restart 1)"; }
-sleep 0.5
-pkill -9 -f "$tmp/prog.py" || true
-wait "$r1" 2>/dev/null || true
-pkill -9 -f "(revive|coordinator).*--port $port( |$)" 2>/dev/null || true
-# The warning goes where the program's stderr went (its file, restored).
-grep -q "port $lport is taken by another program; listening on port [0-9]* instead" "$tmp/launch.err" ||
-  { cat "$tmp/restart1.err" "$tmp/launch.err"; fail "restart 1 does not say that the port was taken and where it listens"; }
-[ ! -s "$tmp/holder.count" ] || fail "the holder of port $lport got $(cat "$tmp/holder.count") connection(s) of the computation (restart 1)"
-# Restart 2: the holder still has the port; the listener moved again, the client follows.
-timeout 60 "$rv" restart --port "$port" "$ck" >"$tmp/restart2.out" 2>"$tmp/restart2.err" ||
-  { tail -20 "$tmp/restart2.err"; tail -20 "$ck/coordinator.log"; fail "restart 2"; }
-[ ! -s "$tmp/holder.count" ] || fail "the holder of port $lport got $(cat "$tmp/holder.count") connection(s) of the computation (restart 2)"
-grep -q "port $lport is still taken by another program; listening on port [0-9]* again" "$tmp/launch.err" ||
-  { cat "$tmp/launch.err"; fail "restart 2 does not say that the port is still taken"; }
-for f in client server; do
-  cmp "$tmp/ref/$f" "$tmp/run/$f" || { diff "$tmp/ref/$f" "$tmp/run/$f" | head; fail "$f differs after the restarts"; }
-done
+held_port_restarts "connection(s)" \
+  "port $lport is taken by another program; listening on port [0-9]* instead" \
+  "port $lport is still taken by another program; listening on port [0-9]* again" \
+  "$tmp/prog.py"
 echo "port taken test passed: port $lport held by another program at both restarts; the listener moved ($(grep -o 'listening on port [0-9]*' "$tmp/launch.err" | tr '\n' ' ')), the client's connects followed, logs identical"

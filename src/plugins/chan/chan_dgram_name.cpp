@@ -8,6 +8,8 @@
 // in order, each from its own source's address where that can be bound (chan_udp.cpp, which does the
 // same for a connected UDP socket: bound, its queue put back from its peer's address, then connected).
 #include <errno.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -44,16 +46,106 @@ int keep_datagrams(char* msg, size_t cap) {
   return 0;
 }
 
+namespace {
+
+uint16_t port_in(const sockaddr_storage& a) {
+  return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);  // sin6_port sits at the same offset
+}
+
+// A bound, unconnected UDP socket whose port another program took (an outgoing socket handed it as an
+// ephemeral port, a service started meanwhile): a new port of the same address, without SO_REUSEADDR
+// before the bind (the kernel then picks one nobody has bound), the option after (as the program's
+// restored sockets have it). The computation's datagrams to the old port on this host are sent there
+// (chan_portmap.cpp). *s: a fresh socket on success.
+int rebind_moved(Chan& c, int* s, uint16_t virt, char* msg, size_t cap) {
+  int e = EADDRINUSE;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    int t = socket(c.family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (t < 0) return dg_err(msg, cap, c, "socket", errno);
+    if (c.family == AF_INET6) setsockopt(t, IPPROTO_IPV6, IPV6_V6ONLY, &c.v6only, sizeof c.v6only);
+    sockaddr_storage fresh = c.local;
+    reinterpret_cast<sockaddr_in&>(fresh).sin_port = 0;
+    if (bind(t, reinterpret_cast<const sockaddr*>(&fresh), c.local_len) != 0) {
+      e = errno;
+      close(t);
+      continue;
+    }
+    int one = 1;
+    setsockopt(t, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_storage now{};
+    socklen_t l = sizeof now;
+    getsockname(t, reinterpret_cast<sockaddr*>(&now), &l);
+    char line[300];
+    plugins::Msg(line, sizeof line).s("fd ").i(c.fd).s(": UDP port ").u(virt).s(" is taken by another program; bound to port ")
+        .u(port_in(now)).s(" instead (the computation's datagrams to port ").u(virt).s(" on this host are sent there)");
+    plugins::warn(line);
+    *s = t;
+    return 0;
+  }
+  char what[160];
+  plugins::Msg(what, sizeof what).s("UDP port ").u(virt).s(" is taken, and no new port could be bound");
+  return dg_err(msg, cap, c, what, e);
+}
+
+}  // namespace
+
 int rebind_datagram(Chan& c, char* msg, size_t cap) {
+  const bool inet = c.family == AF_INET || c.family == AF_INET6;
+  // Others send to it by its port: one another program took may move (chan_portmap.cpp), unless the
+  // restart asks for the program's own ports (REVIVE_KEEP_PORTS=1: a taken one fails the restart).
+  const char* keep_env = inject::restart_env("REVIVE_KEEP_PORTS");
+  const bool movable = inet && !c.dgram_peer && !udp_deferred(c) && inject::coord_configured() &&
+                       !(keep_env && keep_env[0] == '1');
+  // The program's port: its own, or the one an earlier restart moved it from (tried first, no waiting:
+  // free again, the translation ends).
+  const uint16_t moved_from = inet ? portmap_virtual(c) : 0;
+  const uint16_t virt = moved_from ? moved_from : inet ? port_in(c.local) : 0;
   int s = socket(c.family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (s < 0) return dg_err(msg, cap, c, "socket", errno);
-  if (!bind_again(c, s)) {
+  bool bound = false;
+  if (moved_from && moved_from != port_in(c.local)) {
+    sockaddr_storage own = c.local;
+    reinterpret_cast<sockaddr_in&>(own).sin_port = htons(moved_from);
+    bound = bind_again(c, s, &own, 0);
+    if (!bound) {
+      close(s);
+      s = socket(c.family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      if (s < 0) return dg_err(msg, cap, c, "socket", errno);
+    }
+  }
+  bool moved_now = false;
+  if (!bound && !bind_again(c, s, nullptr, movable ? 250 : -1)) {
     int e = errno;
     close(s);
-    if (!(e == EADDRNOTAVAIL && c.family != AF_UNIX)) return dg_err(msg, cap, c, "cannot bind its name again", e);
-    // Its address is not on this host (restarted on another one): the same port on every address (the
-    // senders' datagrams to its old address are sent there: chan_portmap.cpp).
-    if (int rc = rebind_elsewhere(c, &s, msg, cap)) return rc;
+    if (e == EADDRINUSE && movable) {
+      if (int rc = rebind_moved(c, &s, virt, msg, cap)) return rc;
+      moved_now = true;
+    } else if (!(e == EADDRNOTAVAIL && c.family != AF_UNIX)) {
+      return dg_err(msg, cap, c, "cannot bind its name again", e);
+    } else if (int rc = rebind_elsewhere(c, &s, msg, cap)) {
+      // Its address is not on this host (restarted on another one): the same port on every address (the
+      // senders' datagrams to its old address are sent there: chan_portmap.cpp).
+      return rc;
+    }
+  }
+  if (movable) {
+    // Where the program's port is served now (its own port: no translation) — noted once s is at c.fd.
+    sockaddr_storage now{};
+    socklen_t l = sizeof now;
+    getsockname(s, reinterpret_cast<sockaddr*>(&now), &l);
+    if (!moved_now && port_in(now) != virt) {  // the port an earlier restart moved it to, its own still taken
+      char line[300];
+      plugins::Msg(line, sizeof line).s("fd ").i(c.fd).s(": UDP port ").u(virt).s(" is still taken by another program; bound to port ")
+          .u(port_in(now)).s(" again (the computation's datagrams to port ").u(virt).s(" on this host are sent there)");
+      plugins::warn(line);
+    }
+    if (int rc = requeue_udp(c, s, msg, cap)) {
+      close(s);
+      return rc;
+    }
+    if (int rc = place_socket(c, s, msg, cap)) return rc;
+    portmap_note(c.fd, virt, port_in(now));
+    return 0;
   }
   if (udp_deferred(c) && inject::coord_configured()) return place_socket(c, s, msg, cap);  // udp_connect
   if (c.dgram_peer) {

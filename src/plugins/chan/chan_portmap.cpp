@@ -18,7 +18,10 @@
 // it at (its own bound address, or, listening on every address, the addresses of the host this process
 // was first checkpointed on: g_origin); every restored process reads them in the refill phase, and
 // connect() sends a TCP connect to such an old address and port to the new ones (Open MPI's TCP
-// transport connects lazily, to the address of its peer's business card). Not covered: UDP sockets,
+// transport connects lazily, to the address of its peer's business card); bound UDP sockets publish
+// "uaddr." alike, and sendto/recvfrom (signal plugin) and sendmsg/sendmmsg/recvmsg/recvmmsg (vpid plugin)
+// translate through revive_chan_dgram_to/from. A bound UDP port another program took on the same host
+// moves as a listener's does ("uport.<G>.<host>.<P>" = Q; since 2026-11-29). Not covered:
 // listeners opened after a migration (their peers know the new host's address, which is not kept). IPv6 addresses of this host's interfaces are read from
 // /proc/net/if_inet6 (since 2026-11-29; before, only ::1, :: and IPv4-mapped local addresses counted).
 // The wrapper runs in program threads and signal handlers: a lookup in a small static table, no locks.
@@ -58,10 +61,12 @@ uint32_t g_nmoved;
 // This host's moved ports (every process of the computation here), read in the refill phase.
 struct Route {
   uint16_t virt, real;
+  bool udp;  // a bound UDP socket's port (since 2026-11-29: "uport." keys), else a TCP listener's
 };
 constexpr uint32_t kMaxRoutes = 256;
 Route g_routes[kMaxRoutes];
 uint32_t g_nroutes;  // published last (release): the wrapper reads the table only up to it
+uint32_t g_nuport;   // how many of them are UDP's (sendto/recvfrom look only when there are some)
 constexpr uint32_t kMaxLocal4 = 64;
 uint32_t g_local4[kMaxLocal4];  // this host's IPv4 addresses (network order), read with the routes
 uint32_t g_nlocal4;
@@ -102,10 +107,11 @@ uint16_t port_of(const sockaddr_storage& a) {
 // a port is this host's and this namespace's now.
 void host_tag(char* out, size_t cap) { plugins::host_now(out, cap, "net"); }
 
-void key_of(char* out, size_t cap, uint64_t gen, uint16_t port) {
+// "lport.<G>.<host>.<P>" (a TCP listener's), or with udp "uport." (a bound UDP socket's).
+void key_of(char* out, size_t cap, uint64_t gen, uint16_t port, bool udp = false) {
   char tag[64];
   host_tag(tag, sizeof tag);
-  plugins::Msg(out, cap).s("lport.").u(gen).s(".").s(tag).s(".").u(port);
+  plugins::Msg(out, cap).s(udp ? "uport." : "lport.").u(gen).s(".").s(tag).s(".").u(port);
 }
 
 bool local_v4(uint32_t a) {  // network order
@@ -384,44 +390,40 @@ void portmap_note(int fd, uint16_t virt, uint16_t real) {
 
 int portmap_publish(uint64_t gen, char* msg, size_t cap) {
   __atomic_store_n(&g_nroutes, 0u, __ATOMIC_RELEASE);  // last generation's routes are no one's now
+  __atomic_store_n(&g_nuport, 0u, __ATOMIC_RELEASE);
   __atomic_store_n(&g_nxroutes, 0u, __ATOMIC_RELEASE);
   __atomic_store_n(&g_nudp, 0u, __ATOMIC_RELEASE);
   g_publish_gen = gen;
   read_local_addresses();  // which of the old addresses are this host's
+  // TCP listeners, and bound, unconnected UDP sockets others send to (a connected one's peer is rebuilt
+  // with it: chan_udp.cpp).
   for (uint32_t i = 0; i < g_nchans; ++i) {
     const Chan& c = g_chans[i];
-    if (c.kind != kListen || (c.family != AF_INET && c.family != AF_INET6)) continue;
+    const bool udp = c.kind == kDgramBound && !c.dgram_peer;
+    if ((c.kind != kListen && !udp) || (c.family != AF_INET && c.family != AF_INET6)) continue;
     sockaddr_storage now{};
     socklen_t l = sizeof now;
     if (getsockname(c.fd, reinterpret_cast<sockaddr*>(&now), &l) != 0) continue;
-    // The program's port: the noted one when relisten moved it, else the one it listens on.
+    // The program's port: the noted one when relisten/rebind_datagram moved it, else the one it has.
     const uint16_t real = port_of(now);
     uint16_t virt = real;
     struct stat st;
     for (uint32_t k = 0; k < g_nmoved; ++k)
       if (g_moved[k].fd == c.fd && fstat(c.fd, &st) == 0 && g_moved[k].ino == uint64_t(st.st_ino)) virt = g_moved[k].virt;
-    char key[160], val[16];
-    key_of(key, sizeof key, gen, virt);
-    plugins::Msg(val, sizeof val).u(real);
-    if (!inject::coord_publish(key, val)) {
-      plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": cannot publish where port ").u(virt).s(" listens now");
-      return -EIO;
+    const char* what = udp ? "UDP port " : "port ";
+    // A TCP listener publishes its port even when it has its own (backlog clients look it up); a UDP
+    // socket only a moved one.
+    if (!udp || virt != real) {
+      char key[160], val[16];
+      key_of(key, sizeof key, gen, virt, udp);
+      plugins::Msg(val, sizeof val).u(real);
+      if (!inject::coord_publish(key, val)) {
+        plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": cannot publish where ").s(what).u(virt).s(" is now");
+        return -EIO;
+      }
     }
-    if (!publish_old_addresses("laddr.", gen, c, virt, now, real)) {
-      plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": cannot publish where port ").u(virt).s(" of its old host listens now");
-      return -EIO;
-    }
-  }
-  // Bound, unconnected UDP sockets others send to (a connected one's peer is rebuilt with it: chan_udp.cpp).
-  for (uint32_t i = 0; i < g_nchans; ++i) {
-    const Chan& c = g_chans[i];
-    if (c.kind != kDgramBound || c.dgram_peer || (c.family != AF_INET && c.family != AF_INET6)) continue;
-    sockaddr_storage now{};
-    socklen_t l = sizeof now;
-    if (getsockname(c.fd, reinterpret_cast<sockaddr*>(&now), &l) != 0) continue;
-    const uint16_t port = port_of(now);
-    if (!publish_old_addresses("uaddr.", gen, c, port, now, port)) {
-      plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": cannot publish where UDP port ").u(port).s(" of its old host is now");
+    if (!publish_old_addresses(udp ? "uaddr." : "laddr.", gen, c, virt, now, real)) {
+      plugins::Msg(msg, cap).s("fd ").i(c.fd).s(": cannot publish where ").s(what).u(virt).s(" of its old host is now");
       return -EIO;
     }
   }
@@ -449,28 +451,33 @@ void portmap_origin() {
 
 int portmap_load(uint64_t gen) {
   char prefix[160], key[200], val[32];
-  key_of(prefix, sizeof prefix, gen, 0);
-  prefix[strlen(prefix) - 1] = '\0';  // "lport.<G>.<host>."
-  const size_t plen = strlen(prefix);
   char after[200];
-  memcpy(after, prefix, plen + 1);
-  uint32_t n = 0;
+  uint32_t n = 0, nu = 0;
   read_local_addresses();
-  for (;;) {
-    int r = inject::coord_next(prefix, after, 10000, key, sizeof key, val, sizeof val);
-    if (r != 1) break;
-    memcpy(after, key, strlen(key) + 1);
-    uint32_t virt = 0, real = 0;
-    for (const char* p = key + plen; *p >= '0' && *p <= '9'; ++p) virt = virt * 10 + uint32_t(*p - '0');
-    for (const char* p = val; *p >= '0' && *p <= '9'; ++p) real = real * 10 + uint32_t(*p - '0');
-    if (virt == 0 || real == 0 || virt > 65535 || real > 65535 || virt == real) continue;
-    if (n == kMaxRoutes) {
-      plugins::warn("channels: more than 256 listeners of this host moved to other ports: connects to the others "
-                    "are not sent to their new ports");
-      break;
+  for (int kind = 0; kind < 2; ++kind) {
+    const bool udp = kind == 1;
+    key_of(prefix, sizeof prefix, gen, 0, udp);
+    prefix[strlen(prefix) - 1] = '\0';  // "lport.<G>.<host>." (UDP: "uport.")
+    const size_t plen = strlen(prefix);
+    memcpy(after, prefix, plen + 1);
+    for (;;) {
+      int r = inject::coord_next(prefix, after, 10000, key, sizeof key, val, sizeof val);
+      if (r != 1) break;
+      memcpy(after, key, strlen(key) + 1);
+      uint32_t virt = 0, real = 0;
+      for (const char* p = key + plen; *p >= '0' && *p <= '9'; ++p) virt = virt * 10 + uint32_t(*p - '0');
+      for (const char* p = val; *p >= '0' && *p <= '9'; ++p) real = real * 10 + uint32_t(*p - '0');
+      if (virt == 0 || real == 0 || virt > 65535 || real > 65535 || virt == real) continue;
+      if (n == kMaxRoutes) {
+        plugins::warn("channels: more than 256 sockets of this host moved to other ports: connects and datagrams to "
+                      "the others are not sent to their new ports");
+        break;
+      }
+      g_routes[n++] = {uint16_t(virt), uint16_t(real), udp};
+      nu += udp;
     }
-    g_routes[n++] = {uint16_t(virt), uint16_t(real)};
   }
+  __atomic_store_n(&g_nuport, nu, __ATOMIC_RELEASE);
   __atomic_store_n(&g_nroutes, n, __ATOMIC_RELEASE);
   // Listeners and bound UDP sockets on another host than their peers knew them at (every host's).
   uint32_t nx = 0, nudp = 0;
@@ -561,13 +568,19 @@ void routes_from_env() {
     read_local_addresses();
     uint32_t n = 0;
     const char* p = v + tl + 1;
-    while (*p >= '0' && *p <= '9' && n < kMaxRoutes) {
+    uint32_t nu = 0;
+    while (((*p >= '0' && *p <= '9') || *p == 'u') && n < kMaxRoutes) {
+      const bool udp = *p == 'u';  // "uP:Q": a bound UDP socket's
+      if (udp) ++p;
       uint32_t virt = 0, real = 0;
       for (; *p >= '0' && *p <= '9'; ++p) virt = virt * 10 + uint32_t(*p - '0');
       if (*p != ':') break;
       ++p;
       for (; *p >= '0' && *p <= '9'; ++p) real = real * 10 + uint32_t(*p - '0');
-      if (virt && real && virt <= 65535 && real <= 65535 && virt != real) g_routes[n++] = {uint16_t(virt), uint16_t(real)};
+      if (virt && real && virt <= 65535 && real <= 65535 && virt != real) {
+        g_routes[n++] = {uint16_t(virt), uint16_t(real), udp};
+        nu += udp;
+      }
       if (*p == ',') ++p;
     }
     while (*p && *p != '/') ++p;
@@ -590,6 +603,7 @@ void routes_from_env() {
     }
     __atomic_store_n(&g_nudp, nudp, __ATOMIC_RELEASE);
     __atomic_store_n(&g_nxroutes, nx, __ATOMIC_RELEASE);
+    __atomic_store_n(&g_nuport, nu, __ATOMIC_RELEASE);
     __atomic_store_n(&g_nroutes, n, __ATOMIC_RELEASE);
   }
   __atomic_store_n(&g_env_read, 2, __ATOMIC_RELEASE);
@@ -624,10 +638,10 @@ bool portmap_rewrite(const sockaddr* to, socklen_t len, bool udp, sockaddr_stora
     put(to, len, x->new_addr, x->new_port, x->fam, out);
     return true;
   }
-  if (n == 0 || udp) return false;
+  if (n == 0) return false;
   const uint16_t want = ntohs(reinterpret_cast<const sockaddr_in*>(to)->sin_port);  // sin6_port: same offset
   uint32_t k = 0;
-  while (k < n && g_routes[k].virt != want) ++k;
+  while (k < n && (g_routes[k].virt != want || g_routes[k].udp != udp)) ++k;
   uint16_t port = 0;
   if (k == n || !this_host(to, len, &port)) return false;  // the common case returns before any address check
   memcpy(out, to, len < sizeof *out ? len : sizeof *out);
@@ -654,7 +668,7 @@ extern "C" __attribute__((visibility("hidden"))) size_t revive_chan_portmap_env(
   host_tag(tag, sizeof tag);
   revive::plugins::Msg m(out, cap);
   m.s("REVIVE_PORTMAP=").s(tag).s(";");
-  for (uint32_t k = 0; k < n; ++k) m.s(k ? "," : "").u(g_routes[k].virt).s(":").u(g_routes[k].real);
+  for (uint32_t k = 0; k < n; ++k) m.s(k ? "," : "").s(g_routes[k].udp ? "u" : "").u(g_routes[k].virt).s(":").u(g_routes[k].real);
   m.s("/");
   for (uint32_t k = 0; k < nx; ++k) {
     const XRoute& x = g_xroutes[k];
@@ -675,21 +689,37 @@ extern "C" __attribute__((visibility("hidden"))) bool revive_chan_dgram_to(const
                                                                           struct sockaddr_storage* out) {
   using namespace revive::chan;
   if (__atomic_load_n(&g_env_read, __ATOMIC_ACQUIRE) == 0) routes_from_env();
-  if (!to || __atomic_load_n(&g_nudp, __ATOMIC_ACQUIRE) == 0) return false;
-  const XRoute* x = xroute_of(to, len, true, false);
-  if (!x) return false;
-  put(to, len, x->new_addr, x->new_port, x->fam, out);
-  return true;
+  if (!to) return false;
+  if (__atomic_load_n(&g_nudp, __ATOMIC_ACQUIRE) != 0) {
+    if (const XRoute* x = xroute_of(to, len, true, false)) {
+      put(to, len, x->new_addr, x->new_port, x->fam, out);
+      return true;
+    }
+  }
+  // A UDP port of this host that moved (another program took it): the same address, the new port.
+  return __atomic_load_n(&g_nuport, __ATOMIC_ACQUIRE) != 0 && portmap_rewrite(to, len, true, out);
 }
 
 extern "C" __attribute__((visibility("hidden"))) void revive_chan_dgram_from(struct sockaddr* from, socklen_t have) {
   using namespace revive::chan;
-  if (!from || __atomic_load_n(&g_nudp, __ATOMIC_ACQUIRE) == 0) return;
-  const XRoute* x = xroute_of(from, have, true, true);
-  if (!x) return;
-  sockaddr_storage old;
-  put(from, have, x->old_addr, x->old_port, x->fam, &old);
-  memcpy(from, &old, have < sizeof old ? have : sizeof old);
+  if (!from) return;
+  if (__atomic_load_n(&g_nudp, __ATOMIC_ACQUIRE) != 0) {
+    if (const XRoute* x = xroute_of(from, have, true, true)) {
+      sockaddr_storage old;
+      put(from, have, x->old_addr, x->old_port, x->fam, &old);
+      memcpy(from, &old, have < sizeof old ? have : sizeof old);
+      return;
+    }
+  }
+  // From a moved UDP port of this host: reported from the program's port.
+  const uint32_t n = __atomic_load_n(&g_nuport, __ATOMIC_ACQUIRE) ? __atomic_load_n(&g_nroutes, __ATOMIC_ACQUIRE) : 0;
+  uint16_t port = 0;
+  if (n == 0 || !this_host(from, have, &port)) return;
+  for (uint32_t k = 0; k < n; ++k)
+    if (g_routes[k].udp && g_routes[k].real == port) {
+      reinterpret_cast<sockaddr_in*>(from)->sin_port = htons(g_routes[k].virt);  // sin6_port: the same offset
+      return;
+    }
 }
 
 VPID_SLOT(int, connect, (int fd, const struct sockaddr* to, socklen_t len))
