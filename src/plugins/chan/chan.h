@@ -274,8 +274,8 @@ void portmap_note(int fd, uint16_t virt, uint16_t real);
 int portmap_publish(uint64_t gen, char* msg, size_t cap);
 int portmap_load(uint64_t gen);
 bool portmap_retarget(sockaddr_storage* to);
-// portmap_origin (scan, an IP listener seen): notes this host's addresses, once per process, as those its
-// listeners on every address are known at. portmap_rewrite: where a connect to `to` must go (a moved port
+// portmap_origin (scan, an IP listener or bound UDP socket seen): notes this host's addresses, once per
+// host a process lives on, among those its sockets on every address may be known at. portmap_rewrite: where a connect to `to` must go (a moved port
 // of this host, or a listener's old address on a host it left; udp: a bound UDP socket's old address);
 // false: to itself. portmap_any: whether there is any route (else connect() need not look).
 void portmap_origin();

@@ -84,17 +84,20 @@ constexpr uint32_t kMaxXRoutes = 256;
 XRoute g_xroutes[kMaxXRoutes];
 uint32_t g_nxroutes;  // published last (release), like g_nroutes
 uint32_t g_nudp;      // how many of them are UDP's (sendto/recvfrom look only when there are some)
-// The addresses of the host this process was first checkpointed on (loopback and link-local left out):
-// where the program's peers know its listeners on every address to be. Kept in process memory, so a
-// restored process still has them; set once.
-constexpr uint32_t kMaxOrigin = 16;
+// The addresses of every host this process was checkpointed on while it had an IP listener or bound UDP
+// socket (loopback and link-local left out): where the program's peers may know its sockets on every
+// address to be — the first host's, and, after a migration, the new host's, which peers learn from then
+// on (a listener opened there, an address handed out in an answer). Kept in process memory, so a
+// restored process still has them. Until 2026-11-29 only the first host's were noted: a second
+// migration did not translate the addresses peers had learned after the first (hosts.migrate_twice).
+constexpr uint32_t kMaxOrigin = 32;
 struct HostAddr {
   uint8_t fam;
   uint8_t a[16];
 };
 HostAddr g_origin[kMaxOrigin];
 uint32_t g_norigin;
-bool g_origin_set;
+char g_origin_host[64];  // host_tag() of the host whose addresses were noted last
 uint64_t g_publish_gen;  // between this restored process's publish and its load: the restart's generation
 
 uint16_t port_of(const sockaddr_storage& a) {
@@ -431,22 +434,24 @@ int portmap_publish(uint64_t gen, char* msg, size_t cap) {
 }
 
 void portmap_origin() {
-  if (g_origin_set) return;
-  g_origin_set = true;
+  char tag[64];
+  host_tag(tag, sizeof tag);
+  if (strcmp(tag, g_origin_host) == 0) return;  // this host's are noted (one stat per call)
+  memcpy(g_origin_host, tag, sizeof tag);
   read_local_addresses();
-  uint32_t n = 0;
-  for (uint32_t k = 0; k < g_nlocal4 && n < kMaxOrigin; ++k)
-    if ((ntohl(g_local4[k]) >> 24) != 127 && g_local4[k] != 0) {
-      g_origin[n].fam = AF_INET;
-      memset(g_origin[n].a, 0, 16);
-      memcpy(g_origin[n++].a, &g_local4[k], 4);
-    }
-  for (uint32_t k = 0; k < g_nlocal6 && n < kMaxOrigin; ++k)
-    if (!IN6_IS_ADDR_LOOPBACK(&g_local6[k]) && !IN6_IS_ADDR_LINKLOCAL(&g_local6[k])) {
-      g_origin[n].fam = AF_INET6;
-      memcpy(g_origin[n++].a, &g_local6[k], 16);
-    }
-  g_norigin = n;
+  auto note = [](uint8_t fam, const void* a, size_t len) {
+    for (uint32_t k = 0; k < g_norigin; ++k)
+      if (g_origin[k].fam == fam && memcmp(g_origin[k].a, a, len) == 0) return;
+    if (g_norigin == kMaxOrigin) return;  // the first hosts' are kept
+    HostAddr& h = g_origin[g_norigin++];
+    h.fam = fam;
+    memset(h.a, 0, sizeof h.a);
+    memcpy(h.a, a, len);
+  };
+  for (uint32_t k = 0; k < g_nlocal4; ++k)
+    if ((ntohl(g_local4[k]) >> 24) != 127 && g_local4[k] != 0) note(AF_INET, &g_local4[k], 4);
+  for (uint32_t k = 0; k < g_nlocal6; ++k)
+    if (!IN6_IS_ADDR_LOOPBACK(&g_local6[k]) && !IN6_IS_ADDR_LINKLOCAL(&g_local6[k])) note(AF_INET6, &g_local6[k], 16);
 }
 
 int portmap_load(uint64_t gen) {

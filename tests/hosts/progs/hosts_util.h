@@ -52,11 +52,17 @@ static inline int client_args(int argc, char** argv, const char* mode, struct so
 /* After request i of n: every 50 requests the client execs itself to go on from the next (the FROM
  * argument), so a program started after a restart (none of the restored process's memory, only its
  * environment) makes requests too. */
-static inline void go_on_in_new_image(int i, int n, char** argv) {
+static inline void go_on_at(int i, int n, char** argv, const struct sockaddr_in* at) {
   if (i % 50 != 49 || i + 1 >= n) return;
-  char next[16];
+  char next[16], addr[INET_ADDRSTRLEN], port[8];
   snprintf(next, sizeof next, "%d", i + 1);
-  execl("/proc/self/exe", argv[0], argv[1], argv[2], argv[3], argv[4], argv[5], next, (char*)NULL);
+  if (at) {  /* the server's address as learned since (nclient): the new image goes on there */
+    inet_ntop(AF_INET, &at->sin_addr, addr, sizeof addr);
+    snprintf(port, sizeof port, "%u", (unsigned)ntohs(at->sin_port));
+  }
+  execl("/proc/self/exe", argv[0], argv[1], at ? addr : argv[2], at ? port : argv[3], argv[4], argv[5], next,
+        (char*)NULL);
   perror("exec");
   exit(1);
 }
+static inline void go_on_in_new_image(int i, int n, char** argv) { go_on_at(i, n, argv, NULL); }

@@ -8,7 +8,12 @@
  * backlog about half the time), each on a new connection the client makes to ADDR:PORT (as Open MPI's TCP transport connects
  * to a peer's business card when it first sends to it): after a restart on other hosts the client still
  * connects to the server's OLD address, which only the channels plugin's connect() translation makes
- * reach the server's new host. A connect refused for ~2 s is reported and ends the client (exit 3). */
+ * reach the server's new host. A connect refused for ~2 s is reported and ends the client (exit 3).
+ * `nserver`/`nclient`: the same, but every 40 requests the server listens on a new port (the kernel's
+ * choice, every address) and closes the old listener, and each answer names the address the client
+ * reached and the port to use next; the client connects there from then on (and its exec'd image too).
+ * So after a migration the client knows the server's listener by the NEW host's address: a second
+ * migration must translate that one too (the addresses of every host a process has lived on). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -30,10 +35,17 @@ static void* sender(void* arg) {
   return NULL;
 }
 
-static void rserver(const struct sockaddr_in* a, int n, unsigned delay_us) {
+static int g_follow; /* nserver/nclient */
+
+static int listen_on(const struct sockaddr_in* a) {
   int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
   setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (bind(l, (const struct sockaddr*)a, sizeof *a) != 0 || listen(l, 64) != 0) die("bind/listen");
+  return l;
+}
+
+static void rserver(const struct sockaddr_in* a, int n, unsigned delay_us) {
+  int l = listen_on(a);
   unsigned long long sum = 0;
   for (int i = 0; i < n; ++i) {
     usleep(delay_us);  /* the client's next connection waits in the backlog meanwhile (half the time) */
@@ -49,16 +61,32 @@ static void rserver(const struct sockaddr_in* a, int n, unsigned delay_us) {
     req[len] = '\0';
     unsigned long long v = strtoull(req, NULL, 10);
     sum += v;
-    char rep[64];
+    char rep[96];
     int m = snprintf(rep, sizeof rep, "%llu\n", v * v + 7);
+    if (g_follow) {
+      if (i % 40 == 39) {  /* a new listener on a port of the kernel's choice; the old one closed */
+        struct sockaddr_in any = *a;
+        any.sin_port = 0;
+        close(l);
+        l = listen_on(&any);
+      }
+      struct sockaddr_in me, lis;
+      socklen_t ml = sizeof me, ll = sizeof lis;
+      char addr[INET_ADDRSTRLEN];
+      if (getsockname(s, (struct sockaddr*)&me, &ml) != 0 || getsockname(l, (struct sockaddr*)&lis, &ll) != 0)
+        die("getsockname");
+      inet_ntop(AF_INET, &me.sin_addr, addr, sizeof addr);
+      m = snprintf(rep, sizeof rep, "%llu %s %u\n", v * v + 7, addr, (unsigned)ntohs(lis.sin_port));
+    }
     if (write(s, rep, (size_t)m) != m) die("write reply");
     close(s);
   }
   printf("server: %d requests, sum %llu\n", n, sum);
 }
 
-/* One request on a new connection; 0, or 3 when the connect was refused for ~2 s. */
-static int request(const struct sockaddr_in* a, int i) {
+/* One request on a new connection; 0, or 3 when the connect was refused for ~2 s. nclient: the answer's
+ * address and port replace *a (printed: the value only, the same in every run). */
+static int request(struct sockaddr_in* a, int i) {
   {
     int s = -1;
     for (int tries = 0;; ++tries) {  /* the server may still be starting (first request only) */
@@ -74,24 +102,38 @@ static int request(const struct sockaddr_in* a, int i) {
       if (tries > 500) die("connect");
       usleep(20000);
     }
-    char req[32], rep[64];
+    char req[32], rep[96];
     int m = snprintf(req, sizeof req, "%d\n", 1000 + i);
     if (write(s, req, (size_t)m) != m) die("write request");
     size_t len = 0;
     for (ssize_t r; (r = read(s, rep + len, sizeof rep - 1 - len)) > 0;) len += (size_t)r;
     rep[len] = '\0';
     close(s);
-    printf("request %d: %s", i, rep);
+    char* sp = strchr(rep, ' ');
+    if (g_follow) {
+      char addr[INET_ADDRSTRLEN];
+      unsigned port = 0;
+      if (!sp || sscanf(sp + 1, "%15s %u", addr, &port) != 2 || inet_pton(AF_INET, addr, &a->sin_addr) != 1 ||
+          port == 0 || port > 65535) {
+        printf("request %d: malformed answer '%s'\n", i, rep);
+        return 3;
+      }
+      a->sin_port = htons((uint16_t)port);
+      *sp = '\0';
+      printf("request %d: %s\n", i, rep);
+    } else {
+      printf("request %d: %s", i, rep);
+    }
     fflush(stdout);
   }
   return 0;
 }
 
-static int rclient(const struct sockaddr_in* a, int from, int n, unsigned pace, char** argv) {
+static int rclient(struct sockaddr_in* a, int from, int n, unsigned pace, char** argv) {
   for (int i = from; i < n; ++i) {
     if (request(a, i) != 0) return 3;
     usleep(pace);
-    go_on_in_new_image(i, n, argv);
+    go_on_at(i, n, argv, g_follow ? a : NULL);
   }
   return 0;
 }
@@ -100,7 +142,8 @@ int main(int argc, char** argv) {
   struct sockaddr_in a;
   memset(&a, 0, sizeof a);
   a.sin_family = AF_INET;
-  if (argc == 5 && strcmp(argv[1], "rserver") == 0) {
+  g_follow = argc > 1 && argv[1][0] == 'n';
+  if (argc == 5 && (strcmp(argv[1], "rserver") == 0 || strcmp(argv[1], "nserver") == 0)) {
     a.sin_port = htons((uint16_t)atoi(argv[2]));
     setvbuf(stdout, NULL, _IOLBF, 0);
     rserver(&a, atoi(argv[3]), 2 * (unsigned)atoi(argv[4]));
@@ -108,7 +151,8 @@ int main(int argc, char** argv) {
   }
   int from, n;
   unsigned pace;
-  if (client_args(argc, argv, "rclient", &a, &from, &n, &pace)) return rclient(&a, from, n, pace, argv);
+  if (client_args(argc, argv, g_follow ? "nclient" : "rclient", &a, &from, &n, &pace))
+    return rclient(&a, from, n, pace, argv);
   if (argc == 5 && strcmp(argv[1], "server") == 0) {
     a.sin_port = htons((uint16_t)atoi(argv[2]));
     total = strtoull(argv[3], NULL, 10);
