@@ -311,7 +311,30 @@ int fail_watch(RestoreCtx& c, int fd, int32_t wd, const char* path, const char* 
 
 }  // namespace
 
-int64_t inotify_state(int fd, const char** content, char* why, size_t why_cap) {
+namespace {
+
+// A path another holder of a shared instance published for watch k (key shared + wd): copied into out
+// (lookup flags in *lookup) when it still names the watched inode. The owner waits for it a while: the
+// holders save at the same time, and one that added the watch publishes it as it saves.
+bool path_from_holders(const char* shared, const KernelWatch& k, char* out, size_t cap, uint32_t* lookup) {
+  char key[192], val[PATH_MAX + 24];
+  Msg(key, sizeof key).s(shared).i(k.wd);
+  if (inject::coord_lookup(key, true, 3000, val, sizeof val) != 1) return false;
+  uint32_t flags = 0;
+  const char* p = val;
+  for (; *p >= '0' && *p <= '9'; ++p) flags = flags * 10 + uint32_t(*p - '0');
+  if (*p++ != '.' || *p != '/' || strlen(p) >= cap) return false;
+  struct stat st;
+  int rc = (flags & IN_DONT_FOLLOW) ? lstat(p, &st) : stat(p, &st);
+  if (rc != 0 || !same_inode(st, k)) return false;
+  memcpy(out, p, strlen(p) + 1);
+  *lookup = flags & kLookupFlags;
+  return true;
+}
+
+}  // namespace
+
+int64_t inotify_state(int fd, const char** content, char* why, size_t why_cap, const char* shared, bool owner) {
   int queued = 0;
   if (ioctl(fd, FIONREAD, &queued) == 0 && queued > 0) {
     Msg(why, why_cap).s("an inotify instance holding ").i(queued)
@@ -323,8 +346,9 @@ int64_t inotify_state(int fd, const char** content, char* why, size_t why_cap) {
     Msg(why, why_cap).s("an inotify instance whose watches revive cannot read (over ").i(kMaxWatches).s(" watches?)");
     return -ENOTSUP;
   }
-  InotifyHead head{static_cast<uint32_t>(n), 1, 0};
+  InotifyHead head{0, 1, 0};
   size_t used = sizeof head;
+  static char told[PATH_MAX];  // a path another holder published (checkpoint thread only)
   for (int i = 0; i < n; ++i) {
     const KernelWatch& k = g_kw[i];
     const Entry* stale = nullptr;
@@ -332,8 +356,28 @@ int64_t inotify_state(int fd, const char** content, char* why, size_t why_cap) {
     InotifyWatch w{k.wd, k.mask, e ? e->lookup : 0, -1, 0, 0};
     char via[48];
     const char* path = e ? reinterpret_cast<const char*>(e + 1) : nullptr;
+    if (e && shared && !owner) {
+      // Another process restores the instance: it learns this watch's path from us.
+      char key[192], val[PATH_MAX + 24];
+      Msg(key, sizeof key).s(shared).i(k.wd);
+      Msg v(val, sizeof val);
+      v.u(e->lookup).s(".");
+      if (e->path_len + v.size() + 1 < sizeof val) {
+        memcpy(val + v.size(), path, e->path_len);
+        val[v.size() + e->path_len] = '\0';
+        inject::coord_publish(key, val);  // lost coordinator: the checkpoint fails anyway
+      }
+    }
+    uint32_t told_lookup = 0;
     if (e) {
       w.path_len = e->path_len;
+    } else if (shared && !owner) {
+      continue;  // not ours to name: the owner's list is the one restored (its holders told it)
+    } else if (shared && path_from_holders(shared, k, told, sizeof told, &told_lookup)) {
+      // Added by another holder of the instance (after a fork), which told us its path.
+      path = told;
+      w.lookup = told_lookup;
+      w.path_len = static_cast<uint32_t>(strlen(told));
     } else if ((w.via_fd = holder_of(fd, k)) >= 0) {
       // Renamed or deleted since it was watched, but open here: the restored descriptor is that file.
       Msg m(via, sizeof via);
@@ -351,7 +395,8 @@ int64_t inotify_state(int fd, const char** content, char* why, size_t why_cap) {
         p[l] = '\0';
         m.s(", added as '").s(p).s("', which now names another file or nothing, and no descriptor of the process holds it");
       } else {
-        m.s(" that revive did not see added (made before an exec, by a raw system call, or by another process sharing the instance)");
+        m.s(" that revive did not see added (made before an exec, or by a raw system call");
+        m.s(shared ? ", and no other holder of the instance named it)" : ")");
       }
       return -ENOTSUP;
     }
@@ -362,6 +407,7 @@ int64_t inotify_state(int fd, const char** content, char* why, size_t why_cap) {
     memcpy(g_payload + used, &w, sizeof w);
     memcpy(g_payload + used + sizeof w, path, w.path_len);
     used += sizeof w + w.path_len;
+    ++head.count;
     if (k.wd >= head.next_wd) head.next_wd = k.wd + 1;
   }
   if (fd < kHiFds && g_hi[fd] >= head.next_wd) head.next_wd = g_hi[fd] + 1;

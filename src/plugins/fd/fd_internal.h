@@ -78,7 +78,13 @@ void epoll_rewatch(int fd);
 // inotify instances (fd_inotify.cpp). Save: the record's content (watches with their paths) into a static
 // buffer, its length; or -EAGAIN (events queued: refused for now) / -ENOTSUP (a watch whose path is
 // unknown) with why saying what the instance is.
-int64_t inotify_state(int fd, const char** content, char* why, size_t why_cap);
+// shared: the key prefix "gen.<G>.inow.<host>.<share pid>.<share fd>." of an instance other processes
+// may hold (nullptr: none, or no coordinator); owner: this holder's list is the one restored. A holder
+// that is not the owner publishes the paths it knows under shared and lists only those (its list is not
+// restored); the owner looks up there, for a while, a watch it did not see added (another holder added
+// it: since 2026-11-29).
+int64_t inotify_state(int fd, const char** content, char* why, size_t why_cap, const char* shared = nullptr,
+                      bool owner = true);
 // Restore: makes the instance at rec.fd; its watches wait until every fd is back (a watch may go through
 // a descriptor of the process), then inotify_rearm adds them with the same wds. 0 or a failure (message
 // in c). inotify_reset forgets what an earlier, failed restore left.

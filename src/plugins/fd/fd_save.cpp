@@ -185,6 +185,10 @@ int socket_record(FdRecord& rec, int fd, const char** content) {
   return refuse_fd(fd, what, static_cast<int>(n));
 }
 
+uint64_t g_share_gen;  // the generation whose drain published our files; 0: none (no coordinator)
+uint64_t g_save_gen;   // that generation, during fd_save (g_share_gen is taken once per drain)
+char g_share_host[64];  // "<boot id>.<pid namespace>": kcmp and pids mean something on this kernel and namespace only
+
 // State beyond the path of an fd that is not a dup, read now (the content follows the record; see
 // fd_special.cpp): sets rec.content_len/peer_fd/size and *content. A kind whose state cannot be read is
 // saved as kOther (a stand-in on restore). 0 or -errno.
@@ -209,8 +213,15 @@ int special_state(FdRecord& rec, int fd, const struct stat& st, int fl, char* pa
     *content = reinterpret_cast<const char*>(items);
     rec.content_len = static_cast<int64_t>(n) * static_cast<int64_t>(sizeof(EpollItem));
   } else if (kind == FdKind::kInotify) {
-    char why[PATH_MAX + 200];
-    int64_t n = inotify_state(fd, content, why, sizeof why);
+    char why[PATH_MAX + 200], shared[160];
+    // Shared with other processes (a share key, a coordinator): the holders tell the owner the paths of
+    // the watches they added (fd_inotify.cpp).
+    const bool share = rec.share_pid != 0 && g_save_gen != 0 && g_share_host[0];
+    if (share)
+      Msg(shared, sizeof shared).s("gen.").u(g_save_gen).s(".inow.").s(g_share_host).s(".").u(rec.share_pid).s(".")
+          .i(rec.share_fd).s(".");
+    const bool owner = rec.share_pid == 0 || (rec.share_pid == static_cast<uint32_t>(g_self) && rec.share_fd == fd);
+    int64_t n = inotify_state(fd, content, why, sizeof why, share ? shared : nullptr, owner);
     if (n >= 0) {
       rec.content_len = n;
     } else if (g_fd_stand_ins && n != -EAGAIN) {
@@ -550,8 +561,6 @@ void share_keys(const int* fds, int n) {
 // description stops at the same entry, so all of them save the same share key and the restart opens the
 // file once for all of them (proctree's PlanShared). Keys under "gen.<G>." are dropped by the coordinator
 // when the attempt ends.
-uint64_t g_share_gen;  // the generation whose drain published our files; 0: none (no coordinator)
-char g_share_host[64];  // "<boot id>.<pid namespace>": kcmp and pids mean something on this kernel and namespace only
 
 void share_host() {
   if (g_share_host[0]) return;
@@ -771,6 +780,7 @@ int fd_save(inject::SectionWriter& w) {
   share_keys(fds, n);
   const uint64_t gen = g_share_gen;
   g_share_gen = 0;  // once per drain
+  g_save_gen = gen;
   share_keys_published(fds, n, gen);
   deleted_holders(fds, n, gen);
   uint32_t count = 0;
