@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # udp_port_taken_test.sh REVIVE: a restored bound UDP socket whose port another program took between the
 # kill and the restart (chan_dgram_name.cpp rebind_datagram, chan_portmap.cpp). A python3 server answers
-# on UDP port $lport (bound to every address); its forked client sends each of 60 requests with sendto to
+# on UDP port $lport (bound to every address); its forked client sends each of 40 requests with sendto to
 # 127.0.0.1:$lport and, as a resolver does, takes an answer only from that address and port (every other
 # request made by a python3 program it execs, which starts without revive's table). Checkpointed, killed;
 # another program binds the port (the holder, answering "HOLDER" and counting datagrams); restarted: the
@@ -44,7 +44,7 @@ pid = os.fork()
 if pid == 0:
     srv.close()
     log = open(os.path.join(d, "client"), "w")
-    for i in range(60):
+    for i in range(40):
         if i % 2:  # a program exec'd for the request (after a restart it starts without revive's table)
             reply = subprocess.run([sys.executable, os.path.join(os.path.dirname(sys.argv[0]), "ask.py"), str(port), str(i)],
                                    stdout=subprocess.PIPE, check=True).stdout
