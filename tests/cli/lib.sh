@@ -150,3 +150,44 @@ held_port_restarts() {
     cmp "$tmp/ref/$f" "$tmp/run/$f" || { diff "$tmp/ref/$f" "$tmp/run/$f" | head; fail "$f differs after the restarts"; }
   done
 }
+
+# udp_holder: writes "$tmp/holder.py" PORT COUNTFILE for held_port_restarts: binds UDP PORT on every
+# address without SO_REUSEADDR (the port is its alone), prints "held", counts the datagrams it gets into
+# COUNTFILE and answers each with "HOLDER".
+udp_holder() {
+  cat >"$tmp/holder.py" <<'HOLD'
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("0.0.0.0", int(sys.argv[1])))
+print("held", flush=True)
+n = 0
+while True:
+    data, src = s.recvfrom(64)
+    n += 1
+    open(sys.argv[2], "w").write("%d\n" % n)
+    s.sendto(b"HOLDER", src)
+HOLD
+}
+
+# udp_server: writes "$tmp/udpserve.py", whose serve(recv, reply, d) answers requests "<n>" with
+# "<n> <n*n>" until "end" (recv() -> (bytes, source); reply(bytes, source)), logging each new request
+# with a running total into d/server (a repeated one is answered again, logged once); returns the log.
+udp_server() {
+  cat >"$tmp/udpserve.py" <<'SERVE'
+import os
+def serve(recv, reply, d):
+    log = open(os.path.join(d, "server"), "w")
+    total, seen = 0, set()
+    while True:
+        data, src = recv()
+        if data == b"end":
+            return log
+        n = int(data)
+        if n not in seen:
+            seen.add(n)
+            total += n
+            log.write("request %d, total %d\n" % (n, total))
+            log.flush()
+        reply(b"%d %d" % (n, n * n), src)
+SERVE
+}

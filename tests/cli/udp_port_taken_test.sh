@@ -37,6 +37,7 @@ cat >"$tmp/prog.py" <<'PROG'
 import os, socket, subprocess, sys, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[0])))
 from ask import ask
+from udpserve import serve
 port, d = int(sys.argv[1]), sys.argv[2]
 srv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 srv.bind(("0.0.0.0", port))
@@ -57,34 +58,12 @@ if pid == 0:
         socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"end", ("127.0.0.1", port))
         time.sleep(0.05)
     os._exit(0)
-log = open(os.path.join(d, "server"), "w")
-total, seen = 0, set()
-while True:
-    data, src = srv.recvfrom(64)
-    if data == b"end":
-        break
-    n = int(data)
-    if n not in seen:  # a repeated request is answered again, logged once
-        seen.add(n)
-        total += n
-        log.write("request %d, total %d\n" % (n, total))
-        log.flush()
-    srv.sendto(b"%d %d" % (n, n * n), src)
+log = serve(lambda: srv.recvfrom(64), srv.sendto, d)
 os.waitpid(pid, 0)
 log.write("done\n")
 PROG
-cat >"$tmp/holder.py" <<'HOLD'
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind(("0.0.0.0", int(sys.argv[1])))  # no SO_REUSEADDR: the port is this program's alone
-print("held", flush=True)
-n = 0
-while True:
-    data, src = s.recvfrom(64)
-    n += 1
-    open(sys.argv[2], "w").write("%d\n" % n)
-    s.sendto(b"HOLDER", src)
-HOLD
+udp_holder
+udp_server
 py=/usr/bin/python3; [ -x "$py" ] || py=$(command -v python3)
 held_port_restarts "datagram(s)" \
   "UDP port $lport is taken by another program; bound to port [0-9]* instead" \

@@ -56,8 +56,19 @@ uint16_t port_in(const sockaddr_storage& a) {
 // ephemeral port, a service started meanwhile): a new port of the same address, without SO_REUSEADDR
 // before the bind (the kernel then picks one nobody has bound), the option after (as the program's
 // restored sockets have it). The computation's datagrams to the old port on this host are sent there
-// (chan_portmap.cpp). *s: a fresh socket on success.
-int rebind_moved(Chan& c, int* s, uint16_t virt, char* msg, size_t cap) {
+// (chan_portmap.cpp); a socket connected to a peer of the computation (pair) gets its peer connected to
+// the new port (udp_publish names it). *s: a fresh socket on success.
+void say_moved(const Chan& c, uint16_t virt, uint16_t real, bool again, bool pair) {
+  char line[300];
+  plugins::Msg m(line, sizeof line);
+  m.s("fd ").i(c.fd).s(": UDP port ").u(virt).s(again ? " is still" : " is").s(" taken by another program; bound to port ")
+      .u(real).s(again ? " again" : " instead");
+  if (pair) m.s(" (its peer in the computation connects to it there)");
+  else m.s(" (the computation's datagrams to port ").u(virt).s(" on this host are sent there)");
+  plugins::warn(line);
+}
+
+int rebind_moved(Chan& c, int* s, uint16_t virt, bool pair, char* msg, size_t cap) {
   int e = EADDRINUSE;
   for (int attempt = 0; attempt < 8; ++attempt) {
     int t = socket(c.family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -75,10 +86,7 @@ int rebind_moved(Chan& c, int* s, uint16_t virt, char* msg, size_t cap) {
     sockaddr_storage now{};
     socklen_t l = sizeof now;
     getsockname(t, reinterpret_cast<sockaddr*>(&now), &l);
-    char line[300];
-    plugins::Msg(line, sizeof line).s("fd ").i(c.fd).s(": UDP port ").u(virt).s(" is taken by another program; bound to port ")
-        .u(port_in(now)).s(" instead (the computation's datagrams to port ").u(virt).s(" on this host are sent there)");
-    plugins::warn(line);
+    say_moved(c, virt, port_in(now), false, pair);
     *s = t;
     return 0;
   }
@@ -94,7 +102,10 @@ int rebind_datagram(Chan& c, char* msg, size_t cap) {
   // Others send to it by its port: one another program took may move (chan_portmap.cpp), unless the
   // restart asks for the program's own ports (REVIVE_KEEP_PORTS=1: a taken one fails the restart).
   const char* keep_env = inject::restart_env("REVIVE_KEEP_PORTS");
-  const bool movable = inet && !c.dgram_peer && !udp_deferred(c) && inject::coord_configured() &&
+  // A socket connected to a peer of the computation is connected again in udp_connect, to the address its
+  // peer publishes: it may move too. One connected to an outsider may not (the outsider sends to P).
+  const bool pair = udp_deferred(c) && inject::coord_configured();
+  const bool movable = inet && (pair || !c.dgram_peer) && inject::coord_configured() &&
                        !(keep_env && keep_env[0] == '1');
   // The program's port: its own, or the one an earlier restart moved it from (tried first, no waiting:
   // free again, the translation ends).
@@ -118,7 +129,7 @@ int rebind_datagram(Chan& c, char* msg, size_t cap) {
     int e = errno;
     close(s);
     if (e == EADDRINUSE && movable) {
-      if (int rc = rebind_moved(c, &s, virt, msg, cap)) return rc;
+      if (int rc = rebind_moved(c, &s, virt, pair, msg, cap)) return rc;
       moved_now = true;
     } else if (!(e == EADDRNOTAVAIL && c.family != AF_UNIX)) {
       return dg_err(msg, cap, c, "cannot bind its name again", e);
@@ -133,11 +144,11 @@ int rebind_datagram(Chan& c, char* msg, size_t cap) {
     sockaddr_storage now{};
     socklen_t l = sizeof now;
     getsockname(s, reinterpret_cast<sockaddr*>(&now), &l);
-    if (!moved_now && port_in(now) != virt) {  // the port an earlier restart moved it to, its own still taken
-      char line[300];
-      plugins::Msg(line, sizeof line).s("fd ").i(c.fd).s(": UDP port ").u(virt).s(" is still taken by another program; bound to port ")
-          .u(port_in(now)).s(" again (the computation's datagrams to port ").u(virt).s(" on this host are sent there)");
-      plugins::warn(line);
+    if (!moved_now && port_in(now) != virt) say_moved(c, virt, port_in(now), true, pair);  // its own still taken
+    if (pair) {  // udp_connect gets its queue back and connects it
+      if (int rc = place_socket(c, s, msg, cap)) return rc;
+      portmap_note(c.fd, virt, port_in(now));
+      return 0;
     }
     if (int rc = requeue_udp(c, s, msg, cap)) {
       close(s);
