@@ -51,6 +51,7 @@ __attribute__((weak)) void plugin_refusal(const char*) {}
 __attribute__((weak)) bool coord_configured() { return false; }
 __attribute__((weak)) bool coord_publish(const char*, const char*) { return false; }
 __attribute__((weak)) int coord_next(const char*, const char*, int, char*, size_t, char*, size_t) { return -1; }
+__attribute__((weak)) int coord_lookup(const char*, bool, int, char*, size_t) { return -1; }  // fd_inotify.cpp
 
 const Plugin kFdPlugin = {
     "fd", plugins::kFdVersion, plugins::fd_init, plugins::fd_save, [](bool) {}, plugins::fd_restore, plugins::fd_drain, nullptr, nullptr, nullptr,
