@@ -198,6 +198,12 @@ int rebind_datagram(Chan& c, char* msg, size_t cap);
 // at s, bound and not yet connected, each datagram sent from its source's address (connected: c.peer).
 int keep_udp_queue(Chan& c, char* msg, size_t cap);
 int requeue_udp(Chan& c, int s, char* msg, size_t cap);
+// A datagram requeue_udp queued from a stand-in sender (its source could not be bound here: an outside
+// process holds it without SO_REUSEADDR, another host's address without CAP_NET_ADMIN): true when `from`
+// (len bytes, as received) is such a stand-in, rewritten to the source the datagram had; the stand-in's
+// count of datagrams goes down unless peek (MSG_PEEK: the same datagram is read again). Since 2026-11-29;
+// before, recvfrom reported the stand-in's address. IP only (an unnamed Unix sender has no address).
+bool standin_source(sockaddr* from, socklen_t len, bool peek);
 // A connected UDP socket whose peer is in the computation (dgram_internal, found at save: the peer
 // published "chanu.<G>.<its key>" in the drain) is restored bound, not connected: in the reconnect phase
 // udp_publish publishes its new address under "chanv.<G>.<key>" (every process, before anything waits),

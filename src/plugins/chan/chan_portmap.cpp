@@ -705,9 +705,12 @@ extern "C" __attribute__((visibility("hidden"))) bool revive_chan_dgram_to(const
   return __atomic_load_n(&g_nuport, __ATOMIC_ACQUIRE) != 0 && portmap_rewrite(to, len, true, out);
 }
 
-extern "C" __attribute__((visibility("hidden"))) void revive_chan_dgram_from(struct sockaddr* from, socklen_t have) {
+extern "C" __attribute__((visibility("hidden"))) void revive_chan_dgram_from(struct sockaddr* from, socklen_t have,
+                                                                            int flags) {
   using namespace revive::chan;
   if (!from) return;
+  // Queued again at restore from a stand-in sender: the source it had (chan_udp.cpp).
+  if (standin_source(from, have, (flags & MSG_PEEK) != 0)) return;
   if (__atomic_load_n(&g_nudp, __ATOMIC_ACQUIRE) != 0) {
     if (const XRoute* x = xroute_of(from, have, true, true)) {
       sockaddr_storage old;

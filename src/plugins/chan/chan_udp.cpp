@@ -141,6 +141,50 @@ int sender_at(const Chan& c, const sockaddr_storage& src, uint32_t len, bool* bo
   return t;
 }
 
+// Datagrams queued again from a stand-in sender (see standin_source in chan.h): the stand-in's family and
+// port (an address of this host, autobound at its first send), the source the datagram had, and how many
+// of its datagrams are still to be read. Entries in send order; a spent one stays (left 0).
+struct StandIn {
+  uint16_t fam, port;
+  uint32_t left;
+  sockaddr_storage src;
+  uint32_t src_len;
+};
+constexpr uint32_t kMaxStandIns = 64;
+StandIn g_standins[kMaxStandIns];
+uint32_t g_nstandins;  // published last (release): the receive wrappers read only up to it
+
+uint16_t inet_port(const sockaddr* a) {
+  return ntohs(a->sa_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(a)->sin6_port
+                                        : reinterpret_cast<const sockaddr_in*>(a)->sin_port);
+}
+
+// One more datagram sent from stand-in t for source src (restore: one thread).
+void note_standin(const Chan& c, int t, const uint8_t* src, uint32_t src_len) {
+  if (c.family != AF_INET && c.family != AF_INET6) return;
+  sockaddr_storage me{};
+  socklen_t l = sizeof me;
+  if (getsockname(t, reinterpret_cast<sockaddr*>(&me), &l) != 0) return;
+  const uint16_t port = inet_port(reinterpret_cast<const sockaddr*>(&me));
+  uint32_t n = g_nstandins;
+  if (n > 0) {
+    StandIn& last = g_standins[n - 1];
+    if (last.port == port && last.fam == c.family && last.src_len == src_len && memcmp(&last.src, src, src_len) == 0) {
+      __atomic_add_fetch(&last.left, 1u, __ATOMIC_RELEASE);
+      return;
+    }
+  }
+  if (n == kMaxStandIns) return;  // reported from the stand-in, as before (the warning says so)
+  StandIn& e = g_standins[n];
+  e.fam = uint16_t(c.family);
+  e.port = port;
+  e.left = 1;
+  memset(&e.src, 0, sizeof e.src);
+  memcpy(&e.src, src, src_len);
+  e.src_len = src_len;
+  __atomic_store_n(&g_nstandins, n + 1, __ATOMIC_RELEASE);
+}
+
 // Sends c's records to `to`, each from its source (c.src; connected: c.peer), or all from s itself
 // (`self`). Counts in *unbound the records whose named source could not be bound (*bind_errno: the first
 // reason). False with errno.
@@ -194,6 +238,7 @@ bool send_records(const Chan& c, int s, bool self, const sockaddr_storage& to, s
     do w = sendto(from, c.rx.p + off + 4, n, MSG_NOSIGNAL, reinterpret_cast<const sockaddr*>(&to), to_len);
     while (w < 0 && errno == EINTR);
     ok = w == ssize_t(n);
+    if (ok && !self && !t_bound && named(c, src_len)) note_standin(c, t, src, src_len);
     off += 4 + n;
   }
   int e = errno;
@@ -297,10 +342,32 @@ int requeue_udp(Chan& c, int s, char* msg, size_t cap) {
         .s(bind_errno == EADDRNOTAVAIL ? "; on another host, only a transparent socket can: CAP_NET_ADMIN" : "")
         .s(bind_errno == EEXIST ? "; a Unix path name" : "")
         .s("), so ").u(unbound).s(" of its ").u(want)
-        .s(" queued datagrams were queued again from another address: recvfrom reports that address for them");
+        .s(" queued datagrams were queued again from another address (recvfrom/recvmsg report their own source; "
+           "a raw read of the address does not)");
     plugins::warn(line);
   }
   return 0;
+}
+
+bool standin_source(sockaddr* from, socklen_t len, bool peek) {
+  const uint32_t n = __atomic_load_n(&g_nstandins, __ATOMIC_ACQUIRE);
+  if (n == 0 || (from->sa_family != AF_INET && from->sa_family != AF_INET6)) return false;
+  const uint16_t port = inet_port(from);
+  for (uint32_t k = 0; k < n; ++k) {
+    StandIn& e = g_standins[k];
+    if (e.port != port || e.fam != from->sa_family) continue;
+    uint32_t left = __atomic_load_n(&e.left, __ATOMIC_ACQUIRE);
+    if (left == 0) continue;  // spent: the port may be someone else's now
+    if (!peek) {
+      while (left > 0 && !__atomic_compare_exchange_n(&e.left, &left, left - 1, false, __ATOMIC_ACQ_REL,
+                                                       __ATOMIC_ACQUIRE)) {
+      }
+      if (left == 0) continue;  // another thread took the last one
+    }
+    memcpy(from, &e.src, e.src_len < len ? e.src_len : len);
+    return true;
+  }
+  return false;
 }
 
 int rebind_elsewhere(Chan& c, int* s, char* msg, size_t cap) {

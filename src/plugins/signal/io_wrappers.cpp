@@ -209,7 +209,7 @@ REVIVE_EXPORT ssize_t recvfrom(int fd, void* buf, size_t n, int flags, struct so
     if (from && len) *len = cap;  // asked again after an interruption: the program's size again
     return f(fd, buf, n, flags, from, len);
   }) : -1;
-  if (r >= 0 && from && len) revive::plugins::dgram_from(from, cap, *len);
+  if (r >= 0 && from && len) revive::plugins::dgram_from(from, cap, *len, flags);
   return r;
 }
 

@@ -125,7 +125,7 @@ REVIVE_EXPORT ssize_t recvmsg(int fd, struct msghdr* m, int flags) {
   const socklen_t cap = m && m->msg_name ? m->msg_namelen : 0;
   ssize_t r = f(fd, m, flags);
   if (r >= 0 && vpid::active() && m && m->msg_control) creds_back(m);
-  if (r >= 0 && m && m->msg_name) revive::plugins::dgram_from(static_cast<struct sockaddr*>(m->msg_name), cap, m->msg_namelen);
+  if (r >= 0 && m && m->msg_name) revive::plugins::dgram_from(static_cast<struct sockaddr*>(m->msg_name), cap, m->msg_namelen, flags);
   return r;
 }
 
@@ -176,7 +176,7 @@ REVIVE_EXPORT int recvmmsg(int fd, struct mmsghdr* vec, unsigned vlen, int flags
   for (int i = 0; i < r && unsigned(i) < n; ++i) {
     struct msghdr* m = &vec[i].msg_hdr;
     if (vpid::active() && m->msg_control) creds_back(m);
-    if (m->msg_name) revive::plugins::dgram_from(static_cast<struct sockaddr*>(m->msg_name), cap[i], m->msg_namelen);
+    if (m->msg_name) revive::plugins::dgram_from(static_cast<struct sockaddr*>(m->msg_name), cap[i], m->msg_namelen, flags);
   }
   return r;
 }
