@@ -315,11 +315,17 @@ namespace {
 
 // A path another holder of a shared instance published for watch k (key shared + wd): copied into out
 // (lookup flags in *lookup) when it still names the watched inode. The owner waits for it a while: the
-// holders save at the same time, and one that added the watch publishes it as it saves.
-bool path_from_holders(const char* shared, const KernelWatch& k, char* out, size_t cap, uint32_t* lookup) {
+// holders save at the same time, and one that added the watch publishes it as it saves. *waited_in_vain:
+// once a wait found nothing (no other holder, or none that knows), later watches are only looked up, so
+// an instance with many watches nobody can name fails at once, not after 3 s for each.
+bool path_from_holders(const char* shared, const KernelWatch& k, char* out, size_t cap, uint32_t* lookup,
+                       bool* waited_in_vain) {
   char key[192], val[PATH_MAX + 24];
   Msg(key, sizeof key).s(shared).i(k.wd);
-  if (inject::coord_lookup(key, true, 3000, val, sizeof val) != 1) return false;
+  if (inject::coord_lookup(key, !*waited_in_vain, 3000, val, sizeof val) != 1) {
+    *waited_in_vain = true;
+    return false;
+  }
   uint32_t flags = 0;
   const char* p = val;
   for (; *p >= '0' && *p <= '9'; ++p) flags = flags * 10 + uint32_t(*p - '0');
@@ -349,6 +355,7 @@ int64_t inotify_state(int fd, const char** content, char* why, size_t why_cap, c
   InotifyHead head{0, 1, 0};
   size_t used = sizeof head;
   static char told[PATH_MAX];  // a path another holder published (checkpoint thread only)
+  bool waited_in_vain = false;
   for (int i = 0; i < n; ++i) {
     const KernelWatch& k = g_kw[i];
     const Entry* stale = nullptr;
@@ -373,17 +380,18 @@ int64_t inotify_state(int fd, const char** content, char* why, size_t why_cap, c
       w.path_len = e->path_len;
     } else if (shared && !owner) {
       continue;  // not ours to name: the owner's list is the one restored (its holders told it)
-    } else if (shared && path_from_holders(shared, k, told, sizeof told, &told_lookup)) {
-      // Added by another holder of the instance (after a fork), which told us its path.
-      path = told;
-      w.lookup = told_lookup;
-      w.path_len = static_cast<uint32_t>(strlen(told));
     } else if ((w.via_fd = holder_of(fd, k)) >= 0) {
       // Renamed or deleted since it was watched, but open here: the restored descriptor is that file.
       Msg m(via, sizeof via);
       m.s("/proc/self/fd/").i(w.via_fd);
       path = via;
       w.path_len = static_cast<uint32_t>(m.size());
+    } else if (shared && !stale && path_from_holders(shared, k, told, sizeof told, &told_lookup, &waited_in_vain)) {
+      // Added by another holder of the instance (after a fork), which told us its path (one we added
+      // ourselves and whose file was renamed since, stale, is nobody else's to name).
+      path = told;
+      w.lookup = told_lookup;
+      w.path_len = static_cast<uint32_t>(strlen(told));
     } else {
       Msg m(why, why_cap);
       m.s("an inotify instance with watch ").i(k.wd).s(" on inode ").u(k.ino).s(" (device ").u(k.sdev >> 20).s(":")
