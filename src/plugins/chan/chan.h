@@ -187,6 +187,9 @@ void my_address(const Chan& c, sockaddr_storage* a);
 bool bind_again(const Chan& c, int s, const sockaddr_storage* at = nullptr, int wait_ms = -1);
 // A TCP state past the peer's FIN (CLOSE_WAIT, LAST_ACK, CLOSING, TIME_WAIT, CLOSE): an end of file read on
 // such a connection is the peer's, not our own shutdown(SHUT_RD).
+// An IP socket address's port (sin6_port sits at sin_port's offset).
+inline uint16_t port_of(const sockaddr_storage& a) { return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port); }
+inline uint16_t port_of(const sockaddr* a) { return ntohs(reinterpret_cast<const sockaddr_in*>(a)->sin_port); }
 inline bool tcp_fin_in(int state) {
   return state == TCP_CLOSE_WAIT || state == TCP_LAST_ACK || state == TCP_CLOSING || state == TCP_TIME_WAIT ||
          state == TCP_CLOSE;

@@ -264,9 +264,6 @@ void say_moved(const Chan& c, uint16_t virt, uint16_t real, bool again) {
 // A listening socket binds its old name again (bind_again).
 int relisten(Chan& c, char* msg, size_t cap) {
   const bool inet = c.family == AF_INET || c.family == AF_INET6;
-  auto port_of = [](const sockaddr_storage& a) {
-    return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);  // sin6_port sits at the same offset
-  };
   auto set_port = [](sockaddr_storage* a, uint16_t p) { reinterpret_cast<sockaddr_in*>(a)->sin_port = htons(p); };
   // The program's port: the one it listened on, or the one an earlier restart moved it from.
   const uint16_t moved_from = inet ? portmap_virtual(c) : 0;

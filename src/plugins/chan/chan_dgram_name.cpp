@@ -48,16 +48,7 @@ int keep_datagrams(char* msg, size_t cap) {
 
 namespace {
 
-uint16_t port_in(const sockaddr_storage& a) {
-  return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);  // sin6_port sits at the same offset
-}
-
-// A bound, unconnected UDP socket whose port another program took (an outgoing socket handed it as an
-// ephemeral port, a service started meanwhile): a new port of the same address, without SO_REUSEADDR
-// before the bind (the kernel then picks one nobody has bound), the option after (as the program's
-// restored sockets have it). The computation's datagrams to the old port on this host are sent there
-// (chan_portmap.cpp); a socket connected to a peer of the computation (pair) gets its peer connected to
-// the new port (udp_publish names it). *s: a fresh socket on success.
+// The warning of a UDP socket bound to another port than the program's (virt): again, as at the last restart.
 void say_moved(const Chan& c, uint16_t virt, uint16_t real, bool again, bool pair) {
   char line[300];
   plugins::Msg m(line, sizeof line);
@@ -68,6 +59,12 @@ void say_moved(const Chan& c, uint16_t virt, uint16_t real, bool again, bool pai
   plugins::warn(line);
 }
 
+// A bound, unconnected UDP socket whose port another program took (an outgoing socket handed it as an
+// ephemeral port, a service started meanwhile): a new port of the same address, without SO_REUSEADDR
+// before the bind (the kernel then picks one nobody has bound), the option after (as the program's
+// restored sockets have it). The computation's datagrams to the old port on this host are sent there
+// (chan_portmap.cpp); a socket connected to a peer of the computation (pair) gets its peer connected to
+// the new port (udp_publish names it). *s: a fresh socket on success.
 int rebind_moved(Chan& c, int* s, uint16_t virt, bool pair, char* msg, size_t cap) {
   int e = EADDRINUSE;
   for (int attempt = 0; attempt < 8; ++attempt) {
@@ -86,7 +83,7 @@ int rebind_moved(Chan& c, int* s, uint16_t virt, bool pair, char* msg, size_t ca
     sockaddr_storage now{};
     socklen_t l = sizeof now;
     getsockname(t, reinterpret_cast<sockaddr*>(&now), &l);
-    say_moved(c, virt, port_in(now), false, pair);
+    say_moved(c, virt, port_of(now), false, pair);
     *s = t;
     return 0;
   }
@@ -110,11 +107,11 @@ int rebind_datagram(Chan& c, char* msg, size_t cap) {
   // The program's port: its own, or the one an earlier restart moved it from (tried first, no waiting:
   // free again, the translation ends).
   const uint16_t moved_from = inet ? portmap_virtual(c) : 0;
-  const uint16_t virt = moved_from ? moved_from : inet ? port_in(c.local) : 0;
+  const uint16_t virt = moved_from ? moved_from : inet ? port_of(c.local) : 0;
   int s = socket(c.family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (s < 0) return dg_err(msg, cap, c, "socket", errno);
   bool bound = false;
-  if (moved_from && moved_from != port_in(c.local)) {
+  if (moved_from && moved_from != port_of(c.local)) {
     sockaddr_storage own = c.local;
     reinterpret_cast<sockaddr_in&>(own).sin_port = htons(moved_from);
     bound = bind_again(c, s, &own, 0);
@@ -144,10 +141,10 @@ int rebind_datagram(Chan& c, char* msg, size_t cap) {
     sockaddr_storage now{};
     socklen_t l = sizeof now;
     getsockname(s, reinterpret_cast<sockaddr*>(&now), &l);
-    if (!moved_now && port_in(now) != virt) say_moved(c, virt, port_in(now), true, pair);  // its own still taken
+    if (!moved_now && port_of(now) != virt) say_moved(c, virt, port_of(now), true, pair);  // its own still taken
     if (pair) {  // udp_connect gets its queue back and connects it
       if (int rc = place_socket(c, s, msg, cap)) return rc;
-      portmap_note(c.fd, virt, port_in(now));
+      portmap_note(c.fd, virt, port_of(now));
       return 0;
     }
     if (int rc = requeue_udp(c, s, msg, cap)) {
@@ -155,7 +152,7 @@ int rebind_datagram(Chan& c, char* msg, size_t cap) {
       return rc;
     }
     if (int rc = place_socket(c, s, msg, cap)) return rc;
-    portmap_note(c.fd, virt, port_in(now));
+    portmap_note(c.fd, virt, port_of(now));
     return 0;
   }
   if (udp_deferred(c) && inject::coord_configured()) return place_socket(c, s, msg, cap);  // udp_connect

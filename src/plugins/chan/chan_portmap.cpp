@@ -100,11 +100,6 @@ uint32_t g_norigin;
 char g_origin_host[64];  // host_tag() of the host whose addresses were noted last
 uint64_t g_publish_gen;  // between this restored process's publish and its load: the restart's generation
 
-uint16_t port_of(const sockaddr_storage& a) {
-  return ntohs(a.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6&>(a).sin6_port
-                                       : reinterpret_cast<const sockaddr_in&>(a).sin_port);
-}
-
 // "<boot id's first 8 hex digits>-<network namespace inode>": where a port number means one socket. Read
 // afresh, unlike plugins/common/host_tag (cached so a restored process names its checkpoint's objects):
 // a port is this host's and this namespace's now.

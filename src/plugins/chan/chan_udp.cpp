@@ -154,18 +154,13 @@ constexpr uint32_t kMaxStandIns = 64;
 StandIn g_standins[kMaxStandIns];
 uint32_t g_nstandins;  // published last (release): the receive wrappers read only up to it
 
-uint16_t inet_port(const sockaddr* a) {
-  return ntohs(a->sa_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(a)->sin6_port
-                                        : reinterpret_cast<const sockaddr_in*>(a)->sin_port);
-}
-
 // One more datagram sent from stand-in t for source src (restore: one thread).
 void note_standin(const Chan& c, int t, const uint8_t* src, uint32_t src_len) {
   if (c.family != AF_INET && c.family != AF_INET6) return;
   sockaddr_storage me{};
   socklen_t l = sizeof me;
   if (getsockname(t, reinterpret_cast<sockaddr*>(&me), &l) != 0) return;
-  const uint16_t port = inet_port(reinterpret_cast<const sockaddr*>(&me));
+  const uint16_t port = port_of(reinterpret_cast<const sockaddr*>(&me));
   uint32_t n = g_nstandins;
   if (n > 0) {
     StandIn& last = g_standins[n - 1];
@@ -342,8 +337,9 @@ int requeue_udp(Chan& c, int s, char* msg, size_t cap) {
         .s(bind_errno == EADDRNOTAVAIL ? "; on another host, only a transparent socket can: CAP_NET_ADMIN" : "")
         .s(bind_errno == EEXIST ? "; a Unix path name" : "")
         .s("), so ").u(unbound).s(" of its ").u(want)
-        .s(" queued datagrams were queued again from another address (recvfrom/recvmsg report their own source; "
-           "a raw read of the address does not)");
+        .s(" queued datagrams were queued again from another address")
+        .s(c.family == AF_UNIX ? ": recvfrom reports that address for them"
+                               : " (recvfrom/recvmsg report their own source all the same)");
     plugins::warn(line);
   }
   return 0;
@@ -352,7 +348,7 @@ int requeue_udp(Chan& c, int s, char* msg, size_t cap) {
 bool standin_source(sockaddr* from, socklen_t len, bool peek) {
   const uint32_t n = __atomic_load_n(&g_nstandins, __ATOMIC_ACQUIRE);
   if (n == 0 || (from->sa_family != AF_INET && from->sa_family != AF_INET6)) return false;
-  const uint16_t port = inet_port(from);
+  const uint16_t port = port_of(from);
   for (uint32_t k = 0; k < n; ++k) {
     StandIn& e = g_standins[k];
     if (e.port != port || e.fam != from->sa_family) continue;

@@ -168,13 +168,9 @@ int reopen_regular(Ctx& c, const FdRecord& rec, const char* path) {
     // Shared with writers outside the computation (outside_files.h): what they wrote since the
     // checkpoint stays, and a file they cut shorter is not an error. The program writes on at its saved
     // offset, or at the end when the file is now shorter than that (never past it: no hole).
-    if (rec.offset > st.st_size) {
-      FdRecord at_end = rec;
-      at_end.offset = st.st_size;
-      int rc = seek(c, fd, at_end, path);
-      return rc ? rc : place(c, fd, rec);
-    }
-    int rc = seek(c, fd, rec, path);
+    FdRecord at = rec;
+    if (at.offset > st.st_size) at.offset = st.st_size;
+    int rc = seek(c, fd, at, path);
     return rc ? rc : place(c, fd, rec);
   }
   if (st.st_size < rec.size) {
